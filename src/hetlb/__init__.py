@@ -1,0 +1,17 @@
+"""hetlb: load balancing in large heterogeneous server systems.
+
+Simulate, analyse and compare policies that route jobs to servers of different speeds
+(JSQ and its speed-aware variants, JIQ, power-of-d, SED, ...), with job types restricted to
+some servers by a compatibility graph, finite buffers, and exact and asymptotic theory to
+check them against.
+"""
+
+__version__ = "0.1.0"
+
+from hetlb.errors import InputError
+from hetlb.model import CompatibilityGraph, JobSizes, System, parse_speeds
+from hetlb.policies import POLICIES, Policy, make_policy
+from hetlb.simulation import simulate
+
+__all__ = ["CompatibilityGraph", "InputError", "JobSizes", "POLICIES", "Policy", "System", "__version__",
+           "make_policy", "parse_speeds", "simulate"]

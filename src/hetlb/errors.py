@@ -1,0 +1,14 @@
+"""The one exception type that user input can raise.
+
+Every check on user input raises :class:`InputError` naming the offending field and the rule it
+breaks, so that the command line can print a single line and exit non-zero.
+"""
+
+
+class InputError(ValueError):
+    """Invalid input: ``field`` names what is wrong and ``rule`` what it must satisfy."""
+
+    def __init__(self, field: str, rule: str):
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")

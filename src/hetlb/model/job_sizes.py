@@ -1,0 +1,55 @@
+"""Job-size distributions with mean 1: a job of size x takes x / speed[s] time units at server s."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetlb.errors import InputError
+
+SIZE_KINDS = {"exponential": 0, "hyperexponential": 1, "deterministic": 2}
+
+
+@dataclass(frozen=True)
+class JobSizes:
+    """Distribution of job sizes, mean 1.
+
+    ``kind`` is ``exponential``, ``deterministic``, or ``hyperexponential``: the two-phase
+    balanced-means H2 with squared coefficient of variation ``scv`` (> 1), phase probabilities
+    p1 = (1 + sqrt((scv - 1)/(scv + 1)))/2 and p2 = 1 - p1, and phase rates 2 p1 and 2 p2.
+    """
+
+    kind: str = "exponential"
+    scv: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in SIZE_KINDS:
+            raise InputError("job_sizes.kind", f"must be one of {', '.join(SIZE_KINDS)}, got {self.kind!r}")
+        expected_scv = {"exponential": 1.0, "deterministic": 0.0}.get(self.kind)
+        if self.kind == "hyperexponential":
+            if not (math.isfinite(self.scv) and self.scv > 1.0):
+                raise InputError("job_sizes.scv", f"a hyperexponential needs a finite scv > 1, got {self.scv}")
+        elif self.scv not in (expected_scv, 1.0):
+            raise InputError("job_sizes.scv", f"is fixed at {expected_scv} for {self.kind} sizes")
+        else:
+            object.__setattr__(self, "scv", expected_scv)
+
+    @property
+    def code(self) -> int:
+        return SIZE_KINDS[self.kind]
+
+    def phase_parameters(self) -> np.ndarray:
+        """(p1, rate1, rate2) of the H2; unused entries for other kinds."""
+        if self.kind != "hyperexponential":
+            return np.array([1.0, 1.0, 1.0])
+        p1 = 0.5 * (1.0 + math.sqrt((self.scv - 1.0) / (self.scv + 1.0)))
+        return np.array([p1, 2.0 * p1, 2.0 * (1.0 - p1)])
+
+    def second_moment(self) -> float:
+        """E[X^2] = 1 + scv (mean 1)."""
+        return 1.0 + self.scv
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "mean": 1.0, "scv": self.scv}

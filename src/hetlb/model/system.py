@@ -1,0 +1,228 @@
+"""The validated, array-backed description of a heterogeneous server system.
+
+Notation (paper 000 unless stated): server ``s`` has speed ``speed[s]`` = mu_{t_s}, a service
+rate in jobs per unit time for a job of size 1; job type ``k`` (a port l) arrives as a Poisson
+stream of rate ``arrival_rate[k]`` = lambda_l; ``buffer[s]`` = b counts the job in service, and an
+arrival routed to a full server is lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetlb.errors import InputError
+from hetlb.model.graph import CompatibilityGraph
+from hetlb.model.job_sizes import JobSizes
+
+INFINITE_BUFFER = np.iinfo(np.int64).max
+"""Value of ``buffer[s]`` for a server without a buffer limit."""
+
+
+@dataclass(frozen=True, eq=False)
+class System:
+    """Servers, job types, their compatibility graph, buffers and job sizes.
+
+    Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
+    """
+
+    speed: np.ndarray
+    arrival_rate: np.ndarray
+    graph: CompatibilityGraph
+    buffer: np.ndarray
+    job_sizes: JobSizes = field(default_factory=JobSizes)
+
+    @classmethod
+    def from_speeds(
+        cls,
+        speed,
+        *,
+        arrival_rate=None,
+        load: float | None = None,
+        buffer=None,
+        graph: CompatibilityGraph | list | None = None,
+        n_types: int = 1,
+        job_sizes: JobSizes | str | None = None,
+    ) -> "System":
+        """Build and validate a system.
+
+        speed: one speed per server (mu, jobs per unit time); see :func:`parse_speeds` for
+            "50x1.0,50x0.5".
+        arrival_rate: total rate (one job type) or one rate per job type (lambda_l).
+        load: instead of ``arrival_rate``, the fraction rho of the total capacity sum(speed),
+            split equally over the job types.
+        buffer: None (infinite), one int for all servers, or one per server (b, counts the job
+            in service).
+        graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
+        n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
+        job_sizes: a :class:`JobSizes` or its kind name.
+        """
+        speed = positive_finite_array("speed", speed)
+        n_servers = len(speed)
+        if isinstance(graph, CompatibilityGraph):
+            pass
+        elif graph is not None:
+            graph = CompatibilityGraph.from_lists(graph, n_servers)
+        if (arrival_rate is None) == (load is None):
+            raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
+        if graph is None:
+            if arrival_rate is not None and np.ndim(arrival_rate) == 1:
+                n_types = len(arrival_rate)
+            graph = CompatibilityGraph.complete(positive_int("n_types", n_types), n_servers)
+        if graph.n_servers != n_servers:
+            raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
+        if load is not None:
+            if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
+                raise InputError("load", f"must be a finite number > 0, got {load!r}")
+            arrival_rate = np.full(graph.n_types, load * speed.sum() / graph.n_types)
+        arrival_rate = positive_finite_array("arrival_rate", arrival_rate)
+        if len(arrival_rate) != graph.n_types:
+            raise InputError("arrival_rate", f"needs one rate per job type ({graph.n_types}), got {len(arrival_rate)}")
+        if isinstance(job_sizes, str):
+            job_sizes = JobSizes(job_sizes)
+        system = cls(speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes())
+        system.check_stability()
+        return system
+
+    @property
+    def n_servers(self) -> int:
+        return len(self.speed)
+
+    @property
+    def n_types(self) -> int:
+        return len(self.arrival_rate)
+
+    @property
+    def total_arrival_rate(self) -> float:
+        """lambda_Sigma, jobs per unit time."""
+        return float(self.arrival_rate.sum())
+
+    @property
+    def capacity(self) -> float:
+        """Total service rate sum(speed), jobs per unit time."""
+        return float(self.speed.sum())
+
+    @property
+    def load(self) -> float:
+        """rho = lambda_Sigma / sum(speed)."""
+        return self.total_arrival_rate / self.capacity
+
+    @property
+    def has_infinite_buffers(self) -> bool:
+        return bool(np.all(self.buffer == INFINITE_BUFFER))
+
+    def speed_classes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct speeds in decreasing order (mu_1 > mu_2 > ...) and each server's class index m."""
+        class_speed, inverse = np.unique(-self.speed, return_inverse=True)
+        return -class_speed, inverse.astype(np.int64)
+
+    def max_routable_scale(self) -> float:
+        """Largest theta such that theta * arrival_rate can be routed through the graph
+        without exceeding any server's speed (a max-flow, solved as a linear programme)."""
+        if self.graph.is_complete():
+            return self.capacity / self.total_arrival_rate
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix
+
+        n_edges = self.graph.n_edges
+        edge_type = np.repeat(np.arange(self.n_types), self.graph.degree())
+        edge_ids = np.arange(n_edges)
+        # variables: one flow per edge, then theta; maximise theta
+        equality = coo_matrix(
+            (np.concatenate([np.ones(n_edges), -self.arrival_rate]),
+             (np.concatenate([edge_type, np.arange(self.n_types)]),
+              np.concatenate([edge_ids, np.full(self.n_types, n_edges)]))),
+            shape=(self.n_types, n_edges + 1),
+        )
+        capacity = coo_matrix((np.ones(n_edges), (self.graph.indices, edge_ids)), shape=(self.n_servers, n_edges + 1))
+        cost = np.zeros(n_edges + 1)
+        cost[-1] = -1.0
+        solution = linprog(cost, A_ub=capacity, b_ub=self.speed, A_eq=equality, b_eq=np.zeros(self.n_types),
+                           bounds=(0, None), method="highs")
+        if not solution.success:
+            raise InputError("graph", f"the capacity check failed: {solution.message}")
+        return float(solution.x[-1])
+
+    def check_stability(self) -> None:
+        """With infinite buffers the offered load must be below the capacity reachable through the graph."""
+        if not self.has_infinite_buffers:
+            return
+        scale = self.max_routable_scale()
+        if scale <= 1.0:
+            raise InputError(
+                "arrival_rate",
+                f"unstable with infinite buffers: the graph can carry at most {scale:.6g} times the offered "
+                f"load (load {self.load:.6g} of total capacity); lower the load or set a buffer",
+            )
+
+    def describe(self) -> dict:
+        """A JSON-ready summary for result metadata."""
+        class_speed, server_class = self.speed_classes()
+        finite = self.buffer[self.buffer != INFINITE_BUFFER]
+        return {
+            "n_servers": self.n_servers,
+            "speed_classes": [
+                {"speed": float(v), "count": int(c)} for v, c in zip(class_speed, np.bincount(server_class))
+            ],
+            "n_types": self.n_types,
+            "total_arrival_rate": self.total_arrival_rate,
+            "load": self.load,
+            "buffer": None if len(finite) == 0 else (int(finite[0]) if len(finite) == self.n_servers and np.all(finite == finite[0]) else self.buffer.tolist()),
+            "graph": self.graph.describe(),
+            "job_sizes": self.job_sizes.describe(),
+        }
+
+
+def positive_finite_array(name: str, values) -> np.ndarray:
+    try:
+        array = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise InputError(name, f"must be numbers, got {values!r}") from None
+    if array.ndim != 1 or len(array) == 0:
+        raise InputError(name, "must be a non-empty list of numbers")
+    bad = array[~(np.isfinite(array) & (array > 0))]
+    if len(bad):
+        raise InputError(name, f"every value must be finite and > 0, got {bad[0]}")
+    return array
+
+
+def positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(name, f"must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def buffer_array(buffer, n_servers: int) -> np.ndarray:
+    """Per-server buffer sizes b (counting the job in service); None means infinite."""
+    if buffer is None:
+        return np.full(n_servers, INFINITE_BUFFER, dtype=np.int64)
+    values = np.atleast_1d(np.asarray(buffer, dtype=object))
+    if len(values) not in (1, n_servers):
+        raise InputError("buffer", f"give one size or one per server ({n_servers}), got {len(values)}")
+    sizes = []
+    for value in values:
+        if value is None or (isinstance(value, (float, np.floating)) and math.isinf(value)):
+            sizes.append(INFINITE_BUFFER)
+        elif isinstance(value, (float, np.floating)) and float(value).is_integer():
+            sizes.append(positive_int("buffer", int(value)))
+        else:
+            sizes.append(positive_int("buffer", value))
+    return np.broadcast_to(np.array(sizes, dtype=np.int64), (n_servers,)).copy()
+
+
+def parse_speeds(text: str) -> np.ndarray:
+    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
+    speeds = []
+    for item in str(text).split(","):
+        item = item.strip()
+        count, _, value = item.rpartition("x") if "x" in item else ("1", "", item)
+        try:
+            count_int, speed = int(count), float(value)
+        except ValueError:
+            raise InputError("speeds", f"each item must be a speed or COUNTxSPEED (e.g. 50x0.5), got {item!r}") from None
+        if count_int < 1:
+            raise InputError("speeds", f"a count must be >= 1, got {item!r}")
+        speeds.extend([speed] * count_int)
+    return positive_finite_array("speeds", speeds)

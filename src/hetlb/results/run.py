@@ -1,0 +1,240 @@
+"""Results: one replication (:class:`RunResult`) and a set of replications (:class:`SimulationResult`).
+
+Times are in the model's time unit (a job of size 1 at speed 1 takes one unit); confidence
+intervals are 95% Student-t intervals, over batch means within one run and over replications
+when there are several.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT
+from hetlb.stats import interval
+
+PERCENTILES = (50, 95, 99)
+
+
+@dataclass
+class RunResult:
+    """Statistics of one replication, measured over [warmup, end_time]."""
+
+    seed_entropy: int
+    seed_key: tuple
+    mean_response_time: float
+    mean_response_time_ci: list
+    mean_waiting_time: float
+    mean_waiting_time_ci: list
+    p_wait: float
+    blocking_probability: float
+    blocking_probability_ci: list
+    mean_number_in_system: float
+    mean_number_in_system_ci: list
+    utilisation: np.ndarray            # per server, fraction of time busy
+    mean_queue_length: np.ndarray      # per server, time-average jobs (incl. in service)
+    peak_queue_length: np.ndarray      # per server, most jobs ever held (whole run)
+    class_speed: np.ndarray            # mu_m, decreasing
+    class_count: np.ndarray            # N_m
+    occupancy: np.ndarray              # s_{m,i} of 000: [m, i-1] = time-average fraction of all N servers of class m with >= i jobs
+    class_jobs: np.ndarray             # C_m of 000: time-average jobs at class-m servers / N
+    histogram: np.ndarray              # response-time counts (see response_time_quantile)
+    measured_time: float
+    end_time: float
+    arrivals: int
+    completed_jobs: int
+    counters: dict                     # whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system
+    events: int
+    wall_seconds: float
+    trace: dict | None = None           # the first routing decisions, when asked for
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    @property
+    def response_time_percentiles(self) -> dict:
+        return {f"p{p}": response_time_quantile(self.histogram, p / 100.0) for p in PERCENTILES}
+
+    @property
+    def littles_law_gap(self) -> float:
+        """(L - lambda_admitted W) / L: zero up to edge effects of the finite run."""
+        admitted_rate = (self.arrivals * (1.0 - self.blocking_probability)) / self.measured_time
+        little = admitted_rate * self.mean_response_time
+        return (self.mean_number_in_system - little) / self.mean_number_in_system
+
+    def to_dict(self, per_server: bool = True) -> dict:
+        out = {
+            "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
+            "mean_response_time": self.mean_response_time,
+            "mean_response_time_ci": self.mean_response_time_ci,
+            "mean_waiting_time": self.mean_waiting_time,
+            "mean_waiting_time_ci": self.mean_waiting_time_ci,
+            "p_wait": self.p_wait,
+            "blocking_probability": self.blocking_probability,
+            "blocking_probability_ci": self.blocking_probability_ci,
+            "mean_number_in_system": self.mean_number_in_system,
+            "mean_number_in_system_ci": self.mean_number_in_system_ci,
+            **{f"response_time_{k}": v for k, v in self.response_time_percentiles.items()},
+            "littles_law_gap": self.littles_law_gap,
+            "occupancy_by_class": occupancy_table(self.class_speed, self.class_count, self.occupancy, self.class_jobs),
+            "measured_time": self.measured_time,
+            "end_time": self.end_time,
+            "completed_jobs": self.completed_jobs,
+            "counters": self.counters,
+            "events": self.events,
+            "wall_seconds": self.wall_seconds,
+            "events_per_second": self.events_per_second,
+        }
+        if per_server:
+            out["utilisation"] = self.utilisation.tolist()
+            out["mean_queue_length"] = self.mean_queue_length.tolist()
+        return out
+
+
+@dataclass
+class SimulationResult:
+    """Replications of one scenario under one policy, with their aggregate and metadata.
+
+    With one replication the intervals are batch-means intervals of that run; with several they
+    are Student-t intervals over the replications' means.
+    """
+
+    runs: list
+    metadata: dict = field(default_factory=dict)
+
+    def _across(self, name: str):
+        values = np.array([getattr(run, name) for run in self.runs], dtype=float)
+        if len(self.runs) == 1:
+            return float(values[0]), getattr(self.runs[0], name + "_ci", None)
+        return float(values.mean()), interval(values)
+
+    @property
+    def replications(self) -> int:
+        return len(self.runs)
+
+    @property
+    def mean_response_time(self) -> float:
+        return self._across("mean_response_time")[0]
+
+    @property
+    def mean_response_time_ci(self) -> list:
+        return self._across("mean_response_time")[1]
+
+    @property
+    def mean_waiting_time(self) -> float:
+        return self._across("mean_waiting_time")[0]
+
+    @property
+    def p_wait(self) -> float:
+        return self._across("p_wait")[0]
+
+    @property
+    def blocking_probability(self) -> float:
+        return self._across("blocking_probability")[0]
+
+    @property
+    def mean_number_in_system(self) -> float:
+        return self._across("mean_number_in_system")[0]
+
+    @property
+    def histogram(self) -> np.ndarray:
+        return np.sum([run.histogram for run in self.runs], axis=0)
+
+    @property
+    def response_time_percentiles(self) -> dict:
+        histogram = self.histogram
+        return {f"p{p}": response_time_quantile(histogram, p / 100.0) for p in PERCENTILES}
+
+    @property
+    def events(self) -> int:
+        return int(sum(run.events for run in self.runs))
+
+    @property
+    def wall_seconds(self) -> float:
+        return float(sum(run.wall_seconds for run in self.runs))
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def summary(self) -> dict:
+        """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``)."""
+        out = {}
+        for name in ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability",
+                     "mean_number_in_system"):
+            value, ci = self._across(name)
+            out[name] = value
+            if ci is not None:
+                out[name + "_ci"] = ci
+        out.update({f"response_time_{k}": v for k, v in self.response_time_percentiles.items()})
+        out["littles_law_gap"] = self._across("littles_law_gap")[0]
+        first = self.runs[0]
+        occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
+        out["occupancy_by_class"] = occupancy_table(
+            first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0))
+        out["replications"] = self.replications
+        out["events"] = self.events
+        out["events_per_second"] = self.events_per_second
+        out["wall_seconds"] = self.wall_seconds
+        return out
+
+    def to_dict(self, per_server: bool | None = None) -> dict:
+        """Everything, JSON-ready: summary, metadata and each replication."""
+        n_servers = len(self.runs[0].utilisation)
+        per_server = n_servers <= 1000 if per_server is None else per_server
+        return {**self.summary(), "metadata": self.metadata,
+                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
+
+    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(per_server), indent=indent, default=json_default)
+
+
+def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
+    """Per speed class: mu_m, N_m, busy fraction, s_{m,i} for i = 1.., and C_m (000)."""
+    n_servers = int(np.sum(class_count))
+    return [
+        {"speed": float(speed), "servers": int(count), "utilisation": float(occupancy[m][0] * n_servers / count),
+         "s_m": [float(x) for x in occupancy[m]], "C_m": float(class_jobs[m])}
+        for m, (speed, count) in enumerate(zip(class_speed, class_count))
+    ]
+
+
+def response_time_quantile(histogram: np.ndarray, q: float) -> float:
+    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%)."""
+    total = histogram.sum()
+    if total == 0:
+        return math.nan
+    cumulative = np.cumsum(histogram)
+    index = int(np.searchsorted(cumulative, q * total, side="left"))
+    below = cumulative[index - 1] if index > 0 else 0
+    fraction = (q * total - below) / histogram[index]
+    octave, sub = divmod(index, HISTOGRAM_BINS_PER_OCTAVE)
+    scale = 2.0 ** (octave + HISTOGRAM_MIN_EXPONENT)
+    low = (0.5 + sub / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)) * scale
+    width = scale / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)
+    return float(low + fraction * width)
+
+
+def json_default(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    raise TypeError(f"not serialisable: {type(value).__name__}")
+
+
+def versions() -> dict:
+    import numba
+    import scipy
+
+    from hetlb import __version__
+
+    return {"hetlb": __version__, "numpy": np.__version__, "numba": numba.__version__,
+            "scipy": scipy.__version__, "python": platform.python_version()}

@@ -1,0 +1,279 @@
+"""The public entry point: validate -> pack arrays -> run the kernel -> results.
+
+>>> import hetlb
+>>> system = hetlb.System.from_speeds([2.0, 1.0, 0.5], load=0.8)
+>>> result = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=100.0, seed=1)
+>>> round(result.mean_response_time, 1) > 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from hetlb.errors import InputError
+from hetlb.kernels import continuous as kernel
+from hetlb.kernels.trees import new_key_tree, new_tournament
+from hetlb.model.system import INFINITE_BUFFER, System
+from hetlb.policies import as_policy, make_policy, rules
+from hetlb.policies.registry import Policy
+from hetlb.progress import ProgressBar
+from hetlb.results.run import RunResult, SimulationResult, versions
+from hetlb.stats import interval, ratio_per_batch
+
+TREE_MIN_SERVERS = 24
+"""A complete job type with at least this many servers is routed through the O(log N) tree;
+below it a linear scan is faster."""
+
+EVENTS_PER_CALL = 4_000_000
+"""Events per kernel call between progress updates (does not change results)."""
+
+
+def simulate(
+    system: System,
+    policy: str | Policy = "jsq",
+    *,
+    jobs: int | None = None,
+    horizon: float | None = None,
+    warmup: float = 0.0,
+    replications: int = 1,
+    seed: int = 0,
+    batches: int = 20,
+    occupancy_levels: int = 10,
+    trace: int = 0,
+    progress: bool = False,
+    **policy_params,
+) -> SimulationResult:
+    """Simulate ``system`` under ``policy``; return the replications and their aggregate.
+
+    jobs: stop after this many completed jobs that arrived after the warm-up (default 100,000
+        when ``horizon`` is not given); horizon: stop at this simulated time instead.
+    warmup: simulated time discarded before statistics start (time units).
+    replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
+        split into an arrival stream and a policy stream, so every policy sees the same arrival
+        epochs, job types and job sizes for the same seed (common random numbers).
+    batches: batches for the batch-means confidence intervals of each run.
+    occupancy_levels: how many levels i of s_{m,i} (000) to record.
+    trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
+    policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
+    """
+    policy = make_policy(policy, **policy_params) if isinstance(policy, str) else as_policy(policy)
+    if policy_params and not isinstance(policy, Policy):
+        raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
+    if not isinstance(system, System):
+        raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
+    jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
+    for name, value, low in (("replications", replications, 1), ("batches", batches, 2),
+                             ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
+    if jobs is not None and jobs < batches:
+        raise InputError("jobs", f"must be at least the number of batches ({batches})")
+    check_policy_stability(system, policy)
+
+    model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
+    bar = ProgressBar(f"{policy.id} ", enabled=progress)
+    runs = []
+    for replication in range(replications):
+        seed_sequence = np.random.SeedSequence(seed, spawn_key=(replication,))
+        runs.append(run_replication(system, model, seed_sequence, trace,
+                                    lambda done, events: bar.update((replication + done) / replications, events)))
+    bar.close()
+    metadata = {
+        "system": system.describe(),
+        "policy": policy.describe(),
+        "policy_definition": policy.spec.definition,
+        "seed": seed,
+        "replications": replications,
+        "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
+        "batches": batches,
+        "confidence": 0.95,
+        "versions": versions(),
+    }
+    return SimulationResult(runs, metadata)
+
+
+def stopping_rule(jobs, horizon, warmup):
+    """Check the stopping rule; return (jobs or None, horizon or inf, warmup)."""
+    if jobs is not None and horizon is not None:
+        raise InputError("jobs", "give either jobs or horizon, not both")
+    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
+        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
+    if horizon is not None:
+        if not (isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > warmup):
+            raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
+        return None, float(horizon), float(warmup)
+    jobs = 100_000 if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
+        raise InputError("jobs", f"must be an integer >= 1, got {jobs!r}")
+    return int(jobs), math.inf, float(warmup)
+
+
+def check_policy_stability(system: System, policy: Policy) -> None:
+    """Static-routing policies overload a server whose share of the traffic exceeds its speed."""
+    if not system.has_infinite_buffers or policy.code not in (rules.RANDOM, rules.WEIGHTED_RANDOM):
+        return
+    graph = system.graph
+    edge_type = np.repeat(np.arange(system.n_types), graph.degree())
+    weight = np.ones(graph.n_edges) if policy.code == rules.RANDOM else system.speed[graph.indices]
+    type_weight = np.bincount(edge_type, weights=weight, minlength=system.n_types)
+    edge_rate = system.arrival_rate[edge_type] * weight / type_weight[edge_type]
+    server_rate = np.bincount(graph.indices, weights=edge_rate, minlength=system.n_servers)
+    overloaded = np.flatnonzero(server_rate >= system.speed)
+    if len(overloaded):
+        s = int(overloaded[0])
+        raise InputError("policy", f"{policy.id} is unstable here: server {s} receives jobs at rate "
+                         f"{server_rate[s]:.6g} >= its speed {system.speed[s]:.6g} (infinite buffers)")
+
+
+def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, occupancy_levels):
+    """The kernel's read-only arrays for ``system`` under ``policy``."""
+    graph = system.graph
+    class_speed, server_class = system.speed_classes()
+    edge_speed = system.speed[graph.indices]
+    compat_cumulative_speed = np.cumsum(edge_speed) - np.repeat(
+        np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree())
+    uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
+    finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
+    n_levels = int(min(occupancy_levels, finite_buffer.max())) if len(finite_buffer) == system.n_servers \
+        else occupancy_levels
+    if jobs is None:
+        batch_ends = warmup + (horizon - warmup) * np.arange(1, batches + 1) / batches
+        batch_ends[-1] = horizon
+    else:
+        batch_ends = np.floor(jobs * np.arange(1, batches + 1) / batches)
+    return kernel.KernelModel(
+        speed=system.speed, inv_speed=1.0 / system.speed, buffer=system.buffer,
+        server_class=server_class, n_classes=len(class_speed),
+        cumulative_type_rate=np.cumsum(system.arrival_rate), total_arrival_rate=system.total_arrival_rate,
+        compat_indptr=graph.indptr, compat_indices=graph.indices, compat_cumulative_speed=compat_cumulative_speed,
+        type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
+        size_code=system.job_sizes.code, size_params=system.job_sizes.phase_parameters(),
+        policy_code=policy.code, pod_d=int(policy.params.get("d", 1)),
+        n_levels=n_levels, warmup=warmup, horizon=horizon,
+        target_jobs=np.iinfo(np.int64).max if jobs is None else jobs,
+        batch_ends=batch_ends.astype(np.float64), batch_by_jobs=0 if jobs is None else 1,
+    )
+
+
+def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
+    """An empty system at time 0."""
+    n_classes = model.n_classes
+    if model.type_uses_tree.any():
+        initial_key = np.array([rules.selection_key(model.policy_code, 0, model.server_class[s], n_classes,
+                                                    model.speed[s]) for s in range(n_servers)])
+        key, key_count = new_key_tree(initial_key)
+    else:
+        key, key_count = np.full(2, np.inf), np.zeros(2, dtype=np.int64)
+    departure_time, departure_winner = new_tournament(np.full(n_servers, np.inf))
+    finite = model.buffer[model.buffer != INFINITE_BUFFER]
+    slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \
+        else 2 * n_servers + 4096
+    job_arrival, job_size, job_next = job_pool(slots)
+    counters = np.zeros(1, dtype=kernel.COUNTER_DTYPE)
+    levels = (n_classes, model.n_levels + 1)
+    return kernel.KernelState(
+        counters=counters, queue_len=np.zeros(n_servers, np.int64),
+        queue_head=np.full(n_servers, -1, np.int64), queue_tail=np.full(n_servers, -1, np.int64),
+        job_arrival=job_arrival, job_size=job_size, job_next=job_next,
+        departure_time=departure_time, departure_winner=departure_winner, key=key, key_count=key_count,
+        job_area=np.zeros(n_servers), busy_area=np.zeros(n_servers), last_change=np.zeros(n_servers),
+        peak_queue=np.zeros(n_servers, np.int64),
+        level_count=np.zeros(levels, np.int64), level_area=np.zeros(levels), level_last=np.zeros(levels),
+        histogram=np.zeros(kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE, np.int64),
+        batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
+        trace_time=np.zeros(trace), trace_type=np.zeros(trace, np.int64),
+        trace_server=np.zeros(trace, np.int64), trace_queue=np.zeros(trace, np.int64),
+        pod_sample=np.zeros(max(model.pod_d, 1), np.int64),
+    )
+
+
+def job_pool(slots: int):
+    """Arrays of a pool of job slots, all on the free list (job_next links them)."""
+    job_next = np.arange(1, slots + 1, dtype=np.int64)
+    job_next[-1] = -1
+    return np.zeros(slots), np.zeros(slots), job_next
+
+
+def grow_job_pool(state: kernel.KernelState) -> kernel.KernelState:
+    """Double the job pool when every slot is in use (only jobs in system occupy slots)."""
+    used = len(state.job_next)
+    arrival, size, next_slot = job_pool(2 * used)
+    arrival[:used] = state.job_arrival
+    size[:used] = state.job_size
+    next_slot[:used] = state.job_next
+    state.counters[0]["free_slot"] = used
+    return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot)
+
+
+def run_replication(system: System, model, seed_sequence, trace: int, report) -> RunResult:
+    """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
+    arrival_stream, policy_stream = seed_sequence.spawn(2)
+    arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
+    policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
+    state = new_state(model, system.n_servers, trace)
+    counters = state.counters[0]
+    counters["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
+    started = time.perf_counter()
+    while True:
+        status = kernel.advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        if status == kernel.FINISHED:
+            break
+        if status == kernel.NEEDS_JOB_SLOTS:
+            state = grow_job_pool(state)
+            counters = state.counters[0]
+        done = counters["now"] / model.horizon if model.batch_by_jobs == 0 else \
+            counters["completed"] / model.target_jobs
+        report(done, int(counters["events"]))
+    wall = time.perf_counter() - started
+    return run_result(system, model, state, seed_sequence, wall)
+
+
+def run_result(system: System, model, state, seed_sequence, wall_seconds: float) -> RunResult:
+    c = state.counters[0]
+    measured = float(c["end_time"] - model.warmup)
+    n = system.n_servers
+    class_speed, server_class = system.speed_classes()
+    class_count = np.bincount(server_class)
+    batches = state.batches
+    batch_time = batches[:, 0] - model.warmup
+    return RunResult(
+        seed_entropy=int(seed_sequence.entropy),
+        seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
+        mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
+        mean_response_time_ci=interval(ratio_per_batch(batches[:, 6], batches[:, 5])),
+        mean_waiting_time=safe_ratio(c["waiting_sum"], c["completed"]),
+        mean_waiting_time_ci=interval(ratio_per_batch(batches[:, 7], batches[:, 5])),
+        p_wait=safe_ratio(c["waited"], c["admitted"]),
+        blocking_probability=safe_ratio(c["blocked"], c["arrivals"]),
+        blocking_probability_ci=interval(ratio_per_batch(batches[:, 3], batches[:, 1])),
+        mean_number_in_system=safe_ratio(c["job_area"], measured),
+        mean_number_in_system_ci=interval(ratio_per_batch(batches[:, 8], batch_time)),
+        utilisation=state.busy_area / measured,
+        mean_queue_length=state.job_area / measured,
+        peak_queue_length=state.peak_queue.copy(),
+        class_speed=class_speed,
+        class_count=class_count,
+        occupancy=state.level_area[:, 1:] / (n * measured),
+        class_jobs=np.bincount(server_class, weights=state.job_area) / (n * measured),
+        histogram=state.histogram.copy(),
+        measured_time=measured,
+        end_time=float(c["end_time"]),
+        arrivals=int(c["arrivals"]),
+        completed_jobs=int(c["completed"]),
+        counters={"arrivals": int(c["arrivals_total"]), "admitted": int(c["admitted_total"]),
+                  "blocked": int(c["blocked_total"]), "departed": int(c["departures_total"]),
+                  "in_system": int(c["in_system"])},
+        events=int(c["events"]),
+        wall_seconds=wall_seconds,
+        trace={"time": state.trace_time[: c["trace_n"]], "job_type": state.trace_type[: c["trace_n"]],
+               "server": state.trace_server[: c["trace_n"]], "queue_len": state.trace_queue[: c["trace_n"]]}
+        if len(state.trace_time) else None,
+    )
+
+
+def safe_ratio(numerator, denominator) -> float:
+    return float(numerator) / float(denominator) if denominator else math.nan

@@ -1,0 +1,40 @@
+"""Confidence intervals: Student-t over batch means within a run or over independent replications."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+
+
+def t_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Mean and half-width of the Student-t interval of i.i.d. ``samples``.
+
+    The half-width is nan with fewer than two finite samples.
+    """
+    values = np.asarray(samples, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return math.nan, math.nan
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, math.nan
+    quantile = scipy_stats.t.ppf(0.5 + confidence / 2.0, len(values) - 1)
+    return mean, float(quantile * values.std(ddof=1) / math.sqrt(len(values)))
+
+
+def interval(samples, confidence: float = CONFIDENCE) -> list[float]:
+    """[low, high] of the t interval; [nan, nan] when it is undefined."""
+    mean, half = t_interval(samples, confidence)
+    return [mean - half, mean + half]
+
+
+def ratio_per_batch(numerator_cumulative, denominator_cumulative) -> np.ndarray:
+    """Per-batch ratios from cumulative snapshots (e.g. response-time sum over completions)."""
+    numerator = np.diff(np.concatenate([[0.0], numerator_cumulative]))
+    denominator = np.diff(np.concatenate([[0.0], denominator_cumulative]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return numerator / denominator

@@ -1,0 +1,380 @@
+"""Exact stationary solution of small heterogeneous systems as a continuous-time Markov chain.
+
+Model (000 section 3 with a general compatibility graph): server s serves FCFS at exponential
+rate ``speed[s]`` (mu in 000) and holds at most ``buffer[s]`` jobs, the one in service included
+(b in 000). Job type k (a port of 000) arrives as a Poisson stream of rate ``arrival_rate[k]``
+(lambda_l in 000) and may only use the servers in ``compat[k]`` (N_L(l) in 000). The state is the
+vector of queue lengths q, where q_s counts the job in service. The policy routes an arrival on
+queue lengths and speeds only; if the chosen server is full the job is lost.
+
+Policy ids and their tie-breaking follow the policy table of DESIGN.md.
+"""
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from hetlb.errors import InputError
+
+__all__ = [
+    "EXACT_POLICIES",
+    "MAX_STATES",
+    "ExactSolution",
+    "routing_probabilities",
+    "solve_exact",
+]
+
+MAX_STATES = 250_000
+"""Default limit on the number of states, prod_s (buffer[s] + 1), that solve_exact accepts."""
+
+_RESIDUAL_TOLERANCE = 1e-9
+
+
+# --- policies: each maps queue lengths (n_states, m) of the m compatible servers and their
+# --- speeds (m,) to routing probabilities (n_states, m) ---------------------------------------
+
+
+def _uniform_over(mask: np.ndarray) -> np.ndarray:
+    """Uniform probabilities over the True entries of each row."""
+    return mask / mask.sum(axis=1, keepdims=True)
+
+
+def _shortest(value: np.ndarray) -> np.ndarray:
+    """Mask of the row-wise minima (all tied entries)."""
+    return value == value.min(axis=1, keepdims=True)
+
+
+def _keep_extreme_speed(mask: np.ndarray, speed: np.ndarray, fastest: bool) -> np.ndarray:
+    """Among the True entries of each row of ``mask``, keep the fastest (or slowest) servers."""
+    masked = np.where(mask, speed, -np.inf if fastest else np.inf)
+    extreme = masked.max(axis=1, keepdims=True) if fastest else masked.min(axis=1, keepdims=True)
+    return mask & (masked == extreme)
+
+
+def _random(queue_len, speed, d):
+    return _uniform_over(np.ones(queue_len.shape, dtype=bool))
+
+
+def _weighted_random(queue_len, speed, d):
+    return np.broadcast_to(speed / speed.sum(), queue_len.shape).copy()
+
+
+def _jsq(queue_len, speed, d):
+    return _uniform_over(_shortest(queue_len))
+
+
+def _jfsq(queue_len, speed, d):
+    return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=True))
+
+
+def _jssq(queue_len, speed, d):
+    return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=False))
+
+
+def _idle_first(queue_len, speed, fastest_idle: bool, fallback: np.ndarray):
+    """An idle server if there is one (the fastest, or any), otherwise one from ``fallback``."""
+    idle = queue_len == 0
+    chosen = _keep_extreme_speed(idle, speed, fastest=True) if fastest_idle else idle
+    return _uniform_over(np.where(idle.any(axis=1, keepdims=True), chosen, fallback))
+
+
+def _jiq(queue_len, speed, d):
+    return _idle_first(queue_len, speed, False, np.ones(queue_len.shape, dtype=bool))
+
+
+def _jfiq(queue_len, speed, d):
+    return _idle_first(queue_len, speed, True, np.ones(queue_len.shape, dtype=bool))
+
+
+def _jsq_fiq(queue_len, speed, d):
+    return _idle_first(queue_len, speed, True, _shortest(queue_len))
+
+
+def _pod(queue_len, speed, d):
+    n_compatible = queue_len.shape[1]
+    subsets = list(itertools.combinations(range(n_compatible), min(d, n_compatible)))
+    probability = np.zeros(queue_len.shape)
+    for subset in subsets:
+        columns = list(subset)
+        probability[:, columns] += _uniform_over(_shortest(queue_len[:, columns]))
+    return probability / len(subsets)
+
+
+def _sed(queue_len, speed, d):
+    return _uniform_over(_shortest((queue_len + 1) / speed))
+
+
+_POLICY_RULES = {
+    "random": _random,
+    "weighted-random": _weighted_random,
+    "jsq": _jsq,
+    "jfsq": _jfsq,
+    "jssq": _jssq,
+    "jiq": _jiq,
+    "jfiq": _jfiq,
+    "jsq-fiq": _jsq_fiq,
+    "pod": _pod,
+    "sed": _sed,
+}
+
+EXACT_POLICIES = tuple(_POLICY_RULES)
+"""Policy ids that the exact solver implements."""
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _check_policy(policy) -> str:
+    if policy not in _POLICY_RULES:
+        raise InputError("policy", f"unknown policy {policy!r}; must be one of: {', '.join(EXACT_POLICIES)}")
+    return policy
+
+
+def _check_positive_rates(field: str, values) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise InputError(field, "must be a non-empty one-dimensional list of rates")
+    if not np.all(np.isfinite(values) & (values > 0)):
+        raise InputError(field, "every rate must be positive and finite (jobs per unit time)")
+    return values
+
+
+def _check_integer(field: str, value, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_server_set(field: str, servers, n_servers: int) -> np.ndarray:
+    servers = list(servers)
+    if not servers:
+        raise InputError(field, "must list at least one compatible server")
+    for s in servers:
+        _check_integer(field, s, 0)
+        if s >= n_servers:
+            raise InputError(field, f"server index {s} is out of range 0..{n_servers - 1}")
+    if len(set(servers)) != len(servers):
+        raise InputError(field, f"server indices must be distinct, got {servers}")
+    return np.array(sorted(servers), dtype=np.int64)
+
+
+def _check_buffer(buffer, n_servers: int) -> np.ndarray:
+    sizes = [buffer] * n_servers if np.ndim(buffer) == 0 else list(buffer)
+    if len(sizes) != n_servers:
+        raise InputError("buffer", f"must be one integer or one per server ({n_servers}), got {len(sizes)}")
+    return np.array([_check_integer("buffer", b, 1) for b in sizes], dtype=np.int64)
+
+
+# --- routing ---------------------------------------------------------------------------------
+
+
+def routing_probabilities(policy, q, compat_k, speed, d=2) -> np.ndarray:
+    """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
+
+    ``q[s]`` is the queue length of server s, the job in service included; ``speed[s]`` its rate
+    (jobs per unit time); ``d`` the number of servers sampled by ``pod``. Returns a length-N
+    vector that sums to 1 and is zero outside ``compat_k``.
+    """
+    _check_policy(policy)
+    speed = _check_positive_rates("speed", speed)
+    n_servers = speed.size
+    queue_len = np.asarray(q)
+    if queue_len.shape != (n_servers,) or not np.issubdtype(queue_len.dtype, np.integer) or np.any(queue_len < 0):
+        raise InputError("q", f"must be {n_servers} non-negative integer queue lengths, one per server")
+    compatible = _check_server_set("compat_k", compat_k, n_servers)
+    d = _check_integer("d", d, 1)
+    probability = np.zeros(n_servers)
+    probability[compatible] = _POLICY_RULES[policy](queue_len[None, compatible], speed[compatible], d)[0]
+    return probability
+
+
+def _policy_routing_table(policy, states, compatible, speed, d) -> np.ndarray:
+    """Routing probabilities (n_states, N) of one job type in every state."""
+    table = np.zeros(states.shape, dtype=float)
+    table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], d)
+    return table
+
+
+def _custom_routing_table(routing, k, states, compatible) -> np.ndarray:
+    """Routing probabilities (n_states, N) of job type k from a user callable (q, k) -> vector."""
+    n_servers = states.shape[1]
+    incompatible = np.ones(n_servers, dtype=bool)
+    incompatible[compatible] = False
+    table = np.empty(states.shape, dtype=float)
+    for i, state in enumerate(states):
+        q = tuple(int(x) for x in state)
+        row = np.asarray(routing(q, k), dtype=float)
+        if (row.shape != (n_servers,) or not np.all(np.isfinite(row)) or np.any(row < 0)
+                or abs(row.sum() - 1.0) > 1e-9):
+            raise InputError(
+                "routing",
+                f"must return {n_servers} non-negative probabilities summing to 1; "
+                f"got {row.tolist()} for q={q}, k={k}",
+            )
+        if np.any(row[incompatible] > 0):
+            raise InputError("routing", f"sends job type {k} to a server outside compat[{k}] at q={q}")
+        table[i] = row
+    return table
+
+
+# --- solution --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class ExactSolution:
+    """Stationary performance of the chain (rates in jobs per unit time, times in time units).
+
+    Per-job means are over admitted jobs; probabilities seen by arrivals use PASTA.
+    ``states[i]`` is the queue-length vector whose probability is ``stationary[i]``; states are in
+    C order over the shape ``buffer + 1``, so ``stationary.reshape(buffer + 1)`` is the joint law.
+    """
+
+    policy: str
+    mean_response_time: float
+    mean_waiting_time: float
+    mean_service_time: float
+    blocking_probability: float
+    blocking_probability_by_type: np.ndarray
+    p_wait: float
+    mean_number_in_system: float
+    throughput: float
+    utilisation: np.ndarray
+    admitted_rate_by_server: np.ndarray
+    states: np.ndarray
+    stationary: np.ndarray
+    n_states: int
+    residual: float
+
+
+def _frozen(array) -> np.ndarray:
+    """A read-only view, so that a frozen result cannot be changed in place."""
+    array = np.asarray(array)
+    array.setflags(write=False)
+    return array
+
+
+def _generator(states, stride, speed, buffer, routed_rate) -> sp.csr_matrix:
+    """Generator Q of the chain: departures at rate speed[s], admitted arrivals at routed_rate."""
+    n_states, n_servers = states.shape
+    index = np.arange(n_states)
+    rows, cols, rates = [], [], []
+    for s in range(n_servers):
+        busy = states[:, s] >= 1
+        rows.append(index[busy])
+        cols.append(index[busy] - stride[s])
+        rates.append(np.full(int(busy.sum()), speed[s]))
+        admits = (states[:, s] < buffer[s]) & (routed_rate[:, s] > 0)
+        rows.append(index[admits])
+        cols.append(index[admits] + stride[s])
+        rates.append(routed_rate[admits, s])
+    rows, cols, rates = np.concatenate(rows), np.concatenate(cols), np.concatenate(rates)
+    out_rate = np.bincount(rows, weights=rates, minlength=n_states)
+    rows = np.concatenate([rows, index])
+    cols = np.concatenate([cols, index])
+    rates = np.concatenate([rates, -out_rate])
+    return sp.csr_matrix((rates, (rows, cols)), shape=(n_states, n_states))
+
+
+def _stationary_distribution(generator: sp.csr_matrix) -> tuple[np.ndarray, float]:
+    """Solve pi Q = 0, sum(pi) = 1, replacing the balance equation of state 0 by the normalisation.
+
+    Returns pi and the residual max|pi Q| relative to the largest total rate out of a state.
+    """
+    n_states = generator.shape[0]
+    balance = generator.T.tocoo()
+    keep = balance.row != 0
+    rows = np.concatenate([balance.row[keep], np.zeros(n_states, dtype=balance.row.dtype)])
+    cols = np.concatenate([balance.col[keep], np.arange(n_states, dtype=balance.col.dtype)])
+    values = np.concatenate([balance.data[keep], np.ones(n_states)])
+    system = sp.csc_matrix((values, (rows, cols)), shape=(n_states, n_states))
+    rhs = np.zeros(n_states)
+    rhs[0] = 1.0
+    pi = np.atleast_1d(spsolve(system, rhs))
+    if not np.all(np.isfinite(pi)):
+        raise ArithmeticError("the stationary equations of the chain could not be solved (singular system)")
+    pi = np.clip(pi, 0.0, None)
+    pi /= pi.sum()
+    scale = max(float(-generator.diagonal().min()), 1.0)
+    residual = float(np.abs(generator.T @ pi).max()) / scale
+    if residual > _RESIDUAL_TOLERANCE:
+        raise ArithmeticError(f"stationary solution is inaccurate: relative residual {residual:.3g}")
+    return pi, residual
+
+
+def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=None,
+                max_states=MAX_STATES) -> ExactSolution:
+    """Exact stationary performance of a small system under a routing policy.
+
+    ``speed[s]``: service rate of server s (mu in 000), jobs per unit time.
+    ``arrival_rate[k]``: Poisson rate of job type k (lambda_l in 000), jobs per unit time.
+    ``compat[k]``: the servers job type k may use (N_L(l) in 000).
+    ``buffer``: the most jobs a server holds, the one in service included (b in 000); one integer
+    for all servers or one per server.
+    ``policy``: one of EXACT_POLICIES; ``d`` is the sample size of ``pod``.
+    ``routing``: optional callable (q, k) -> length-N probabilities that replaces ``policy``;
+    ``q`` is a tuple of queue lengths and ``k`` the job type.
+    ``max_states``: the largest state space, prod_s (buffer[s] + 1), accepted.
+    """
+    speed = _check_positive_rates("speed", speed)
+    arrival_rate = _check_positive_rates("arrival_rate", arrival_rate)
+    n_servers, n_job_types = speed.size, arrival_rate.size
+    if len(compat) != n_job_types:
+        raise InputError("compat", f"must list the compatible servers of each of the {n_job_types} job types")
+    compat = [_check_server_set(f"compat[{k}]", servers, n_servers) for k, servers in enumerate(compat)]
+    buffer = _check_buffer(buffer, n_servers)
+    if routing is None:
+        policy = _check_policy(policy)
+        d = _check_integer("d", d, 1)
+    elif not callable(routing):
+        raise InputError("routing", "must be a callable (q, k) -> routing probabilities, or None")
+    shape = tuple(int(b) + 1 for b in buffer)
+    n_states = math.prod(shape)
+    if n_states > max_states:
+        raise InputError(
+            "buffer",
+            f"the state space has prod(buffer + 1) = {n_states} states, above the limit "
+            f"max_states = {max_states}; use fewer servers or smaller buffers",
+        )
+
+    states = np.indices(shape).reshape(n_servers, n_states).T
+    stride = np.array([math.prod(shape[s + 1:]) for s in range(n_servers)], dtype=np.int64)
+    if routing is None:
+        tables = [_policy_routing_table(policy, states, compat[k], speed, d) for k in range(n_job_types)]
+    else:
+        tables = [_custom_routing_table(routing, k, states, compat[k]) for k in range(n_job_types)]
+        policy = "custom"
+
+    routed_rate = sum(rate * table for rate, table in zip(arrival_rate, tables))
+    pi, residual = _stationary_distribution(_generator(states, stride, speed, buffer, routed_rate))
+
+    full = states >= buffer
+    busy = states >= 1
+    admitted = np.where(full, 0.0, routed_rate)
+    throughput = float(pi @ admitted.sum(axis=1))
+    blocking_by_type = np.array([pi @ np.where(full, table, 0.0).sum(axis=1) for table in tables])
+    mean_number = float(pi @ states.sum(axis=1))
+    mean_response = mean_number / throughput
+    mean_service = float(pi @ (admitted / speed).sum(axis=1)) / throughput
+    p_wait = float(pi @ np.where(busy, admitted, 0.0).sum(axis=1)) / throughput
+
+    return ExactSolution(
+        policy=policy,
+        mean_response_time=mean_response,
+        mean_waiting_time=mean_response - mean_service,
+        mean_service_time=mean_service,
+        blocking_probability=float(arrival_rate @ blocking_by_type / arrival_rate.sum()),
+        blocking_probability_by_type=_frozen(blocking_by_type),
+        p_wait=p_wait,
+        mean_number_in_system=mean_number,
+        throughput=throughput,
+        utilisation=_frozen(pi @ busy),
+        admitted_rate_by_server=_frozen(pi @ admitted),
+        states=_frozen(states),
+        stationary=_frozen(pi),
+        n_states=n_states,
+        residual=residual,
+    )
