@@ -1,1 +1,5 @@
-"""plots"""
+"""Matplotlib figures of simulation results."""
+
+from hetlb.plots.figures import plot_metric
+
+__all__ = ["plot_metric"]

@@ -1,0 +1,5 @@
+import sys
+
+from hetlb.cli import main
+
+sys.exit(main())

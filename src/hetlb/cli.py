@@ -1,0 +1,241 @@
+"""The command line: ``hetlb simulate | exact | bound | policies | demo``.
+
+Every user error ends in one line on standard error naming the field and the rule, and exit
+status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hetlb.errors import InputError
+
+EXIT_INPUT_ERROR = 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line."""
+
+    def error(self, message):
+        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def add_system_flags(parser) -> None:
+    group = parser.add_argument_group("system (flags override --config)")
+    group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
+    group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
+    rate = group.add_mutually_exclusive_group()
+    rate.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
+    rate.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
+    group.add_argument("--buffer", type=int, metavar="B", help="jobs a server holds, the one in service "
+                       "included (omit for infinite)")
+    group.add_argument("--job-sizes", choices=["exponential", "hyperexponential", "deterministic"],
+                       help="job-size distribution, mean 1 (default exponential)")
+    group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
+    group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
+    group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
+
+
+def scenario_from_args(args):
+    """Merge --config and the flags into a Scenario."""
+    from hetlb.scenario import Scenario, read_toml
+
+    data = read_toml(args.config) if args.config else {}
+    system = dict(data.get("system", {}))
+    for key, value in (("speeds", args.speeds), ("buffer", args.buffer), ("job_sizes", args.job_sizes),
+                       ("scv", args.scv)):
+        if value is not None:
+            system[key] = value
+    if args.arrival_rate is not None or args.load is not None:
+        system.pop("load", None)
+        system.pop("arrival_rate", None)
+        system["load" if args.load is not None else "arrival_rate"] = \
+            args.load if args.load is not None else args.arrival_rate
+    policy = dict(data.get("policy", {}))
+    if args.policy is not None:
+        policy = {"id": args.policy}
+    if args.d is not None:
+        policy["d"] = args.d
+    run = dict(data.get("run", {}))
+    for key in ("jobs", "horizon", "warmup", "replications", "seed"):
+        value = getattr(args, key, None)
+        if value is not None:
+            run[key] = value
+    if "jobs" in run and "horizon" in run:
+        run.pop("horizon" if args.jobs is not None else "jobs")
+    return Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
+
+
+def command_simulate(args) -> int:
+    from hetlb.simulation import simulate
+
+    scenario = scenario_from_args(args)
+    result = simulate(scenario.system, scenario.policy, progress=sys.stderr.isatty(), **scenario.run)
+    if args.json:
+        print(result.to_json(indent=None if args.compact else 2))
+    else:
+        print(format_result(result))
+    return 0
+
+
+def format_result(result) -> str:
+    """A readable table of a SimulationResult."""
+    meta = result.metadata
+    system = meta["system"]
+    summary = result.summary()
+    classes = ", ".join(f"{c['count']}x{c['speed']:g}" for c in system["speed_classes"])
+    buffer = "infinite" if system["buffer"] is None else system["buffer"]
+    stopping = meta["stopping"]
+    stop = f"{stopping['jobs']:,} jobs" if stopping["jobs"] else f"horizon {stopping['horizon']:g}"
+    lines = [
+        f"policy {meta['policy']['id']}  ({meta['policy_definition']})",
+        f"servers {system['n_servers']} ({classes}), job types {system['n_types']}, load {system['load']:.4f}, "
+        f"buffer {buffer}, sizes {system['job_sizes']['kind']}",
+        f"{result.replications} replication(s), {stop} after warm-up {stopping['warmup']:g}, seed {meta['seed']}",
+        "",
+    ]
+
+    def row(label, key):
+        value = summary[key]
+        ci = summary.get(key + "_ci")
+        interval = f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
+        lines.append(f"  {label:<26}{value:>12.6g}{interval}")
+
+    row("mean response time", "mean_response_time")
+    row("mean waiting time", "mean_waiting_time")
+    row("P(wait)", "p_wait")
+    row("blocking probability", "blocking_probability")
+    row("mean number in system", "mean_number_in_system")
+    for p in ("p50", "p95", "p99"):
+        row(f"response time {p}", f"response_time_{p}")
+    lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
+    for c in summary["occupancy_by_class"]:
+        s = (c["s_m"] + [float("nan")] * 3)[:3]
+        lines.append(f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
+                     f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}")
+    lines += ["", f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
+              f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
+              f"Little's law gap {100 * summary['littles_law_gap']:.3f}%"]
+    return "\n".join(lines)
+
+
+def command_exact(args) -> int:
+    from hetlb.theory import solve_exact
+
+    scenario = scenario_from_args(args)
+    system, policy = scenario.system, scenario.policy
+    if system.job_sizes.kind != "exponential":
+        raise InputError("job_sizes", "the exact solver needs exponential job sizes")
+    if not np.all(system.buffer < np.iinfo(np.int64).max):
+        raise InputError("buffer", "the exact solver needs a finite buffer on every server")
+    solution = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer,
+                           policy=policy.id, d=policy.params.get("d", 2))
+    values = {
+        "policy": policy.id, "n_states": solution.n_states,
+        "mean_response_time": solution.mean_response_time, "mean_waiting_time": solution.mean_waiting_time,
+        "p_wait": solution.p_wait, "blocking_probability": solution.blocking_probability,
+        "mean_number_in_system": solution.mean_number_in_system, "throughput": solution.throughput,
+        "utilisation": solution.utilisation.tolist(),
+    }
+    if args.json:
+        print(json.dumps(values, indent=2))
+    else:
+        for key, value in values.items():
+            shown = ", ".join(f"{v:.6g}" for v in value) if isinstance(value, list) else \
+                (f"{value:.8g}" if isinstance(value, float) else value)
+            print(f"{key:<24}{shown}")
+    return 0
+
+
+def command_bound(args) -> int:
+    from hetlb.theory import speed_lower_bound
+
+    scenario = scenario_from_args(args)
+    system = scenario.system
+    bound = speed_lower_bound(system.speed, system.total_arrival_rate)
+    values = {"load": bound.load, "K": bound.K, "c_star": bound.c_star,
+              "c_star_by_type": bound.c_star_by_type.tolist(), "type_speeds": bound.type_speeds.tolist(),
+              "lower_bound": bound.lower_bound}
+    if args.json:
+        print(json.dumps(values, indent=2))
+    else:
+        print(f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
+              f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)")
+    return 0
+
+
+def command_policies(args) -> int:
+    from hetlb.policies import POLICIES
+
+    for spec in POLICIES.values():
+        params = ", ".join(f"{name}={default} ({text})" for name, (default, text) in spec.parameters.items())
+        print(f"{spec.id:<16}{spec.definition}")
+        print(f"{'':<16}source: {spec.reference}" + (f"; parameters: {params}" if params else ""))
+    return 0
+
+
+def command_demo(args) -> int:
+    from hetlb.demo import run_demo
+
+    run_demo(Path(args.out), jobs=args.jobs, replications=args.replications)
+    return 0
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="hetlb", description="Load balancing in heterogeneous server systems.")
+    parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
+
+    simulate = commands.add_parser("simulate", help="simulate one scenario")
+    add_system_flags(simulate)
+    run = simulate.add_argument_group("run")
+    stop = run.add_mutually_exclusive_group()
+    stop.add_argument("--jobs", type=int, metavar="N", help="completed jobs after the warm-up (default 100000)")
+    stop.add_argument("--horizon", type=float, metavar="T", help="stop at simulated time T instead")
+    run.add_argument("--warmup", type=float, metavar="T", help="simulated time discarded first (default 0)")
+    run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
+    run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
+    simulate.set_defaults(handler=command_simulate)
+
+    exact = commands.add_parser("exact", help="exact CTMC solution of a small system (finite buffers)")
+    add_system_flags(exact)
+    exact.add_argument("--json", action="store_true")
+    exact.set_defaults(handler=command_exact)
+
+    bound = commands.add_parser("bound", help="the lower bound C*/lambda of Proposition 1 (000)")
+    add_system_flags(bound)
+    bound.add_argument("--json", action="store_true")
+    bound.set_defaults(handler=command_bound)
+
+    policies = commands.add_parser("policies", help="list the policies and their definitions")
+    policies.set_defaults(handler=command_policies)
+
+    demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
+    demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
+    demo.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
+    demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
+    demo.set_defaults(handler=command_demo)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as error:
+        print(f"hetlb: error: {error}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except KeyboardInterrupt:
+        print("hetlb: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Standard figures: a metric against an axis, one line per policy, confidence bands, a bound."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_metric(x, series: dict, path, *, xlabel: str, ylabel: str, title: str = "", bound=None,
+                bound_label: str = "lower bound") -> None:
+    """Write a PNG: ``series`` maps a label to (means, ci_low, ci_high) over ``x``;
+    ``bound`` is an optional curve over ``x`` drawn dashed."""
+    figure, axes = plt.subplots(figsize=(6.4, 4.4))
+    for label, (mean, low, high) in series.items():
+        (line,) = axes.plot(x, mean, marker="o", markersize=3.5, label=label)
+        axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    if bound is not None:
+        axes.plot(x, bound, "k--", linewidth=1.2, label=bound_label)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    if title:
+        axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+    plt.close(figure)

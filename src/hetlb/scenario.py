@@ -1,0 +1,95 @@
+"""Scenarios: a system, a policy and a stopping rule, from a TOML file, a mapping or flags.
+
+A scenario file has three tables::
+
+    [system]
+    speeds = "50x1.0,50x0.5"      # or a list of speeds
+    load = 0.9                    # or arrival_rate = 2.5 (or one rate per job type)
+    buffer = 5                    # omit for infinite buffers
+    job_sizes = "hyperexponential"
+    scv = 4.0
+    graph = [[0, 1], [1, 2]]      # servers of each job type; omit for the complete graph
+
+    [policy]
+    id = "pod"
+    d = 2
+
+    [run]
+    jobs = 100000                 # or horizon = 5000.0
+    warmup = 100.0
+    replications = 5
+    seed = 1
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetlb.errors import InputError
+from hetlb.model import JobSizes, System, parse_speeds
+from hetlb.policies import Policy, make_policy
+
+SYSTEM_KEYS = {"speeds", "load", "arrival_rate", "buffer", "job_sizes", "scv", "graph", "types"}
+RUN_KEYS = {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels"}
+
+
+@dataclass
+class Scenario:
+    """What to simulate (``system``, ``policy``) and how long (``run``: keywords of hetlb.simulate)."""
+
+    system: System
+    policy: Policy
+    run: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> "Scenario":
+        unknown = sorted(set(data) - {"system", "policy", "run"})
+        if unknown:
+            raise InputError(f"scenario.{unknown[0]}", "unknown table; use [system], [policy] and [run]")
+        system_data = dict(data.get("system", {}))
+        check_keys("system", system_data, SYSTEM_KEYS)
+        policy_data = dict(data.get("policy", {}))
+        run = dict(data.get("run", {}))
+        check_keys("run", run, RUN_KEYS)
+        return cls(build_system(system_data), build_policy(policy_data), run)
+
+    @classmethod
+    def from_toml(cls, path) -> "Scenario":
+        return cls.from_mapping(read_toml(path))
+
+
+def read_toml(path) -> dict:
+    try:
+        with Path(path).open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise InputError("config", f"no such file: {path}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InputError("config", f"{path} is not valid TOML: {error}") from None
+
+
+def check_keys(table: str, data: dict, allowed: set) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InputError(f"{table}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+
+def build_system(data: dict) -> System:
+    if "speeds" not in data:
+        raise InputError("system.speeds", "is required (e.g. \"2,1,0.5\" or \"50x1.0,50x0.5\")")
+    speeds = data["speeds"]
+    speeds = parse_speeds(speeds) if isinstance(speeds, str) else speeds
+    kind = data.get("job_sizes", "exponential")
+    job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
+    return System.from_speeds(
+        speeds, arrival_rate=data.get("arrival_rate"), load=data.get("load"), buffer=data.get("buffer"),
+        graph=data.get("graph"), n_types=data.get("types", 1), job_sizes=job_sizes,
+    )
+
+
+def build_policy(data: dict) -> Policy:
+    params = dict(data)
+    policy_id = params.pop("id", "jsq")
+    return make_policy(policy_id, **params)

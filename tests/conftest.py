@@ -1,0 +1,22 @@
+"""Shared helpers of the test suite: statistical comparison with multiple-comparison control."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+
+def bonferroni_t_halfwidth(samples, family_alpha: float, comparisons: int) -> float:
+    """Half-width of a two-sided Student-t interval at level 1 - family_alpha / comparisons."""
+    samples = np.asarray(samples, dtype=float)
+    quantile = stats.t.ppf(1.0 - family_alpha / (2.0 * comparisons), len(samples) - 1)
+    return float(quantile * samples.std(ddof=1) / math.sqrt(len(samples)))
+
+
+@pytest.fixture
+def tree_everywhere(monkeypatch):
+    """Route complete job types through the O(log N) tree even on tiny systems."""
+    from hetlb import simulation
+
+    monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 1)

@@ -1,0 +1,95 @@
+"""The command line in use: JSON output, TOML scenarios, the bound, the exact solver, the demo."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hetlb.cli import main
+from hetlb.theory import solve_exact, speed_lower_bound
+
+REQUIRED_KEYS = {"mean_response_time", "mean_response_time_ci", "mean_waiting_time", "p_wait",
+                 "blocking_probability", "response_time_p99", "mean_number_in_system", "events",
+                 "events_per_second"}
+
+
+def run_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_simulate_json_has_the_documented_keys(capsys):
+    out = run_json(capsys, ["simulate", "--speeds", "2x1.0,2x0.5", "--load", "0.7", "--policy", "jfsq",
+                            "--jobs", "5000", "--warmup", "10", "--seed", "4", "--json"])
+    assert REQUIRED_KEYS <= set(out)
+    assert len(out["mean_response_time_ci"]) == 2
+    assert out["mean_response_time_ci"][0] <= out["mean_response_time"] <= out["mean_response_time_ci"][1]
+    assert out["metadata"]["policy"]["id"] == "jfsq"
+    assert out["metadata"]["seed"] == 4
+    assert {"hetlb", "numpy", "numba", "python"} <= set(out["metadata"]["versions"])
+    assert out["runs"][0]["completed_jobs"] == 5000
+
+
+def test_simulate_replications_give_replication_intervals(capsys):
+    out = run_json(capsys, ["simulate", "--speeds", "1,0.5", "--load", "0.5", "--jobs", "2000",
+                            "--replications", "4", "--json"])
+    means = [run["mean_response_time"] for run in out["runs"]]
+    assert out["replications"] == 4
+    assert np.isclose(out["mean_response_time"], np.mean(means))
+    assert out["mean_response_time_ci"][0] < np.mean(means) < out["mean_response_time_ci"][1]
+
+
+def test_config_file_and_flag_override(tmp_path, capsys):
+    config = tmp_path / "scenario.toml"
+    config.write_text(
+        '[system]\nspeeds = [2.0, 1.0, 0.5]\narrival_rate = [1.0, 1.0]\ngraph = [[0, 1], [1, 2]]\nbuffer = 4\n'
+        '[policy]\nid = "pod"\nd = 2\n[run]\njobs = 3000\nseed = 9\n')
+    out = run_json(capsys, ["simulate", "--config", str(config), "--json"])
+    assert out["metadata"]["policy"] == {"id": "pod", "d": 2}
+    assert out["metadata"]["system"]["graph"]["n_edges"] == 4
+    out = run_json(capsys, ["simulate", "--config", str(config), "--policy", "sed", "--jobs", "1000", "--json"])
+    assert out["metadata"]["policy"] == {"id": "sed"}
+    assert out["runs"][0]["completed_jobs"] == 1000
+
+
+def test_readable_table(capsys):
+    assert main(["simulate", "--speeds", "3,1", "--load", "0.5", "--jobs", "2000"]) == 0
+    text = capsys.readouterr().out
+    assert "mean response time" in text and "per speed class" in text and "events" in text
+
+
+def test_bound_matches_theory(capsys):
+    out = run_json(capsys, ["bound", "--speeds", "25x1,25x0.5,25x0.25,25x0.125", "--load", "0.9", "--json"])
+    expected = speed_lower_bound(np.repeat([1, 0.5, 0.25, 0.125], 25), 0.9 * 46.875)
+    assert out["K"] == expected.K == 3
+    assert np.isclose(out["lower_bound"], expected.lower_bound)
+    assert round(out["lower_bound"], 3) == 1.630  # MODEL-SPEC 1.3 worked table
+
+
+def test_exact_command(capsys):
+    out = run_json(capsys, ["exact", "--speeds", "2,1", "--arrival-rate", "2.0", "--buffer", "3",
+                            "--policy", "jfsq", "--json"])
+    solution = solve_exact([2.0, 1.0], [2.0], [[0, 1]], 3, policy="jfsq")
+    assert np.isclose(out["mean_response_time"], solution.mean_response_time)
+    assert out["n_states"] == 16
+
+
+def test_policies_lists_every_policy(capsys):
+    from hetlb.policies import POLICIES
+
+    assert main(["policies"]) == 0
+    text = capsys.readouterr().out
+    for policy_id in POLICIES:
+        assert policy_id in text
+
+
+def test_demo_writes_table_and_plot(tmp_path):
+    completed = subprocess.run([sys.executable, "-m", "hetlb", "demo", "--out", str(tmp_path), "--jobs", "2000",
+                                "--replications", "2"], capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    assert "C*/lambda" in completed.stdout
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    lines = (tmp_path / "demo.csv").read_text().splitlines()
+    assert len(lines) == 1 + 7 * 5

@@ -1,0 +1,92 @@
+"""Bad input: one line naming the field and the rule, exit status 2, never a traceback."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+import hetlb
+from hetlb import InputError
+
+BAD_SYSTEMS = [
+    (dict(speed=[1.0, -1.0], load=0.5), "speed"),
+    (dict(speed=[1.0, math.inf], load=0.5), "speed"),
+    (dict(speed=[1.0, math.nan], load=0.5), "speed"),
+    (dict(speed=[], load=0.5), "speed"),
+    (dict(speed=[1.0], arrival_rate=0.0), "arrival_rate"),
+    (dict(speed=[1.0], arrival_rate=[0.5, -0.1]), "arrival_rate"),
+    (dict(speed=[1.0], load=1.0), "arrival_rate"),                      # unstable, infinite buffers
+    (dict(speed=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate"),   # both given
+    (dict(speed=[1.0, 1.0], arrival_rate=[1.0, 0.1], graph=[[0], []]), "graph"),  # type without server
+    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 2]]), "graph"),         # no server 2
+    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 0]]), "graph"),         # repeated edge
+    (dict(speed=[2.0, 0.5], arrival_rate=[1.0, 0.6], graph=[[0], [1]]), "arrival_rate"),  # 0.6 > 0.5 via graph
+    (dict(speed=[1.0], load=0.5, buffer=0), "buffer"),
+    (dict(speed=[1.0], load=0.5, buffer=2.5), "buffer"),
+    (dict(speed=[1.0], load=0.5, job_sizes="pareto"), "job_sizes.kind"),
+]
+
+
+@pytest.mark.parametrize("kwargs,field", BAD_SYSTEMS)
+def test_bad_system_names_the_field(kwargs, field):
+    speed = kwargs.pop("speed")
+    with pytest.raises(InputError) as error:
+        hetlb.System.from_speeds(speed, **kwargs)
+    assert error.value.field.startswith(field)
+
+
+def test_hyperexponential_needs_scv_above_one():
+    with pytest.raises(InputError, match="job_sizes.scv"):
+        hetlb.JobSizes("hyperexponential", 0.5)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(policy="jsqq"), "policy"),
+    (dict(policy="pod", d=0), "policy pod.d"),
+    (dict(policy="jsq", d=2), "policy jsq"),
+    (dict(policy="random"), "policy"),                                   # 1/2 of traffic > slow speed
+    (dict(policy="jsq", jobs=0), "jobs"),
+    (dict(policy="jsq", jobs=100, horizon=10.0), "jobs"),
+    (dict(policy="jsq", horizon=5.0, warmup=10.0), "horizon"),
+    (dict(policy="jsq", warmup=-1.0), "warmup"),
+    (dict(policy="jsq", replications=0), "replications"),
+    (dict(policy="jsq", seed=-3), "seed"),
+])
+def test_bad_run_names_the_field(kwargs, field):
+    system = hetlb.System.from_speeds([2.0, 0.5], load=0.6)
+    policy = kwargs.pop("policy")
+    with pytest.raises(InputError) as error:
+        hetlb.simulate(system, policy, **kwargs)
+    assert error.value.field == field
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["simulate", "--speeds", "1,-2", "--load", "0.5"], "speeds"),
+    (["simulate", "--speeds", "2x", "--load", "0.5"], "speeds"),
+    (["simulate", "--speeds", "1,1", "--load", "1.2"], "unstable"),
+    (["simulate", "--speeds", "1,1", "--load", "0.5", "--policy", "nope"], "unknown policy"),
+    (["simulate", "--speeds", "1,1", "--load", "0.5", "--buffer", "0"], "buffer"),
+    (["simulate", "--speeds", "1,1", "--load", "0.5", "--jobs", "-5"], "jobs"),
+    (["simulate", "--speeds", "1,1", "--load", "abc"], "invalid float"),
+    (["simulate", "--config", "/nonexistent.toml"], "no such file"),
+    (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", "10", "--horizon", "5"], "not allowed"),
+    (["exact", "--speeds", "1,1", "--load", "0.5"], "finite buffer"),
+    (["bound", "--speeds", "1,1"], "arrival_rate"),
+])
+def test_cli_reports_one_line_and_exit_2(argv, words):
+    completed = subprocess.run([sys.executable, "-m", "hetlb", *argv], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert words in lines[0]
+
+
+def test_cli_rejects_unknown_config_keys(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text('[system]\nspeeds = "2,1"\nlod = 0.5\n')
+    completed = subprocess.run([sys.executable, "-m", "hetlb", "simulate", "--config", str(config)],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2
+    assert completed.stderr.strip().startswith("hetlb: error: system.lod: unknown key")
