@@ -240,11 +240,12 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
     class_count = np.bincount(server_class)
     batches = state.batches
     batch_time = batches[:, 0] - model.warmup
+    response_batches = ratio_per_batch(batches[:, 6], batches[:, 5])
     return RunResult(
         seed_entropy=int(seed_sequence.entropy),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
-        mean_response_time_ci=interval(ratio_per_batch(batches[:, 6], batches[:, 5])),
+        mean_response_time_ci=interval(response_batches),
         mean_waiting_time=safe_ratio(c["waiting_sum"], c["completed"]),
         mean_waiting_time_ci=interval(ratio_per_batch(batches[:, 7], batches[:, 5])),
         p_wait=safe_ratio(c["waited"], c["admitted"]),
@@ -269,6 +270,7 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
                   "in_system": int(c["in_system"])},
         events=int(c["events"]),
         wall_seconds=wall_seconds,
+        batch_response_means=response_batches.tolist(),
         trace={"time": state.trace_time[: c["trace_n"]], "job_type": state.trace_type[: c["trace_n"]],
                "server": state.trace_server[: c["trace_n"]], "queue_len": state.trace_queue[: c["trace_n"]]}
         if len(state.trace_time) else None,

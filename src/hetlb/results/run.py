@@ -50,6 +50,7 @@ class RunResult:
     counters: dict                     # whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system
     events: int
     wall_seconds: float
+    batch_response_means: list = field(default_factory=list)  # mean response time of each batch
     trace: dict | None = None           # the first routing decisions, when asked for
 
     @property
@@ -85,6 +86,7 @@ class RunResult:
             "measured_time": self.measured_time,
             "end_time": self.end_time,
             "completed_jobs": self.completed_jobs,
+            "batch_response_means": self.batch_response_means,
             "counters": self.counters,
             "events": self.events,
             "wall_seconds": self.wall_seconds,
