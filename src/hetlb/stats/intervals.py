@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy.special import stdtrit
 
 CONFIDENCE = 0.95
 
@@ -22,7 +22,7 @@ def t_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
     mean = float(values.mean())
     if len(values) < 2:
         return mean, math.nan
-    quantile = scipy_stats.t.ppf(0.5 + confidence / 2.0, len(values) - 1)
+    quantile = stdtrit(len(values) - 1, 0.5 + confidence / 2.0)
     return mean, float(quantile * values.std(ddof=1) / math.sqrt(len(values)))
 
 
