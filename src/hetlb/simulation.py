@@ -60,9 +60,12 @@ def simulate(
     trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
     """
-    policy = make_policy(policy, **policy_params) if isinstance(policy, str) else as_policy(policy)
-    if policy_params and not isinstance(policy, Policy):
+    if isinstance(policy, str):
+        policy = make_policy(policy, **policy_params)
+    elif policy_params:
         raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
+    else:
+        policy = as_policy(policy)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
@@ -168,7 +171,7 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
         key, key_count = new_key_tree(initial_key)
     else:
         key, key_count = np.full(2, np.inf), np.zeros(2, dtype=np.int64)
-    departure_time, departure_winner = new_tournament(np.full(n_servers, np.inf))
+    departure_time, departure_leaf = new_tournament(np.full(n_servers, np.inf))
     finite = model.buffer[model.buffer != INFINITE_BUFFER]
     slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \
         else 2 * n_servers + 4096
@@ -179,7 +182,7 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
         counters=counters, queue_len=np.zeros(n_servers, np.int64),
         queue_head=np.full(n_servers, -1, np.int64), queue_tail=np.full(n_servers, -1, np.int64),
         job_arrival=job_arrival, job_size=job_size, job_next=job_next,
-        departure_time=departure_time, departure_winner=departure_winner, key=key, key_count=key_count,
+        departure_time=departure_time, departure_leaf=departure_leaf, key=key, key_count=key_count,
         job_area=np.zeros(n_servers), busy_area=np.zeros(n_servers), last_change=np.zeros(n_servers),
         peak_queue=np.zeros(n_servers, np.int64),
         level_count=np.zeros(levels, np.int64), level_area=np.zeros(levels), level_last=np.zeros(levels),

@@ -193,7 +193,9 @@ class SimulationResult:
                 "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
 
     def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(per_server), indent=indent, default=json_default)
+        """Strict JSON: numpy values become numbers and non-finite floats become null."""
+        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
+                          allow_nan=False)
 
 
 def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
@@ -220,6 +222,17 @@ def response_time_quantile(histogram: np.ndarray, q: float) -> float:
     low = (0.5 + sub / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)) * scale
     width = scale / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)
     return float(low + fraction * width)
+
+
+def finite_or_null(value):
+    """Replace nan and inf (anywhere in nested lists and dicts) by None."""
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [finite_or_null(item) for item in value]
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return None
+    return value
 
 
 def json_default(value):
