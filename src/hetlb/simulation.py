@@ -40,7 +40,7 @@ def simulate(
     horizon: float | None = None,
     warmup: float = 0.0,
     replications: int = 1,
-    seed: int = 0,
+    seed: int | np.random.SeedSequence = 0,
     batches: int = 20,
     occupancy_levels: int = 10,
     trace: int = 0,
@@ -52,6 +52,7 @@ def simulate(
     jobs: stop after this many completed jobs that arrived after the warm-up (default 100,000
         when ``horizon`` is not given); horizon: stop at this simulated time instead.
     warmup: simulated time discarded before statistics start (time units).
+    seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
     replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
         split into an arrival stream and a policy stream, so every policy sees the same arrival
         epochs, job types and job sizes for the same seed (common random numbers).
@@ -70,9 +71,10 @@ def simulate(
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
     for name, value, low in (("replications", replications, 1), ("batches", batches, 2),
-                             ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0), ("seed", seed, 0)):
+                             ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise InputError(name, f"must be an integer >= {low}, got {value!r}")
+    root_seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
     if jobs is not None and jobs < batches:
         raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
@@ -81,7 +83,7 @@ def simulate(
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
     for replication in range(replications):
-        seed_sequence = np.random.SeedSequence(seed, spawn_key=(replication,))
+        seed_sequence = np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
         runs.append(run_replication(system, model, seed_sequence, trace,
                                     lambda done, events: bar.update((replication + done) / replications, events)))
     bar.close()
@@ -89,7 +91,8 @@ def simulate(
         "system": system.describe(),
         "policy": policy.describe(),
         "policy_definition": policy.spec.definition,
-        "seed": seed,
+        "seed": seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
+                                                    "spawn_key": [int(k) for k in root_seed.spawn_key]},
         "replications": replications,
         "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
         "batches": batches,
@@ -97,6 +100,12 @@ def simulate(
         "versions": versions(),
     }
     return SimulationResult(runs, metadata)
+
+
+def check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError("seed", f"must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
+    return int(seed)
 
 
 def stopping_rule(jobs, horizon, warmup):
