@@ -1,4 +1,4 @@
-"""The command line: ``hetlb simulate | exact | bound | policies | demo``.
+"""The command line: ``hetlb simulate | exact | bound | policies | sweep | store | plot | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
 status 2.
@@ -186,6 +186,70 @@ def command_demo(args) -> int:
     return 0
 
 
+def command_sweep(args) -> int:
+    from hetlb.experiments import sweep
+
+    result = sweep(args.spec, executor=args.executor, store=args.store, out=args.out, force=args.force,
+                   progress=sys.stderr.isatty())
+    summary = result.summary
+    axes = [c for c in summary.columns if "." in c]
+    shown = summary[axes + ["replications", "mean_response_time", "mean_response_time_ci_low",
+                            "mean_response_time_ci_high", "blocking_probability", "speed_lower_bound"]]
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.5g}"))
+    print(f"\n{result.computed} runs computed, {result.reused} reused from {args.store}, "
+          f"{result.wall_seconds:.1f} s; tables in {args.out}")
+    return 0
+
+
+def command_store(args) -> int:
+    from hetlb.experiments import ResultStore
+
+    if not Path(args.store).exists():
+        raise InputError("store", f"no result store at {args.store}")
+    with ResultStore(args.store) as store:
+        if args.name is None:
+            for entry in store.sweeps():
+                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished")
+            return 0
+        rows = store.load(args.name)
+    if not rows:
+        raise InputError("name", f"no finished runs of a sweep named {args.name!r} in {args.store}")
+    import pandas as pd
+
+    print(pd.DataFrame.from_records(rows).to_csv(index=False), end="")
+    return 0
+
+
+def command_plot(args) -> int:
+    import pandas as pd
+
+    from hetlb.plots import plot_metric
+
+    path = Path(args.sweep_dir) / "summary.parquet"
+    if not path.exists():
+        raise InputError("sweep_dir", f"no summary.parquet in {args.sweep_dir} (run hetlb sweep --out DIR first)")
+    table = pd.read_parquet(path)
+    for column in (args.x, args.metric) + ((args.by,) if args.by else ()):
+        if column not in table.columns:
+            raise InputError(column, f"is not a column of the sweep; columns: {', '.join(table.columns)}")
+    groups = table.groupby(args.by, sort=False) if args.by else [(args.metric, table)]
+    series = {}
+    for label, rows in groups:
+        rows = rows.sort_values(args.x)
+        series[str(label)] = (rows[args.metric].to_numpy(), rows[args.metric + "_ci_low"].to_numpy(),
+                              rows[args.metric + "_ci_high"].to_numpy())
+    bound = None
+    if args.bound:
+        first = next(iter(groups))[1] if args.by else table
+        bound = first.sort_values(args.x)["speed_lower_bound"].to_numpy()
+    x = sorted(table[args.x].unique())
+    out = Path(args.output or Path(args.sweep_dir) / f"{args.metric}.png")
+    plot_metric(x, series, out, xlabel=args.x, ylabel=args.metric.replace("_", " "), bound=bound,
+                bound_label="C*/lambda (000, Prop. 1)")
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hetlb", description="Load balancing in heterogeneous server systems.")
     parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
@@ -216,6 +280,29 @@ def build_parser() -> ArgumentParser:
 
     policies = commands.add_parser("policies", help="list the policies and their definitions")
     policies.set_defaults(handler=command_policies)
+
+    sweep = commands.add_parser("sweep", help="run a sweep spec (TOML) on a process pool or a Dask cluster")
+    sweep.add_argument("spec", help="sweep spec TOML file")
+    sweep.add_argument("--executor", default=None, help="processes (default, all cores), processes:N, serial, "
+                       "or dask://host:port")
+    sweep.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    sweep.add_argument("--out", default="sweep-out", help="folder for runs/summary CSV and Parquet")
+    sweep.add_argument("--force", action="store_true", help="recompute runs already in the store")
+    sweep.set_defaults(handler=command_sweep)
+
+    store = commands.add_parser("store", help="list the sweeps in a result store, or print one as CSV")
+    store.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
+    store.add_argument("--store", default="hetlb-results.sqlite")
+    store.set_defaults(handler=command_store)
+
+    plot = commands.add_parser("plot", help="plot a metric of a finished sweep against an axis")
+    plot.add_argument("sweep_dir", help="the --out folder of hetlb sweep")
+    plot.add_argument("--x", required=True, help="axis column, e.g. system.load")
+    plot.add_argument("--metric", default="mean_response_time")
+    plot.add_argument("--by", default="policy.id", help="one line per value of this column ('' for one line)")
+    plot.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
+    plot.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
+    plot.set_defaults(handler=command_plot)
 
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
     demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")

@@ -16,7 +16,7 @@ class ProgressBar:
         self.started = time.perf_counter()
         self.last_draw = 0.0
 
-    def update(self, fraction: float, events: int, force: bool = False) -> None:
+    def update(self, fraction: float, events: int, force: bool = False, detail: str = "") -> None:
         if not self.enabled:
             return
         now = time.perf_counter()
@@ -27,7 +27,7 @@ class ProgressBar:
         fraction = min(max(fraction, 0.0), 1.0)
         eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
         bar = "#" * int(30 * fraction)
-        self.stream.write(f"\r{self.label}[{bar:<30}] {100 * fraction:5.1f}%  {events / 1e6:8.2f}M events  "
+        self.stream.write(f"\r{self.label}[{bar:<30}] {100 * fraction:5.1f}% {detail} {events / 1e6:8.2f}M events  "
                           f"{events / max(elapsed, 1e-9) / 1e6:6.2f}M ev/s  eta {eta:6.1f}s ")
         self.stream.flush()
 

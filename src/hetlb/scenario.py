@@ -3,7 +3,8 @@
 A scenario file has three tables::
 
     [system]
-    speeds = "50x1.0,50x0.5"      # or a list of speeds
+    speeds = "50x1.0,50x0.5"      # or a list of speeds; or n_servers = 100 with
+                                  # speed_mix = [[1.0, 0.5], [0.5, 0.5]] (speed, fraction)
     load = 0.9                    # or arrival_rate = 2.5 (or one rate per job type)
     buffer = 5                    # omit for infinite buffers
     job_sizes = "hyperexponential"
@@ -27,11 +28,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from hetlb.errors import InputError
 from hetlb.model import JobSizes, System, parse_speeds
 from hetlb.policies import Policy, make_policy
 
-SYSTEM_KEYS = {"speeds", "load", "arrival_rate", "buffer", "job_sizes", "scv", "graph", "types"}
+SYSTEM_KEYS = {"speeds", "n_servers", "speed_mix", "load", "arrival_rate", "buffer", "job_sizes", "scv", "graph",
+               "types"}
 RUN_KEYS = {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels"}
 
 
@@ -77,16 +81,35 @@ def check_keys(table: str, data: dict, allowed: set) -> None:
 
 
 def build_system(data: dict) -> System:
-    if "speeds" not in data:
-        raise InputError("system.speeds", "is required (e.g. \"2,1,0.5\" or \"50x1.0,50x0.5\")")
-    speeds = data["speeds"]
-    speeds = parse_speeds(speeds) if isinstance(speeds, str) else speeds
+    speeds = speeds_of(data)
     kind = data.get("job_sizes", "exponential")
     job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
     return System.from_speeds(
         speeds, arrival_rate=data.get("arrival_rate"), load=data.get("load"), buffer=data.get("buffer"),
         graph=data.get("graph"), n_types=data.get("types", 1), job_sizes=job_sizes,
     )
+
+
+def speeds_of(data: dict) -> np.ndarray:
+    """The server speeds from ``speeds`` or from ``n_servers`` and ``speed_mix``."""
+    if ("speeds" in data) == ("n_servers" in data or "speed_mix" in data):
+        raise InputError("system.speeds", "give either speeds, or n_servers with speed_mix")
+    if "speeds" in data:
+        speeds = data["speeds"]
+        return parse_speeds(speeds) if isinstance(speeds, str) else np.asarray(speeds, dtype=float)
+    n_servers = data.get("n_servers")
+    if isinstance(n_servers, bool) or not isinstance(n_servers, int) or n_servers < 1:
+        raise InputError("system.n_servers", f"must be an integer >= 1, got {n_servers!r}")
+    try:
+        mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise InputError("system.speed_mix", "must be a list of [speed, fraction] pairs") from None
+    if len(mix) == 0 or not np.isclose(mix[:, 1].sum(), 1.0) or np.any(mix[:, 1] <= 0):
+        raise InputError("system.speed_mix", "fractions must be > 0 and sum to 1")
+    counts = mix[:, 1] * n_servers
+    if not np.allclose(counts, np.round(counts)):
+        raise InputError("system.speed_mix", f"fraction x n_servers must be whole numbers, got {counts.tolist()}")
+    return np.repeat(mix[:, 0], np.round(counts).astype(int))
 
 
 def build_policy(data: dict) -> Policy:

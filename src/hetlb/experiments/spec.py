@@ -1,0 +1,156 @@
+"""Sweep specifications: a base scenario, the axes to vary, replications and the root seed.
+
+A spec file::
+
+    name = "jsq-family"
+    replications = 10
+    seed = 2024
+    common_random_numbers = true     # the same arrivals and sizes for every policy at a point
+
+    [base.system]
+    n_servers = 100
+    speed_mix = [[1.0, 0.5], [0.5, 0.5]]
+    load = 0.9
+    [base.policy]
+    id = "jsq"
+    [base.run]
+    jobs = 100000
+    warmup = 100.0
+
+    [axes]
+    "system.load" = [0.5, 0.7, 0.9]
+    "policy.id" = ["jsq", "jfsq", "jiq"]
+
+Axis names are dotted paths into the scenario (``system.*``, ``policy.*``, ``run.*``); points are
+the Cartesian product of the axes, in the order written.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetlb import __version__
+from hetlb.errors import InputError
+from hetlb.scenario import Scenario, read_toml
+
+SPEC_KEYS = {"name", "replications", "seed", "common_random_numbers", "base", "axes"}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a sweep: its axis values and the complete scenario mapping they give."""
+
+    values: dict
+    scenario: dict
+
+    @property
+    def identity(self) -> str:
+        """Content hash of the scenario: a point's name that does not depend on the spec around it."""
+        return content_hash(self.scenario)
+
+    def seed_identity(self, common_random_numbers: bool) -> str:
+        """What the point's random streams are derived from: with common random numbers the
+        policy is left out, so every policy at a point sees the same arrivals and sizes."""
+        if not common_random_numbers:
+            return self.identity
+        return content_hash({key: value for key, value in self.scenario.items() if key != "policy"})
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One replication of one point: the smallest piece of work."""
+
+    point_index: int
+    replication: int
+    scenario: dict
+    seed_entropy: int
+    seed_key: tuple
+    key: str  # the result store's key: scenario, replication, seed and hetlb version
+
+    @property
+    def seed(self) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self.seed_entropy, spawn_key=self.seed_key)
+
+
+@dataclass
+class SweepSpec:
+    """A base scenario (mapping with system, policy and run tables), axes, replications, seed."""
+
+    base: dict
+    axes: dict = field(default_factory=dict)
+    replications: int = 1
+    seed: int = 0
+    common_random_numbers: bool = True
+    name: str = "sweep"
+
+    def __post_init__(self):
+        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
+            raise InputError("replications", f"must be an integer >= 1, got {self.replications!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        for path, values in self.axes.items():
+            if path.split(".")[0] not in ("system", "policy", "run") or "." not in path:
+                raise InputError(f"axes.{path}", "must be a dotted path starting with system., policy. or run.")
+            if not isinstance(values, list) or not values:
+                raise InputError(f"axes.{path}", "must be a non-empty list of values")
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> "SweepSpec":
+        unknown = sorted(set(data) - SPEC_KEYS)
+        if unknown:
+            raise InputError(unknown[0], f"unknown key in the sweep spec; allowed: {', '.join(sorted(SPEC_KEYS))}")
+        if "base" not in data:
+            raise InputError("base", "the spec needs a [base] scenario with [base.system]")
+        return cls(base=data["base"], axes=dict(data.get("axes", {})), replications=data.get("replications", 1),
+                   seed=data.get("seed", 0), common_random_numbers=data.get("common_random_numbers", True),
+                   name=str(data.get("name", "sweep")))
+
+    @classmethod
+    def from_toml(cls, path) -> "SweepSpec":
+        return cls.from_mapping(read_toml(path))
+
+    def points(self) -> list[Point]:
+        """Every point, each scenario checked (a bad point fails here, before any simulation)."""
+        points = []
+        for combination in itertools.product(*self.axes.values()):
+            values = dict(zip(self.axes, combination))
+            scenario = copy.deepcopy(self.base)
+            for path, value in values.items():
+                table, *keys = path.split(".")
+                target = scenario.setdefault(table, {})
+                for key in keys[:-1]:
+                    target = target.setdefault(key, {})
+                target[keys[-1]] = value
+            try:
+                Scenario.from_mapping(scenario)
+            except InputError as error:
+                raise InputError(f"point {values}: {error.field}", error.rule) from None
+            points.append(Point(values, scenario))
+        return points
+
+    def units(self) -> list[Unit]:
+        """Every (point, replication), each with its own stream derived from the point's identity."""
+        units = []
+        for index, point in enumerate(self.points()):
+            seed_words = identity_words(point.seed_identity(self.common_random_numbers))
+            for replication in range(self.replications):
+                key = content_hash({"scenario": point.scenario, "replication": replication, "seed": self.seed,
+                                    "crn": self.common_random_numbers, "hetlb": __version__})
+                units.append(Unit(index, replication, point.scenario, self.seed, (*seed_words, replication), key))
+        return units
+
+
+def content_hash(value) -> str:
+    """SHA-256 of the canonical JSON of ``value``."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def identity_words(identity: str) -> tuple:
+    """Four 32-bit words of a hex digest, to extend a SeedSequence's spawn key."""
+    return tuple(int(identity[i : i + 8], 16) for i in range(0, 32, 8))

@@ -1,0 +1,208 @@
+"""The sweep runner: every (point, replication) of a spec, in parallel, resumable, as tidy tables.
+
+>>> from hetlb.experiments import SweepSpec, sweep
+>>> spec = SweepSpec(base={"system": {"speeds": "2,1", "load": 0.5}, "run": {"jobs": 2000}},
+...                  axes={"policy.id": ["jsq", "jfsq"]}, replications=2, seed=1)
+>>> result = sweep(spec, executor="serial", store=None)
+>>> len(result.runs), len(result.summary)
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hetlb.errors import InputError
+from hetlb.experiments.executors import resolve_executor
+from hetlb.experiments.spec import SweepSpec
+from hetlb.experiments.store import ResultStore
+from hetlb.progress import ProgressBar
+from hetlb.scenario import Scenario
+from hetlb.stats import t_interval
+
+METRICS = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system",
+           "response_time_p50", "response_time_p95", "response_time_p99", "littles_law_gap")
+TIMING_COLUMNS = ("wall_seconds", "events_per_second")
+"""Columns that measure the machine, not the model: the only ones that differ between executors."""
+
+EVENTS_PER_TASK = 4_000_000
+"""Work is grouped into tasks of about this many events (a few seconds), enough to amortise
+scheduling and transfer costs."""
+
+
+@dataclass
+class SweepResult:
+    """``runs``: one row per point and replication; ``summary``: one row per point with 95%
+    intervals (over replications, or the batch-means interval of a single replication)."""
+
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    computed: int
+    reused: int
+    wall_seconds: float
+
+
+def sweep(spec: SweepSpec | str | Path, *, executor=None, store="hetlb-results.sqlite", out=None,
+          force: bool = False, progress: bool = False, events_per_task: int = EVENTS_PER_TASK) -> SweepResult:
+    """Run every (point, replication) of ``spec`` not already in ``store`` and return the tables.
+
+    executor: see :func:`hetlb.experiments.executors.resolve_executor` (default: all local cores).
+    store: path of the result store (None keeps nothing); finished runs are written as they
+        complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
+    out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
+    """
+    spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
+    for key in ("replications", "seed"):
+        if key in spec.base.get("run", {}):
+            raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
+    started = time.perf_counter()
+    points = spec.points()
+    units = spec.units()
+    results_store = ResultStore(store) if store is not None else None
+    done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
+    todo = [unit for unit in units if unit.key not in done]
+    reused = len(units) - len(todo)
+
+    bar = ProgressBar(f"{spec.name} ", enabled=progress)
+    events = sum(row["events"] for row in done.values())
+    if todo:
+        pool, workers, close = resolve_executor(executor)
+        try:
+            tasks = group_units(todo, points, events_per_task, 2 * workers)
+            futures = [pool.submit(run_units, task) for task in tasks]
+            for future in as_completed(futures):
+                finished = dict(future.result())
+                if results_store is not None:
+                    results_store.put(finished)
+                done.update(finished)
+                events += sum(row["events"] for row in finished.values())
+                bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
+        finally:
+            close()
+        bar.close()
+    if results_store is not None:
+        results_store.register(spec.name, [unit.key for unit in units])
+        results_store.close()
+
+    runs = runs_table(spec, points, units, done)
+    summary = summary_table(spec, points, runs)
+    if out is not None:
+        write_tables(Path(out), runs, summary)
+    return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
+
+
+def estimated_events(scenario: Scenario) -> float:
+    """Arrivals plus departures a run will take, roughly."""
+    run = scenario.run
+    rate = scenario.system.total_arrival_rate
+    if "horizon" in run:
+        return 2.0 * rate * float(run["horizon"])
+    return 2.0 * (run.get("jobs", 100_000) + rate * float(run.get("warmup", 0.0)))
+
+
+def group_units(units, points, events_per_task: int, min_tasks: int) -> list[list]:
+    """Consecutive units in groups of about ``events_per_task`` events, and at least
+    ``min_tasks`` groups when there are that many units (so every worker has work)."""
+    cost = {i: estimated_events(Scenario.from_mapping(point.scenario)) for i, point in enumerate(points)}
+    total = sum(cost[unit.point_index] for unit in units)
+    target = min(events_per_task, total / min(min_tasks, len(units)))
+    groups, current, size = [], [], 0.0
+    for unit in units:
+        current.append(unit)
+        size += cost[unit.point_index]
+        if size >= target:
+            groups.append(current)
+            current, size = [], 0.0
+    if current:
+        groups.append(current)
+    return groups
+
+
+def run_units(units) -> list[tuple[str, dict]]:
+    """Worker side: simulate each unit; return (store key, row) pairs."""
+    from hetlb.simulation import simulate
+
+    rows = []
+    for unit in units:
+        scenario = Scenario.from_mapping(unit.scenario)
+        result = simulate(scenario.system, scenario.policy, seed=unit.seed, **scenario.run)
+        run = result.runs[0]
+        summary = result.summary()
+        row = {metric: summary[metric] for metric in METRICS}
+        for metric in ("mean_response_time", "mean_waiting_time", "blocking_probability", "mean_number_in_system"):
+            row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
+        row.update(events=run.events, completed_jobs=run.completed_jobs, measured_time=run.measured_time,
+                   wall_seconds=run.wall_seconds, events_per_second=run.events_per_second)
+        rows.append((unit.key, row))
+    return rows
+
+
+def runs_table(spec: SweepSpec, points, units, done: dict) -> pd.DataFrame:
+    records = []
+    for unit in units:
+        if unit.key in done:
+            records.append({"point": unit.point_index, **points[unit.point_index].values,
+                            "replication": unit.replication, **done[unit.key], "key": unit.key})
+    return pd.DataFrame.from_records(records)
+
+
+def summary_table(spec: SweepSpec, points, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per point: mean over replications and its 95% interval, plus the speed lower bound."""
+    from hetlb.theory import speed_lower_bound
+
+    records = []
+    for index, point in enumerate(points):
+        mine = runs[runs["point"] == index] if len(runs) else runs
+        if len(mine) == 0:
+            continue
+        record = {"point": index, **point.values, "replications": len(mine)}
+        for metric in METRICS:
+            values = mine[metric].to_numpy(dtype=float)
+            mean, half = t_interval(values)
+            record[metric] = mean
+            if metric + "_ci_low" in mine and len(mine) == 1:
+                record[metric + "_ci_low"] = float(mine[metric + "_ci_low"].iloc[0])
+                record[metric + "_ci_high"] = float(mine[metric + "_ci_high"].iloc[0])
+            else:
+                record[metric + "_ci_low"], record[metric + "_ci_high"] = mean - half, mean + half
+        record["events"] = int(mine["events"].sum())
+        system = Scenario.from_mapping(point.scenario).system
+        record["speed_lower_bound"] = speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound \
+            if system.total_arrival_rate < system.capacity else math.nan
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def write_tables(out: Path, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in (("runs", runs), ("summary", summary)):
+        table.to_csv(out / f"{name}.csv", index=False)
+        table.to_parquet(out / f"{name}.parquet", index=False)
+
+
+def comparable(table: pd.DataFrame) -> pd.DataFrame:
+    """The table without the columns that measure the machine (for comparing executors)."""
+    return table.drop(columns=[c for c in TIMING_COLUMNS if c in table.columns])
+
+
+def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) -> pd.DataFrame:
+    """Per point (all axes but ``by``), the mean of ``metric`` under ``first`` minus ``second``
+    over paired replications, with its 95% interval (common random numbers make pairs)."""
+    keys = [c for c in runs.columns if c not in (by, "point", "key", "replication") and "." in c]
+    a = runs[runs[by] == first].set_index(keys + ["replication"])[metric]
+    b = runs[runs[by] == second].set_index(keys + ["replication"])[metric]
+    difference = (a - b).dropna()
+    records = []
+    for group, values in difference.groupby(level=keys) if keys else [((), difference)]:
+        mean, half = t_interval(values.to_numpy())
+        group = group if isinstance(group, tuple) else (group,)
+        records.append({**dict(zip(keys, group)), "pairs": len(values), f"{metric}_difference": mean,
+                        "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame.from_records(records)
