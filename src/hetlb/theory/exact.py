@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import spsolve
+from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.linalg import LinearOperator, bicgstab, spsolve
 
 from hetlb.errors import InputError
 
@@ -32,6 +33,7 @@ MAX_STATES = 250_000
 """Default limit on the number of states, prod_s (buffer[s] + 1), that solve_exact accepts."""
 
 _RESIDUAL_TOLERANCE = 1e-9
+_DIRECT_SOLVE_LIMIT = 3000
 
 
 # --- policies: each maps queue lengths (n_states, m) of the m compatible servers and their
@@ -129,7 +131,7 @@ EXACT_POLICIES = tuple(_POLICY_RULES)
 
 
 def _check_policy(policy) -> str:
-    if policy not in _POLICY_RULES:
+    if not isinstance(policy, str) or policy not in _POLICY_RULES:
         raise InputError("policy", f"unknown policy {policy!r}; must be one of: {', '.join(EXACT_POLICIES)}")
     return policy
 
@@ -280,29 +282,49 @@ def _generator(states, stride, speed, buffer, routed_rate) -> sp.csr_matrix:
 
 
 def _stationary_distribution(generator: sp.csr_matrix) -> tuple[np.ndarray, float]:
-    """Solve pi Q = 0, sum(pi) = 1, replacing the balance equation of state 0 by the normalisation.
+    """Solve pi Q = 0, sum(pi) = 1 on the states reachable from the empty state (index 0).
 
+    The reachable states form one closed communicating class (every state drains to empty), so
+    pinning pi(empty) and dropping its balance equation leaves a nonsingular system. Small systems
+    are solved by sparse LU; large ones by BiCGSTAB with a Jacobi preconditioner (the LU of a
+    many-server chain fills in badly), falling back to LU. Unreachable states get probability 0.
     Returns pi and the residual max|pi Q| relative to the largest total rate out of a state.
     """
     n_states = generator.shape[0]
-    balance = generator.T.tocoo()
-    keep = balance.row != 0
-    rows = np.concatenate([balance.row[keep], np.zeros(n_states, dtype=balance.row.dtype)])
-    cols = np.concatenate([balance.col[keep], np.arange(n_states, dtype=balance.col.dtype)])
-    values = np.concatenate([balance.data[keep], np.ones(n_states)])
-    system = sp.csc_matrix((values, (rows, cols)), shape=(n_states, n_states))
-    rhs = np.zeros(n_states)
-    rhs[0] = 1.0
-    pi = np.atleast_1d(spsolve(system, rhs))
-    if not np.all(np.isfinite(pi)):
+    reachable = np.sort(breadth_first_order(generator, 0, directed=True, return_predecessors=False))
+    chain = generator[reachable][:, reachable]
+    balance = chain.T.tocsr()
+    system = balance[1:, 1:]
+    rhs = -balance[1:, [0]].toarray().ravel()
+    pinned = None
+    if system.shape[0] > _DIRECT_SOLVE_LIMIT:
+        inverse_diagonal = 1.0 / system.diagonal()
+        jacobi = LinearOperator(system.shape, matvec=lambda v: inverse_diagonal * v, dtype=float)
+        solution, info = bicgstab(system, rhs, rtol=1e-13, atol=0.0, maxiter=20_000, M=jacobi)
+        if info == 0 and _relative_residual(chain, _normalised(solution)) <= _RESIDUAL_TOLERANCE:
+            pinned = solution
+    if pinned is None:
+        pinned = np.atleast_1d(spsolve(system.tocsc(), rhs))
+    if not np.all(np.isfinite(pinned)):
         raise ArithmeticError("the stationary equations of the chain could not be solved (singular system)")
-    pi = np.clip(pi, 0.0, None)
-    pi /= pi.sum()
-    scale = max(float(-generator.diagonal().min()), 1.0)
-    residual = float(np.abs(generator.T @ pi).max()) / scale
+    pi_reachable = _normalised(pinned)
+    residual = _relative_residual(chain, pi_reachable)
     if residual > _RESIDUAL_TOLERANCE:
         raise ArithmeticError(f"stationary solution is inaccurate: relative residual {residual:.3g}")
+    pi = np.zeros(n_states)
+    pi[reachable] = pi_reachable
     return pi, residual
+
+
+def _normalised(pinned: np.ndarray) -> np.ndarray:
+    """The distribution (1, pinned...) / sum, with round-off negatives set to 0."""
+    pi = np.clip(np.concatenate([[1.0], pinned]), 0.0, None)
+    return pi / pi.sum()
+
+
+def _relative_residual(generator: sp.csr_matrix, pi: np.ndarray) -> float:
+    scale = max(float(-generator.diagonal().min()), 1.0)
+    return float(np.abs(generator.T @ pi).max()) / scale
 
 
 def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=None,

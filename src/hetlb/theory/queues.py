@@ -39,8 +39,12 @@ def _positive_rate(field: str, value) -> float:
 
 
 def _integer_at_least(field: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not float(value).is_integer() or value < minimum:
-        raise InputError(field, f"must be an integer >= {minimum}, got {value}")
+    try:
+        is_integer = not isinstance(value, bool) and float(value).is_integer()
+    except (TypeError, ValueError):
+        is_integer = False
+    if not is_integer or value < minimum:
+        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
