@@ -1,0 +1,51 @@
+"""Overhead of the sweep machinery over the bare runs, for runs of about one second each.
+
+    python benchmarks/sweep_overhead.py [--points 12] [--seconds 1.0]
+
+Measures (1) the bare runs: ``hetlb.simulate`` called in a loop; (2) the same units through
+``sweep`` with the serial executor and a fresh result store; (3) the same through a pool of 2
+processes, against half the bare time. Prints the overheads in percent.
+"""
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import hetlb
+from hetlb.experiments import SweepSpec, sweep
+from hetlb.scenario import Scenario
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--points", type=int, default=12)
+    parser.add_argument("--seconds", type=float, default=1.0, help="target length of one run")
+    args = parser.parse_args()
+
+    base = {"system": {"n_servers": 100, "speed_mix": [[1.0, 0.5], [0.5, 0.5]], "load": 0.9},
+            "run": {"jobs": 10_000, "warmup": 10.0}}
+    probe = Scenario.from_mapping(base)
+    hetlb.simulate(probe.system, "jsq", jobs=1000)  # load the compiled kernel
+    rate = hetlb.simulate(probe.system, "jsq", jobs=200_000, seed=1).events_per_second
+    base["run"]["jobs"] = int(args.seconds * rate / 2)
+    loads = [round(0.5 + 0.4 * i / max(args.points - 1, 1), 4) for i in range(args.points)]
+    spec = SweepSpec(base=base, axes={"system.load": loads}, replications=1, seed=3, name="overhead")
+
+    started = time.perf_counter()
+    for unit in spec.units():
+        scenario = Scenario.from_mapping(unit.scenario)
+        hetlb.simulate(scenario.system, scenario.policy, seed=unit.seed, **scenario.run)
+    bare = time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory() as folder:
+        serial = sweep(spec, executor="serial", store=Path(folder) / "a.sqlite").wall_seconds
+        pooled = sweep(spec, executor="processes:2", store=Path(folder) / "b.sqlite").wall_seconds
+    print(f"{args.points} runs of ~{args.seconds:.1f} s ({base['run']['jobs']:,} jobs each)")
+    print(f"bare runs, serial        {bare:8.2f} s")
+    print(f"sweep, serial executor   {serial:8.2f} s   overhead {100 * (serial / bare - 1):+.1f}%")
+    print(f"sweep, 2 processes       {pooled:8.2f} s   overhead vs bare/2 {100 * (pooled / (bare / 2) - 1):+.1f}%")
+
+
+if __name__ == "__main__":
+    main()
