@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from concurrent.futures import as_completed
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,14 +76,21 @@ def sweep(spec: SweepSpec | str | Path, *, executor=None, store="hetlb-results.s
     if todo:
         pool, workers, close = resolve_executor(executor)
         try:
-            tasks = group_units(todo, points, events_per_task, 2 * workers)
-            futures = [pool.submit(run_units, task) for task in tasks]
-            for future in as_completed(futures):
-                finished = dict(future.result())
-                if results_store is not None:
-                    results_store.put(finished)
-                done.update(finished)
-                events += sum(row["events"] for row in finished.values())
+            tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
+            in_flight = set()
+            while True:
+                # keep two tasks per worker submitted, so results are stored as they come
+                for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
+                    in_flight.add(pool.submit(run_units, task))
+                if not in_flight:
+                    break
+                finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in finished_futures:
+                    finished = dict(future.result())
+                    if results_store is not None:
+                        results_store.put(finished)
+                    done.update(finished)
+                    events += sum(row["events"] for row in finished.values())
                 bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
         finally:
             close()
