@@ -61,11 +61,10 @@ def test_rules_choose_inside_the_candidate_range(queue_len, data):
     lo, hi = 0, len(candidates)
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
     for code in (rules.JSQ, rules.JFSQ, rules.JSSQ, rules.JIQ, rules.JFIQ, rules.SED):
-        server, least = rules.least_key_server(candidates, lo, hi, code, queue_len, server_class.astype(np.int64),
-                                               len(classes), speed, rng)
+        keys = rules.selection_keys(code, queue_len, server_class.astype(np.int64), len(classes), speed)
+        server, least = rules.least_key_server(candidates, lo, hi, keys, rng)
         assert server in candidates
-        keys = [rules.selection_key(code, queue_len[s], server_class[s], len(classes), speed[s]) for s in candidates]
-        assert least == min(keys)
+        assert keys[server] == least == min(keys[candidates])
     d = data.draw(st.integers(1, 4))
     sample = np.zeros(d, dtype=np.int64)
     assert rules.power_of_d_server(candidates, lo, hi, d, queue_len, sample, rng) in candidates

@@ -16,7 +16,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
-from hetlb.kernels.trees import new_key_tree, new_tournament
+from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
 from hetlb.model.system import INFINITE_BUFFER, System
 from hetlb.policies import as_policy, make_policy, rules
 from hetlb.policies.registry import Policy
@@ -159,7 +159,7 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         batch_ends = np.floor(jobs * np.arange(1, batches + 1) / batches)
     return kernel.KernelModel(
         speed=system.speed, inv_speed=1.0 / system.speed, buffer=system.buffer,
-        server_class=server_class, n_classes=len(class_speed),
+        server_class=server_class, n_classes=len(class_speed), class_speed=class_speed,
         cumulative_type_rate=np.cumsum(system.arrival_rate), total_arrival_rate=system.total_arrival_rate,
         compat_indptr=graph.indptr, compat_indices=graph.indices, compat_cumulative_speed=compat_cumulative_speed,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
@@ -174,26 +174,24 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
 def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
     """An empty system at time 0."""
     n_classes = model.n_classes
-    if model.type_uses_tree.any():
-        initial_key = np.array([rules.selection_key(model.policy_code, 0, model.server_class[s], n_classes,
-                                                    model.speed[s]) for s in range(n_servers)])
-        key, key_count = new_key_tree(initial_key)
-    else:
-        key, key_count = np.full(2, np.inf), np.zeros(2, dtype=np.int64)
-    departure_time, departure_leaf = new_tournament(np.full(n_servers, np.inf))
+    servers = cache_aligned_zeros(n_servers, kernel.SERVER_DTYPE)
+    servers["last_waiting"] = -1
+    servers["speed_class"] = model.server_class
+    servers["inv_speed"] = model.inv_speed
+    keys = rules.selection_keys(model.policy_code, np.zeros(n_servers, np.int64), model.server_class, n_classes,
+                                model.speed)
+    ranking = model.policy_code in rules.RANKING
     finite = model.buffer[model.buffer != INFINITE_BUFFER]
     slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \
         else 2 * n_servers + 4096
     job_arrival, job_size, job_next = job_pool(slots)
-    counters = np.zeros(1, dtype=kernel.COUNTER_DTYPE)
     levels = (n_classes, model.n_levels + 1)
     return kernel.KernelState(
-        counters=counters, queue_len=np.zeros(n_servers, np.int64),
-        queue_head=np.full(n_servers, -1, np.int64), queue_tail=np.full(n_servers, -1, np.int64),
+        counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE), servers=servers,
+        server_key=keys if ranking and not model.type_uses_tree.all() else np.zeros(0),
         job_arrival=job_arrival, job_size=job_size, job_next=job_next,
-        departure_time=departure_time, departure_leaf=departure_leaf, key=key, key_count=key_count,
-        job_area=np.zeros(n_servers), busy_area=np.zeros(n_servers), last_change=np.zeros(n_servers),
-        peak_queue=np.zeros(n_servers, np.int64),
+        departures=new_tournament(np.full(n_servers, np.inf)),
+        key_tree=new_key_tree(keys) if model.type_uses_tree.any() else np.zeros(0, dtype=KEY_NODE_DTYPE),
         level_count=np.zeros(levels, np.int64), level_area=np.zeros(levels), level_last=np.zeros(levels),
         histogram=np.zeros(kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE, np.int64),
         batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
@@ -211,8 +209,10 @@ def job_pool(slots: int):
 
 
 def grow_job_pool(state: kernel.KernelState) -> kernel.KernelState:
-    """Double the job pool when every slot is in use (only jobs in system occupy slots)."""
+    """Double the job pool when every slot is in use (only waiting jobs occupy slots)."""
     used = len(state.job_next)
+    if 2 * used > np.iinfo(np.int32).max:  # the server records keep slots and queue lengths as int32
+        raise OverflowError("more than 2**31 - 1 jobs waiting: the system is unstable")
     arrival, size, next_slot = job_pool(2 * used)
     arrival[:used] = state.job_arrival
     size[:used] = state.job_size

@@ -6,6 +6,19 @@ policy's own randomness, so two policies run with the same seed see the same arr
 job sizes (common random numbers). Cost per event: O(log N) through the trees of
 :mod:`hetlb.kernels.trees` on the complete graph, O(degree) on a sparse graph. Statistics
 stream; memory does not grow with the number of jobs.
+
+Speed notes.
+
+* Reference counting: the arrays are taken out of the two namedtuples once, in ``advance``,
+  and stay live for the whole loop, so the loop does no reference counting. The helpers it
+  calls take records, scalars and plain arrays and use every array argument on every path,
+  which lets numba drop their reference counting too (an array used on one branch only is
+  released at the join through a phi, which numba's pruning pass cannot remove) and LLVM
+  inline them.
+* Memory: all an event changes at one server is one cache line, its SERVER_DTYPE record; the
+  job in service lives there too, and only waiting jobs take a job slot. In a large system
+  the kernel also starts loading what the next departure will read (``prefetch``), so that
+  those cache misses overlap with the work in between.
 """
 
 import math
@@ -14,7 +27,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from hetlb.kernels.trees import random_least_leaf, set_key, set_time
+from hetlb.kernels.trees import lower_time, prefetch, prefetch_path, random_least_leaf, set_key, set_time
+from hetlb.model.system import INFINITE_BUFFER
 from hetlb.policies import rules
 
 # advance() return status
@@ -30,13 +44,17 @@ SIZE_DETERMINISTIC = 2
 HISTOGRAM_MIN_EXPONENT = -30
 HISTOGRAM_OCTAVES = 70
 HISTOGRAM_BINS_PER_OCTAVE = 128
+HISTOGRAM_MANTISSA_SHIFT = 52 - 7  # keeps the top 7 = log2(HISTOGRAM_BINS_PER_OCTAVE) bits of a mantissa
 
 # columns of the cumulative snapshot taken at the end of each batch
 BATCH_FIELDS = ("time", "arrivals", "admitted", "blocked", "waited", "completed",
                 "response_sum", "waiting_sum", "job_area")
 
+PREFETCH_MIN_SERVERS = 16384
+"""From this many servers on, the per-server data outgrows the caches and the kernel prefetches."""
+
 KernelModel = namedtuple("KernelModel", [
-    "speed", "inv_speed", "buffer", "server_class", "n_classes",
+    "speed", "inv_speed", "buffer", "server_class", "n_classes", "class_speed",
     "cumulative_type_rate", "total_arrival_rate",
     "compat_indptr", "compat_indices", "compat_cumulative_speed", "type_uses_tree",
     "size_code", "size_params", "policy_code", "pod_d",
@@ -44,15 +62,47 @@ KernelModel = namedtuple("KernelModel", [
 ])
 KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model)."""
 
-KernelState = namedtuple("KernelState", [
-    "counters", "queue_len", "queue_head", "queue_tail",
-    "job_arrival", "job_size", "job_next",
-    "departure_time", "departure_winner", "key", "key_count",
-    "job_area", "busy_area", "last_change", "peak_queue",
+
+class KernelState(namedtuple("KernelState", [
+    "counters", "servers", "server_key", "job_arrival", "job_size", "job_next", "departures", "key_tree",
     "level_count", "level_area", "level_last",
     "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "pod_sample",
+])):
+    """Mutable state of one run: ``counters`` is a one-record array of COUNTER_DTYPE, ``servers``
+    one SERVER_DTYPE record per server, ``server_key`` each server's selection key
+    (hetlb.policies.rules.selection_key) for the job types that scan their servers (empty when
+    none does), ``departures`` the tournament tree of next departure times and ``key_tree`` the
+    least-key tree of the job types routed by the tree (empty when none is). The job slots
+    (``job_*``) hold the waiting jobs; ``job_next`` links each server's waiting jobs into a ring
+    and the free slots into a list."""
+
+    __slots__ = ()
+
+    @property
+    def job_area(self) -> np.ndarray:
+        """Per server: integral of its number of jobs over the measured time."""
+        return self.servers["job_area"]
+
+    @property
+    def busy_area(self) -> np.ndarray:
+        """Per server: its busy time within the measured time."""
+        return self.servers["busy_area"]
+
+    @property
+    def peak_queue(self) -> np.ndarray:
+        """Per server: the largest number of jobs it held (int64)."""
+        return self.servers["peak_queue"].astype(np.int64)
+
+
+SERVER_DTYPE = np.dtype([
+    ("queue_len", "i4"), ("speed_class", "i4"), ("peak_queue", "i4"), ("last_waiting", "i4"),
+    ("inv_speed", "f8"), ("service_arrival", "f8"), ("service_size", "f8"),
+    ("last_change", "f8"), ("job_area", "f8"), ("busy_area", "f8"),
 ])
-KernelState.__doc__ = """Mutable state of one run; ``counters`` is a one-record array of COUNTER_DTYPE."""
+"""One server, 64 bytes (a cache line): jobs held (counting the one in service), speed class m,
+peak number of jobs, the job slot of its last waiting job, 1/speed, arrival time and size of
+the job in service, and the time its number of jobs last changed with the integrals of that
+number and of busy time."""
 
 COUNTER_DTYPE = np.dtype([
     ("now", "f8"), ("next_arrival", "f8"), ("end_time", "f8"), ("last_total_change", "f8"),
@@ -64,74 +114,59 @@ COUNTER_DTYPE = np.dtype([
 ])
 
 
-@njit(cache=True, inline="always")
-def draw_size(size_code, size_params, rng):
-    """A job size with mean 1 (see hetlb.model.JobSizes)."""
-    if size_code == SIZE_EXPONENTIAL:
-        return rng.exponential()
+@njit(cache=True)
+def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
+    """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
+    hyperexponential only): an exponential divided by the rate of its phase."""
+    if size_code == SIZE_DETERMINISTIC:
+        return 1.0
+    rate = 1.0
     if size_code == SIZE_HYPEREXPONENTIAL:
-        if rng.random() < size_params[0]:
-            return rng.exponential() / size_params[1]
-        return rng.exponential() / size_params[2]
-    return 1.0
+        rate = first_phase_rate if rng.random() < first_phase_probability else second_phase_rate
+    return rng.exponential() / rate
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def histogram_bin(x):
-    mantissa, exponent = math.frexp(x)
+    """Bin of a response time ``x`` >= 0: its octave (the exponent of math.frexp) and the top
+    bits of its mantissa, read straight from the bits of x unless x is zero or subnormal."""
+    bits = np.float64(x).view(np.int64)
+    if bits >> 52 == 0:
+        mantissa, exponent = math.frexp(x)
+        fraction = int((mantissa - 0.5) * 2.0 * HISTOGRAM_BINS_PER_OCTAVE)
+    else:
+        exponent = (bits >> 52) - 1022
+        fraction = (bits >> HISTOGRAM_MANTISSA_SHIFT) & (HISTOGRAM_BINS_PER_OCTAVE - 1)
     octave = exponent - HISTOGRAM_MIN_EXPONENT
     if octave < 0:
         return 0
     if octave >= HISTOGRAM_OCTAVES:
         return HISTOGRAM_OCTAVES * HISTOGRAM_BINS_PER_OCTAVE - 1
-    return octave * HISTOGRAM_BINS_PER_OCTAVE + int((mantissa - 0.5) * 2.0 * HISTOGRAM_BINS_PER_OCTAVE)
+    return octave * HISTOGRAM_BINS_PER_OCTAVE + fraction
 
 
-
-@njit(cache=True, inline="always")
-def route(job_type, policy_code, pod_d, n_classes, compat_indptr, compat_indices, compat_cumulative_speed,
-          type_uses_tree, queue_len, server_class, speed, key, key_count, pod_sample, rng):
-    """The server a type-``job_type`` job is sent to (whether or not its buffer has room)."""
-    lo = compat_indptr[job_type]
-    hi = compat_indptr[job_type + 1]
-    if policy_code == rules.RANDOM:
-        return compat_indices[lo + rules.uniform_index(rng, hi - lo)]
-    if policy_code == rules.WEIGHTED_RANDOM:
-        return rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_speed, rng)
-    if policy_code == rules.POD:
-        return rules.power_of_d_server(compat_indices, lo, hi, pod_d, queue_len, pod_sample, rng)
-    if type_uses_tree[job_type]:
-        server = random_least_leaf(key, key_count, rng)
-        least = key[1]
-    else:
-        server, least = rules.least_key_server(compat_indices, lo, hi, policy_code, queue_len, server_class,
-                                               n_classes, speed, rng)
-    if rules.falls_back_to_uniform(policy_code, least, n_classes):
-        return compat_indices[lo + rules.uniform_index(rng, hi - lo)]
-    return server
+@njit(cache=True)
+def set_queue_length(server, now, new_len):
+    """Integrate a server's (a SERVER_DTYPE record's) number of jobs and busy time up to ``now``,
+    then set its number of jobs to ``new_len``."""
+    elapsed = now - server.last_change
+    server.job_area += server.queue_len * elapsed
+    if server.queue_len > 0:
+        server.busy_area += elapsed
+    server.last_change = now
+    server.queue_len = new_len
 
 
-@njit(cache=True, inline="always")
-def change_queue(server, now, new_len, queue_len, job_area, busy_area, last_change,
-                 server_class, level_count, level_area, level_last):
-    """Integrate server ``server``'s occupancy (and its level of s_{m,i}) up to ``now``, then set its
-    queue length."""
-    old_len = queue_len[server]
-    elapsed = now - last_change[server]
-    job_area[server] += old_len * elapsed
-    if old_len > 0:
-        busy_area[server] += elapsed
-    last_change[server] = now
-    level = max(old_len, new_len)  # the level i of s_{m,i} that gains or loses this server
-    if level < level_count.shape[1]:
-        m = server_class[server]
-        level_area[m, level] += level_count[m, level] * (now - level_last[m, level])
-        level_last[m, level] = now
-        level_count[m, level] += 1 if new_len > old_len else -1
-    queue_len[server] = new_len
+@njit(cache=True)
+def move_level(m, level, change, now, level_count, level_area, level_last):
+    """Integrate s_{m,level} (the number of class-m servers with at least ``level`` jobs) up to
+    ``now``, then add ``change`` (+1 or -1) to it."""
+    level_area[m, level] += level_count[m, level] * (now - level_last[m, level])
+    level_last[m, level] = now
+    level_count[m, level] += change
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def integrate_total(c, now):
     """Add the area under the number in system up to ``now``."""
     c.job_area += c.in_system * (now - c.last_total_change)
@@ -139,14 +174,15 @@ def integrate_total(c, now):
 
 
 @njit(cache=True)
-def begin_measurement(c, at, job_area, busy_area, last_change, level_area, level_last):
+def begin_measurement(c, at, servers, level_area, level_last):
     """Start the statistics at the end of the warm-up: integrals from ``at`` on, counts from zero."""
     c.measuring = 1
     c.last_total_change = at
     c.job_area = 0.0
-    job_area[:] = 0.0
-    busy_area[:] = 0.0
-    last_change[:] = at
+    for s in range(len(servers)):
+        servers[s].job_area = 0.0
+        servers[s].busy_area = 0.0
+        servers[s].last_change = at
     level_area[:, :] = 0.0
     level_last[:, :] = at
 
@@ -169,29 +205,29 @@ def snapshot_batch(c, batches, at):
 
 @njit(cache=True)
 def advance(model, state, arrival_rng, policy_rng, max_events):
-    """Run up to ``max_events`` events; return RUNNING, FINISHED or NEEDS_JOB_SLOTS.
-
-    The arrays are taken out of the two namedtuples once, here: numba reference-counts every
-    member of a tuple argument at each call that is not inlined, which would cost far more than
-    the event itself, so the helpers take plain arrays.
-    """
+    """Run up to ``max_events`` events; return RUNNING, FINISHED or NEEDS_JOB_SLOTS."""
     c = state.counters[0]
-    speed, inv_speed, buffer, server_class = model.speed, model.inv_speed, model.buffer, model.server_class
+    buffer, class_speed = model.buffer, model.class_speed
+    finite_buffers = buffer.min() < INFINITE_BUFFER
     n_classes, policy_code, pod_d = model.n_classes, model.policy_code, model.pod_d
     compat_indptr, compat_indices = model.compat_indptr, model.compat_indices
     compat_cumulative_speed, type_uses_tree = model.compat_cumulative_speed, model.type_uses_tree
     cumulative_type_rate, total_arrival_rate = model.cumulative_type_rate, model.total_arrival_rate
     n_types = len(cumulative_type_rate)
-    size_code, size_params = model.size_code, model.size_params
+    size_code = model.size_code
+    first_phase_probability, first_phase_rate, second_phase_rate = (model.size_params[0], model.size_params[1],
+                                                                    model.size_params[2])
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
-    queue_len, queue_head, queue_tail = state.queue_len, state.queue_head, state.queue_tail
+    servers, server_key = state.servers, state.server_key
+    queue_len = servers.queue_len  # a column, for power-of-d
+    prefetching = len(servers) >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
-    departure_time, departure_winner = state.departure_time, state.departure_winner
-    key, key_count, keyed = state.key, state.key_count, len(state.key) > 2
-    job_area, busy_area, last_change, peak_queue = state.job_area, state.busy_area, state.last_change, state.peak_queue
+    departures, key_tree = state.departures, state.key_tree
+    scanned, keyed = len(server_key) > 0, len(key_tree) > 0
     level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
+    n_levels = level_count.shape[1] - 1
     histogram, batches, pod_sample = state.histogram, state.batches, state.pod_sample
     trace_time, trace_type, trace_server, trace_queue = (state.trace_time, state.trace_type, state.trace_server,
                                                          state.trace_queue)
@@ -199,17 +235,15 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        leader = departure_winner[1]
-        next_departure = departure_time[leader]
+        next_departure = departures[1].time
         now = min(c.next_arrival, next_departure)
         if now > horizon:
             if c.measuring == 0:
-                begin_measurement(c, warmup, job_area, busy_area, last_change, level_area, level_last)
-            finish(c, horizon, queue_len, job_area, busy_area, last_change, level_count, level_area, level_last,
-                   batches)
+                begin_measurement(c, warmup, servers, level_area, level_last)
+            finish(c, horizon, servers, level_count, level_area, level_last, batches)
             return FINISHED
         if c.measuring == 0 and now >= warmup:
-            begin_measurement(c, warmup, job_area, busy_area, last_change, level_area, level_last)
+            begin_measurement(c, warmup, servers, level_area, level_last)
         if batch_by_jobs == 0:
             while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
                 integrate_total(c, batch_ends[c.batch_index])
@@ -217,29 +251,56 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
         c.now = now
         c.events += 1
         integrate_total(c, now)
+        if prefetching:  # the next departure's server: start loading what its departure reads
+            leader = departures[1].leaf
+            prefetch(servers, leader)
+            prefetch_path(departures, leader, 3)
+            if keyed:
+                prefetch_path(key_tree, leader, 3)
 
         if c.next_arrival <= next_departure:
-            # an arrival: its type and size come from the arrival stream, its server from the policy
+            # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
+            # that order, its server from the policy stream
             if n_types == 1:
                 job_type = 0
             else:
                 job_type = min(np.searchsorted(cumulative_type_rate, arrival_rng.random() * total_arrival_rate,
                                                side="right"), n_types - 1)
-            size = draw_size(size_code, size_params, arrival_rng)
+
+            # the server it is sent to (whether or not its buffer has room)
+            lo = compat_indptr[job_type]
+            hi = compat_indptr[job_type + 1]
+            if policy_code == rules.RANDOM:
+                s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
+            elif policy_code == rules.WEIGHTED_RANDOM:
+                s = rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_speed, policy_rng)
+            elif policy_code == rules.POD:
+                s = rules.power_of_d_server(compat_indices, lo, hi, pod_d, queue_len, pod_sample, policy_rng)
+            else:
+                if type_uses_tree[job_type]:
+                    s = random_least_leaf(key_tree, policy_rng)
+                    least = key_tree[1].key
+                else:
+                    s, least = rules.least_key_server(compat_indices, lo, hi, server_key, policy_rng)
+                if rules.falls_back_to_uniform(policy_code, least, n_classes):
+                    s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
+
+            if prefetching:  # the tree nodes this arrival may change, while its server's record loads
+                prefetch_path(departures, s, 2)
+            # drawn after the routing, so that they overlap with loading the server's record
+            size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
             c.next_arrival = now + arrival_rng.exponential() / total_arrival_rate
-            server = route(job_type, policy_code, pod_d, n_classes, compat_indptr, compat_indices,
-                           compat_cumulative_speed, type_uses_tree, queue_len, server_class, speed, key, key_count,
-                           pod_sample, policy_rng)
-            q = queue_len[server]
+            server = servers[s]
+            q = server.queue_len
             if c.trace_n < len(trace_time):
                 trace_time[c.trace_n] = now
                 trace_type[c.trace_n] = job_type
-                trace_server[c.trace_n] = server
+                trace_server[c.trace_n] = s
                 trace_queue[c.trace_n] = q
                 c.trace_n += 1
             c.arrivals_total += 1
             c.arrivals += c.measuring
-            if q >= buffer[server]:
+            if finite_buffers and q >= buffer[s]:
                 c.blocked_total += 1
                 c.blocked += c.measuring
                 continue
@@ -248,73 +309,82 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if q > 0:
                 c.waited += c.measuring
             c.in_system += 1
-            change_queue(server, now, q + 1, queue_len, job_area, busy_area, last_change, server_class,
-                         level_count, level_area, level_last)
-            if keyed:
-                set_key(key, key_count, server, rules.selection_key(policy_code, q + 1, server_class[server],
-                                                                    n_classes, speed[server]))
-            if q + 1 > peak_queue[server]:
-                peak_queue[server] = q + 1
-            slot = c.free_slot
-            c.free_slot = job_next[slot]
-            job_arrival[slot] = now
-            job_size[slot] = size
-            job_next[slot] = -1
+            set_queue_length(server, now, q + 1)
+            if q + 1 <= n_levels:
+                move_level(server.speed_class, q + 1, 1, now, level_count, level_area, level_last)
+            if scanned or keyed:
+                key = rules.selection_key(policy_code, q + 1, server.speed_class, n_classes,
+                                          class_speed[server.speed_class])
+                if scanned:
+                    server_key[s] = key
+                if keyed:
+                    set_key(key_tree, s, key)
+            server.peak_queue = max(server.peak_queue, q + 1)
             if q == 0:
-                queue_head[server] = slot
-                set_time(departure_time, departure_winner, server, now + size * inv_speed[server])
+                server.service_arrival = now
+                server.service_size = size
+                lower_time(departures, s, now + size * server.inv_speed)
             else:
-                job_next[queue_tail[server]] = slot
-            queue_tail[server] = slot
+                # it waits: a slot in the ring of waiting jobs, after the last and before the first
+                slot = c.free_slot
+                c.free_slot = job_next[slot]
+                job_arrival[slot] = now
+                job_size[slot] = size
+                if q == 1:
+                    job_next[slot] = slot
+                else:
+                    job_next[slot] = job_next[server.last_waiting]
+                    job_next[server.last_waiting] = slot
+                server.last_waiting = slot
         else:
             # a departure from the server with the earliest completion
-            server = leader
-            slot = queue_head[server]
-            arrived = job_arrival[slot]
-            if c.measuring == 1 and arrived >= warmup:
-                response = now - arrived
+            s = departures[1].leaf
+            server = servers[s]
+            if c.measuring == 1 and server.service_arrival >= warmup:
+                response = now - server.service_arrival
                 c.completed += 1
                 c.response_sum += response
                 c.response_sq_sum += response * response
-                c.waiting_sum += max(response - job_size[slot] * inv_speed[server], 0.0)
+                c.waiting_sum += max(response - server.service_size * server.inv_speed, 0.0)
                 histogram[histogram_bin(response)] += 1
-            next_slot = job_next[slot]
-            job_next[slot] = c.free_slot
-            c.free_slot = slot
             c.in_system -= 1
             c.departures_total += 1
-            q = queue_len[server] - 1
-            change_queue(server, now, q, queue_len, job_area, busy_area, last_change, server_class,
-                         level_count, level_area, level_last)
-            if keyed:
-                set_key(key, key_count, server, rules.selection_key(policy_code, q, server_class[server],
-                                                                    n_classes, speed[server]))
+            q = server.queue_len - 1
+            set_queue_length(server, now, q)
+            if q + 1 <= n_levels:
+                move_level(server.speed_class, q + 1, -1, now, level_count, level_area, level_last)
+            if scanned or keyed:
+                key = rules.selection_key(policy_code, q, server.speed_class, n_classes,
+                                          class_speed[server.speed_class])
+                if scanned:
+                    server_key[s] = key
+                if keyed:
+                    set_key(key_tree, s, key)
             if q > 0:
-                queue_head[server] = next_slot
-                set_time(departure_time, departure_winner, server, now + job_size[next_slot] * inv_speed[server])
+                # the first waiting job enters service and frees its slot
+                slot = job_next[server.last_waiting]
+                server.service_arrival = job_arrival[slot]
+                server.service_size = job_size[slot]
+                job_next[server.last_waiting] = job_next[slot]
+                job_next[slot] = c.free_slot
+                c.free_slot = slot
+                set_time(departures, s, now + server.service_size * server.inv_speed)
             else:
-                queue_head[server] = -1
-                set_time(departure_time, departure_winner, server, np.inf)
+                set_time(departures, s, np.inf)
             if batch_by_jobs == 1 and c.batch_index < n_batches and c.completed >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, now)
             if c.completed >= target_jobs:
-                finish(c, now, queue_len, job_area, busy_area, last_change, level_count, level_area, level_last,
-                       batches)
+                finish(c, now, servers, level_count, level_area, level_last, batches)
                 return FINISHED
     return RUNNING
 
 
 @njit(cache=True)
-def finish(c, at, queue_len, job_area, busy_area, last_change, level_count, level_area, level_last, batches):
+def finish(c, at, servers, level_count, level_area, level_last, batches):
     """Bring every integral up to the end time ``at`` and close the remaining batches."""
     integrate_total(c, at)
-    for server in range(len(queue_len)):
-        q = queue_len[server]
-        elapsed = at - last_change[server]
-        job_area[server] += q * elapsed
-        if q > 0:
-            busy_area[server] += elapsed
-        last_change[server] = at
+    for s in range(len(servers)):
+        set_queue_length(servers[s], at, servers[s].queue_len)
     for m in range(level_count.shape[0]):
         for level in range(1, level_count.shape[1]):
             level_area[m, level] += level_count[m, level] * (at - level_last[m, level])

@@ -1,107 +1,191 @@
-"""Complete binary trees over servers that make every routing decision O(log N).
+"""Complete 4-ary trees over servers that make every routing and next-departure decision O(log N).
 
-Both trees have ``width`` leaves (a power of two >= N); node 1 is the root, node i has children
-2i and 2i + 1, and leaf s is node ``width + s``. Padding leaves hold +inf.
+A tree with ``width`` leaves (a power of four >= N) is one structured array of ``2 * width``
+nodes: node 1 is the root, node i has children 4i .. 4i + 3 (exactly one cache line of 16-byte
+nodes) and parent i >> 2, and leaf s is node ``width + s``. Padding leaves hold +inf; nodes 2 and 3,
+and the index ranges between levels, are unused. Four children per node halve the depth of a
+binary tree, and with it the chain of dependent memory reads of a walk from the root.
+
+What a tree answers does not depend on its shape: the least key and how many leaves attain
+it, the r-th of those leaves in leaf order, the least time and the first leaf holding it.
+
+The updates pick among children with conditional moves or index arithmetic rather than
+branches, which would be mispredicted half the time. The @njit functions take one array (and a
+generator): with every argument live on every path, numba needs no reference counting in them
+and LLVM inlines them into the event loop.
 """
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+CACHE_LINE = 64  # bytes
+
+KEY_NODE_DTYPE = np.dtype([("key", "f8"), ("count", "i8")])
+"""Least-key tree node: the least key in the subtree and how many leaves attain it."""
+
+TIME_NODE_DTYPE = np.dtype([("time", "f8"), ("leaf", "i8")])
+"""Tournament tree node: the earliest time in the subtree and the first leaf holding it."""
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the CPU to start loading ``array[index]`` into cache, without waiting for it; no effect
+    on results. Lets the memory reads of a large system overlap. Covers the element when it
+    starts a cache line (see cache_aligned_zeros)."""
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
+        byte_pointer = ir.PointerType(ir.IntType(8))
+        llvm_prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer] + 3 * [ir.IntType(32)]), "llvm.prefetch.p0")
+        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+        for offset in range(0, itemsize, CACHE_LINE):
+            line = builder.gep(builder.bitcast(pointer, byte_pointer), [ir.Constant(ir.IntType(64), offset)])
+            # read, keep in all cache levels, data
+            builder.call(llvm_prefetch, [line] + [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)])
+        return context.get_dummy_value()
+    return types.void(array, index), codegen
+
+
+def cache_aligned_zeros(n: int, dtype: np.dtype) -> np.ndarray:
+    """A zeroed array of ``n`` records whose data starts on a cache-line boundary."""
+    buffer = np.zeros(n * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
+    start = -buffer.ctypes.data % CACHE_LINE
+    return buffer[start : start + n * dtype.itemsize].view(dtype)
 
 
 def tree_width(n_leaves: int) -> int:
-    return 1 << max(0, int(n_leaves - 1).bit_length())
+    """The smallest power of four >= n_leaves."""
+    width = 1
+    while width < n_leaves:
+        width *= 4
+    return width
 
 
-# --- the least-key tree: min key and the number of leaves attaining it, per node ----------------
+def levels_bottom_up(width: int):
+    """(first node of a level, its children as a (nodes, 4) index array), from the level above
+    the leaves up to the root."""
+    first = width // 4
+    while first >= 1:
+        yield first, np.arange(4 * first, 8 * first).reshape(first, 4)
+        first //= 4
 
-def new_key_tree(keys: np.ndarray):
-    """(key, count) arrays of a least-key tree over ``keys``."""
+
+# --- the least-key tree ---------------------------------------------------------------------
+
+def new_key_tree(keys: np.ndarray) -> np.ndarray:
+    """A least-key tree over ``keys``; ``tree[1]`` holds the least key and its multiplicity."""
     width = tree_width(len(keys))
-    key = np.full(2 * width, np.inf)
-    count = np.zeros(2 * width, dtype=np.int64)
-    key[width : width + len(keys)] = keys
-    count[width : width + len(keys)] = 1
-    for node in range(width - 1, 0, -1):
-        pull_up(key, count, node)
-    return key, count
+    tree = cache_aligned_zeros(2 * width, KEY_NODE_DTYPE)
+    tree["key"][width:] = np.inf
+    tree["key"][width : width + len(keys)] = keys
+    tree["count"][width : width + len(keys)] = 1
+    for first, children in levels_bottom_up(width):
+        key, count = tree["key"][children], tree["count"][children]
+        least = key.min(axis=1)
+        tree["key"][first : 2 * first] = least
+        tree["count"][first : 2 * first] = np.where(key == least[:, None], count, 0).sum(axis=1)
+    return tree
 
 
-@njit(cache=True, inline="always")
-def pull_up(key, count, node):
-    left = 2 * node
-    right = left + 1
-    if key[left] < key[right]:
-        key[node] = key[left]
-        count[node] = count[left]
-    elif key[right] < key[left]:
-        key[node] = key[right]
-        count[node] = count[right]
-    else:
-        key[node] = key[left]
-        count[node] = count[left] + count[right]
+@njit(cache=True)
+def set_key(tree, leaf, value):
+    """Set one leaf's key and repair the (least key, count) of its ancestors, stopping at the
+    first ancestor that comes out unchanged (nothing above it can change then)."""
+    node = len(tree) // 2 + leaf
+    changed = tree[node].key != value
+    tree[node].key = value
+    while changed and node > 1:
+        node >>= 2
+        first = 4 * node
+        k0, k1, k2, k3 = tree[first].key, tree[first + 1].key, tree[first + 2].key, tree[first + 3].key
+        c0, c1, c2, c3 = tree[first].count, tree[first + 1].count, tree[first + 2].count, tree[first + 3].count
+        least = min(min(k0, k1), min(k2, k3))
+        count = (k0 == least) * c0 + (k1 == least) * c1 + (k2 == least) * c2 + (k3 == least) * c3
+        changed = (tree[node].key != least) | (tree[node].count != count)
+        tree[node].key = least
+        tree[node].count = count
 
 
-@njit(cache=True, inline="always")
-def set_key(key, count, leaf, value):
-    """Set one leaf's key and repair its ancestors, stopping once nothing changes."""
-    width = len(key) // 2
-    node = width + leaf
-    if key[node] == value:
-        return
-    key[node] = value
-    node >>= 1
-    while node >= 1:
-        old_key = key[node]
-        old_count = count[node]
-        pull_up(key, count, node)
-        if key[node] == old_key and count[node] == old_count:
-            return
-        node >>= 1
-
-
-@njit(cache=True, inline="always")
-def random_least_leaf(key, count, rng):
-    """A leaf uniformly at random among those with the least key."""
-    width = len(key) // 2
-    rank = int(rng.random() * count[1])
-    if rank >= count[1]:
-        rank = count[1] - 1
+@njit(cache=True)
+def random_least_leaf(tree, rng):
+    """A leaf uniformly at random among those with the least key: the r-th of them in leaf
+    order, r = int(u * count) for one uniform u."""
+    width = len(tree) // 2
+    least = tree[1].key
+    count = tree[1].count
+    rank = min(int(rng.random() * count), count - 1)
     node = 1
-    least = key[1]
     while node < width:
-        left = 2 * node
-        if key[left] == least:
-            if rank < count[left]:
-                node = left
-                continue
-            rank -= count[left]
-        node = left + 1
+        first = 4 * node
+        if 4 * first < len(tree):  # start loading the next level's candidates (the grandchildren)
+            for group in range(4 * first, 4 * first + 16, 4):
+                prefetch(tree, group)
+        # how many least-key leaves lie under each of the first three children
+        in0 = (tree[first].key == least) * tree[first].count
+        in1 = (tree[first + 1].key == least) * tree[first + 1].count
+        in2 = (tree[first + 2].key == least) * tree[first + 2].count
+        past0 = rank >= in0
+        past1 = rank >= in0 + in1
+        past2 = rank >= in0 + in1 + in2
+        rank -= past0 * in0 + past1 * in1 + past2 * in2
+        node = first + past0 + past1 + past2
     return node - width
 
 
-# --- the tournament tree: index of the earliest leaf in each subtree ---------------------------
+# --- the tournament tree --------------------------------------------------------------------
 
-def new_tournament(times: np.ndarray):
-    """(time, winner) arrays of a tournament tree; ``winner[1]`` is the leaf with the least time."""
+def new_tournament(times: np.ndarray) -> np.ndarray:
+    """A tournament tree over ``times``; ``tree[1]`` holds the least time and the first leaf
+    holding it."""
     width = tree_width(len(times))
-    time = np.full(width, np.inf)
-    time[: len(times)] = times
-    winner = np.zeros(2 * width, dtype=np.int64)
-    winner[width:] = np.arange(width)
-    for node in range(width - 1, 0, -1):
-        a, b = winner[2 * node], winner[2 * node + 1]
-        winner[node] = a if time[a] <= time[b] else b
-    return time, winner
+    tree = cache_aligned_zeros(2 * width, TIME_NODE_DTYPE)
+    tree["time"][width:] = np.inf
+    tree["time"][width : width + len(times)] = times
+    tree["leaf"][width:] = np.arange(width)
+    for first, children in levels_bottom_up(width):
+        winner = children[np.arange(first), tree["time"][children].argmin(axis=1)]  # the first least
+        tree[first : 2 * first] = tree[winner]
+    return tree
 
 
-@njit(cache=True, inline="always")
-def set_time(time, winner, leaf, value):
-    """Set one leaf's time and replay the matches on its path to the root."""
-    width = len(time)
-    time[leaf] = value
-    node = (width + leaf) >> 1
-    while node >= 1:
-        a = winner[2 * node]
-        b = winner[2 * node + 1]
-        winner[node] = a if time[a] <= time[b] else b
-        node >>= 1
+@njit(cache=True)
+def set_time(tree, leaf, value):
+    """Set one leaf's time and replay every match on its path to the root (ties go left)."""
+    node = len(tree) // 2 + leaf
+    tree[node].time = value
+    while node > 1:
+        first = node & -4
+        t0, t1, t2, t3 = tree[first].time, tree[first + 1].time, tree[first + 2].time, tree[first + 3].time
+        left_time, right_time = min(t0, t1), min(t2, t3)
+        right_pair = right_time < left_time
+        winner = first + 2 * right_pair + (right_pair & (t3 < t2)) + ((not right_pair) & (t1 < t0))
+        node >>= 2
+        tree[node].time = min(left_time, right_time)
+        tree[node].leaf = tree[winner].leaf
+
+
+@njit(cache=True)
+def lower_time(tree, leaf, value):
+    """Lower one leaf's time to ``value``: it wins the matches up its path until it meets an
+    earlier time, or an equal one held by a leaf further left."""
+    node = len(tree) // 2 + leaf
+    tree[node].time = value
+    node >>= 2
+    while node >= 1 and (value < tree[node].time or (value == tree[node].time and leaf < tree[node].leaf)):
+        tree[node].time = value
+        tree[node].leaf = leaf
+        node >>= 2
+
+
+@njit(cache=True)
+def prefetch_path(tree, leaf, levels):
+    """Start loading the nodes that an update of ``leaf`` reads at the ``levels`` lowest levels."""
+    node = len(tree) // 2 + leaf
+    for _ in range(levels):
+        prefetch(tree, node & -4)
+        node >>= 2

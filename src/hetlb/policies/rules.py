@@ -5,6 +5,9 @@ A ranking policy gives each compatible server a *selection key* computed from it
 server with the least key, ties uniformly at random. The keys encode the tie-breaking rules of
 DESIGN.md, so the same definition serves the O(log N) tree of the complete graph and the
 O(degree) scan of a sparse graph.
+
+The functions take scalars and plain arrays and use every array argument on every path, so numba
+needs no reference counting in them and LLVM inlines them into the event loop.
 """
 
 import numpy as np
@@ -20,8 +23,11 @@ JFIQ = 6
 POD = 7
 SED = 8
 
+RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED)
+"""The policies that join a least-key server."""
 
-@njit(cache=True, inline="always")
+
+@njit(cache=True, error_model="numpy")
 def selection_key(policy_code, queue_len, speed_class, n_classes, speed):
     """Key of one server; the policy joins a least-key compatible server, ties at random.
 
@@ -41,7 +47,16 @@ def selection_key(policy_code, queue_len, speed_class, n_classes, speed):
     return float(queue_len)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def selection_keys(policy_code, queue_len, speed_class, n_classes, speed):
+    """The selection key of every server, from its queue length, speed class and speed (arrays)."""
+    keys = np.empty(len(queue_len))
+    for s in range(len(queue_len)):
+        keys[s] = selection_key(policy_code, queue_len[s], speed_class[s], n_classes, speed[s])
+    return keys
+
+
+@njit(cache=True)
 def falls_back_to_uniform(policy_code, least_key, n_classes):
     """jiq and jfiq with no idle compatible server send the job uniformly at random instead."""
     if policy_code == JIQ:
@@ -51,55 +66,53 @@ def falls_back_to_uniform(policy_code, least_key, n_classes):
     return False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def uniform_index(rng, n):
     """An index uniform on 0..n-1."""
     i = int(rng.random() * n)
     return i if i < n else n - 1
 
 
-@njit(cache=True, inline="always")
-def least_key_server(candidates, lo, hi, policy_code, queue_len, server_class, n_classes, speed, rng):
-    """Scan the servers ``candidates[lo:hi]`` for a least-key server, ties uniformly at random
-    (reservoir sampling). Returns (server, least key)."""
+@njit(cache=True)
+def least_key_server(candidates, lo, hi, key, rng):
+    """Scan the servers ``candidates[lo:hi]`` for one with the least ``key[s]`` (its selection key),
+    ties uniformly at random (reservoir sampling). Returns (server, least key)."""
     chosen = candidates[lo]
-    least = selection_key(policy_code, queue_len[chosen], server_class[chosen], n_classes, speed[chosen])
+    least = key[chosen]
     ties = 1
     for i in range(lo + 1, hi):
         s = candidates[i]
-        key = selection_key(policy_code, queue_len[s], server_class[s], n_classes, speed[s])
-        if key < least:
-            least = key
+        if key[s] < least:
+            least = key[s]
             chosen = s
             ties = 1
-        elif key == least:
+        elif key[s] == least:
             ties += 1
             if rng.random() * ties < 1.0:
                 chosen = s
     return chosen, least
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def sample_without_replacement(n, d, sample, rng):
-    """Write min(d, n) distinct indices uniform on 0..n-1 into ``sample`` (Floyd's algorithm);
-    return how many."""
-    if d >= n:
-        for i in range(n):
+    """Write min(d, n) distinct indices uniform on 0..n-1 into ``sample``: all of them in order when
+    d >= n, else by Floyd's algorithm; return how many."""
+    taken = min(d, n)
+    for i in range(taken):
+        if d >= n:
             sample[i] = i
-        return n
-    taken = 0
-    for j in range(n - d, n):
+            continue
+        j = n - d + i  # Floyd: a uniform index of 0..j, or j itself if that one is taken already
         t = uniform_index(rng, j + 1)
-        for i in range(taken):
-            if sample[i] == t:
+        for k in range(i):
+            if sample[k] == t:
                 t = j
                 break
-        sample[taken] = t
-        taken += 1
+        sample[i] = t
     return taken
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def power_of_d_server(candidates, lo, hi, d, queue_len, sample, rng):
     """pod: the shortest of min(d, hi - lo) distinct servers of ``candidates[lo:hi]``, ties at random."""
     taken = sample_without_replacement(hi - lo, d, sample, rng)
@@ -117,7 +130,7 @@ def power_of_d_server(candidates, lo, hi, d, queue_len, sample, rng):
     return chosen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def speed_weighted_server(candidates, lo, hi, cumulative_speed, rng):
     """weighted-random: one of ``candidates[lo:hi]`` with probability proportional to its speed;
     ``cumulative_speed[lo:hi]`` is the running sum of their speeds (binary search, O(log degree))."""
@@ -126,8 +139,7 @@ def speed_weighted_server(candidates, lo, hi, cumulative_speed, rng):
     right = hi - 1
     while left < right:
         middle = (left + right) // 2
-        if cumulative_speed[middle] > u:
-            right = middle
-        else:
-            left = middle + 1
+        above = cumulative_speed[middle] > u
+        right = middle if above else right
+        left = left if above else middle + 1
     return candidates[left]
