@@ -117,7 +117,8 @@ COUNTER_DTYPE = np.dtype([
 @njit(cache=True)
 def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
     """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
-    hyperexponential only): an exponential divided by the rate of its phase."""
+    hyperexponential only): an exponential divided by the rate of its phase (1.0, exactly
+    neutral, for exponential sizes)."""
     if size_code == SIZE_DETERMINISTIC:
         return 1.0
     rate = 1.0
@@ -225,7 +226,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     departures, key_tree = state.departures, state.key_tree
-    scanned, keyed = len(server_key) > 0, len(key_tree) > 0
+    scanned, keyed = len(server_key) > 0, len(key_tree) > 0  # keep the keys for scans, for the tree
     level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
     n_levels = level_count.shape[1] - 1
     histogram, batches, pod_sample = state.histogram, state.batches, state.pod_sample
@@ -278,7 +279,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 s = rules.power_of_d_server(compat_indices, lo, hi, pod_d, queue_len, pod_sample, policy_rng)
             else:
                 if type_uses_tree[job_type]:
-                    s = random_least_leaf(key_tree, policy_rng)
+                    s = random_least_leaf(key_tree, policy_rng, servers)
                     least = key_tree[1].key
                 else:
                     s, least = rules.least_key_server(compat_indices, lo, hi, server_key, policy_rng)

@@ -10,9 +10,10 @@ What a tree answers does not depend on its shape: the least key and how many lea
 it, the r-th of those leaves in leaf order, the least time and the first leaf holding it.
 
 The updates pick among children with conditional moves or index arithmetic rather than
-branches, which would be mispredicted half the time. The @njit functions take one array (and a
-generator): with every argument live on every path, numba needs no reference counting in them
-and LLVM inlines them into the event loop.
+branches, which would be mispredicted half the time. The @njit functions take plain arrays (and
+a generator) and use each on every path: numba then needs no reference counting in them and
+LLVM inlines them into the event loop. In a large system the walks start loading the nodes
+they will read next (``prefetch``), so that cache misses overlap.
 """
 
 import numpy as np
@@ -112,9 +113,10 @@ def set_key(tree, leaf, value):
 
 
 @njit(cache=True)
-def random_least_leaf(tree, rng):
+def random_least_leaf(tree, rng, leaf_records):
     """A leaf uniformly at random among those with the least key: the r-th of them in leaf
-    order, r = int(u * count) for one uniform u."""
+    order, r = int(u * count) for one uniform u. Two steps above the leaves, it starts loading
+    the entries of ``leaf_records`` (per-leaf data the caller reads next) of the 16 leaves left."""
     width = len(tree) // 2
     least = tree[1].key
     count = tree[1].count
@@ -125,6 +127,9 @@ def random_least_leaf(tree, rng):
         if 4 * first < len(tree):  # start loading the next level's candidates (the grandchildren)
             for group in range(4 * first, 4 * first + 16, 4):
                 prefetch(tree, group)
+            if 4 * first >= width:
+                for leaf in range(4 * first - width, min(4 * first - width + 16, len(leaf_records))):
+                    prefetch(leaf_records, leaf)
         # how many least-key leaves lie under each of the first three children
         in0 = (tree[first].key == least) * tree[first].count
         in1 = (tree[first + 1].key == least) * tree[first + 1].count
@@ -161,6 +166,7 @@ def set_time(tree, leaf, value):
     while node > 1:
         first = node & -4
         t0, t1, t2, t3 = tree[first].time, tree[first + 1].time, tree[first + 2].time, tree[first + 3].time
+        # the first of the least: the right pair only if strictly earlier, then likewise within the pair
         left_time, right_time = min(t0, t1), min(t2, t3)
         right_pair = right_time < left_time
         winner = first + 2 * right_pair + (right_pair & (t3 < t2)) + ((not right_pair) & (t1 < t0))

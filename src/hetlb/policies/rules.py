@@ -7,7 +7,9 @@ DESIGN.md, so the same definition serves the O(log N) tree of the complete graph
 O(degree) scan of a sparse graph.
 
 The functions take scalars and plain arrays and use every array argument on every path, so numba
-needs no reference counting in them and LLVM inlines them into the event loop.
+needs no reference counting in them and LLVM inlines them into the event loop (hence the one
+loop of sample_without_replacement for both of its cases); selection_key divides under numpy's
+error model, which has no exception path.
 """
 
 import numpy as np
