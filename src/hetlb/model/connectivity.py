@@ -14,7 +14,8 @@ import numpy as np
 from numba import njit
 
 from hetlb.errors import InputError
-from hetlb.model.constructions import _count_values, _generator, _positive_array, assumption2_parameters
+from hetlb.model.constructions import _count_values, _generator, assumption2_parameters
+from hetlb.model.system import positive_finite_array
 from hetlb.model.graph import CompatibilityGraph
 
 _FLOW_SCALE = float(2 ** 55)
@@ -714,8 +715,8 @@ def _enumerate(s_indptr, s_ports, rates, ids, size):
 def _check_graph_arrays(graph, arrival_rate, speed):
     if not isinstance(graph, CompatibilityGraph):
         raise InputError("graph", f"must be a CompatibilityGraph, got {type(graph).__name__}")
-    rates = _positive_array("arrival_rate", arrival_rate)
-    speeds = _positive_array("speed", speed)
+    rates = positive_finite_array("arrival_rate", arrival_rate)
+    speeds = positive_finite_array("speed", speed)
     if len(rates) != graph.n_types:
         raise InputError("arrival_rate", f"needs one rate per port ({graph.n_types}), got {len(rates)}")
     if len(speeds) != graph.n_servers:

@@ -33,6 +33,7 @@ from numba import njit
 
 from hetlb.errors import InputError
 from hetlb.model.graph import CompatibilityGraph
+from hetlb.model.system import positive_finite_array
 
 EMPTY_PORT_RULES = ("resample", "add-edge")
 """How a port left without any server is handled (see the module docstring)."""
@@ -159,8 +160,8 @@ def assumption2_parameters(arrival_rate, speed, epsilon: float | None, b: int, *
     d_tilde = [d~_1, d~_2], thresholds = [N d~_1, N d~_2], min_subset_size = ceil(N p_j), the
     constants, and ``server_type`` (a numpy array, each server's type index, 0 = fastest).
     """
-    arrival_rate = _positive_array("arrival_rate", arrival_rate)
-    speed = _positive_array("speed", speed)
+    arrival_rate = positive_finite_array("arrival_rate", arrival_rate)
+    speed = positive_finite_array("speed", speed)
     b = _positive_int("b", b)
     for name, value in (("c1", c1), ("c2", c2), ("d1_b_power", d1_b_power), ("c_d2", c_d2), ("c_p2", c_p2)):
         if not (_number(name, value) > 0):
@@ -251,7 +252,7 @@ def theorem3_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: f
     c = _number("c", c)
     if not c > 0:
         raise InputError("c", f"must be > 0, got {c!r}")
-    rates = _positive_array("arrival_rate", arrival_rate)
+    rates = positive_finite_array("arrival_rate", arrival_rate)
     if rates.max() - rates.min() > 1e-9 * rates.max():
         raise InputError("arrival_rate", "Theorem 3 needs every port to have the same rate; use theorem2_graph")
     params = assumption2_parameters(rates, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power,
@@ -268,7 +269,7 @@ def theorem3_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: f
 def _theorem_graph(name, params, h, extra, arrival_rate, rng, empty_ports, max_edges):
     _check_rule(empty_ports)
     generator, seed = _generator(rng)
-    rates = _positive_array("arrival_rate", arrival_rate)
+    rates = positive_finite_array("arrival_rate", arrival_rate)
     n = params["n_servers"]
     server_type = params.pop("server_type")
     k = params["K"] - 1
@@ -636,13 +637,3 @@ def _number(name: str, value) -> float:
     return float(value)
 
 
-def _positive_array(name: str, values) -> np.ndarray:
-    try:
-        array = np.atleast_1d(np.asarray(values, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise InputError(name, f"must be numbers, got {values!r}") from None
-    if array.ndim != 1 or len(array) == 0:
-        raise InputError(name, "must be a non-empty list of numbers")
-    if not np.all(np.isfinite(array) & (array > 0)):
-        raise InputError(name, "every value must be finite and > 0")
-    return array
