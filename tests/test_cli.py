@@ -92,4 +92,4 @@ def test_demo_writes_table_and_plot(tmp_path):
     assert "C*/lambda" in completed.stdout
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     lines = (tmp_path / "demo.csv").read_text().splitlines()
-    assert len(lines) == 1 + 7 * 5
+    assert len(lines) == 1 + 6 * 5
