@@ -54,7 +54,7 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
     plot_metric(LOADS, series, out / "demo.png", xlabel="load (arrival rate / total capacity)",
                 ylabel="mean response time", bound=[r["lower_bound"] for r in rows if r["policy"] == "jfsq"],
                 bound_label="lower bound C*/lambda (000, Prop. 1)",
-                title="100 servers: 25 each of speed 1, 1/2, 1/4, 1/8")
+                title="100 servers: 25 each of speed 1, 1/2, 1/4, 1/8", log_y=True)
     print(f"\nwrote {out / 'demo.csv'} and {out / 'demo.png'}")
     return rows
 

@@ -9,15 +9,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_metric(x, series: dict, path, *, xlabel: str, ylabel: str, title: str = "", bound=None,
-                bound_label: str = "lower bound") -> None:
+                bound_label: str = "lower bound", log_y: bool = False) -> None:
     """Write a PNG: ``series`` maps a label to (means, ci_low, ci_high) over ``x``;
-    ``bound`` is an optional curve over ``x`` drawn dashed."""
+    ``bound`` is an optional curve over ``x`` drawn dashed; ``log_y`` for a logarithmic y axis."""
     figure, axes = plt.subplots(figsize=(6.4, 4.4))
     for label, (mean, low, high) in series.items():
         (line,) = axes.plot(x, mean, marker="o", markersize=3.5, label=label)
         axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     if bound is not None:
         axes.plot(x, bound, "k--", linewidth=1.2, label=bound_label)
+    if log_y:
+        axes.set_yscale("log")
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     if title:
