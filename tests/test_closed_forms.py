@@ -36,6 +36,11 @@ def test_mm1_response_time_percentiles():
     """Response time of M/M/1 is Exp(mu - lambda); the histogram quantiles resolve it to < 1%."""
     result = hetlb.simulate(hetlb.System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=400_000,
                             warmup=100.0, seed=9)
+    # the response time is exponential: its standard deviation equals its mean, 1/(mu - lambda) = 2
+    run = result.runs[0]
+    # standard error of a sample standard deviation of an exponential ~ sigma / sqrt(n) (kurtosis 9:
+    # sqrt((9 - 1) / 4 / n) sigma); jobs are correlated, so allow a factor 5 as for the quantiles
+    assert abs(run.response_time_std - 2.0) <= 5 * 3 * math.sqrt(2.0 / 400_000) * 2.0
     for p in (50, 95, 99):
         exact = theory.mm1_response_time_quantile(0.5, 1.0, p / 100)
         # sampling error of a quantile: sqrt(p(1-p)/n) / density at the quantile, density = (mu-lambda)(1-p)

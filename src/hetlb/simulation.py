@@ -259,6 +259,9 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
         mean_response_time_ci=interval(response_batches),
+        response_time_std=math.sqrt(max(safe_ratio(c["response_sq_sum"], c["completed"])
+                                        - safe_ratio(c["response_sum"], c["completed"]) ** 2, 0.0))
+        if c["completed"] else math.nan,
         mean_waiting_time=safe_ratio(c["waiting_sum"], c["completed"]),
         mean_waiting_time_ci=interval(ratio_per_batch(batches[:, 7], batches[:, 5])),
         p_wait=safe_ratio(c["waited"], c["admitted"]),

@@ -28,6 +28,7 @@ class RunResult:
     seed_key: tuple
     mean_response_time: float
     mean_response_time_ci: list
+    response_time_std: float           # standard deviation of the response times of counted jobs
     mean_waiting_time: float
     mean_waiting_time_ci: list
     p_wait: float
@@ -73,6 +74,7 @@ class RunResult:
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             "mean_response_time": self.mean_response_time,
             "mean_response_time_ci": self.mean_response_time_ci,
+            "response_time_std": self.response_time_std,
             "mean_waiting_time": self.mean_waiting_time,
             "mean_waiting_time_ci": self.mean_waiting_time_ci,
             "p_wait": self.p_wait,
