@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from hetlb.cli import main
 from hetlb.theory import solve_exact, speed_lower_bound

@@ -134,10 +134,11 @@ class SweepSpec:
             points.append(Point(values, scenario))
         return points
 
-    def units(self) -> list[Unit]:
-        """Every (point, replication), each with its own stream derived from the point's identity."""
+    def units(self, points: list[Point] | None = None) -> list[Unit]:
+        """Every (point, replication), each with its own stream derived from the point's identity;
+        ``points`` are this spec's :meth:`points` when already built."""
         units = []
-        for index, point in enumerate(self.points()):
+        for index, point in enumerate(self.points() if points is None else points):
             seed_words = identity_words(point.seed_identity(self.common_random_numbers))
             for replication in range(self.replications):
                 key = content_hash({"scenario": point.scenario, "replication": replication, "seed": self.seed,

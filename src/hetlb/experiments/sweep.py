@@ -17,7 +17,6 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from hetlb.errors import InputError
@@ -65,7 +64,7 @@ def sweep(spec: SweepSpec | str | Path, *, executor=None, store="hetlb-results.s
             raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
     started = time.perf_counter()
     points = spec.points()
-    units = spec.units()
+    units = spec.units(points)
     results_store = ResultStore(store) if store is not None else None
     done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
     todo = [unit for unit in units if unit.key not in done]
@@ -99,8 +98,8 @@ def sweep(spec: SweepSpec | str | Path, *, executor=None, store="hetlb-results.s
         results_store.register(spec.name, [unit.key for unit in units])
         results_store.close()
 
-    runs = runs_table(spec, points, units, done)
-    summary = summary_table(spec, points, runs)
+    runs = runs_table(points, units, done)
+    summary = summary_table(points, runs)
     if out is not None:
         write_tables(Path(out), runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
@@ -152,7 +151,7 @@ def run_units(units) -> list[tuple[str, dict]]:
     return rows
 
 
-def runs_table(spec: SweepSpec, points, units, done: dict) -> pd.DataFrame:
+def runs_table(points, units, done: dict) -> pd.DataFrame:
     records = []
     for unit in units:
         if unit.key in done:
@@ -161,7 +160,7 @@ def runs_table(spec: SweepSpec, points, units, done: dict) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def summary_table(spec: SweepSpec, points, runs: pd.DataFrame) -> pd.DataFrame:
+def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per point: mean over replications and its 95% interval, plus the speed lower bound."""
     from hetlb.theory import speed_lower_bound
 

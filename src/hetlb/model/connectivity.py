@@ -470,6 +470,17 @@ def _uncovered_rate(indptr, indices, s_indptr, s_ports, rates, subset) -> float:
 
 
 @njit(cache=True)
+def _port_rate(r, s_indptr, s_ports, rates, cover, covered_times):
+    """Total rate of server r's ports that are covered exactly ``covered_times`` times by I."""
+    total = 0.0
+    for a in range(s_indptr[r], s_indptr[r + 1]):
+        port = s_ports[a]
+        if cover[port] == covered_times:
+            total += rates[port]
+    return total
+
+
+@njit(cache=True)
 def _grow(indptr, indices, s_indptr, s_ports, rates, candidates, size, tie, seed_server):
     """Greedy: add, ``size`` times, the candidate server whose not yet covered ports carry the least
     rate (ties by ``tie``), starting from ``seed_server`` if >= 0. Returns (in_set, cover count)."""
@@ -478,10 +489,7 @@ def _grow(indptr, indices, s_indptr, s_ports, rates, candidates, size, tie, seed
     marginal = np.zeros(n_servers)
     for r in range(n_servers):
         if candidates[r]:
-            total = 0.0
-            for a in range(s_indptr[r], s_indptr[r + 1]):
-                total += rates[s_ports[a]]
-            marginal[r] = total
+            marginal[r] = _port_rate(r, s_indptr, s_ports, rates, cover, 0)  # nothing is covered yet
     in_set = np.zeros(n_servers, dtype=np.bool_)
     count = 0
     if seed_server >= 0:
@@ -542,10 +550,7 @@ def _shrink(indptr, indices, s_indptr, s_ports, rates, candidates, size, noise):
         best = -1.0
         for r in range(n_servers):
             if in_set[r]:
-                alone = 0.0
-                for a in range(s_indptr[r], s_indptr[r + 1]):
-                    if cover[s_ports[a]] == 1:
-                        alone += rates[s_ports[a]]
+                alone = _port_rate(r, s_indptr, s_ports, rates, cover, 1)
                 if alone > best:
                     best = alone
                     pick = r
@@ -603,11 +608,7 @@ def _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, 
     marginal = np.zeros(n_servers)
     for r in range(n_servers):
         if candidates[r]:
-            m = 0.0
-            for a in range(s_indptr[r], s_indptr[r + 1]):
-                if cover[s_ports[a]] == 0:
-                    m += rates[s_ports[a]]
-            marginal[r] = m
+            marginal[r] = _port_rate(r, s_indptr, s_ports, rates, cover, 0)
     members = np.empty(n_servers, dtype=np.int64)
     alone = np.empty(n_servers)
     tried = np.zeros(n_servers, dtype=np.bool_)
@@ -617,12 +618,8 @@ def _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, 
         n_members = 0
         for r in range(n_servers):
             if in_set[r]:
-                value = 0.0
-                for a in range(s_indptr[r], s_indptr[r + 1]):
-                    if cover[s_ports[a]] == 1:
-                        value += rates[s_ports[a]]
                 members[n_members] = r
-                alone[n_members] = value
+                alone[n_members] = _port_rate(r, s_indptr, s_ports, rates, cover, 1)
                 tried[n_members] = False
                 n_members += 1
         improved = False
