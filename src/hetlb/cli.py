@@ -173,7 +173,7 @@ def command_policies(args) -> int:
     from hetlb.policies import POLICIES
 
     for spec in POLICIES.values():
-        params = ", ".join(f"{name}={default} ({text})" for name, (default, text) in spec.parameters.items())
+        params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
         print(f"{spec.id:<16}{spec.definition}")
         print(f"{'':<16}source: {spec.reference}" + (f"; parameters: {params}" if params else ""))
     return 0

@@ -9,7 +9,9 @@ A scenario file has three tables::
     buffer = 5                    # omit for infinite buffers
     job_sizes = "hyperexponential"
     scv = 4.0
-    graph = [[0, 1], [1, 2]]      # servers of each job type; omit for the complete graph
+    graph = [[0, 1], [1, 2]]      # servers of each job type; omit for the complete graph;
+                                  # or a construction (hetlb.model.constructions.GRAPH_KINDS):
+                                  # graph = {kind = "fig3", ports_exponent = 1.2, seed = 0}
 
     [policy]
     id = "pod"
@@ -32,6 +34,8 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.model import JobSizes, System, parse_speeds
+from hetlb.model.constructions import construct_graph, graph_ports
+from hetlb.model.system import port_arrival_rates, positive_int
 from hetlb.policies import Policy, make_policy
 
 SYSTEM_KEYS = {"speeds", "n_servers", "speed_mix", "load", "arrival_rate", "buffer", "job_sizes", "scv", "graph",
@@ -84,9 +88,19 @@ def build_system(data: dict) -> System:
     speeds = speeds_of(data)
     kind = data.get("job_sizes", "exponential")
     job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
+    graph, report = data.get("graph"), None
+    arrival_rate, load, n_types = data.get("arrival_rate"), data.get("load"), data.get("types", 1)
+    if isinstance(graph, dict):
+        ports = graph_ports(graph, len(speeds))
+        if ports is None:
+            ports = len(arrival_rate) if np.ndim(arrival_rate) == 1 else n_types
+        rates = port_arrival_rates(speeds, positive_int("system.types", ports), arrival_rate, load)
+        buffer = data.get("buffer")
+        graph, report = construct_graph(graph, speeds, rates, buffer if isinstance(buffer, int) else None)
+        arrival_rate, load = rates, None
     return System.from_speeds(
-        speeds, arrival_rate=data.get("arrival_rate"), load=data.get("load"), buffer=data.get("buffer"),
-        graph=data.get("graph"), n_types=data.get("types", 1), job_sizes=job_sizes,
+        speeds, arrival_rate=arrival_rate, load=load, buffer=data.get("buffer"),
+        graph=graph, n_types=n_types, job_sizes=job_sizes, graph_construction=report,
     )
 
 

@@ -126,8 +126,17 @@ def stopping_rule(jobs, horizon, warmup):
 
 
 def check_policy_stability(system: System, policy: Policy) -> None:
-    """Static-routing policies overload a server whose share of the traffic exceeds its speed."""
-    if not system.has_infinite_buffers or policy.code not in (rules.RANDOM, rules.WEIGHTED_RANDOM):
+    """Static-routing policies overload a server whose share of the traffic exceeds its speed;
+    jsq-df-ds with p_F = 1 and p_S = 0 never uses its slow servers."""
+    if not system.has_infinite_buffers:
+        return
+    if policy.code == rules.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
+        fast_capacity = system.speed[system.speed == system.speed.max()].sum()
+        if system.total_arrival_rate >= fast_capacity:
+            raise InputError("policy", f"jsq-df-ds with p_fast = 1 and p_slow = 0 sends no job to a slow server, "
+                             f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
+                             f"{system.total_arrival_rate:.6g} (infinite buffers)")
+    if policy.code not in (rules.RANDOM, rules.WEIGHTED_RANDOM):
         return
     graph = system.graph
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
@@ -149,6 +158,10 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
     edge_speed = system.speed[graph.indices]
     compat_cumulative_speed = np.cumsum(edge_speed) - np.repeat(
         np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree())
+    compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
+    if policy.code == rules.JSQ_DF_DS:
+        compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
+    sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
     finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
     n_levels = int(min(occupancy_levels, finite_buffer.max())) if len(finite_buffer) == system.n_servers \
@@ -162,14 +175,26 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         speed=system.speed, inv_speed=1.0 / system.speed, buffer=system.buffer,
         server_class=server_class, n_classes=len(class_speed), class_speed=class_speed,
         cumulative_type_rate=np.cumsum(system.arrival_rate), total_arrival_rate=system.total_arrival_rate,
-        compat_indptr=graph.indptr, compat_indices=graph.indices, compat_cumulative_speed=compat_cumulative_speed,
+        compat_indptr=graph.indptr, compat_indices=compat_indices, compat_cumulative_speed=compat_cumulative_speed,
+        compat_first_slow=compat_first_slow,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
         size_code=system.job_sizes.code, size_params=system.job_sizes.phase_parameters(),
-        policy_code=policy.code, pod_d=int(policy.params.get("d", 1)),
+        policy_code=policy.code,
+        sample_sizes=np.array(sample_sizes or [1], np.int64),
+        route_probabilities=np.array([policy.params.get("p_fast", 0.0), policy.params.get("p_slow", 0.0)]),
         n_levels=n_levels, warmup=warmup, horizon=horizon,
         target_jobs=np.iinfo(np.int64).max if jobs is None else jobs,
         batch_ends=batch_ends.astype(np.float64), batch_by_jobs=0 if jobs is None else 1,
     )
+
+
+def fast_servers_first(graph, fast: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each job type's servers with the fast ones (``fast[s]``) first, and where its slow ones start."""
+    edge_type = np.repeat(np.arange(graph.n_types), graph.degree())
+    edge_is_slow = ~fast[graph.indices]
+    order = np.lexsort((edge_is_slow, edge_type))
+    fast_count = np.bincount(edge_type, weights=~edge_is_slow, minlength=graph.n_types).astype(np.int64)
+    return graph.indices[order], graph.indptr[:-1] + fast_count
 
 
 def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
@@ -198,7 +223,10 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
         batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
         trace_time=np.zeros(trace), trace_type=np.zeros(trace, np.int64),
         trace_server=np.zeros(trace, np.int64), trace_queue=np.zeros(trace, np.int64),
-        pod_sample=np.zeros(max(model.pod_d, 1), np.int64),
+        sample=np.zeros(model.sample_sizes.max(), np.int64),
+        window_job_area=np.zeros(n_servers), window_busy_area=np.zeros(n_servers),
+        window_level_area=np.zeros(levels),
+        batch_close=model.batch_ends.copy() if model.batch_by_jobs == 0 else np.full(len(model.batch_ends), np.inf),
     )
 
 
@@ -229,6 +257,7 @@ def run_replication(system: System, model, seed_sequence, trace: int, report) ->
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     state = new_state(model, system.n_servers, trace)
     counters = state.counters[0]
+    counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
     started = time.perf_counter()
     while True:
@@ -247,13 +276,15 @@ def run_replication(system: System, model, seed_sequence, trace: int, report) ->
 
 def run_result(system: System, model, state, seed_sequence, wall_seconds: float) -> RunResult:
     c = state.counters[0]
-    measured = float(c["end_time"] - model.warmup)
+    measured = float(c["window_end"] - model.warmup)
     n = system.n_servers
     class_speed, server_class = system.speed_classes()
     class_count = np.bincount(server_class)
     batches = state.batches
     batch_time = batches[:, 0] - model.warmup
-    response_batches = ratio_per_batch(batches[:, 6], batches[:, 5])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        response_batches = batches[:, 6] / batches[:, 5]
+        waiting_batches = batches[:, 7] / batches[:, 5]
     return RunResult(
         seed_entropy=int(seed_sequence.entropy),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
@@ -263,19 +294,19 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
                                         - safe_ratio(c["response_sum"], c["completed"]) ** 2, 0.0))
         if c["completed"] else math.nan,
         mean_waiting_time=safe_ratio(c["waiting_sum"], c["completed"]),
-        mean_waiting_time_ci=interval(ratio_per_batch(batches[:, 7], batches[:, 5])),
+        mean_waiting_time_ci=interval(waiting_batches),
         p_wait=safe_ratio(c["waited"], c["admitted"]),
         blocking_probability=safe_ratio(c["blocked"], c["arrivals"]),
         blocking_probability_ci=interval(ratio_per_batch(batches[:, 3], batches[:, 1])),
-        mean_number_in_system=safe_ratio(c["job_area"], measured),
+        mean_number_in_system=safe_ratio(c["window_job_area"], measured),
         mean_number_in_system_ci=interval(ratio_per_batch(batches[:, 8], batch_time)),
-        utilisation=state.busy_area / measured,
-        mean_queue_length=state.job_area / measured,
+        utilisation=state.window_busy_area / measured,
+        mean_queue_length=state.window_job_area / measured,
         peak_queue_length=state.peak_queue.copy(),
         class_speed=class_speed,
         class_count=class_count,
-        occupancy=state.level_area[:, 1:] / (n * measured),
-        class_jobs=np.bincount(server_class, weights=state.job_area) / (n * measured),
+        occupancy=state.window_level_area[:, 1:] / (n * measured),
+        class_jobs=np.bincount(server_class, weights=state.window_job_area) / (n * measured),
         histogram=state.histogram.copy(),
         measured_time=measured,
         end_time=float(c["end_time"]),

@@ -46,7 +46,9 @@ HISTOGRAM_OCTAVES = 70
 HISTOGRAM_BINS_PER_OCTAVE = 128
 HISTOGRAM_MANTISSA_SHIFT = 52 - 7  # keeps the top 7 = log2(HISTOGRAM_BINS_PER_OCTAVE) bits of a mantissa
 
-# columns of the cumulative snapshot taken at the end of each batch
+# columns of a batch's row: the batch holds the jobs that arrive between the end of the previous
+# batch and ``time``; "completed", "response_sum" and "waiting_sum" are those jobs' own sums (added
+# as they leave), the other columns cumulative counts taken at ``time``
 BATCH_FIELDS = ("time", "arrivals", "admitted", "blocked", "waited", "completed",
                 "response_sum", "waiting_sum", "job_area")
 
@@ -56,17 +58,22 @@ PREFETCH_MIN_SERVERS = 16384
 KernelModel = namedtuple("KernelModel", [
     "speed", "inv_speed", "buffer", "server_class", "n_classes", "class_speed",
     "cumulative_type_rate", "total_arrival_rate",
-    "compat_indptr", "compat_indices", "compat_cumulative_speed", "type_uses_tree",
-    "size_code", "size_params", "policy_code", "pod_d",
+    "compat_indptr", "compat_indices", "compat_cumulative_speed", "compat_first_slow", "type_uses_tree",
+    "size_code", "size_params", "policy_code", "sample_sizes", "route_probabilities",
     "n_levels", "warmup", "horizon", "target_jobs", "batch_ends", "batch_by_jobs",
 ])
-KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model)."""
+KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model).
+
+``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
+(p_F, p_S); for jsq-df-ds each job type's servers are listed fastest class first and
+``compat_first_slow[k]`` is the position of type k's first slow server (empty for other policies)."""
 
 
 class KernelState(namedtuple("KernelState", [
     "counters", "servers", "server_key", "job_arrival", "job_size", "job_next", "departures", "key_tree",
     "level_count", "level_area", "level_last",
-    "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "pod_sample",
+    "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "sample",
+    "window_job_area", "window_busy_area", "window_level_area", "batch_close",
 ])):
     """Mutable state of one run: ``counters`` is a one-record array of COUNTER_DTYPE, ``servers``
     one SERVER_DTYPE record per server, ``server_key`` each server's selection key
@@ -77,16 +84,6 @@ class KernelState(namedtuple("KernelState", [
     and the free slots into a list."""
 
     __slots__ = ()
-
-    @property
-    def job_area(self) -> np.ndarray:
-        """Per server: integral of its number of jobs over the measured time."""
-        return self.servers["job_area"]
-
-    @property
-    def busy_area(self) -> np.ndarray:
-        """Per server: its busy time within the measured time."""
-        return self.servers["busy_area"]
 
     @property
     def peak_queue(self) -> np.ndarray:
@@ -111,7 +108,13 @@ COUNTER_DTYPE = np.dtype([
     ("arrivals", "i8"), ("admitted", "i8"), ("blocked", "i8"), ("waited", "i8"), ("completed", "i8"),
     ("response_sum", "f8"), ("response_sq_sum", "f8"), ("waiting_sum", "f8"), ("job_area", "f8"),
     ("batch_index", "i8"), ("trace_n", "i8"),
+    ("tagging", "i8"), ("window_end", "f8"), ("tagged_in_system", "i8"), ("window_job_area", "f8"),
 ])
+"""Scalars of a run. The measured jobs are those that arrive in the window [warmup, window_end]
+(``tagging`` while it is open); the window closes at the horizon, or at the arrival that brings the
+admitted jobs to the target, and the run goes on until every measured job has left
+(``tagged_in_system`` = 0), so that no measured response time is cut short. Time averages cover
+the window only: ``close_window`` keeps their values at its end (``window_*``)."""
 
 
 @njit(cache=True)
@@ -178,6 +181,7 @@ def integrate_total(c, now):
 def begin_measurement(c, at, servers, level_area, level_last):
     """Start the statistics at the end of the warm-up: integrals from ``at`` on, counts from zero."""
     c.measuring = 1
+    c.tagging = 1
     c.last_total_change = at
     c.job_area = 0.0
     for s in range(len(servers)):
@@ -189,19 +193,46 @@ def begin_measurement(c, at, servers, level_area, level_last):
 
 
 @njit(cache=True)
-def snapshot_batch(c, batches, at):
-    """Record the cumulative counts at the end of a batch (columns of BATCH_FIELDS)."""
+def close_window(c, at, servers, level_count, level_area, level_last, window_job_area, window_busy_area,
+                 window_level_area):
+    """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]."""
+    integrate_total(c, at)
+    c.window_job_area = c.job_area
+    for s in range(len(servers)):
+        elapsed = at - servers[s].last_change
+        window_job_area[s] = servers[s].job_area + servers[s].queue_len * elapsed
+        window_busy_area[s] = servers[s].busy_area + (elapsed if servers[s].queue_len > 0 else 0.0)
+    for m in range(level_count.shape[0]):
+        for level in range(level_count.shape[1]):
+            window_level_area[m, level] = level_area[m, level] + level_count[m, level] * (at - level_last[m, level])
+    c.tagging = 0
+    c.window_end = at
+
+
+@njit(cache=True)
+def snapshot_batch(c, batches, batch_close, at):
+    """Close the current batch at time ``at``: record the cumulative counts (BATCH_FIELDS)."""
     row = batches[c.batch_index]
     row[0] = at
     row[1] = c.arrivals
     row[2] = c.admitted
     row[3] = c.blocked
     row[4] = c.waited
-    row[5] = c.completed
-    row[6] = c.response_sum
-    row[7] = c.waiting_sum
     row[8] = c.job_area
+    batch_close[c.batch_index] = at
     c.batch_index += 1
+
+
+@njit(cache=True)
+def add_to_batch(c, batches, batch_close, arrival, response, waiting):
+    """Add a measured job's response and waiting times to the batch it arrived in (the last batch
+    that had not closed before its arrival; batches close in time order)."""
+    i = min(c.batch_index, len(batch_close) - 1)
+    while i > 0 and arrival <= batch_close[i - 1]:
+        i -= 1
+    batches[i, 5] += 1.0
+    batches[i, 6] += response
+    batches[i, 7] += waiting
 
 
 @njit(cache=True)
@@ -210,7 +241,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     c = state.counters[0]
     buffer, class_speed = model.buffer, model.class_speed
     finite_buffers = buffer.min() < INFINITE_BUFFER
-    n_classes, policy_code, pod_d = model.n_classes, model.policy_code, model.pod_d
+    n_classes, policy_code = model.n_classes, model.policy_code
+    sample_sizes, route_probabilities, compat_first_slow = (model.sample_sizes, model.route_probabilities,
+                                                            model.compat_first_slow)
     compat_indptr, compat_indices = model.compat_indptr, model.compat_indices
     compat_cumulative_speed, type_uses_tree = model.compat_cumulative_speed, model.type_uses_tree
     cumulative_type_rate, total_arrival_rate = model.cumulative_type_rate, model.total_arrival_rate
@@ -229,26 +262,31 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     scanned, keyed = len(server_key) > 0, len(key_tree) > 0  # keep the keys for scans, for the tree
     level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
     n_levels = level_count.shape[1] - 1
-    histogram, batches, pod_sample = state.histogram, state.batches, state.pod_sample
+    histogram, batches, batch_close, sample = state.histogram, state.batches, state.batch_close, state.sample
     trace_time, trace_type, trace_server, trace_queue = (state.trace_time, state.trace_type, state.trace_server,
                                                          state.trace_queue)
+    window_job_area, window_busy_area, window_level_area = (state.window_job_area, state.window_busy_area,
+                                                            state.window_level_area)
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
         next_departure = departures[1].time
         now = min(c.next_arrival, next_departure)
-        if now > horizon:
+        if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
                 begin_measurement(c, warmup, servers, level_area, level_last)
-            finish(c, horizon, servers, level_count, level_area, level_last, batches)
-            return FINISHED
+            close_window(c, horizon, servers, level_count, level_area, level_last, window_job_area,
+                         window_busy_area, window_level_area)
+            if c.tagged_in_system == 0:
+                finish(c, horizon, servers, level_count, level_area, level_last, batches, batch_close)
+                return FINISHED
         if c.measuring == 0 and now >= warmup:
             begin_measurement(c, warmup, servers, level_area, level_last)
         if batch_by_jobs == 0:
             while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
                 integrate_total(c, batch_ends[c.batch_index])
-                snapshot_batch(c, batches, batch_ends[c.batch_index])
+                snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
         c.now = now
         c.events += 1
         integrate_total(c, now)
@@ -276,7 +314,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             elif policy_code == rules.WEIGHTED_RANDOM:
                 s = rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_speed, policy_rng)
             elif policy_code == rules.POD:
-                s = rules.power_of_d_server(compat_indices, lo, hi, pod_d, queue_len, pod_sample, policy_rng)
+                s = rules.power_of_d_server(compat_indices, lo, hi, sample_sizes[0], queue_len, sample, policy_rng)
+            elif policy_code == rules.JSQ_DF_DS:
+                s = rules.fast_slow_server(compat_indices, lo, compat_first_slow[job_type], hi, sample_sizes,
+                                           route_probabilities, queue_len, sample, policy_rng)
             else:
                 if type_uses_tree[job_type]:
                     s = random_least_leaf(key_tree, policy_rng, servers)
@@ -300,15 +341,16 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 trace_queue[c.trace_n] = q
                 c.trace_n += 1
             c.arrivals_total += 1
-            c.arrivals += c.measuring
+            c.arrivals += c.tagging
             if finite_buffers and q >= buffer[s]:
                 c.blocked_total += 1
-                c.blocked += c.measuring
+                c.blocked += c.tagging
                 continue
             c.admitted_total += 1
-            c.admitted += c.measuring
+            c.admitted += c.tagging
+            c.tagged_in_system += c.tagging
             if q > 0:
-                c.waited += c.measuring
+                c.waited += c.tagging
             c.in_system += 1
             set_queue_length(server, now, q + 1)
             if q + 1 <= n_levels:
@@ -337,17 +379,26 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     job_next[slot] = job_next[server.last_waiting]
                     job_next[server.last_waiting] = slot
                 server.last_waiting = slot
+            if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
+                integrate_total(c, now)
+                snapshot_batch(c, batches, batch_close, now)
+            if c.tagging == 1 and c.admitted >= target_jobs:
+                close_window(c, now, servers, level_count, level_area, level_last, window_job_area,
+                             window_busy_area, window_level_area)
         else:
             # a departure from the server with the earliest completion
             s = departures[1].leaf
             server = servers[s]
-            if c.measuring == 1 and server.service_arrival >= warmup:
+            if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
                 response = now - server.service_arrival
+                c.tagged_in_system -= 1
+                waiting = max(response - server.service_size * server.inv_speed, 0.0)
                 c.completed += 1
                 c.response_sum += response
                 c.response_sq_sum += response * response
-                c.waiting_sum += max(response - server.service_size * server.inv_speed, 0.0)
+                c.waiting_sum += waiting
                 histogram[histogram_bin(response)] += 1
+                add_to_batch(c, batches, batch_close, server.service_arrival, response, waiting)
             c.in_system -= 1
             c.departures_total += 1
             q = server.queue_len - 1
@@ -372,16 +423,14 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 set_time(departures, s, now + server.service_size * server.inv_speed)
             else:
                 set_time(departures, s, np.inf)
-            if batch_by_jobs == 1 and c.batch_index < n_batches and c.completed >= batch_ends[c.batch_index]:
-                snapshot_batch(c, batches, now)
-            if c.completed >= target_jobs:
-                finish(c, now, servers, level_count, level_area, level_last, batches)
+            if c.tagged_in_system == 0 and c.window_end < np.inf:
+                finish(c, now, servers, level_count, level_area, level_last, batches, batch_close)
                 return FINISHED
     return RUNNING
 
 
 @njit(cache=True)
-def finish(c, at, servers, level_count, level_area, level_last, batches):
+def finish(c, at, servers, level_count, level_area, level_last, batches, batch_close):
     """Bring every integral up to the end time ``at`` and close the remaining batches."""
     integrate_total(c, at)
     for s in range(len(servers)):
@@ -391,5 +440,5 @@ def finish(c, at, servers, level_count, level_area, level_last, batches):
             level_area[m, level] += level_count[m, level] * (at - level_last[m, level])
             level_last[m, level] = at
     while c.batch_index < len(batches):
-        snapshot_batch(c, batches, at)
+        snapshot_batch(c, batches, batch_close, at)
     c.end_time = at

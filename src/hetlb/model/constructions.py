@@ -576,6 +576,89 @@ def _sort_rows(indptr, indices):
 
 
 # ---------------------------------------------------------------------------------------------
+# A construction named in a scenario (TOML table or mapping)
+
+GRAPH_KINDS = {
+    "complete": "every port may use every server",
+    "explicit": "servers = one list of servers per port, or edges = [[port, server], ...]",
+    "random": "each port-server pair an edge with probability p",
+    "fig3": "random with the p of Fig. 3 of 000 for this N and load",
+    "theorem2": "the construction of Theorem 2 of 000 (epsilon, b, c)",
+    "theorem3": "the construction of Theorem 3 of 000 (epsilon, b, c; equal port rates)",
+}
+_GRAPH_KEYS = {
+    "complete": {"ports", "ports_exponent"},
+    "explicit": {"servers", "edges", "ports"},
+    "random": {"p", "ports", "ports_exponent", "seed", "empty_ports"},
+    "fig3": {"ports", "ports_exponent", "seed", "empty_ports"},
+    "theorem2": {"epsilon", "b", "c", "c1", "c2", "d1_b_power", "c_d2", "c_p2", "ports", "ports_exponent", "seed",
+                 "empty_ports"},
+}
+_GRAPH_KEYS["theorem3"] = _GRAPH_KEYS["theorem2"]
+
+
+def graph_ports(spec: dict, n_servers: int) -> int | None:
+    """The number of ports L a graph table asks for: ``ports``, or ``ports_exponent`` a with
+    L = round(N^a) (Fig. 3 of 000 has L = N^a); None when the table does not say."""
+    kind = _graph_kind(spec)
+    if kind == "explicit" and "servers" in spec:
+        return len(spec["servers"])
+    if "ports" in spec and "ports_exponent" in spec:
+        raise InputError("system.graph.ports", "give ports or ports_exponent, not both")
+    if "ports" in spec:
+        return _positive_int("system.graph.ports", spec["ports"])
+    if "ports_exponent" in spec:
+        exponent = _number("system.graph.ports_exponent", spec["ports_exponent"])
+        if exponent < 0:
+            raise InputError("system.graph.ports_exponent", f"must be >= 0, got {exponent!r}")
+        return max(1, round(n_servers ** exponent))
+    return None
+
+
+def construct_graph(spec: dict, speed: np.ndarray, arrival_rate: np.ndarray,
+                    buffer: int | None) -> tuple[CompatibilityGraph, dict]:
+    """Build the graph a scenario's ``[system.graph]`` table describes (``kind`` one of
+    GRAPH_KINDS), for servers of speeds ``speed`` and ports of rates ``arrival_rate`` (lambda_l);
+    ``buffer`` is the default b of the theorem constructions. Random kinds take ``seed``
+    (default 0) and ``empty_ports`` (default "resample")."""
+    kind = _graph_kind(spec)
+    unknown = sorted(set(spec) - _GRAPH_KEYS[kind] - {"kind"})
+    if unknown:
+        raise InputError(f"system.graph.{unknown[0]}", f"unknown key for kind {kind!r}; allowed: "
+                                                       f"{', '.join(sorted(_GRAPH_KEYS[kind]))}")
+    n_servers, n_ports = len(speed), len(arrival_rate)
+    if kind == "complete":
+        return complete_graph(n_ports, n_servers)
+    if kind == "explicit":
+        return explicit_graph(spec.get("servers"), edges=spec.get("edges"), n_types=n_ports, n_servers=n_servers)
+    seed = spec.get("seed", 0)
+    empty_ports = spec.get("empty_ports", "resample")
+    if kind in ("random", "fig3"):
+        if kind == "fig3":
+            p = fig3_edge_probability(n_servers, float(arrival_rate.sum() / speed.sum()))
+        elif "p" not in spec:
+            raise InputError("system.graph.p", "kind 'random' needs the edge probability p")
+        else:
+            p = spec["p"]
+        graph, report = random_bipartite(n_ports, n_servers, p, seed, empty_ports)
+        report["construction"] = kind
+        return graph, report
+    b = spec.get("b", buffer)
+    if b is None:
+        raise InputError("system.graph.b", f"kind {kind!r} needs the buffer size b (or a finite system.buffer)")
+    constants = {key: spec[key] for key in ("c", "c1", "c2", "d1_b_power", "c_d2", "c_p2") if key in spec}
+    build = theorem2_graph if kind == "theorem2" else theorem3_graph
+    return build(arrival_rate, speed, spec.get("epsilon"), b, seed, empty_ports=empty_ports, **constants)
+
+
+def _graph_kind(spec: dict) -> str:
+    kind = spec.get("kind")
+    if kind not in GRAPH_KINDS:
+        raise InputError("system.graph.kind", f"must be one of {', '.join(GRAPH_KINDS)}, got {kind!r}")
+    return kind
+
+
+# ---------------------------------------------------------------------------------------------
 # Validation and reporting
 
 

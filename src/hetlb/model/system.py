@@ -33,6 +33,7 @@ class System:
     graph: CompatibilityGraph
     buffer: np.ndarray
     job_sizes: JobSizes = field(default_factory=JobSizes)
+    graph_construction: dict | None = None  # how a constructed graph was built (its report)
 
     @classmethod
     def from_speeds(
@@ -45,12 +46,14 @@ class System:
         graph: CompatibilityGraph | list | None = None,
         n_types: int = 1,
         job_sizes: JobSizes | str | None = None,
+        graph_construction: dict | None = None,
     ) -> "System":
         """Build and validate a system.
 
         speed: one speed per server (mu, jobs per unit time); see :func:`parse_speeds` for
             "50x1.0,50x0.5".
-        arrival_rate: total rate (one job type) or one rate per job type (lambda_l).
+        arrival_rate: the total rate, split equally over the job types, or one rate per job type
+            (lambda_l).
         load: instead of ``arrival_rate``, the fraction rho of the total capacity sum(speed),
             split equally over the job types.
         buffer: None (infinite), one int for all servers, or one per server (b, counts the job
@@ -58,6 +61,8 @@ class System:
         graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
         n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
         job_sizes: a :class:`JobSizes` or its kind name.
+        graph_construction: the report of the construction that built ``graph``
+            (:mod:`hetlb.model.constructions`), kept in the result's metadata.
         """
         speed = positive_finite_array("speed", speed)
         n_servers = len(speed)
@@ -65,24 +70,17 @@ class System:
             pass
         elif graph is not None:
             graph = CompatibilityGraph.from_lists(graph, n_servers)
-        if (arrival_rate is None) == (load is None):
-            raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
         if graph is None:
             if arrival_rate is not None and np.ndim(arrival_rate) == 1:
                 n_types = len(arrival_rate)
             graph = CompatibilityGraph.complete(positive_int("n_types", n_types), n_servers)
         if graph.n_servers != n_servers:
             raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
-        if load is not None:
-            if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
-                raise InputError("load", f"must be a finite number > 0, got {load!r}")
-            arrival_rate = np.full(graph.n_types, load * speed.sum() / graph.n_types)
-        arrival_rate = positive_finite_array("arrival_rate", arrival_rate)
-        if len(arrival_rate) != graph.n_types:
-            raise InputError("arrival_rate", f"needs one rate per job type ({graph.n_types}), got {len(arrival_rate)}")
+        arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load)
         if isinstance(job_sizes, str):
             job_sizes = JobSizes(job_sizes)
-        system = cls(speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes())
+        system = cls(speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes(),
+                     graph_construction)
         system.check_stability()
         return system
 
@@ -172,7 +170,25 @@ class System:
             "buffer": None if len(finite) == 0 else (int(finite[0]) if len(finite) == self.n_servers and np.all(finite == finite[0]) else self.buffer.tolist()),
             "graph": self.graph.describe(),
             "job_sizes": self.job_sizes.describe(),
+            **({"graph_construction": self.graph_construction} if self.graph_construction else {}),
         }
+
+
+def port_arrival_rates(speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None) -> np.ndarray:
+    """lambda_l of each of ``n_types`` job types: ``arrival_rate`` (one total rate, split equally,
+    or one per type), or ``load`` rho = lambda_Sigma / sum(speed), split equally."""
+    if (arrival_rate is None) == (load is None):
+        raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
+    if load is not None:
+        if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
+            raise InputError("load", f"must be a finite number > 0, got {load!r}")
+        arrival_rate = load * speed.sum()
+    rates = positive_finite_array("arrival_rate", arrival_rate)
+    if len(rates) == 1 and n_types > 1:
+        return np.full(n_types, rates[0] / n_types)
+    if len(rates) != n_types:
+        raise InputError("arrival_rate", f"needs one rate per job type ({n_types}), got {len(rates)}")
+    return rates
 
 
 def positive_finite_array(name: str, values) -> np.ndarray:

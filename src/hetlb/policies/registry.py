@@ -20,7 +20,7 @@ class PolicySpec:
     code: int
     definition: str
     reference: str
-    parameters: dict = field(default_factory=dict)  # name -> (default, description)
+    parameters: dict = field(default_factory=dict)  # name -> (default, description, kind: COUNT or PROBABILITY)
     ranks_whole_set: bool = False  # chooses by a key over every compatible server
 
 
@@ -41,6 +41,16 @@ class Policy:
 
     def describe(self) -> dict:
         return {"id": self.id, **self.params}
+
+
+COUNT = "an integer >= 1"
+PROBABILITY = "a number in [0, 1]"
+
+
+def valid_parameter(kind: str, value) -> bool:
+    if kind == COUNT:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
 
 
 POLICIES: dict[str, PolicySpec] = {
@@ -71,10 +81,22 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec("pod", rules.POD,
                    "power-of-d: sample min(d, degree) distinct compatible servers uniformly without replacement, "
                    "join the shortest, ties at random",
-                   "Mitzenmacher; 001 (Pod)", {"d": (2, "number of servers sampled, an integer >= 1")}),
+                   "Mitzenmacher; 001 (Pod)", {"d": (2, "number of servers sampled", COUNT)}),
         PolicySpec("sed", rules.SED,
                    "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
                    "practitioners' baseline", ranks_whole_set=True),
+        PolicySpec("jsq-df-ds", rules.JSQ_DF_DS,
+                   "JSQ(d_F, d_S): sample d_F fast and d_S slow compatible servers (fast = the fastest speed of "
+                   "the system, slow = the rest) and take the shortest of each sample, ties at random; an idle "
+                   "fast one gets the job; else an idle slow one gets it with probability p_S (else the fast "
+                   "one); else the fast one with probability p_F, the slow one otherwise",
+                   "Gardner et al. (JSQ(d_F, d_S)); 000 App. D.1 (JSQ-(2,2))",
+                   {"d_fast": (2, "fast servers sampled, d_F", COUNT),
+                    "d_slow": (2, "slow servers sampled, d_S", COUNT),
+                    "p_fast": (0.5, "probability of the fast server when no sampled server is idle, p_F",
+                               PROBABILITY),
+                    "p_slow": (0.5, "probability of an idle slow server when no sampled fast one is idle, p_S",
+                               PROBABILITY)}),
     ]
 }
 
@@ -88,11 +110,10 @@ def make_policy(policy_id: str, **params) -> Policy:
     if unknown:
         allowed = ", ".join(spec.parameters) or "none"
         raise InputError(f"policy {policy_id}", f"has no parameter {unknown[0]!r} (its parameters: {allowed})")
-    values = {name: params.get(name, default) for name, (default, _) in spec.parameters.items()}
-    if "d" in values:
-        d = values["d"]
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise InputError(f"policy {policy_id}.d", f"must be an integer >= 1, got {d!r}")
+    values = {name: params.get(name, default) for name, (default, _, _) in spec.parameters.items()}
+    for name, (_, _, kind) in spec.parameters.items():
+        if not valid_parameter(kind, values[name]):
+            raise InputError(f"policy {policy_id}.{name}", f"must be {kind}, got {values[name]!r}")
     return Policy(policy_id, values)
 
 

@@ -24,6 +24,7 @@ JIQ = 5
 JFIQ = 6
 POD = 7
 SED = 8
+JSQ_DF_DS = 9
 
 RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED)
 """The policies that join a least-key server."""
@@ -145,3 +146,26 @@ def speed_weighted_server(candidates, lo, hi, cumulative_speed, rng):
         right = middle if above else right
         left = left if above else middle + 1
     return candidates[left]
+
+
+@njit(cache=True)
+def fast_slow_server(candidates, lo, first_slow, hi, sample_sizes, route_probabilities, queue_len, sample, rng):
+    """jsq-df-ds (JSQ(d_F, d_S) of Gardner et al., "JSQ-(2,2)" in 000 App. D.1) on the fast servers
+    ``candidates[lo:first_slow]`` and the slow ones ``candidates[first_slow:hi]``.
+
+    Sample d_F fast and d_S slow servers (``sample_sizes``) and take the shortest of each sample,
+    ties at random. An idle sampled fast server gets the job; else an idle sampled slow server gets
+    it with probability p_S, the fast one with 1 - p_S; else the fast one with probability p_F, the
+    slow one with 1 - p_F (``route_probabilities`` = (p_F, p_S)). A side with no compatible server
+    is never chosen.
+    """
+    if first_slow == hi:
+        return power_of_d_server(candidates, lo, hi, sample_sizes[0], queue_len, sample, rng)
+    slow = power_of_d_server(candidates, first_slow, hi, sample_sizes[1], queue_len, sample, rng)
+    if first_slow == lo:
+        return slow
+    fast = power_of_d_server(candidates, lo, first_slow, sample_sizes[0], queue_len, sample, rng)
+    if queue_len[fast] == 0:
+        return fast
+    probability_slow = route_probabilities[1] if queue_len[slow] == 0 else 1.0 - route_probabilities[0]
+    return slow if rng.random() < probability_slow else fast

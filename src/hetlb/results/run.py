@@ -22,7 +22,9 @@ PERCENTILES = (50, 95, 99)
 
 @dataclass
 class RunResult:
-    """Statistics of one replication, measured over [warmup, end_time]."""
+    """Statistics of one replication. Response times are those of the jobs that arrived in the
+    measurement window [warmup, warmup + measured_time], each followed to its departure (the run
+    ends at ``end_time``, when the last of them has left); time averages cover the window."""
 
     seed_entropy: int
     seed_key: tuple
