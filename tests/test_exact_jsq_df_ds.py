@@ -15,7 +15,7 @@ TWO_FAST_TWO_SLOW = [2.0, 2.0, 1.0, 1.0]  # servers 0, 1 are fast; 2, 3 slow
 ALL = [0, 1, 2, 3]
 
 
-def df_ds(q, compat_k, speed, **params):
+def jsq_df_ds_routing(q, compat_k, speed, **params):
     return routing_probabilities("jsq-df-ds", np.array(q), compat_k, speed, **params)
 
 
@@ -81,7 +81,8 @@ def test_probabilities_are_distributions_on_compatible_servers_in_every_state(co
     incompatible = np.setdiff1d(np.arange(5), compat_k)
     for q in all_states(5, 2):
         for d_fast, d_slow, p_fast, p_slow in [(1, 3, 0.3, 1.0), (2, 1, 1.0, 0.0)]:
-            probability = df_ds(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=p_fast, p_slow=p_slow)
+            probability = jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=p_fast,
+                                            p_slow=p_slow)
             assert probability.sum() == pytest.approx(1.0, abs=1e-12)
             assert np.all(probability >= -1e-15)
             assert np.all(probability[incompatible] == 0)
@@ -120,20 +121,20 @@ def test_probabilities_are_distributions_on_compatible_servers_in_every_state(co
     ],
 )
 def test_routing_by_hand(q, compat_k, params, expected):
-    np.testing.assert_allclose(df_ds(q, compat_k, TWO_FAST_TWO_SLOW, **params), expected, atol=1e-15)
+    np.testing.assert_allclose(jsq_df_ds_routing(q, compat_k, TWO_FAST_TWO_SLOW, **params), expected, atol=1e-15)
 
 
 def test_three_fast_servers_sampled_two_at_a_time():
     # fast = {0, 1, 2}, d_F = 2: {0,1}, {0,2}, {1,2} with 1/3 each; 0 is idle in the first two.
     # From {1,2} with the one slow server 3 busy: 0.7 to 1 (shorter), 0.3 to 3.
-    probability = df_ds([0, 1, 2, 5], ALL, [2.0, 2.0, 2.0, 1.0], d_fast=2, d_slow=1, p_fast=0.7, p_slow=0.2)
+    probability = jsq_df_ds_routing([0, 1, 2, 5], ALL, [2.0, 2.0, 2.0, 1.0], d_fast=2, d_slow=1, p_fast=0.7, p_slow=0.2)
     np.testing.assert_allclose(probability, [2 / 3, 0.7 / 3, 0, 0.3 / 3], atol=1e-15)
 
 
 def test_fast_means_fastest_in_the_whole_system():
     # speeds 3, 2, 1, 1: server 1 is the fastest compatible one but slow, so F_k is empty and the
     # rule is pod(d_S = 2) over {1, 2, 3}: samples {1,2} -> 2, {1,3} -> 3, {2,3} -> 2 or 3.
-    probability = df_ds([0, 1, 0, 0], [1, 2, 3], [3.0, 2.0, 1.0, 1.0], p_slow=0.0, p_fast=1.0)
+    probability = jsq_df_ds_routing([0, 1, 0, 0], [1, 2, 3], [3.0, 2.0, 1.0, 1.0], p_slow=0.0, p_fast=1.0)
     np.testing.assert_allclose(probability, [0, 0, 1 / 2, 1 / 2], atol=1e-15)
 
 
@@ -146,15 +147,15 @@ def test_one_speed_is_pod_with_d_fast(d_fast):
     for q in all_states(4, 2):
         for compat_k in (ALL, [0, 2, 3]):
             np.testing.assert_allclose(
-                df_ds(q, compat_k, speed, d_fast=d_fast, d_slow=1, p_fast=0.2, p_slow=0.9),
+                jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=1, p_fast=0.2, p_slow=0.9),
                 routing_probabilities("pod", q, compat_k, speed, d=d_fast), atol=1e-14)
 
 
 def test_one_speed_solves_like_pod():
     args = ([1.0, 1.0, 1.0], [2.4], [[0, 1, 2]], 3)
     pod = solve_exact(*args, policy="pod", d=2)
-    df_ds_solution = solve_exact(*args, policy="jsq-df-ds", d_fast=2, d_slow=3, p_fast=0.1, p_slow=0.8)
-    np.testing.assert_allclose(df_ds_solution.stationary, pod.stationary, atol=1e-13)
+    jsq_df_ds = solve_exact(*args, policy="jsq-df-ds", d_fast=2, d_slow=3, p_fast=0.1, p_slow=0.8)
+    np.testing.assert_allclose(jsq_df_ds.stationary, pod.stationary, atol=1e-13)
 
 
 @pytest.mark.parametrize("d_fast, d_slow", [(1, 1), (2, 1), (1, 2), (3, 3)])
@@ -164,7 +165,7 @@ def test_one_class_compatible_is_pod_within_it(d_fast, d_slow):
     for q in all_states(6, 1):
         for compat_k, d in (([0, 1, 2], d_fast), ([3, 4, 5], d_slow)):
             np.testing.assert_allclose(
-                df_ds(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=0.4, p_slow=0.3),
+                jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=0.4, p_slow=0.3),
                 routing_probabilities("pod", q, compat_k, speed, d=d), atol=1e-14)
 
 
@@ -175,7 +176,7 @@ def test_never_slow_is_pod_over_the_fast_servers(d_fast):
     for q in all_states(5, 2):
         for compat_k, fast in (([0, 1, 2, 3, 4], [0, 1, 2]), ([1, 2, 4], [1, 2])):
             np.testing.assert_allclose(
-                df_ds(q, compat_k, speed, d_fast=d_fast, d_slow=2, p_fast=1.0, p_slow=0.0),
+                jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=2, p_fast=1.0, p_slow=0.0),
                 routing_probabilities("pod", q, fast, speed, d=d_fast), atol=1e-14)
 
 
@@ -193,7 +194,8 @@ def test_sampling_everyone_with_idle_slow_first(p_fast):
                 expected = (p_fast * routing_probabilities("jsq", q, fast, speed)
                             + (1 - p_fast) * routing_probabilities("jsq", q, slow, speed))
             np.testing.assert_allclose(
-                df_ds(q, compat_k, speed, d_fast=2, d_slow=3, p_fast=p_fast, p_slow=1.0), expected, atol=1e-14)
+                jsq_df_ds_routing(q, compat_k, speed, d_fast=2, d_slow=3, p_fast=p_fast, p_slow=1.0), expected,
+                atol=1e-14)
 
 
 # --- Monte Carlo -------------------------------------------------------------------------------
@@ -218,7 +220,7 @@ def test_routing_matches_monte_carlo_of_the_stated_rule():
         queue_len = np.broadcast_to(np.array(q), (MC_DRAWS, len(q)))
         chosen = sample_jsq_df_ds(rng, queue_len, compat_k, MC_SPEED, **MC_PARAMS)
         counts = np.bincount(chosen, minlength=len(MC_SPEED))
-        assert_frequencies_match(counts, df_ds(q, compat_k, MC_SPEED, **MC_PARAMS), MC_DRAWS, comparisons)
+        assert_frequencies_match(counts, jsq_df_ds_routing(q, compat_k, MC_SPEED, **MC_PARAMS), MC_DRAWS, comparisons)
 
 
 def test_solver_admission_and_blocking_match_monte_carlo_arrivals():
@@ -264,7 +266,7 @@ def test_two_job_types_on_a_sparse_graph_with_finite_buffers():
 )
 def test_invalid_parameters_name_their_field(params, field):
     with pytest.raises(InputError) as routing_error:
-        df_ds([0, 0, 0, 0], ALL, TWO_FAST_TWO_SLOW, **params)
+        jsq_df_ds_routing([0, 0, 0, 0], ALL, TWO_FAST_TWO_SLOW, **params)
     with pytest.raises(InputError) as solver_error:
         solve_exact(TWO_FAST_TWO_SLOW, [1.0], [ALL], 2, policy="jsq-df-ds", **params)
     assert routing_error.value.field == solver_error.value.field == field

@@ -7,7 +7,7 @@ rate ``speed[s]`` (mu in 000) and holds at most ``buffer[s]`` jobs, the one in s
 vector of queue lengths q, where q_s counts the job in service. The policy routes an arrival on
 queue lengths and speeds only; if the chosen server is full the job is lost.
 
-Policy ids and their tie-breaking follow docs/reference/policies.md. Two policies are here only:
+Policy ids and their tie-breaking follow docs/reference/policies.md, which lacks these two:
 
 - ``jsq-fiq`` (the JFIQ of 002): the fastest idle compatible server (ties at random), otherwise a
   shortest compatible queue (ties at random).
@@ -158,7 +158,12 @@ def _pod(queue_len, speed, is_fast, params):
 
 
 def _jsq_df_ds(queue_len, speed, is_fast, params):
-    """The sampled fast and slow servers are independent, so each step's chance factorises."""
+    """Exact JSQ-(d_F, d_S) probabilities (module docstring).
+
+    The fast and slow samples are independent, so with the means over samples of: an idle fast
+    choice (X), a shortest fast choice when none is idle (Z), and likewise for slow (Y, W),
+    P = X + P(no fast idle) (p_S Y + (1 - p_F) W) + (P(slow idle) (1 - p_S) + P(no slow idle) p_F) Z.
+    """
     fast, slow = np.flatnonzero(is_fast), np.flatnonzero(~is_fast)
     fast_idle = _mean_over_samples(queue_len, fast, params.d_fast, _join_idle)
     fast_shortest = _mean_over_samples(queue_len, fast, params.d_fast, _join_shortest_if_none_idle)
