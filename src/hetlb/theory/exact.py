@@ -7,12 +7,25 @@ rate ``speed[s]`` (mu in 000) and holds at most ``buffer[s]`` jobs, the one in s
 vector of queue lengths q, where q_s counts the job in service. The policy routes an arrival on
 queue lengths and speeds only; if the chosen server is full the job is lost.
 
-Policy ids and their tie-breaking follow the policy table of DESIGN.md.
+Policy ids and their tie-breaking follow docs/reference/policies.md, which lacks these two:
+
+- ``jsq-fiq`` (the JFIQ of 002): the fastest idle compatible server (ties at random), otherwise a
+  shortest compatible queue (ties at random).
+- ``jsq-df-ds`` (JSQ-(d_F, d_S), Gardner et al.): "fast" servers have the largest speed in the
+  system, the others are "slow". Sample min(d_F, |F_k|) of the compatible fast servers F_k and
+  min(d_S, |S_k|) of the compatible slow servers S_k, uniformly without replacement. Join an idle
+  sampled fast server; else, if a sampled slow server is idle, join one with probability p_S and
+  the shortest sampled fast queue with probability 1 - p_S; else join the shortest sampled fast
+  queue with probability p_F and the shortest sampled slow queue with probability 1 - p_F. Choices
+  among idle or shortest sampled servers are uniform. A choice of a fast server goes to the slow
+  side when F_k is empty (p_S = 1, p_F = 0), and p_F = 1 when S_k is empty; with one speed in the
+  system this is ``pod`` with d = d_F.
 """
 
 import itertools
 import math
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,8 +49,20 @@ _RESIDUAL_TOLERANCE = 1e-9
 _DIRECT_SOLVE_LIMIT = 3000
 
 
-# --- policies: each maps queue lengths (n_states, m) of the m compatible servers and their
-# --- speeds (m,) to routing probabilities (n_states, m) ---------------------------------------
+# --- policies: each maps queue lengths (n_states, m) of the m compatible servers, their speeds
+# --- (m,), whether each has the largest speed in the system (m,) and the policy parameters to
+# --- routing probabilities (n_states, m) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PolicyParameters:
+    """Sample sizes and routing probabilities of the sampling policies."""
+
+    d: int
+    d_fast: int
+    d_slow: int
+    p_fast: float
+    p_slow: float
 
 
 def _uniform_over(mask: np.ndarray) -> np.ndarray:
@@ -50,6 +75,38 @@ def _shortest(value: np.ndarray) -> np.ndarray:
     return value == value.min(axis=1, keepdims=True)
 
 
+def _join_shortest(queue_len: np.ndarray) -> np.ndarray:
+    """Uniform probabilities over the shortest queues of each row."""
+    return _uniform_over(_shortest(queue_len))
+
+
+def _join_idle(queue_len: np.ndarray) -> np.ndarray:
+    """Uniform probabilities over the idle servers of each row; a zero row where none is idle."""
+    idle = queue_len == 0
+    return idle / np.maximum(idle.sum(axis=1, keepdims=True), 1)
+
+
+def _join_shortest_if_none_idle(queue_len: np.ndarray) -> np.ndarray:
+    """Uniform probabilities over the shortest queues of each row; a zero row where one is idle."""
+    return _join_shortest(queue_len) * (queue_len.min(axis=1, keepdims=True) > 0)
+
+
+def _mean_over_samples(queue_len: np.ndarray, columns: np.ndarray, size: int, rule) -> np.ndarray:
+    """Mean of ``rule`` over the samples of min(size, len(columns)) distinct ``columns``.
+
+    Every such sample is equally likely (uniform sampling without replacement); ``rule`` maps the
+    sampled queue lengths to probabilities. Returns zeros when ``columns`` is empty.
+    """
+    probability = np.zeros(queue_len.shape)
+    if columns.size == 0:
+        return probability
+    subsets = list(itertools.combinations(columns, min(size, columns.size)))
+    for subset in subsets:
+        sampled = list(subset)
+        probability[:, sampled] += rule(queue_len[:, sampled])
+    return probability / len(subsets)
+
+
 def _keep_extreme_speed(mask: np.ndarray, speed: np.ndarray, fastest: bool) -> np.ndarray:
     """Among the True entries of each row of ``mask``, keep the fastest (or slowest) servers."""
     masked = np.where(mask, speed, -np.inf if fastest else np.inf)
@@ -57,23 +114,23 @@ def _keep_extreme_speed(mask: np.ndarray, speed: np.ndarray, fastest: bool) -> n
     return mask & (masked == extreme)
 
 
-def _random(queue_len, speed, d):
+def _random(queue_len, speed, is_fast, params):
     return _uniform_over(np.ones(queue_len.shape, dtype=bool))
 
 
-def _weighted_random(queue_len, speed, d):
+def _weighted_random(queue_len, speed, is_fast, params):
     return np.broadcast_to(speed / speed.sum(), queue_len.shape).copy()
 
 
-def _jsq(queue_len, speed, d):
-    return _uniform_over(_shortest(queue_len))
+def _jsq(queue_len, speed, is_fast, params):
+    return _join_shortest(queue_len)
 
 
-def _jfsq(queue_len, speed, d):
+def _jfsq(queue_len, speed, is_fast, params):
     return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=True))
 
 
-def _jssq(queue_len, speed, d):
+def _jssq(queue_len, speed, is_fast, params):
     return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=False))
 
 
@@ -84,29 +141,44 @@ def _idle_first(queue_len, speed, fastest_idle: bool, fallback: np.ndarray):
     return _uniform_over(np.where(idle.any(axis=1, keepdims=True), chosen, fallback))
 
 
-def _jiq(queue_len, speed, d):
+def _jiq(queue_len, speed, is_fast, params):
     return _idle_first(queue_len, speed, False, np.ones(queue_len.shape, dtype=bool))
 
 
-def _jfiq(queue_len, speed, d):
+def _jfiq(queue_len, speed, is_fast, params):
     return _idle_first(queue_len, speed, True, np.ones(queue_len.shape, dtype=bool))
 
 
-def _jsq_fiq(queue_len, speed, d):
+def _jsq_fiq(queue_len, speed, is_fast, params):
     return _idle_first(queue_len, speed, True, _shortest(queue_len))
 
 
-def _pod(queue_len, speed, d):
-    n_compatible = queue_len.shape[1]
-    subsets = list(itertools.combinations(range(n_compatible), min(d, n_compatible)))
-    probability = np.zeros(queue_len.shape)
-    for subset in subsets:
-        columns = list(subset)
-        probability[:, columns] += _uniform_over(_shortest(queue_len[:, columns]))
-    return probability / len(subsets)
+def _pod(queue_len, speed, is_fast, params):
+    return _mean_over_samples(queue_len, np.arange(queue_len.shape[1]), params.d, _join_shortest)
 
 
-def _sed(queue_len, speed, d):
+def _jsq_df_ds(queue_len, speed, is_fast, params):
+    """Exact JSQ-(d_F, d_S) probabilities (module docstring).
+
+    The fast and slow samples are independent, so with the means over samples of: an idle fast
+    choice (X), a shortest fast choice when none is idle (Z), and likewise for slow (Y, W),
+    P = X + P(no fast idle) (p_S Y + (1 - p_F) W) + (P(slow idle) (1 - p_S) + P(no slow idle) p_F) Z.
+    """
+    fast, slow = np.flatnonzero(is_fast), np.flatnonzero(~is_fast)
+    fast_idle = _mean_over_samples(queue_len, fast, params.d_fast, _join_idle)
+    fast_shortest = _mean_over_samples(queue_len, fast, params.d_fast, _join_shortest_if_none_idle)
+    slow_idle = _mean_over_samples(queue_len, slow, params.d_slow, _join_idle)
+    slow_shortest = _mean_over_samples(queue_len, slow, params.d_slow, _join_shortest_if_none_idle)
+    p_slow = 1.0 if fast.size == 0 else params.p_slow
+    p_fast = 0.0 if fast.size == 0 else 1.0 if slow.size == 0 else params.p_fast
+    no_fast_idle = 1.0 - fast_idle.sum(axis=1, keepdims=True)
+    some_slow_idle = slow_idle.sum(axis=1, keepdims=True)
+    return (fast_idle
+            + no_fast_idle * (p_slow * slow_idle + (1.0 - p_fast) * slow_shortest)
+            + ((1.0 - p_slow) * some_slow_idle + p_fast * (1.0 - some_slow_idle)) * fast_shortest)
+
+
+def _sed(queue_len, speed, is_fast, params):
     return _uniform_over(_shortest((queue_len + 1) / speed))
 
 
@@ -121,6 +193,7 @@ _POLICY_RULES = {
     "jsq-fiq": _jsq_fiq,
     "pod": _pod,
     "sed": _sed,
+    "jsq-df-ds": _jsq_df_ds,
 }
 
 EXACT_POLICIES = tuple(_POLICY_RULES)
@@ -151,6 +224,22 @@ def _check_integer(field: str, value, minimum: int) -> int:
     return int(value)
 
 
+def _check_probability(field: str, value) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:
+        raise InputError(field, f"must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow) -> _PolicyParameters:
+    return _PolicyParameters(
+        d=_check_integer("d", d, 1),
+        d_fast=_check_integer("d_fast", d_fast, 1),
+        d_slow=_check_integer("d_slow", d_slow, 1),
+        p_fast=_check_probability("p_fast", p_fast),
+        p_slow=_check_probability("p_slow", p_slow),
+    )
+
+
 def _check_server_set(field: str, servers, n_servers: int) -> np.ndarray:
     servers = list(servers)
     if not servers:
@@ -174,11 +263,13 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
 # --- routing ---------------------------------------------------------------------------------
 
 
-def routing_probabilities(policy, q, compat_k, speed, d=2) -> np.ndarray:
+def routing_probabilities(policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2, p_fast=0.5,
+                          p_slow=0.5) -> np.ndarray:
     """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
 
     ``q[s]`` is the queue length of server s, the job in service included; ``speed[s]`` its rate
-    (jobs per unit time); ``d`` the number of servers sampled by ``pod``. Returns a length-N
+    (jobs per unit time); ``d`` the number of servers sampled by ``pod``; ``d_fast``, ``d_slow``,
+    ``p_fast`` and ``p_slow`` the d_F, d_S, p_F and p_S of ``jsq-df-ds``. Returns a length-N
     vector that sums to 1 and is zero outside ``compat_k``.
     """
     _check_policy(policy)
@@ -188,16 +279,15 @@ def routing_probabilities(policy, q, compat_k, speed, d=2) -> np.ndarray:
     if queue_len.shape != (n_servers,) or not np.issubdtype(queue_len.dtype, np.integer) or np.any(queue_len < 0):
         raise InputError("q", f"must be {n_servers} non-negative integer queue lengths, one per server")
     compatible = _check_server_set("compat_k", compat_k, n_servers)
-    d = _check_integer("d", d, 1)
-    probability = np.zeros(n_servers)
-    probability[compatible] = _POLICY_RULES[policy](queue_len[None, compatible], speed[compatible], d)[0]
-    return probability
+    params = _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow)
+    return _policy_routing_table(policy, queue_len[None, :], compatible, speed, params)[0]
 
 
-def _policy_routing_table(policy, states, compatible, speed, d) -> np.ndarray:
+def _policy_routing_table(policy, states, compatible, speed, params) -> np.ndarray:
     """Routing probabilities (n_states, N) of one job type in every state."""
     table = np.zeros(states.shape, dtype=float)
-    table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], d)
+    is_fast = speed[compatible] == speed.max()
+    table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], is_fast, params)
     return table
 
 
@@ -328,7 +418,7 @@ def _relative_residual(generator: sp.csr_matrix, pi: np.ndarray) -> float:
 
 
 def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=None,
-                max_states=MAX_STATES) -> ExactSolution:
+                max_states=MAX_STATES, *, d_fast=2, d_slow=2, p_fast=0.5, p_slow=0.5) -> ExactSolution:
     """Exact stationary performance of a small system under a routing policy.
 
     ``speed[s]``: service rate of server s (mu in 000), jobs per unit time.
@@ -336,7 +426,9 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
     ``compat[k]``: the servers job type k may use (N_L(l) in 000).
     ``buffer``: the most jobs a server holds, the one in service included (b in 000); one integer
     for all servers or one per server.
-    ``policy``: one of EXACT_POLICIES; ``d`` is the sample size of ``pod``.
+    ``policy``: one of EXACT_POLICIES; ``d`` is the sample size of ``pod``; ``d_fast``, ``d_slow``
+    (sample sizes) and ``p_fast``, ``p_slow`` (probabilities) are the d_F, d_S, p_F, p_S of
+    ``jsq-df-ds``.
     ``routing``: optional callable (q, k) -> length-N probabilities that replaces ``policy``;
     ``q`` is a tuple of queue lengths and ``k`` the job type.
     ``max_states``: the largest state space, prod_s (buffer[s] + 1), accepted.
@@ -350,7 +442,7 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
     buffer = _check_buffer(buffer, n_servers)
     if routing is None:
         policy = _check_policy(policy)
-        d = _check_integer("d", d, 1)
+        params = _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow)
     elif not callable(routing):
         raise InputError("routing", "must be a callable (q, k) -> routing probabilities, or None")
     shape = tuple(int(b) + 1 for b in buffer)
@@ -365,7 +457,7 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
     states = np.indices(shape).reshape(n_servers, n_states).T
     stride = np.array([math.prod(shape[s + 1:]) for s in range(n_servers)], dtype=np.int64)
     if routing is None:
-        tables = [_policy_routing_table(policy, states, compat[k], speed, d) for k in range(n_job_types)]
+        tables = [_policy_routing_table(policy, states, compat[k], speed, params) for k in range(n_job_types)]
     else:
         tables = [_custom_routing_table(routing, k, states, compat[k]) for k in range(n_job_types)]
         policy = "custom"
