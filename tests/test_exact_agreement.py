@@ -15,7 +15,8 @@ from conftest import bonferroni_t_halfwidth
 
 FAMILY_ALPHA = 0.01
 POLICIES = [("random", {}), ("weighted-random", {}), ("jsq", {}), ("jfsq", {}), ("jssq", {}), ("jiq", {}),
-            ("jfiq", {}), ("pod", {"d": 2}), ("sed", {})]
+            ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}),
+            ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3})]
 RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed"}
 
 SYSTEMS = {
@@ -47,7 +48,7 @@ def test_mean_response_time_and_blocking_match_exact(name, policy, params, path,
     monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 1 if path == "tree" else 10**9)
     system = build(name)
     exact = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy,
-                        d=params.get("d", 2))
+                        **params)
     result = hetlb.simulate(system, policy, jobs=JOBS, warmup=50.0, replications=REPLICATIONS, seed=11, **params)
     for metric in ("mean_response_time", "blocking_probability"):
         samples = [getattr(run, metric) for run in result.runs]

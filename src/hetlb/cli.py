@@ -134,7 +134,7 @@ def command_exact(args) -> int:
     if not np.all(system.buffer < np.iinfo(np.int64).max):
         raise InputError("buffer", "the exact solver needs a finite buffer on every server")
     solution = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer,
-                           policy=policy.id, d=policy.params.get("d", 2))
+                           policy=policy.id, **policy.params)
     values = {
         "policy": policy.id, "n_states": solution.n_states,
         "mean_response_time": solution.mean_response_time, "mean_waiting_time": solution.mean_waiting_time,
