@@ -145,6 +145,10 @@ def run_units(units) -> list[tuple[str, dict]]:
         row = {metric: summary[metric] for metric in METRICS}
         for metric in ("mean_response_time", "mean_waiting_time", "blocking_probability", "mean_number_in_system"):
             row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
+        for m, occupancy in enumerate(summary["occupancy_by_class"], start=1):
+            levels = occupancy["s_m"] + [math.nan, math.nan]  # levels the run did not track
+            row.update({f"class{m}_speed": occupancy["speed"], f"class{m}_s1": levels[0],
+                        f"class{m}_s2": levels[1], f"class{m}_C": occupancy["C_m"]})
         row.update(events=run.events, completed_jobs=run.completed_jobs, measured_time=run.measured_time,
                    wall_seconds=run.wall_seconds, events_per_second=run.events_per_second)
         rows.append((unit.key, row))
@@ -179,6 +183,9 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
                 record[metric + "_ci_high"] = float(mine[metric + "_ci_high"].iloc[0])
             else:
                 record[metric + "_ci_low"], record[metric + "_ci_high"] = mean - half, mean + half
+        for column in mine.columns:
+            if column.startswith("class"):
+                record[column] = float(mine[column].mean())
         record["events"] = int(mine["events"].sum())
         system = Scenario.from_mapping(point.scenario).system
         record["speed_lower_bound"] = speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound \

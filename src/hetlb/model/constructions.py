@@ -26,6 +26,8 @@ and L = N^1.5 ports with ~72 edges per port (150 million edges) builds in a few 
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 
 import numpy as np
@@ -615,12 +617,27 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
     return None
 
 
+_RECENT_GRAPHS: dict = {}
+_RECENT_GRAPHS_KEPT = 4
+
+
 def construct_graph(spec: dict, speed: np.ndarray, arrival_rate: np.ndarray,
                     buffer: int | None) -> tuple[CompatibilityGraph, dict]:
     """Build the graph a scenario's ``[system.graph]`` table describes (``kind`` one of
     GRAPH_KINDS), for servers of speeds ``speed`` and ports of rates ``arrival_rate`` (lambda_l);
     ``buffer`` is the default b of the theorem constructions. Random kinds take ``seed``
-    (default 0) and ``empty_ports`` (default "resample")."""
+    (default 0) and ``empty_ports`` (default "resample"). The last few graphs are kept, since
+    the points of a sweep that differ only in their policy share one graph."""
+    key = (json.dumps(spec, sort_keys=True, default=str), speed.tobytes(), arrival_rate.tobytes(), buffer)
+    if key not in _RECENT_GRAPHS:
+        if len(_RECENT_GRAPHS) >= _RECENT_GRAPHS_KEPT:
+            del _RECENT_GRAPHS[next(iter(_RECENT_GRAPHS))]
+        _RECENT_GRAPHS[key] = _construct(spec, speed, arrival_rate, buffer)
+    graph, report = _RECENT_GRAPHS[key]
+    return graph, copy.deepcopy(report)
+
+
+def _construct(spec, speed, arrival_rate, buffer):
     kind = _graph_kind(spec)
     unknown = sorted(set(spec) - _GRAPH_KEYS[kind] - {"kind"})
     if unknown:

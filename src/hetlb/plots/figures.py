@@ -9,9 +9,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_metric(x, series: dict, path, *, xlabel: str, ylabel: str, title: str = "", bound=None,
-                bound_label: str = "lower bound", log_y: bool = False) -> None:
+                bound_label: str = "lower bound", log_y: bool = False, log2_x: bool = False) -> None:
     """Write a PNG: ``series`` maps a label to (means, ci_low, ci_high) over ``x``;
-    ``bound`` is an optional curve over ``x`` drawn dashed; ``log_y`` for a logarithmic y axis."""
+    ``bound`` is an optional curve over ``x`` drawn dashed; ``log_y`` for a logarithmic y axis,
+    ``log2_x`` for a base-2 logarithmic x axis (numbers of servers)."""
     figure, axes = plt.subplots(figsize=(6.4, 4.4))
     for label, (mean, low, high) in series.items():
         (line,) = axes.plot(x, mean, marker="o", markersize=3.5, label=label)
@@ -20,6 +21,8 @@ def plot_metric(x, series: dict, path, *, xlabel: str, ylabel: str, title: str =
         axes.plot(x, bound, "k--", linewidth=1.2, label=bound_label)
     if log_y:
         axes.set_yscale("log")
+    if log2_x:
+        axes.set_xscale("log", base=2)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     if title:

@@ -1,0 +1,116 @@
+"""Paper reproductions: ``hetlb reproduce NAME [--scale quick|paper] [--out DIR]``.
+
+Each reproduction runs its points on the sweep runner (parallel, resumable through the result
+store) and writes to its folder:
+
+- ``points.csv``: every point with its mean, 95% interval and replications;
+- ``NAME.png``: the figure in the paper's layout;
+- ``claims.json``: the parameters used (those the paper lost are marked), and for each claim of
+  MODEL-SPEC section 5 that the figure addresses: the statement, what was measured, and whether
+  it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from hetlb import __version__
+from hetlb.errors import InputError
+from hetlb.results.run import finite_or_null, json_default
+
+SCALES = ("quick", "paper")
+
+
+@dataclass
+class Claim:
+    """One checked claim: its id in MODEL-SPEC section 5, the statement, the measured values and
+    whether they support it."""
+
+    id: str
+    statement: str
+    measured: dict
+    holds: bool
+
+
+@dataclass
+class Context:
+    """What a reproduction needs besides its options: the scale and where and how to run."""
+
+    scale: str
+    out: Path
+    executor: object = None
+    store: str | None = "hetlb-results.sqlite"
+    progress: bool = False
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a reproduction returns: its table, its claims and the parameters it used
+    (``lost`` names those the paper lost, set here as options)."""
+
+    table: pd.DataFrame
+    claims: list
+    parameters: dict
+    lost: list
+
+
+@dataclass
+class Reproduction:
+    """A registered reproduction: ``run(context) -> Outcome`` writes its own figure."""
+
+    name: str
+    title: str
+    run: Callable
+    options: dict  # name -> (quick default, paper default, description)
+
+
+REPRODUCTIONS: dict[str, Reproduction] = {}
+
+
+def register(reproduction: Reproduction) -> Reproduction:
+    REPRODUCTIONS[reproduction.name] = reproduction
+    return reproduction
+
+
+def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store="hetlb-results.sqlite",
+              progress: bool = False, **options) -> dict:
+    """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
+    (default ``reproductions/NAME``). Options override the scale's defaults (see
+    ``REPRODUCTIONS[name].options``). Returns the content of claims.json."""
+    from hetlb.experiments import weng  # noqa: F401  (registers the reproductions of paper 000)
+
+    if name not in REPRODUCTIONS:
+        raise InputError("name", f"unknown reproduction {name!r}; choose one of: {', '.join(REPRODUCTIONS)}")
+    if scale not in SCALES:
+        raise InputError("scale", f"must be one of {', '.join(SCALES)}, got {scale!r}")
+    reproduction = REPRODUCTIONS[name]
+    unknown = sorted(set(options) - set(reproduction.options))
+    if unknown:
+        raise InputError(unknown[0], f"is not an option of {name}; its options: {', '.join(reproduction.options)}")
+    values = {key: options.get(key, quick if scale == "quick" else paper)
+              for key, (quick, paper, _) in reproduction.options.items()}
+    out = Path(out or Path("reproductions") / name)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    outcome = reproduction.run(Context(scale, out, executor, store, progress, values))
+    outcome.table.to_csv(out / "points.csv", index=False)
+    report = {
+        "reproduction": name,
+        "title": reproduction.title,
+        "scale": scale,
+        "parameters": outcome.parameters,
+        "parameters_lost_by_the_paper": outcome.lost,
+        "claims": [asdict(claim) for claim in outcome.claims],
+        "all_claims_hold": all(claim.holds for claim in outcome.claims),
+        "wall_seconds": time.perf_counter() - started,
+        "hetlb": __version__,
+    }
+    (out / "claims.json").write_text(json.dumps(finite_or_null(report), indent=2, default=json_default, allow_nan=False) + "\n")
+    return report

@@ -1,0 +1,276 @@
+"""Reproductions of paper 000 (Weng, Zhou, Srikant): Figs. 2, 3, 4 and D.3 (MODEL-SPEC 1.7).
+
+- ``weng-fig2``: two server classes, complete graph; mean response time against load for jfsq,
+  jfiq, jsq, jiq and jsq-df-ds with (p_F, p_S) tuned at each load, with C*/lambda.
+- ``weng-fig3``: four server types (speeds 1, 1/2, 1/4, 1/8, equal numbers), L = N^a ports on the
+  random bipartite graph of Fig. 3 (edge probability sqrt(ln N) / (N (1 - rho)) ln(1/(1 - rho))),
+  b = 5; mean response time of jfsq, jfiq, jsq, jiq against N, with C*/lambda.
+- ``weng-fig4``: the blocking probability of the same runs (the store shares them with fig3).
+- ``weng-figD3``: fig3 with hyperexponential job sizes.
+
+The paper lost the load, the exponent a, the range of N, Fig. 2's classes and buffer, and the
+hyperexponential parameters; each is an option, with the default and its reason in
+docs/reproductions/weng.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register
+from hetlb.experiments.spec import SweepSpec
+from hetlb.experiments.sweep import sweep
+from hetlb.experiments.tuning import tune_jsq_df_ds
+from hetlb.model import System
+from hetlb.plots import plot_metric
+from hetlb.theory import speed_lower_bound
+
+FIG3_SPEED_MIX = [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]]
+FIG3_POLICIES = ["jfsq", "jfiq", "jsq", "jiq"]
+FIG2_POLICIES = ["jfsq", "jfiq", "jsq", "jiq", "jsq-df-ds"]
+ESSENTIALLY_ZERO_BLOCKING = 1e-3
+
+GRAPH_OPTIONS = {
+    "load": (0.9, 0.9, "rho = lambda_Sigma / sum(speed) (lost; MODEL-SPEC 1.7)"),
+    "ports_exponent": (1.2, 1.2, "a in L = N^a ports (lost)"),
+    "buffer": (5, 5, "b, counting the job in service (000 section 6.2)"),
+    "n_min": (16, 16, "smallest N (lost; powers of 2 from here)"),
+    "n_max": (2048, 16384, "largest N (2048 in the paper)"),
+    "jobs": (200_000, 1_000_000, "measured jobs per run"),
+    "warmup": (200.0, 200.0, "warm-up, time units (25 mean services of the slowest type)"),
+    "replications": (5, 10, "independent replications per point"),
+    "graph_seed": (0, 0, "seed of the random graph (one graph per N, shared by the policies)"),
+    "seed": (2000, 2000, "root seed of the runs"),
+}
+
+
+def graph_sweep(context, name: str, job_sizes: dict):
+    """Run the Fig. 3 setting over N and the four policies; return (summary, options)."""
+    o = context.options
+    sizes = [2 ** k for k in range(int(np.log2(o["n_min"])), int(np.log2(o["n_max"])) + 1)]
+    spec = SweepSpec(
+        base={"system": {"speed_mix": FIG3_SPEED_MIX, "load": o["load"], "buffer": o["buffer"], **job_sizes,
+                         "graph": {"kind": "fig3", "ports_exponent": o["ports_exponent"], "seed": o["graph_seed"]}},
+              "run": {"jobs": o["jobs"], "warmup": o["warmup"]}},
+        axes={"system.n_servers": sizes, "policy.id": FIG3_POLICIES},
+        replications=o["replications"], seed=o["seed"], name=name)
+    result = sweep(spec, executor=context.executor, store=context.store, progress=context.progress)
+    return result.summary.rename(columns={"system.n_servers": "n_servers", "policy.id": "policy"})
+
+
+def series_of(table, metric: str, by: str, x: str) -> dict:
+    return {label: (rows.sort_values(x)[metric].to_numpy(), rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
+                    rows.sort_values(x)[metric + "_ci_high"].to_numpy())
+            for label, rows in table.groupby(by, sort=False)}
+
+
+def row(table, **where) -> pd.Series:
+    mask = np.ones(len(table), bool)
+    for column, value in where.items():
+        mask &= table[column].to_numpy() == value
+    return table[mask].iloc[0]
+
+
+def interval(point) -> list:
+    return [float(point["mean_response_time_ci_low"]), float(point["mean_response_time_ci_high"])]
+
+
+def bound_claim(table) -> Claim:
+    """C1: no policy beats C*/lambda where it loses (almost) no job."""
+    lossless = table[table["blocking_probability"] <= ESSENTIALLY_ZERO_BLOCKING]
+    below = lossless[lossless["mean_response_time_ci_high"] < lossless["speed_lower_bound"]]
+    return Claim("C1", "with blocking about 0, every policy's mean response time is at least C*/lambda "
+                       "(its 95% interval reaches the bound)",
+                 {"points_checked": len(lossless), "points_below_the_bound": len(below),
+                  "smallest_ratio_to_bound": float((lossless["mean_response_time"]
+                                                    / lossless["speed_lower_bound"]).min())},
+                 len(below) == 0)
+
+
+def convergence_claims(table, n_min: int, n_max: int) -> list:
+    """C2, C3 and C4 on a table of the Fig. 3 setting (columns n_servers, policy)."""
+    bound = float(row(table, n_servers=n_max, policy="jfsq")["speed_lower_bound"])
+    ratio = {p: float(row(table, n_servers=n_max, policy=p)["mean_response_time"]) / bound for p in FIG3_POLICIES}
+    falls = {p: interval(row(table, n_servers=n_max, policy=p))[1] < interval(row(table, n_servers=n_min,
+                                                                                   policy=p))[0]
+             for p in ("jfsq", "jfiq")}
+    small = {p: float(row(table, n_servers=n_min, policy=p)["mean_response_time"]) for p in FIG3_POLICIES}
+    return [
+        Claim("C2", f"jfsq and jfiq improve as N grows (their interval at N = {n_max} lies below the one "
+                    f"at N = {n_min})", {"falls": falls}, all(falls.values())),
+        Claim("C2", f"at N = {n_max}, jfsq and jfiq are within 5% of C*/lambda = {bound:.4f}",
+              {"ratio_to_bound": {p: ratio[p] for p in ("jfsq", "jfiq")}},
+              ratio["jfsq"] <= 1.05 and ratio["jfiq"] <= 1.05),
+        Claim("C3", f"at N = {n_max}, jsq and jiq stay clearly above the bound (more than 5%) and above "
+                    "jfsq and jfiq", {"ratio_to_bound": {p: ratio[p] for p in ("jsq", "jiq")}},
+              min(ratio["jsq"], ratio["jiq"]) > max(1.05, ratio["jfsq"], ratio["jfiq"])),
+        Claim("C4", f"at N = {n_min}, jiq is slower than jsq and jfiq slower than jfsq",
+              {"mean_response_time": small}, small["jiq"] > small["jsq"] and small["jfiq"] > small["jfsq"]),
+    ]
+
+
+def idleness_claim(table, n_max: int) -> Claim:
+    """C7: under jfsq and jfiq the fast types are busier than the slow ones, and few servers have
+    a queue (eq. (5) of 000: types < K busy, K partly, > K idle, no waiting)."""
+    measured, holds = {}, True
+    for policy in ("jfsq", "jfiq"):
+        point = row(table, n_servers=n_max, policy=policy)
+        busy = [float(point[f"class{m}_s1"]) / 0.25 for m in range(1, 5)]
+        waiting = [float(point[f"class{m}_s2"]) for m in range(1, 5)]
+        measured[policy] = {"busy_fraction_by_type": busy, "s_m2_by_type": waiting}
+        holds &= all(a > b for a, b in zip(busy, busy[1:])) and max(waiting) <= 0.01
+    bound = speed_lower_bound(np.repeat([1.0, 0.5, 0.25, 0.125], 4), float(row(table, n_servers=n_max,
+                                                                                policy="jfsq")["load"]) * 1.875)
+    measured["mean_field_busy_fraction"] = (bound.c_star_by_type / 0.25).tolist()
+    return Claim("C7", f"at N = {n_max}, under jfsq and jfiq the busy fraction falls with the type "
+                       "(fastest busiest) and at most 1% of the servers hold a waiting job (s_m2), as in the "
+                       "mean-field picture of eq. (5)", measured, holds)
+
+
+def blocking_claims(table, n_min: int, n_max: int) -> list:
+    """C5: blocking of jiq and jfiq falls with N; jsq and jfsq lose essentially nothing."""
+    at = {p: {int(n): float(row(table, n_servers=n, policy=p)["blocking_probability"])
+              for n in sorted(table["n_servers"].unique())} for p in FIG3_POLICIES}
+    falls = {p: row(table, n_servers=n_max, policy=p)["blocking_probability_ci_high"]
+             < row(table, n_servers=n_min, policy=p)["blocking_probability_ci_low"] for p in ("jiq", "jfiq")}
+    worst = {p: max(at[p].values()) for p in ("jsq", "jfsq")}
+    return [
+        Claim("C5", f"blocking of jiq and jfiq falls from N = {n_min} to N = {n_max}",
+              {"blocking": {p: at[p] for p in ("jiq", "jfiq")}, "falls": {p: bool(v) for p, v in falls.items()}},
+              all(falls.values())),
+        Claim("C5", f"blocking of jsq and jfsq is essentially zero (at most {ESSENTIALLY_ZERO_BLOCKING:g}) at "
+                    "every N", {"largest_blocking": worst}, max(worst.values()) <= ESSENTIALLY_ZERO_BLOCKING),
+    ]
+
+
+def lost_fig3(context) -> list:
+    return ["load", "ports_exponent", "n_min", "n_max"]
+
+
+def run_fig3(context, *, name="weng-fig3", job_sizes=None, claim_ids=("C1", "C2", "C3", "C4", "C7")) -> Outcome:
+    o = context.options
+    table = graph_sweep(context, name, job_sizes or {})
+    table["load"] = o["load"]
+    n_min, n_max = int(table["n_servers"].min()), int(table["n_servers"].max())
+    claims = [bound_claim(table)] + convergence_claims(table, n_min, n_max) + [idleness_claim(table, n_max)]
+    x = sorted(table["n_servers"].unique())
+    sizes = "hyperexponential job sizes" if job_sizes else "exponential job sizes"
+    plot_metric(x, series_of(table, "mean_response_time", "policy", "n_servers"), context.out / f"{name}.png",
+                xlabel="number of servers N", ylabel="mean response time", log2_x=True,
+                title=f"000 Fig. {'D.3' if job_sizes else '3'}: rho = {o['load']}, b = {o['buffer']}, "
+                      f"L = N^{o['ports_exponent']}, {sizes}",
+                bound=row(table, policy="jfsq", n_servers=n_min)["speed_lower_bound"] * np.ones(len(x)),
+                bound_label="C*/lambda (000, Prop. 1)")
+    return Outcome(table, [c for c in claims if c.id in claim_ids], dict(o, **(job_sizes or {})), lost_fig3(context))
+
+
+def run_fig4(context) -> Outcome:
+    o = context.options
+    table = graph_sweep(context, "weng-fig3", {})
+    n_min, n_max = int(table["n_servers"].min()), int(table["n_servers"].max())
+    x = sorted(table["n_servers"].unique())
+    plot_metric(x, series_of(table, "blocking_probability", "policy", "n_servers"), context.out / "weng-fig4.png",
+                xlabel="number of servers N", ylabel="blocking probability", log2_x=True,
+                title=f"000 Fig. 4: rho = {o['load']}, b = {o['buffer']}, L = N^{o['ports_exponent']}")
+    return Outcome(table, blocking_claims(table, n_min, n_max), dict(o), lost_fig3(context))
+
+
+def run_figD3(context) -> Outcome:
+    o = context.options
+    sizes = {"job_sizes": "hyperexponential", "scv": o.pop("scv")}
+    outcome = run_fig3(context, name="weng-figD3", job_sizes=sizes, claim_ids=("C1", "C2", "C3"))
+    for claim in outcome.claims:
+        claim.id = "C8" if claim.id == "C2" else claim.id
+    outcome.lost.append("scv")
+    return outcome
+
+
+def run_fig2(context) -> Outcome:
+    o = context.options
+    n_fast = round(o["n_servers"] * o["fast_fraction"])
+    slow_speed = 1.0 / (o["fast_fraction"] * o["speed_ratio"] + 1.0 - o["fast_fraction"])
+    speeds = f"{n_fast}x{o['speed_ratio'] * slow_speed!r},{o['n_servers'] - n_fast}x{slow_speed!r}"
+    base_system = {"speeds": speeds, "buffer": o["buffer"]}
+    run = {"jobs": o["jobs"], "warmup": o["warmup"]}
+    common = dict(replications=o["replications"], seed=o["seed"])
+    tables = [sweep(SweepSpec(base={"system": base_system, "run": run},
+                              axes={"system.load": o["loads"], "policy.id": FIG2_POLICIES[:4]},
+                              name="weng-fig2", **common),
+                    executor=context.executor, store=context.store, progress=context.progress).summary]
+    tuned = {}
+    for load in o["loads"]:
+        system = System.from_speeds(speeds_array(speeds), load=load, buffer=o["buffer"])
+        best = tune_jsq_df_ds(system, grid=np.linspace(0, 1, o["tuning_grid"]), jobs=o["tuning_jobs"],
+                              warmup=o["warmup"], seed=o["seed"] + 1)
+        tuned[load] = (best.p_fast, best.p_slow)
+        policy = {"id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}
+        tables.append(sweep(SweepSpec(base={"system": dict(base_system, load=load), "policy": policy, "run": run},
+                                      name=f"weng-fig2-jsq-df-ds-{load}", **common),
+                            executor=context.executor, store=context.store).summary.assign(
+            **{"system.load": load, "policy.id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}))
+    table = pd.concat(tables, ignore_index=True).rename(columns={"system.load": "load", "policy.id": "policy"})
+    x = sorted(table["load"].unique())
+    plot_metric(x, series_of(table, "mean_response_time", "policy", "load"), context.out / "weng-fig2.png",
+                xlabel="load", ylabel="mean response time",
+                title=f"000 Fig. 2: {n_fast} fast, {o['n_servers'] - n_fast} slow, speed ratio {o['speed_ratio']}, "
+                      f"b = {o['buffer']}",
+                bound=[float(row(table, load=v, policy="jfsq")["speed_lower_bound"]) for v in x],
+                bound_label="C*/lambda (000, Prop. 1)")
+    claims = [bound_claim(table)] + two_class_claims(table, x, speeds_array(speeds), o["fast_fraction"])
+    parameters = dict(o, speeds=speeds, tuned_p_fast_p_slow={str(k): v for k, v in tuned.items()})
+    return Outcome(table, claims, parameters, ["n_servers", "fast_fraction", "speed_ratio", "buffer", "loads"])
+
+
+def speeds_array(text: str) -> np.ndarray:
+    from hetlb.model import parse_speeds
+
+    return parse_speeds(text)
+
+
+def two_class_claims(table, loads, speed, fast_fraction) -> list:
+    """C6 in the two-class system: jfsq and jfiq near the bound, jsq-df-ds competitive at light
+    load, jsq and jiq worst there; light-load values against their limits."""
+    lightest = loads[0]
+    mean = {p: float(row(table, load=lightest, policy=p)["mean_response_time"]) for p in FIG2_POLICIES}
+    fast, slow = speed.max(), speed.min()
+    blind = fast_fraction / fast + (1 - fast_fraction) / slow
+    closest = all(max(float(row(table, load=v, policy=p)["mean_response_time"]) for p in ("jfsq", "jfiq"))
+                  < min(float(row(table, load=v, policy=p)["mean_response_time"]) for p in ("jsq", "jiq"))
+                  for v in loads)
+    ratio = {p: [float(row(table, load=v, policy=p)["mean_response_time"]
+                       / row(table, load=v, policy=p)["speed_lower_bound"]) for v in loads] for p in ("jfsq", "jfiq")}
+    return [
+        Claim("C6", "at every load jfsq and jfiq are closer to C*/lambda than jsq and jiq",
+              {"ratio_to_bound": ratio, "loads": list(loads)}, closest),
+        Claim("C6", f"at the lightest load ({lightest}) jfsq is about 1/mu_F = {1 / fast:.4f} and jsq and jiq about "
+                    f"the speed-blind mean service time {blind:.4f} (within 5%)",
+              {"mean_response_time": mean},
+              abs(mean["jfsq"] * fast - 1) <= 0.05 and all(abs(mean[p] / blind - 1) <= 0.05 for p in ("jsq", "jiq"))),
+        Claim("C6", f"at the lightest load, tuned jsq-df-ds is competitive (within 10% of jfsq) and jsq and jiq "
+                    "are the slowest policies", {"mean_response_time": mean},
+              mean["jsq-df-ds"] <= 1.1 * mean["jfsq"]
+              and min(mean["jsq"], mean["jiq"]) > max(mean["jfsq"], mean["jfiq"], mean["jsq-df-ds"])),
+    ]
+
+
+register(Reproduction("weng-fig2", "000 Fig. 2: two server classes, mean response time against load", run_fig2, {
+    "n_servers": (100, 100, "N (lost)"),
+    "fast_fraction": (0.5, 0.5, "q_F, the fraction of fast servers (lost)"),
+    "speed_ratio": (4.0, 4.0, "mu_F / mu_S, with q_F mu_F + (1 - q_F) mu_S = 1 (lost)"),
+    "buffer": (100, 100, "b, large to mimic the paper's infinite buffers (lost)"),
+    "loads": ([0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], [round(0.05 * k, 2) for k in range(2, 20)], "loads (lost)"),
+    "jobs": (100_000, 1_000_000, "measured jobs per run"),
+    "warmup": (100.0, 100.0, "warm-up, time units"),
+    "replications": (5, 10, "independent replications per point"),
+    "tuning_grid": (6, 11, "p_F and p_S each take this many values on [0, 1]"),
+    "tuning_jobs": (30_000, 200_000, "jobs per tuning run"),
+    "seed": (2000, 2000, "root seed of the runs (tuning uses seed + 1)"),
+}))
+register(Reproduction("weng-fig3", "000 Fig. 3: random bipartite graphs, mean response time against N", run_fig3,
+                      GRAPH_OPTIONS))
+register(Reproduction("weng-fig4", "000 Fig. 4: blocking probability against N (the runs of weng-fig3)", run_fig4,
+                      GRAPH_OPTIONS))
+register(Reproduction("weng-figD3", "000 Fig. D.3: Fig. 3 with hyperexponential job sizes", run_figD3,
+                      dict(GRAPH_OPTIONS, scv=(4.0, 4.0, "squared coefficient of variation of the job sizes "
+                                                         "(lost)"))))
