@@ -53,9 +53,45 @@ DIFFUSION_POLICIES: dict[str, str] = {
             "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
 }
 
-MEASURES = ("x1", "x2", "x3", "x_plus1", "x_plus2", "busy_routing_rate")
-_SAMPLED_MEASURES = ("x1", "x2", "x_plus1")
 _RANDOM_BLOCK_STEPS = 512
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def _finite_float(name: str, value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(name, f"must be a number, got {value!r}") from None
+    if not np.isfinite(value):
+        raise InputError(name, f"must be finite, got {value}")
+    return value
+
+
+def _positive_float(name: str, value, allow_zero: bool = False) -> float:
+    value = _finite_float(name, value)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InputError(name, f"must be {'>= 0' if allow_zero else '> 0'} and finite, got {value}")
+    return value
+
+
+def _count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(name, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _finite_positive_array(name: str, values) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(name, "must be a list of numbers") from None
+    if array.ndim != 1 or array.size == 0:
+        raise InputError(name, "must be a non-empty one-dimensional list")
+    if not np.all(np.isfinite(array) & (array > 0)):
+        raise InputError(name, "every entry must be positive and finite")
+    return array
 
 
 # --- the speed distribution F --------------------------------------------------------------------
@@ -65,7 +101,7 @@ _RANDOM_BLOCK_STEPS = 512
 class SpeedLaw:
     """The limiting speed distribution F of Assumption 3.1 (002) as weighted nodes.
 
-    ``rate[j]`` are service rates mu_j (jobs per time unit), ``weight[j]`` > 0 their masses
+    ``rate[j]`` are service rates mu_j (jobs per time unit), ``weight[j]`` >= 0 their masses
     (summing to 1): the pools gamma_j of Corollary 4.6, or a quadrature rule for a continuous F.
     ``rate_min`` and ``rate_max`` are mu_min and mu_max, the ends of the support S.
     """
@@ -89,18 +125,6 @@ class SpeedLaw:
     def variance(self) -> float:
         """sigma_F^2."""
         return self.second_moment - self.mean**2
-
-
-def _finite_positive_array(name: str, values) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError(name, "must be a list of numbers") from None
-    if array.ndim != 1 or array.size == 0:
-        raise InputError(name, "must be a non-empty one-dimensional list")
-    if not np.all(np.isfinite(array) & (array > 0)):
-        raise InputError(name, "every entry must be positive and finite")
-    return array
 
 
 def _frozen_speed_law(rate: np.ndarray, weight: np.ndarray, rate_min: float, rate_max: float) -> SpeedLaw:
@@ -137,14 +161,12 @@ def continuous_speeds(low, high, density=None, n_nodes=8) -> SpeedLaw:
     on S = [0.7, 1.3].
     mu_min = low and mu_max = high are the support ends, not the outermost nodes.
     """
-    low, high = float(low), float(high)
-    if not (np.isfinite(low) and low > 0):
+    low, high = _finite_float("low", low), _finite_float("high", high)
+    if low <= 0:
         raise InputError("low", f"must be a positive finite rate (jobs per time unit), got {low}")
-    if not (np.isfinite(high) and high > low):
+    if high <= low:
         raise InputError("high", f"must be finite and above low = {low}, got {high}")
-    if isinstance(n_nodes, bool) or not float(n_nodes).is_integer() or n_nodes < 1:
-        raise InputError("n_nodes", f"must be an integer >= 1, got {n_nodes!r}")
-    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(int(n_nodes))
+    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(_count("n_nodes", n_nodes, 1))
     rate = low + (high - low) * (unit_nodes + 1.0) / 2.0
     weight = unit_weights.copy()
     if density is not None:
@@ -186,10 +208,7 @@ class DiffusionLimit:
 
     def __post_init__(self):
         for name in ("excess_capacity", "idle_rate", "noise_variance"):
-            value = float(getattr(self, name))
-            if not np.isfinite(value):
-                raise InputError(name, f"must be finite, got {value}")
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, _finite_float(name, getattr(self, name)))
         if self.idle_rate <= 0:
             raise InputError("idle_rate", f"must be positive (per time unit), got {self.idle_rate}")
         if self.noise_variance <= 0:
@@ -208,6 +227,8 @@ class DiffusionLimit:
                 raise InputError(name, "every entry must be finite")
             array.setflags(write=False)
             object.__setattr__(self, name, array)
+        if self.basis_rate is not None and np.shape(self.basis_rate) != (m,):
+            raise InputError("basis_rate", f"must have {m} entries, one per routing coordinate")
         if self.buffer is not None and (m == 0) != (self.buffer == 1):
             raise InputError("buffer", "a loss system (buffer 1) has no level coordinates, any other buffer has some")
 
@@ -230,8 +251,7 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         raise InputError("policy", f"unknown policy {policy!r}; choose one of: {', '.join(DIFFUSION_POLICIES)}")
     if not isinstance(speeds, SpeedLaw):
         raise InputError("speeds", "must be a SpeedLaw from speed_pools() or continuous_speeds()")
-    if buffer is not None and (isinstance(buffer, bool) or not float(buffer).is_integer() or buffer < 1):
-        raise InputError("buffer", f"must be None (infinite) or an integer >= 1, got {buffer!r}")
+    buffer = None if buffer is None else _count("buffer", buffer, 1)
     idle_rate = {
         "jfsq": speeds.rate_min,
         "jsq-fiq": speeds.rate_min,
@@ -257,7 +277,7 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         departure_weight=basis_rate,
         count_weight=np.ones(basis_rate.size),
         basis_rate=basis_rate,
-        buffer=None if buffer is None else int(buffer),
+        buffer=buffer,
         policy=policy,
     )
 
@@ -353,8 +373,9 @@ def relaxation_time(limit: DiffusionLimit) -> float:
     """
     level_rate = np.abs(np.linalg.eigvals(limit.level_matrix)).min(initial=np.inf)
     slowest_rate = min(limit.idle_rate, level_rate)
-    drain_time = limit.noise_variance / (2.0 * limit.excess_capacity**2) if limit.excess_capacity > 0 else 0.0
-    return max(1.0 / slowest_rate, drain_time)
+    if limit.n_coordinates == 0 or limit.excess_capacity <= 0:
+        return 1.0 / slowest_rate
+    return max(1.0 / slowest_rate, limit.noise_variance / (2.0 * limit.excess_capacity**2))
 
 
 def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng,
@@ -403,7 +424,7 @@ def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng,
             np.maximum(pushed, 0.0, out=pushed)
             x1 += free_increment
             x1 -= pushed
-            np.minimum(x1, 0.0, out=x1)  # X_1 = (y - x - sqrt(...)) / 2 <= 0 already; this removes rounding
+            np.minimum(x1, 0.0, out=x1)  # X_1 <= 0 in exact arithmetic; this removes rounding
             if diagonal:
                 level *= decay
             else:
@@ -414,22 +435,6 @@ def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng,
                 snapshots.append((x1.copy(), level @ limit.count_weight, routed.copy()))
         done += block
     return integral_x1 * step, integral_level * step, routed, snapshots
-
-
-def _positive_float(name: str, value, allow_zero: bool = False) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise InputError(name, f"must be a number, got {value!r}") from None
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise InputError(name, f"must be {'>= 0' if allow_zero else '> 0'} and finite, got {value}")
-    return value
-
-
-def _count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _initial_state(limit: DiffusionLimit, n_paths: int, x1_start, level_start):
@@ -451,7 +456,7 @@ def _initial_state(limit: DiffusionLimit, n_paths: int, x1_start, level_start):
 class DiffusionStationary:
     """Stationary summaries of a :class:`DiffusionLimit`, in the n^{-1/2} scaling of 002.
 
-    ``mean[name]`` and ``standard_error[name]`` for name in MEASURES: x1 (X_1 <= 0; E|X_1| is its
+    ``mean[name]`` and ``standard_error[name]`` for name in: x1 (X_1 <= 0; E|X_1| is its
     negative), x2 (X_2), x3 (X_3 = 0 in the limit, Corollary 4.9), x_plus1 (X_1 + X_2, the scaled
     centred number of jobs), x_plus2 (X_2, the scaled number waiting) and busy_routing_rate
     (E[dU_1 / dt]: n^{-1/2} times the rate of arrivals that find no idle server; lost jobs if b = 1).
