@@ -22,3 +22,11 @@ def test_policy_reference_lists_every_policy():
     text = (DOCS / "reference" / "policies.md").read_text()
     for policy_id in POLICIES:
         assert f"| `{policy_id}` |" in text
+
+
+def test_diffusion_reference_example_runs():
+    text = (DOCS / "reference" / "diffusion.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "diffusion.md", "exec"), {})

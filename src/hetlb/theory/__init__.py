@@ -1,9 +1,27 @@
-"""Independent checks on the simulator: closed forms, the speed lower bound and exact small systems.
+"""Independent checks on the simulator: closed forms, the speed lower bound, exact small systems and
+the Halfin-Whitt diffusion limits of paper 002.
 
 Plain NumPy/SciPy; nothing here depends on the simulation kernels.
 """
 
 from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound
+from hetlb.theory.diffusion import (
+    DIFFUSION_POLICIES,
+    DiffusionLimit,
+    DiffusionPaths,
+    DiffusionStationary,
+    ReflectedOUStationary,
+    SpeedLaw,
+    continuous_speeds,
+    default_step,
+    diffusion_paths,
+    policy_diffusion,
+    reflected_ou_stationary,
+    relaxation_time,
+    speed_pools,
+    stationary_diffusion,
+    stationary_mean_x1,
+)
 from hetlb.theory.exact import (
     EXACT_POLICIES,
     MAX_STATES,
@@ -31,10 +49,19 @@ from hetlb.theory.queues import (
 )
 
 __all__ = [
+    "DIFFUSION_POLICIES",
+    "DiffusionLimit",
+    "DiffusionPaths",
+    "DiffusionStationary",
     "EXACT_POLICIES",
     "MAX_STATES",
+    "ReflectedOUStationary",
+    "SpeedLaw",
     "ExactSolution",
     "SpeedLowerBound",
+    "continuous_speeds",
+    "default_step",
+    "diffusion_paths",
     "erlang_b",
     "erlang_c",
     "mm1_mean_number_in_system",
@@ -51,7 +78,13 @@ __all__ = [
     "mmc_mean_response_time",
     "mmc_mean_waiting_time",
     "mmc_p_wait",
+    "policy_diffusion",
+    "reflected_ou_stationary",
+    "relaxation_time",
     "routing_probabilities",
     "solve_exact",
     "speed_lower_bound",
+    "speed_pools",
+    "stationary_diffusion",
+    "stationary_mean_x1",
 ]
