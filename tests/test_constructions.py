@@ -2,8 +2,8 @@
 
 Random constructions are checked against their laws: counts against Binomial means with
 tolerances from the binomial standard deviation (5 sd, or a Bonferroni-corrected quantile when
-many counts are checked at once). The max-flow is checked against the linear programme of
-System.max_routable_scale, the well-connectedness search against brute force and planted subsets.
+many counts are checked at once). The max-flow is checked against a linear programme over
+edge flows (linear_programme_scale), the well-connectedness search against brute force and planted subsets.
 """
 
 import itertools
@@ -27,7 +27,6 @@ from hetlb.model.constructions import (
     theorem3_graph,
 )
 from hetlb.model.graph import CompatibilityGraph
-from hetlb.model.system import System
 
 FIG3_SPEEDS = (1.0, 0.5, 0.25, 0.125)
 Z = 5.0  # standard deviations allowed for a single count
@@ -372,6 +371,28 @@ def test_well_connectedness_passes_on_a_complete_graph():
 # routable_load
 
 
+def linear_programme_scale(graph, rates, speeds) -> float:
+    """The oracle: max theta such that theta * rates can be routed through ``graph`` within the
+    servers' speeds, as a linear programme over the edge flows (HiGHS)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    n_edges, n_types = graph.n_edges, graph.n_types
+    edge_type = np.repeat(np.arange(n_types), graph.degree())
+    edge_ids = np.arange(n_edges)
+    # variables: one flow per edge, then theta; each type's flows sum to theta * its rate
+    equality = coo_matrix((np.concatenate([np.ones(n_edges), -rates]),
+                           (np.concatenate([edge_type, np.arange(n_types)]),
+                            np.concatenate([edge_ids, np.full(n_types, n_edges)]))), shape=(n_types, n_edges + 1))
+    capacity = coo_matrix((np.ones(n_edges), (graph.indices, edge_ids)), shape=(graph.n_servers, n_edges + 1))
+    cost = np.zeros(n_edges + 1)
+    cost[-1] = -1.0
+    solution = linprog(cost, A_ub=capacity, b_ub=speeds, A_eq=equality, b_eq=np.zeros(n_types), bounds=(0, None),
+                       method="highs")
+    assert solution.success
+    return float(solution.x[-1])
+
+
 def test_routable_load_equals_the_linear_programme_on_small_graphs():
     rng = np.random.default_rng(12)
     for _ in range(25):
@@ -379,7 +400,7 @@ def test_routable_load_equals_the_linear_programme_on_small_graphs():
         graph, _ = random_bipartite(n_types, n_servers, float(rng.uniform(0.1, 0.7)), int(rng.integers(10**6)))
         rates = rng.uniform(0.1, 2.0, n_types)
         speeds = rng.uniform(0.2, 2.0, n_servers)
-        lp = System(speeds, rates, graph, np.full(n_servers, 5)).max_routable_scale()
+        lp = linear_programme_scale(graph, rates, speeds)
         result = routable_load(graph, rates, speeds)
         json.dumps(result)
         assert result["theta"] == pytest.approx(lp, rel=1e-7)
@@ -410,7 +431,7 @@ def test_routable_load_detects_a_graph_that_cannot_carry_the_load():
     assert not result["can_carry_offered_load"]
     assert result["bottleneck"]["ports"] == 3 and result["bottleneck"]["servers"] == 2
     assert result["max_load_fraction"] == pytest.approx(result["theta"] * 4.0 / 7.0)
-    lp = System(speeds, rates, graph, np.full(5, 5)).max_routable_scale()
+    lp = linear_programme_scale(graph, rates, speeds)
     assert result["theta"] == pytest.approx(lp, rel=1e-7)
     # a sparse random graph at the Fig. 3 edge probability carries the Fig. 3 load (rho = 0.9)
     n_servers, n_ports = 256, 4096
@@ -429,3 +450,61 @@ def test_routable_load_input_errors():
     with pytest.raises(InputError) as error:
         routable_load(graph, [1.0, 1.0], [1.0, -1.0, 1.0])
     assert error.value.field == "speed"
+
+
+# ---------------------------------------------------------------------------------------------
+# constructions named in scenarios
+
+
+def fig3_scenario(graph, **system):
+    return {"system": {"n_servers": 64, "speed_mix": [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]],
+                       "load": 0.9, "buffer": 5, "graph": graph, **system}}
+
+
+def test_a_scenario_builds_the_fig3_graph_and_keeps_its_report():
+    from hetlb.scenario import Scenario
+
+    system = Scenario.from_mapping(fig3_scenario({"kind": "fig3", "ports_exponent": 1.2, "seed": 3})).system
+    report = system.describe()["graph_construction"]
+    assert system.n_types == round(64 ** 1.2) == report["parameters"]["n_types"]
+    assert report["parameters"]["p"] == pytest.approx(fig3_edge_probability(64, 0.9), rel=1e-12)
+    assert report["statistics"]["ports_without_server"] == 0
+    assert np.allclose(system.arrival_rate, 0.9 * system.capacity / system.n_types)
+    direct, _ = random_bipartite(system.n_types, 64, report["parameters"]["p"], 3)
+    assert np.array_equal(direct.indices, system.graph.indices)
+
+
+def test_a_scenario_builds_the_theorem_graphs_with_the_system_buffer():
+    from hetlb.scenario import Scenario
+
+    for kind in ("theorem2", "theorem3"):
+        system = Scenario.from_mapping(fig3_scenario({"kind": kind, "ports": 40})).system
+        report = system.graph_construction
+        assert report["construction"] == kind and report["parameters"]["b"] == 5
+
+
+@pytest.mark.parametrize("graph,field", [
+    ({"kind": "ring"}, "system.graph.kind"),
+    ({"kind": "random", "ports": 4}, "system.graph.p"),
+    ({"kind": "random", "p": 0.5, "degree": 3}, "system.graph.degree"),
+    ({"kind": "fig3", "ports": 3, "ports_exponent": 1.0}, "system.graph.ports"),
+    ({"kind": "random", "p": 1.5, "ports": 4}, "p"),
+])
+def test_bad_graph_tables_are_rejected_with_the_field(graph, field):
+    from hetlb.errors import InputError
+    from hetlb.scenario import Scenario
+
+    with pytest.raises(InputError) as error:
+        Scenario.from_mapping(fig3_scenario(graph))
+    assert error.value.field == field
+
+
+def test_the_capacity_check_rejects_a_graph_that_cannot_carry_the_load():
+    from hetlb.errors import InputError
+    from hetlb.model import System
+
+    # port 0 (rate 1.5) may only use server 1 (speed 1): the graph carries at most 2/3 of the load
+    with pytest.raises(InputError) as error:
+        System.from_speeds([2.0, 1.0], arrival_rate=[1.5, 0.5], graph=[[1], [0, 1]])
+    assert error.value.field == "arrival_rate"
+    assert "the graph can carry at most 0.666667 times the offered load" in str(error.value)

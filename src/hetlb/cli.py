@@ -1,4 +1,4 @@
-"""The command line: ``hetlb simulate | exact | bound | policies | sweep | store | plot | demo``.
+"""The command line: ``hetlb simulate | exact | bound | graph | policies | sweep | store | plot | reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
 status 2.
@@ -39,6 +39,11 @@ def add_system_flags(parser) -> None:
     group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
     group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
     group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
+    group.add_argument("--param", action="append", metavar="NAME=VALUE",
+                       help="a policy parameter, e.g. --param p_fast=0.3 (repeatable)")
+    group.add_argument("--graph", metavar="KIND[:KEY=VALUE,...]",
+                       help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
+                            "(kinds: complete, random, fig3, theorem2, theorem3)")
 
 
 def scenario_from_args(args):
@@ -61,6 +66,10 @@ def scenario_from_args(args):
         policy = {"id": args.policy}
     if args.d is not None:
         policy["d"] = args.d
+    policy.update(parse_assignment(text) for text in args.param or [])
+    if args.graph is not None:
+        kind, _, settings = args.graph.partition(":")
+        system["graph"] = {"kind": kind, **dict(parse_assignment(text) for text in settings.split(",") if text)}
     run = dict(data.get("run", {}))
     for key in ("jobs", "horizon", "warmup", "replications", "seed"):
         value = getattr(args, key, None)
@@ -250,6 +259,53 @@ def command_plot(args) -> int:
     return 0
 
 
+def command_reproduce(args) -> int:
+    from hetlb.experiments.reproduce import reproduce
+
+    options = dict(parse_assignment(text) for text in args.set or [])
+    report = reproduce(args.name, scale=args.scale, out=args.out, executor=args.executor, store=args.store,
+                       progress=sys.stderr.isatty(), **options)
+    for claim in report["claims"]:
+        print(f"{'holds ' if claim['holds'] else 'FAILS '} {claim['id']:<4}{claim['statement']}")
+    out = args.out or f"reproductions/{args.name}"
+    print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json "
+          f"in {out}")
+    return 0 if report["all_claims_hold"] else 1
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """NAME=VALUE, the value read as JSON when it parses (numbers, lists), else as a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InputError("--set", f"must be NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
+def command_graph(args) -> int:
+    from hetlb.model.connectivity import routable_load, well_connectedness
+    from hetlb.model.constructions import graph_statistics
+    from hetlb.results.run import json_default
+
+    scenario = scenario_from_args(args)
+    system = scenario.system
+    construction = system.graph_construction or {
+        "construction": "complete" if system.graph.is_complete() else "explicit",
+        "statistics": graph_statistics(system.graph)}
+    values = {"construction": construction,
+              "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
+    if args.epsilon is not None or args.assumption2:
+        b = args.b or (int(system.buffer.max()) if not system.has_infinite_buffers else None)
+        if b is None:
+            raise InputError("--b", "the Assumption 2 search needs the buffer size b (or a finite --buffer)")
+        values["assumption2"] = well_connectedness(system.graph, system.arrival_rate, system.speed, args.epsilon,
+                                                   b, rng=args.seed or 0)
+    print(json.dumps(values, indent=2, default=json_default))
+    return 0
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hetlb", description="Load balancing in heterogeneous server systems.")
     parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
@@ -303,6 +359,26 @@ def build_parser() -> ArgumentParser:
     plot.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
     plot.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
     plot.set_defaults(handler=command_plot)
+
+    reproduce = commands.add_parser("reproduce", help="reproduce a paper's figure: CSV, PNG and claims.json")
+    reproduce.add_argument("name", help="weng-fig2, weng-fig3, weng-fig4 or weng-figD3")
+    reproduce.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    reproduce.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
+    reproduce.add_argument("--set", action="append", metavar="NAME=VALUE",
+                           help="override an option, e.g. --set load=0.95 (repeatable)")
+    reproduce.add_argument("--executor", default=None, help="processes (default), processes:N, serial or "
+                           "dask://host:port")
+    reproduce.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    reproduce.set_defaults(handler=command_reproduce)
+
+    graph = commands.add_parser("graph", help="a compatibility graph's statistics, the load it can carry and "
+                                "a search for Assumption 2 of 000")
+    add_system_flags(graph)
+    graph.add_argument("--assumption2", action="store_true", help="search for the worst D_I of Assumption 2")
+    graph.add_argument("--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat)")
+    graph.add_argument("--b", type=int, help="buffer size b of Assumption 2 (default the system's buffer)")
+    graph.add_argument("--seed", type=int, help="seed of the search's random restarts")
+    graph.set_defaults(handler=command_graph)
 
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
     demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")

@@ -84,8 +84,6 @@ def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
     (default ``reproductions/NAME``). Options override the scale's defaults (see
     ``REPRODUCTIONS[name].options``). Returns the content of claims.json."""
-    from hetlb.experiments import weng  # noqa: F401  (registers the reproductions of paper 000)
-
     if name not in REPRODUCTIONS:
         raise InputError("name", f"unknown reproduction {name!r}; choose one of: {', '.join(REPRODUCTIONS)}")
     if scale not in SCALES:

@@ -50,8 +50,8 @@ class System:
     ) -> "System":
         """Build and validate a system.
 
-        speed: one speed per server (mu, jobs per unit time); see :func:`parse_speeds` for
-            "50x1.0,50x0.5".
+        speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
+            (:func:`parse_speeds`).
         arrival_rate: the total rate, split equally over the job types, or one rate per job type
             (lambda_l).
         load: instead of ``arrival_rate``, the fraction rho of the total capacity sum(speed),
@@ -64,7 +64,7 @@ class System:
         graph_construction: the report of the construction that built ``graph``
             (:mod:`hetlb.model.constructions`), kept in the result's metadata.
         """
-        speed = positive_finite_array("speed", speed)
+        speed = positive_finite_array("speed", parse_speeds(speed) if isinstance(speed, str) else speed)
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
             pass
@@ -117,31 +117,13 @@ class System:
         return -class_speed, inverse.astype(np.int64)
 
     def max_routable_scale(self) -> float:
-        """Largest theta such that theta * arrival_rate can be routed through the graph
-        without exceeding any server's speed (a max-flow, solved as a linear programme)."""
+        """Largest theta such that theta * arrival_rate can be routed through the graph without
+        exceeding any server's speed (a max-flow, :func:`hetlb.model.connectivity.routable_load`)."""
         if self.graph.is_complete():
             return self.capacity / self.total_arrival_rate
-        from scipy.optimize import linprog
-        from scipy.sparse import coo_matrix
+        from hetlb.model.connectivity import routable_load
 
-        n_edges = self.graph.n_edges
-        edge_type = np.repeat(np.arange(self.n_types), self.graph.degree())
-        edge_ids = np.arange(n_edges)
-        # variables: one flow per edge, then theta; maximise theta
-        equality = coo_matrix(
-            (np.concatenate([np.ones(n_edges), -self.arrival_rate]),
-             (np.concatenate([edge_type, np.arange(self.n_types)]),
-              np.concatenate([edge_ids, np.full(self.n_types, n_edges)]))),
-            shape=(self.n_types, n_edges + 1),
-        )
-        capacity = coo_matrix((np.ones(n_edges), (self.graph.indices, edge_ids)), shape=(self.n_servers, n_edges + 1))
-        cost = np.zeros(n_edges + 1)
-        cost[-1] = -1.0
-        solution = linprog(cost, A_ub=capacity, b_ub=self.speed, A_eq=equality, b_eq=np.zeros(self.n_types),
-                           bounds=(0, None), method="highs")
-        if not solution.success:
-            raise InputError("graph", f"the capacity check failed: {solution.message}")
-        return float(solution.x[-1])
+        return routable_load(self.graph, self.arrival_rate, self.speed)["theta"]
 
     def check_stability(self) -> None:
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""

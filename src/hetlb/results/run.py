@@ -242,6 +242,8 @@ def finite_or_null(value):
 def json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if isinstance(value, np.bool_):
+        return bool(value)
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):

@@ -1,0 +1,84 @@
+"""Reproductions (hetlb reproduce) and the jsq-df-ds tuner.
+
+The reproductions' claims are checked by the reproductions themselves, at their own scale; these
+tests check the machinery at a scale small enough for the test suite: the files, the claims'
+contract and the exit status, and that the tuner finds an optimum known in advance.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hetlb
+from hetlb.cli import main
+from hetlb.errors import InputError
+from hetlb.experiments import REPRODUCTIONS, reproduce
+from hetlb.experiments.tuning import tune_jsq_df_ds
+
+TINY_GRAPH_RUN = {"n_min": 16, "n_max": 32, "jobs": 4000, "warmup": 20.0, "replications": 2}
+
+
+def test_tuner_finds_the_known_optimum():
+    # fast servers 100 times faster, with capacity for the whole load: the best jsq-df-ds never
+    # sends a job to a slow server. With p_S = 0 an idle slow server is never chosen, so a slow
+    # server never gets busy and p_F never comes into play: every (p_F, 0) is optimal, and with
+    # common random numbers their runs are identical
+    system = hetlb.System.from_speeds("5x10,5x0.1", load=0.4, buffer=50)
+    tuning = tune_jsq_df_ds(system, grid=[0.0, 0.5, 1.0], jobs=20_000, seed=3)
+    assert tuning.p_slow == 0.0
+    assert len({row[2] for row in tuning.table if row[1] == 0.0}) == 1
+    assert tuning.mean_response_time < min(row[2] for row in tuning.table if row[1] > 0.0)
+
+
+def test_tuner_skips_unstable_points_and_rejects_a_bad_grid():
+    system = hetlb.System.from_speeds("2x1,2x0.5", load=0.9)
+    tuning = tune_jsq_df_ds(system, grid=[0.0, 1.0], jobs=5_000, seed=1)
+    assert (1.0, 0.0) not in {(row[0], row[1]) for row in tuning.table}  # unstable: slow servers unused
+    with pytest.raises(InputError):
+        tune_jsq_df_ds(system, grid=[0.5, 1.5])
+
+
+def test_weng_fig3_writes_points_figure_and_claims(tmp_path):
+    report = reproduce("weng-fig3", out=tmp_path, store=str(tmp_path / "store.sqlite"), executor="serial",
+                       **TINY_GRAPH_RUN)
+    table = pd.read_csv(tmp_path / "points.csv")
+    assert len(table) == 2 * 4 and set(table["policy"]) == {"jfsq", "jfiq", "jsq", "jiq"}
+    assert (tmp_path / "weng-fig3.png").stat().st_size > 10_000
+    written = json.loads((tmp_path / "claims.json").read_text())
+    assert written["parameters"]["n_max"] == 32 and "load" in written["parameters_lost_by_the_paper"]
+    assert {claim["id"] for claim in written["claims"]} == {"C1", "C2", "C3", "C4", "C7"}
+    assert written["all_claims_hold"] == all(claim["holds"] for claim in written["claims"])
+    assert report["claims"] == written["claims"]
+    # the blocking figure reuses every run from the store
+    reproduce("weng-fig4", out=tmp_path / "fig4", store=str(tmp_path / "store.sqlite"), executor="serial",
+              **TINY_GRAPH_RUN)
+    blocking = json.loads((tmp_path / "fig4" / "claims.json").read_text())
+    assert {claim["id"] for claim in blocking["claims"]} == {"C5"}
+
+
+def test_reproduce_cli_exit_status_follows_the_claims(tmp_path, capsys):
+    settings = [f"--set={key}={value}" for key, value in TINY_GRAPH_RUN.items()]
+    status = main(["reproduce", "weng-fig4", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
+                   "--executor", "serial", *settings])
+    claims = json.loads((tmp_path / "claims.json").read_text())
+    assert status == (0 if claims["all_claims_hold"] else 1)
+    printed = capsys.readouterr().out
+    assert all(claim["statement"] in printed for claim in claims["claims"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["reproduce", "weng-fig9"], "name: unknown reproduction"),
+    (["reproduce", "weng-fig3", "--set", "colour=red"], "colour: is not an option of weng-fig3"),
+    (["reproduce", "weng-fig3", "--set", "load"], "--set: must be NAME=VALUE"),
+])
+def test_reproduce_input_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_every_reproduction_documents_its_options():
+    for reproduction in REPRODUCTIONS.values():
+        for name, (quick, paper, description) in reproduction.options.items():
+            assert description and type(quick) is type(paper), name
