@@ -7,7 +7,6 @@ contract and the exit status, and that the tuner finds an optimum known in advan
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 

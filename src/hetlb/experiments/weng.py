@@ -242,7 +242,7 @@ def two_class_claims(table, loads, speed, fast_fraction) -> list:
                     "rho the busy servers shift the mix of idle ones by O(rho))",
               {"mean_response_time": mean},
               abs(mean["jfsq"] * fast - 1) <= 0.1 and all(abs(mean[p] / blind - 1) <= 0.1 for p in ("jsq", "jiq"))),
-        Claim("C6", f"at the lightest load, tuned jsq-df-ds is competitive (within 10% of jfsq) and jsq and jiq "
+        Claim("C6", "at the lightest load, tuned jsq-df-ds is competitive (within 10% of jfsq) and jsq and jiq "
                     "are the slowest policies", {"mean_response_time": mean},
               mean["jsq-df-ds"] <= 1.1 * mean["jfsq"]
               and min(mean["jsq"], mean["jiq"]) > max(mean["jfsq"], mean["jfiq"], mean["jsq-df-ds"])),
