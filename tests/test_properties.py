@@ -60,8 +60,9 @@ def test_rules_choose_inside_the_candidate_range(queue_len, data):
     candidates = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1))), dtype=np.int64)
     lo, hi = 0, len(candidates)
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    for code in (rules.JSQ, rules.JFSQ, rules.JSSQ, rules.JIQ, rules.JFIQ, rules.SED):
-        keys = rules.selection_keys(code, queue_len, server_class.astype(np.int64), len(classes), speed)
+    idle_since = np.array(data.draw(st.lists(st.floats(0, 1e6), min_size=n, max_size=n)))
+    for code in rules.RANKING:
+        keys = rules.selection_keys(code, queue_len, server_class.astype(np.int64), len(classes), speed, idle_since)
         server, least = rules.least_key_server(candidates, lo, hi, keys, rng)
         assert server in candidates
         assert keys[server] == least == min(keys[candidates])

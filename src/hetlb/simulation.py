@@ -205,7 +205,7 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
     keys = rules.selection_keys(model.policy_code, np.zeros(n_servers, np.int64), model.server_class, n_classes,
-                                model.speed)
+                                model.speed, np.zeros(n_servers))
     ranking = model.policy_code in rules.RANKING
     finite = model.buffer[model.buffer != INFINITE_BUFFER]
     slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \

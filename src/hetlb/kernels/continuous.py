@@ -357,7 +357,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 move_level(server.speed_class, q + 1, 1, now, level_count, level_area, level_last)
             if scanned or keyed:
                 key = rules.selection_key(policy_code, q + 1, server.speed_class, n_classes,
-                                          class_speed[server.speed_class])
+                                          class_speed[server.speed_class], now)
                 if scanned:
                     server_key[s] = key
                 if keyed:
@@ -407,7 +407,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 move_level(server.speed_class, q + 1, -1, now, level_count, level_area, level_last)
             if scanned or keyed:
                 key = rules.selection_key(policy_code, q, server.speed_class, n_classes,
-                                          class_speed[server.speed_class])
+                                          class_speed[server.speed_class], now)
                 if scanned:
                     server_key[s] = key
                 if keyed:

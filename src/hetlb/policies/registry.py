@@ -85,6 +85,14 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec("sed", rules.SED,
                    "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
                    "practitioners' baseline", ranks_whole_set=True),
+        PolicySpec("jsq-fiq", rules.JSQ_FIQ,
+                   "join a shortest compatible queue; among idle servers the fastest (ties at random); when none "
+                   "is idle, ties among the shortest at random",
+                   "002 (its JFIQ); not the jfiq of 000", ranks_whole_set=True),
+        PolicySpec("jsq-lisf", rules.JSQ_LISF,
+                   "join a shortest compatible queue; among idle servers the one idle longest; when none is idle, "
+                   "ties among the shortest at random",
+                   "002 (LISF)", ranks_whole_set=True),
         PolicySpec("jsq-df-ds", rules.JSQ_DF_DS,
                    "JSQ(d_F, d_S): sample d_F fast and d_S slow compatible servers (fast = the fastest speed of "
                    "the system, slow = the rest) and take the shortest of each sample, ties at random; an idle "

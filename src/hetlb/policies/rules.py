@@ -25,18 +25,27 @@ JFIQ = 6
 POD = 7
 SED = 8
 JSQ_DF_DS = 9
+JSQ_FIQ = 10
+JSQ_LISF = 11
 
-RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED)
+RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
 """The policies that join a least-key server."""
 
 
 @njit(cache=True, error_model="numpy")
-def selection_key(policy_code, queue_len, speed_class, n_classes, speed):
+def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
     """Key of one server; the policy joins a least-key compatible server, ties at random.
 
     jsq, pod: q.  jfsq: (q, class).  jssq: (q, -class).  sed: (q + 1) / speed.
     jiq: idle first.  jfiq: idle servers by class, every busy server equal.
+    jsq-fiq: idle servers by class, then busy ones by q.  jsq-lisf: idle servers by the time they
+    became idle (``idle_since``, mapped into [-1, 0) by -1 / (1 + t), which keeps its order), then
+    busy ones by q.
     """
+    if policy_code == JSQ_FIQ:
+        return float(speed_class) if queue_len == 0 else float(n_classes + queue_len - 1)
+    if policy_code == JSQ_LISF:
+        return -1.0 / (1.0 + idle_since) if queue_len == 0 else float(queue_len)
     if policy_code == JFSQ:
         return float(queue_len * n_classes + speed_class)
     if policy_code == JSSQ:
@@ -51,11 +60,12 @@ def selection_key(policy_code, queue_len, speed_class, n_classes, speed):
 
 
 @njit(cache=True)
-def selection_keys(policy_code, queue_len, speed_class, n_classes, speed):
-    """The selection key of every server, from its queue length, speed class and speed (arrays)."""
+def selection_keys(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
+    """The selection key of every server, from its queue length, speed class, speed and the time
+    it became idle (arrays)."""
     keys = np.empty(len(queue_len))
     for s in range(len(queue_len)):
-        keys[s] = selection_key(policy_code, queue_len[s], speed_class[s], n_classes, speed[s])
+        keys[s] = selection_key(policy_code, queue_len[s], speed_class[s], n_classes, speed[s], idle_since[s])
     return keys
 
 
