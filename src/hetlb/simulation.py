@@ -23,11 +23,16 @@ from hetlb.policies.registry import Policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.stats import interval, ratio_per_batch
+from hetlb.stats.halfin_whitt import speed_profile
 
 TREE_MIN_SERVERS = 2
 """A complete job type with at least this many servers is routed through the O(log N) tree.
 The tree draws one uniform number per decision where the scan draws one per tied server, which
 makes it the faster of the two from N = 10 up (measured); the tests run both paths."""
+
+STATE_DISTRIBUTION_SIZE_PER_SERVER = 2
+"""The time-distributions of the number of jobs (and of waiting jobs) have 2N + 64 entries; the
+last one collects the time spent at that number or more."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
@@ -44,6 +49,8 @@ def simulate(
     seed: int | np.random.SeedSequence = 0,
     batches: int = 20,
     occupancy_levels: int = 10,
+    state_distribution: bool = False,
+    speed_bins: int | None = None,
     trace: int = 0,
     progress: bool = False,
     **policy_params,
@@ -59,6 +66,10 @@ def simulate(
         epochs, job types and job sizes for the same seed (common random numbers).
     batches: batches for the batch-means confidence intervals of each run.
     occupancy_levels: how many levels i of s_{m,i} (000) to record.
+    state_distribution: also record the time-distribution of the number of jobs in system and of
+        waiting jobs (for the CCDFs of X_{+1} and X_{+2} of 002; :mod:`hetlb.stats.halfin_whitt`).
+    speed_bins: also report, in this many equal-width bins of speed, the share of idleness eta
+        and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
     trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
     """
@@ -76,6 +87,8 @@ def simulate(
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise InputError(name, f"must be an integer >= {low}, got {value!r}")
     root_seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
+    if speed_bins is not None and (isinstance(speed_bins, bool) or not isinstance(speed_bins, int) or speed_bins < 1):
+        raise InputError("speed_bins", f"must be an integer >= 1, got {speed_bins!r}")
     if jobs is not None and jobs < batches:
         raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
@@ -85,7 +98,7 @@ def simulate(
     runs = []
     for replication in range(replications):
         seed_sequence = np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
-        runs.append(run_replication(system, model, seed_sequence, trace,
+        runs.append(run_replication(system, model, seed_sequence, trace, state_distribution, speed_bins,
                                     lambda done, events: bar.update((replication + done) / replications, events)))
     bar.close()
     metadata = {
@@ -197,7 +210,7 @@ def fast_servers_first(graph, fast: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return graph.indices[order], graph.indptr[:-1] + fast_count
 
 
-def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
+def new_state(model, n_servers: int, trace: int, state_distribution: bool = False) -> kernel.KernelState:
     """An empty system at time 0."""
     n_classes = model.n_classes
     servers = cache_aligned_zeros(n_servers, kernel.SERVER_DTYPE)
@@ -211,6 +224,7 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
     slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \
         else 2 * n_servers + 4096
     job_arrival, job_size, job_next = job_pool(slots)
+    distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     levels = (n_classes, model.n_levels + 1)
     return kernel.KernelState(
         counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE), servers=servers,
@@ -227,6 +241,7 @@ def new_state(model, n_servers: int, trace: int) -> kernel.KernelState:
         window_job_area=np.zeros(n_servers), window_busy_area=np.zeros(n_servers),
         window_level_area=np.zeros(levels),
         batch_close=model.batch_ends.copy() if model.batch_by_jobs == 0 else np.full(len(model.batch_ends), np.inf),
+        jobs_time=np.zeros(distribution_size), waiting_time=np.zeros(distribution_size),
     )
 
 
@@ -250,12 +265,13 @@ def grow_job_pool(state: kernel.KernelState) -> kernel.KernelState:
     return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot)
 
 
-def run_replication(system: System, model, seed_sequence, trace: int, report) -> RunResult:
+def run_replication(system: System, model, seed_sequence, trace: int, state_distribution: bool, speed_bins,
+                    report) -> RunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
     arrival_stream, policy_stream = seed_sequence.spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
-    state = new_state(model, system.n_servers, trace)
+    state = new_state(model, system.n_servers, trace, state_distribution)
     counters = state.counters[0]
     counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
@@ -271,7 +287,10 @@ def run_replication(system: System, model, seed_sequence, trace: int, report) ->
             counters["completed"] / model.target_jobs
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    return run_result(system, model, state, seed_sequence, wall)
+    run = run_result(system, model, state, seed_sequence, wall)
+    if speed_bins is not None:
+        run.speed_profile = speed_profile(run, system.speed, speed_bins)
+    return run
 
 
 def run_result(system: System, model, state, seed_sequence, wall_seconds: float) -> RunResult:
@@ -318,6 +337,8 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         events=int(c["events"]),
         wall_seconds=wall_seconds,
         batch_response_means=response_batches.tolist(),
+        jobs_distribution=state.jobs_time / measured if len(state.jobs_time) else None,
+        waiting_distribution=state.waiting_time / measured if len(state.waiting_time) else None,
         trace={"time": state.trace_time[: c["trace_n"]], "job_type": state.trace_type[: c["trace_n"]],
                "server": state.trace_server[: c["trace_n"]], "queue_len": state.trace_queue[: c["trace_n"]]}
         if len(state.trace_time) else None,

@@ -73,7 +73,7 @@ class KernelState(namedtuple("KernelState", [
     "counters", "servers", "server_key", "job_arrival", "job_size", "job_next", "departures", "key_tree",
     "level_count", "level_area", "level_last",
     "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "sample",
-    "window_job_area", "window_busy_area", "window_level_area", "batch_close",
+    "window_job_area", "window_busy_area", "window_level_area", "batch_close", "jobs_time", "waiting_time",
 ])):
     """Mutable state of one run: ``counters`` is a one-record array of COUNTER_DTYPE, ``servers``
     one SERVER_DTYPE record per server, ``server_key`` each server's selection key
@@ -108,7 +108,7 @@ COUNTER_DTYPE = np.dtype([
     ("arrivals", "i8"), ("admitted", "i8"), ("blocked", "i8"), ("waited", "i8"), ("completed", "i8"),
     ("response_sum", "f8"), ("response_sq_sum", "f8"), ("waiting_sum", "f8"), ("job_area", "f8"),
     ("batch_index", "i8"), ("trace_n", "i8"),
-    ("tagging", "i8"), ("window_end", "f8"), ("tagged_in_system", "i8"), ("window_job_area", "f8"),
+    ("tagging", "i8"), ("window_end", "f8"), ("tagged_in_system", "i8"), ("window_job_area", "f8"), ("busy", "i8"),
 ])
 """Scalars of a run. The measured jobs are those that arrive in the window [warmup, window_end]
 (``tagging`` while it is open); the window closes at the horizon, or at the arrival that brings the
@@ -171,9 +171,16 @@ def move_level(m, level, change, now, level_count, level_area, level_last):
 
 
 @njit(cache=True)
-def integrate_total(c, now):
-    """Add the area under the number in system up to ``now``."""
-    c.job_area += c.in_system * (now - c.last_total_change)
+def integrate_total(c, now, jobs_time, waiting_time):
+    """Add the area under the number in system up to ``now``; while the measurement window is
+    open and they are kept (non-empty), add the time spent at the current number of jobs in
+    system and of waiting jobs to ``jobs_time`` and ``waiting_time`` (the last entry collects
+    every larger number)."""
+    elapsed = now - c.last_total_change
+    c.job_area += c.in_system * elapsed
+    if c.tagging == 1 and len(jobs_time) > 0:
+        jobs_time[min(c.in_system, len(jobs_time) - 1)] += elapsed
+        waiting_time[min(c.in_system - c.busy, len(waiting_time) - 1)] += elapsed
     c.last_total_change = now
 
 
@@ -194,9 +201,9 @@ def begin_measurement(c, at, servers, level_area, level_last):
 
 @njit(cache=True)
 def close_window(c, at, servers, level_count, level_area, level_last, window_job_area, window_busy_area,
-                 window_level_area):
+                 window_level_area, jobs_time, waiting_time):
     """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]."""
-    integrate_total(c, at)
+    integrate_total(c, at, jobs_time, waiting_time)
     c.window_job_area = c.job_area
     for s in range(len(servers)):
         elapsed = at - servers[s].last_change
@@ -267,6 +274,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                                                          state.trace_queue)
     window_job_area, window_busy_area, window_level_area = (state.window_job_area, state.window_busy_area,
                                                             state.window_level_area)
+    jobs_time, waiting_time = state.jobs_time, state.waiting_time
 
     for _ in range(max_events):
         if c.free_slot < 0:
@@ -277,19 +285,20 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if c.measuring == 0:
                 begin_measurement(c, warmup, servers, level_area, level_last)
             close_window(c, horizon, servers, level_count, level_area, level_last, window_job_area,
-                         window_busy_area, window_level_area)
+                         window_busy_area, window_level_area, jobs_time, waiting_time)
             if c.tagged_in_system == 0:
-                finish(c, horizon, servers, level_count, level_area, level_last, batches, batch_close)
+                finish(c, horizon, servers, level_count, level_area, level_last, batches, batch_close, jobs_time,
+                       waiting_time)
                 return FINISHED
         if c.measuring == 0 and now >= warmup:
             begin_measurement(c, warmup, servers, level_area, level_last)
         if batch_by_jobs == 0:
             while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
-                integrate_total(c, batch_ends[c.batch_index])
+                integrate_total(c, batch_ends[c.batch_index], jobs_time, waiting_time)
                 snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
         c.now = now
         c.events += 1
-        integrate_total(c, now)
+        integrate_total(c, now, jobs_time, waiting_time)
         if prefetching:  # the next departure's server: start loading what its departure reads
             leader = departures[1].leaf
             prefetch(servers, leader)
@@ -364,6 +373,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     set_key(key_tree, s, key)
             server.peak_queue = max(server.peak_queue, q + 1)
             if q == 0:
+                c.busy += 1
                 server.service_arrival = now
                 server.service_size = size
                 lower_time(departures, s, now + size * server.inv_speed)
@@ -380,11 +390,11 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     job_next[server.last_waiting] = slot
                 server.last_waiting = slot
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
-                integrate_total(c, now)
+                integrate_total(c, now, jobs_time, waiting_time)
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
                 close_window(c, now, servers, level_count, level_area, level_last, window_job_area,
-                             window_busy_area, window_level_area)
+                             window_busy_area, window_level_area, jobs_time, waiting_time)
         else:
             # a departure from the server with the earliest completion
             s = departures[1].leaf
@@ -422,17 +432,19 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.free_slot = slot
                 set_time(departures, s, now + server.service_size * server.inv_speed)
             else:
+                c.busy -= 1
                 set_time(departures, s, np.inf)
             if c.tagged_in_system == 0 and c.window_end < np.inf:
-                finish(c, now, servers, level_count, level_area, level_last, batches, batch_close)
+                finish(c, now, servers, level_count, level_area, level_last, batches, batch_close, jobs_time,
+                       waiting_time)
                 return FINISHED
     return RUNNING
 
 
 @njit(cache=True)
-def finish(c, at, servers, level_count, level_area, level_last, batches, batch_close):
+def finish(c, at, servers, level_count, level_area, level_last, batches, batch_close, jobs_time, waiting_time):
     """Bring every integral up to the end time ``at`` and close the remaining batches."""
-    integrate_total(c, at)
+    integrate_total(c, at, jobs_time, waiting_time)
     for s in range(len(servers)):
         set_queue_length(servers[s], at, servers[s].queue_len)
     for m in range(level_count.shape[0]):

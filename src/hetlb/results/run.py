@@ -55,6 +55,9 @@ class RunResult:
     wall_seconds: float
     batch_response_means: list = field(default_factory=list)  # mean response time of each batch
     trace: dict | None = None           # the first routing decisions, when asked for
+    jobs_distribution: np.ndarray | None = None     # time fraction with j jobs in system (state_distribution)
+    waiting_distribution: np.ndarray | None = None  # time fraction with j waiting jobs (state_distribution)
+    speed_profile: dict | None = None   # eta and xi_2 of 002 by speed bin (speed_bins)
 
     @property
     def events_per_second(self) -> float:
@@ -96,9 +99,14 @@ class RunResult:
             "wall_seconds": self.wall_seconds,
             "events_per_second": self.events_per_second,
         }
+        if self.speed_profile is not None:
+            out["speed_profile"] = self.speed_profile
         if per_server:
             out["utilisation"] = self.utilisation.tolist()
             out["mean_queue_length"] = self.mean_queue_length.tolist()
+            for name in ("jobs_distribution", "waiting_distribution"):
+                if getattr(self, name) is not None:
+                    out[name] = np.trim_zeros(getattr(self, name), "b").tolist()
         return out
 
 
