@@ -240,11 +240,13 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         decisions = state.preference_count.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             by_dispatcher = (state.preference_count - state.preference_share) / decisions
-        pooled = (state.preference_count.sum(axis=0) - state.preference_share.sum(axis=0)) / max(c["decisions"], 1)
+        selection = state.preference_count.sum(axis=0) / max(c["decisions"], 1)
+        share = state.preference_share.sum(axis=0) / max(c["decisions"], 1)
         with np.errstate(invalid="ignore", divide="ignore"):
             samples = np.diff(state.batch_preference_count - state.batch_preference_share, axis=0, prepend=0.0) \
                 / np.diff(columns["decisions"], prepend=0.0)[:, None]
-        preference = {**preference_report(pooled, samples), "by_dispatcher": by_dispatcher.tolist()}
+        preference = {**preference_report(selection - share, samples), "selection": selection.tolist(),
+                      "share": share.tolist(), "by_dispatcher": by_dispatcher.tolist()}
     return SlottedRunResult(
         seed_entropy=int(seed_sequence.entropy),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
@@ -264,7 +266,8 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         preference=preference,
         preference_samples=samples,
         counters={"arrivals": int(c["arrivals_total"]), "departures": int(c["departures_total"]),
-                  "in_system": int(state.queue_len.sum()), "tokens_held": int(state.token_count.sum())},
+                  "in_system": int(state.queue_len.sum()), "idle_servers": int(np.sum(state.queue_len == 0)),
+                  "tokens_held": int(state.token_count.sum())},
         slots_run=int(c["slot"]),
         wall_seconds=wall_seconds,
         batch_delay_means=delay_batches.tolist(),

@@ -44,9 +44,11 @@ class SlottedRunResult:
     messages_per_arrival_ci: list
     messages_per_decision: float
     mean_queue_length: np.ndarray       # per server, time-average Q_n
-    preference: dict | None             # preference_report of Delta_r, with "by_dispatcher"
+    preference: dict | None             # preference_report of Delta_r, with the per-rank "selection" frequency and
+                                        # "share" E[mu_sigma(r)] / mu_Sigma, and Delta^m_r "by_dispatcher"
     preference_samples: np.ndarray | None  # per batch, Delta_r
-    counters: dict                      # whole run from slot 0: arrivals, departures, in_system, tokens_held
+    counters: dict                      # whole run from slot 0: arrivals, departures; at the end: in_system,
+                                        # idle_servers, tokens_held (jiq)
     slots_run: int                      # warm-up included
     wall_seconds: float
     batch_delay_means: list = field(default_factory=list)
@@ -132,7 +134,9 @@ class SlottedResult:
         if len(self.runs) == 1:
             return self.runs[0].preference
         deltas = np.array([run.preference["delta"] for run in self.runs])
-        return preference_report(deltas.mean(axis=0), deltas)
+        return {**preference_report(deltas.mean(axis=0), deltas),
+                **{key: np.mean([run.preference[key] for run in self.runs], axis=0).tolist()
+                   for key in ("selection", "share")}}
 
     @property
     def wall_seconds(self) -> float:
