@@ -7,6 +7,8 @@ comparisons of a test; every run has a fixed seed, so each test is deterministic
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -292,6 +294,14 @@ def test_result_serialises_with_its_metadata():
     assert result.slots_per_second > 0 and data["mean_delay"] == pytest.approx(result.mean_delay)
 
 
+def test_reference_page_example_runs():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "slotted.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "slotted.md", "exec"), {})
+
+
 def test_registry_lists_the_slotted_policies():
     slotted = {spec.id for spec in POLICIES.values() if "slotted" in spec.models}
     assert slotted == set(INFORMATION) == {"random", "weighted-random", "jsq", "pod", "jiq", "l-jsq", "l-jba", "l-pod"}
@@ -353,3 +363,19 @@ def test_models_do_not_mix():
         hetlb.simulate(hetlb.System.from_speeds([1.0, 1.0], load=0.5), "l-jsq")
     with pytest.raises(InputError, match="SlottedSystem"):
         simulate_slotted(hetlb.System.from_speeds([1.0, 1.0], load=0.5), "jsq")
+
+
+def test_command_line(capsys):
+    from hetlb.cli import main
+
+    argv = ["simulate", "--model", "slotted", "--speeds", "4x1,4x0.5", "--dispatchers", "2", "--load", "0.8",
+            "--policy", "l-pod", "--d", "2", "--update", "pull", "--p-hat", "0.5", "--increment-on-dispatch",
+            "--slots", "2000", "--seed", "3"]
+    assert main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metadata"]["policy"] == {**hetlb.make_policy("l-pod").params, "d": 2, "update": "pull", "p_hat": 0.5,
+                                         "increment_on_dispatch": True, "id": "l-pod"}
+    assert out["metadata"]["system"]["n_dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
+    assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out
+    assert main(argv + ["--buffer", "3"]) == 2
+    assert capsys.readouterr().err.strip() == "hetlb: error: --buffer: does not apply to the slotted model"
