@@ -180,6 +180,9 @@ def test_single_bernoulli_queue():
     ratio = p * (1 - q) / (q * (1 - p))
     exact = ratio / (1 - ratio)  # the birth-death chain with up p(1-q), down q(1-p)
     assert exact == pytest.approx(bernoulli_service_mean_queue(p, p * (1 - p), q))
+    # zeta of 001 Eq. (4): eps E[Q] = (zeta + eps^2 - eps) / 2 -> zeta / 2 in heavy traffic (C13)
+    assert system.pooled_variance() == pytest.approx(p * (1 - p) + q * (1 - q))
+    assert (q - p) * exact == pytest.approx((system.pooled_variance() + (q - p) ** 2 - (q - p)) / 2)
     queue = [run.mean_number_in_system for run in result.runs]
     delay = [run.mean_delay for run in result.runs]
     assert abs(np.mean(queue) - exact) <= bonferroni_t_halfwidth(queue, FAMILY_ALPHA, 2)
