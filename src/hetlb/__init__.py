@@ -9,9 +9,10 @@ check them against.
 __version__ = "0.1.0"
 
 from hetlb.errors import InputError
-from hetlb.model import CompatibilityGraph, JobSizes, System, parse_speeds
+from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
 from hetlb.simulation import simulate
+from hetlb.slotted_simulation import simulate_slotted
 
-__all__ = ["CompatibilityGraph", "InputError", "JobSizes", "POLICIES", "Policy", "System", "__version__",
-           "make_policy", "parse_speeds", "simulate"]
+__all__ = ["CompatibilityGraph", "CountDistribution", "InputError", "JobSizes", "POLICIES", "Policy", "SlottedSystem",
+           "System", "__version__", "make_policy", "parse_speeds", "simulate", "simulate_slotted"]

@@ -83,12 +83,77 @@ def scenario_from_args(args):
 def command_simulate(args) -> int:
     from hetlb.simulation import simulate
 
+    if args.model == "slotted":
+        return command_simulate_slotted(args)
     scenario = scenario_from_args(args)
     result = simulate(scenario.system, scenario.policy, progress=sys.stderr.isatty(), **scenario.run)
     if args.json:
         print(result.to_json(indent=None if args.compact else 2))
     else:
         print(format_result(result))
+    return 0
+
+
+def add_slotted_flags(parser) -> None:
+    group = parser.add_argument_group("slotted model of paper 001 (with --model slotted; --speeds are mean "
+                                      "services per slot, --arrival-rate is jobs per slot)")
+    group.add_argument("--model", choices=["continuous", "slotted"], default="continuous",
+                       help="continuous time (default) or the slotted model (hetlb.simulate_slotted)")
+    group.add_argument("--dispatchers", type=int, default=1, metavar="M", help="number of dispatchers (default 1)")
+    group.add_argument("--arrivals", default="poisson", help="per-slot arrivals: poisson, bernoulli, binomial:K")
+    group.add_argument("--service", default="poisson", help="per-slot services: poisson, bernoulli, binomial:K")
+    group.add_argument("--routing", default="slot", help="slot (one server per dispatcher and slot) or job")
+    group.add_argument("--slots", type=int, default=100_000, help="measured slots after the warm-up (default 100000)")
+    group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    for flag, kind in (("--update", str), ("--p-hat", float), ("--push-d", int), ("--push-trigger", str),
+                       ("--pull-trigger", str), ("--average", str), ("--empty-set", str)):
+        group.add_argument(flag, type=kind, help="LED parameter (see `hetlb policies`)")
+    for flag in ("--increment-on-dispatch", "--inclusive"):
+        group.add_argument(flag, action="store_true", default=None, help="LED parameter (see `hetlb policies`)")
+
+
+def command_simulate_slotted(args) -> int:
+    """``hetlb simulate --model slotted``: build a SlottedSystem from the flags, run, print."""
+    from hetlb.model import SlottedSystem, parse_speeds
+    from hetlb.slotted_simulation import simulate_slotted
+
+    for flag in ("config", "buffer", "job_sizes", "scv", "jobs", "horizon"):
+        if getattr(args, flag, None) is not None:
+            raise InputError(f"--{flag.replace('_', '-')}", "does not apply to the slotted model")
+    if args.speeds is None:
+        raise InputError("--speeds", "the slotted model needs the mean service per slot of every server")
+    if args.warmup is not None and not float(args.warmup).is_integer():
+        raise InputError("--warmup", f"counts slots in the slotted model, got {args.warmup}")
+    system = SlottedSystem.from_speeds(parse_speeds(args.speeds), n_dispatchers=args.dispatchers,
+                                       arrival_rate=args.arrival_rate, load=args.load, arrivals=args.arrivals,
+                                       service=args.service, routing=args.routing)
+    names = ("d", "update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
+             "inclusive", "empty_set")
+    params = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    result = simulate_slotted(system, args.policy or "l-jsq", slots=args.slots, warmup=int(args.warmup or 0),
+                              replications=args.replications or 1, seed=args.seed or 0,
+                              preference=args.preference, progress=sys.stderr.isatty(), **params)
+    if args.json:
+        print(result.to_json(indent=None if args.compact else 2))
+        return 0
+    meta, summary = result.metadata, result.summary()
+    lines = [f"policy {meta['policy']}  ({meta['policy_definition']})",
+             f"decides on: {meta['information']}",
+             f"system {meta['system']}",
+             f"{result.replications} replication(s), {args.slots:,} slots after warm-up {int(args.warmup or 0)}, "
+             f"seed {meta['seed']}", ""]
+    for label, key in (("mean delay (slots)", "mean_delay"), ("mean number in system", "mean_number_in_system"),
+                       ("mean estimate error", "mean_estimate_error"), ("messages per arrival", "messages_per_arrival"),
+                       ("messages per decision", "messages_per_decision")):
+        ci = summary.get(key + "_ci")
+        shown = f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
+        lines.append(f"  {label:<26}{summary[key]:>12.6g}{shown}")
+    lines.append(f"  messages                  {summary['messages']}")
+    if result.preference is not None:
+        lines.append(f"  preference: tilted {summary['preference_tilted']}, delta-tilted "
+                     f"{summary['preference_delta_tilted']}, delta {summary['preference_delta_min']:.4g}")
+    lines.append(f"\n  {summary['slots_per_second']:,.0f} slots/s, {summary['events_per_second'] / 1e6:.2f}M events/s")
+    print("\n".join(lines))
     return 0
 
 
@@ -184,7 +249,8 @@ def command_policies(args) -> int:
     for spec in POLICIES.values():
         params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
         print(f"{spec.id:<16}{spec.definition}")
-        print(f"{'':<16}source: {spec.reference}" + (f"; parameters: {params}" if params else ""))
+        print(f"{'':<16}source: {spec.reference}; models: {', '.join(spec.models)}"
+              + (f"; parameters: {params}" if params else ""))
     return 0
 
 
@@ -322,6 +388,7 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
+    add_slotted_flags(simulate)
     simulate.set_defaults(handler=command_simulate)
 
     exact = commands.add_parser("exact", help="exact CTMC solution of a small system (finite buffers)")

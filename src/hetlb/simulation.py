@@ -79,6 +79,8 @@ def simulate(
         raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
     else:
         policy = as_policy(policy)
+    if "continuous" not in policy.spec.models:
+        raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)

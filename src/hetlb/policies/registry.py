@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetlb.errors import InputError
-from hetlb.policies import rules
+from hetlb.policies import local_estimates, rules
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class PolicySpec:
     reference: str
     parameters: dict = field(default_factory=dict)  # name -> (default, description, kind: COUNT or PROBABILITY)
     ranks_whole_set: bool = False  # chooses by a key over every compatible server
+    models: tuple = ("continuous",)  # where it runs: "continuous" (hetlb.simulate), "slotted" (hetlb.simulate_slotted)
 
 
 @dataclass(frozen=True)
@@ -45,26 +46,54 @@ class Policy:
 
 COUNT = "an integer >= 1"
 PROBABILITY = "a number in [0, 1]"
+POSITIVE_PROBABILITY = "a number in (0, 1]"
+FLAG = "true or false"
+"""Kinds of parameter values; a tuple of strings is a choice among them."""
 
 
-def valid_parameter(kind: str, value) -> bool:
+def valid_parameter(kind, value) -> bool:
+    if isinstance(kind, tuple):
+        return value in kind
+    if kind == FLAG:
+        return isinstance(value, bool)
     if kind == COUNT:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and (0.0 < value <= 1.0 if kind == POSITIVE_PROBABILITY else 0.0 <= value <= 1.0)
 
+
+def describe_kind(kind) -> str:
+    return f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind
+
+
+BOTH_MODELS = ("continuous", "slotted")
+
+LED_UPDATE_PARAMETERS = {
+    "update": ("push", "push: the dispatcher probes push_d sampled servers; pull: servers report to a "
+                       "random dispatcher", local_estimates.UPDATES),
+    "p_hat": (1.0, "probability of an update at each trigger", POSITIVE_PROBABILITY),
+    "push_d": (2, "servers a push samples, without replacement", COUNT),
+    "push_trigger": ("arrival", "push after each slot with >= 1 arrival at the dispatcher, or every slot",
+                     local_estimates.PUSH_TRIGGERS),
+    "pull_trigger": ("departure-slot", "pull after each slot with >= 1 departure at the server, after each "
+                                       "departure, or every slot", local_estimates.PULL_TRIGGERS),
+    "increment_on_dispatch": (False, "add the jobs a dispatcher sends to its own estimate (an LSQ variant)", FLAG),
+}
+"""Parameters shared by the LED policies: the update strategy of 001 section 5 (MODEL-SPEC 2.4)."""
 
 POLICIES: dict[str, PolicySpec] = {
     spec.id: spec
     for spec in [
         PolicySpec("random", rules.RANDOM,
                    "a compatible server chosen uniformly at random",
-                   "baseline; 001 section 5"),
+                   "baseline; 001 section 5", models=BOTH_MODELS),
         PolicySpec("weighted-random", rules.WEIGHTED_RANDOM,
                    "a compatible server chosen with probability proportional to its speed",
-                   "baseline; the Delta = 0 reference of 001 section 3"),
+                   "baseline; the Delta = 0 reference of 001 section 3", models=BOTH_MODELS),
         PolicySpec("jsq", rules.JSQ,
                    "join a shortest compatible queue (queue length counts the job in service); ties uniformly at random",
-                   "000 section 6 (JSQ); 002 ('RR', random tie-breaking)", ranks_whole_set=True),
+                   "000 section 6 (JSQ); 002 ('RR', random tie-breaking)", ranks_whole_set=True,
+                   models=BOTH_MODELS),
         PolicySpec("jfsq", rules.JFSQ,
                    "join a shortest compatible queue; ties to the fastest server, remaining ties at random",
                    "000 section 3 (JFSQ); 002 (JFSQ, speed-aware JSQ)", ranks_whole_set=True),
@@ -73,7 +102,7 @@ POLICIES: dict[str, PolicySpec] = {
                    "002 (JSSQ)", ranks_whole_set=True),
         PolicySpec("jiq", rules.JIQ,
                    "a compatible idle server uniformly at random; if none is idle, a compatible server uniformly at random",
-                   "000 section 6 (JIQ)", ranks_whole_set=True),
+                   "000 section 6 (JIQ)", ranks_whole_set=True, models=BOTH_MODELS),
         PolicySpec("jfiq", rules.JFIQ,
                    "the fastest compatible idle server (ties at random); if none is idle, a compatible server "
                    "uniformly at random, whatever its queue",
@@ -81,7 +110,8 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec("pod", rules.POD,
                    "power-of-d: sample min(d, degree) distinct compatible servers uniformly without replacement, "
                    "join the shortest, ties at random",
-                   "Mitzenmacher; 001 (Pod)", {"d": (2, "number of servers sampled", COUNT)}),
+                   "Mitzenmacher; 001 (Pod)", {"d": (2, "number of servers sampled", COUNT)},
+                   models=BOTH_MODELS),
         PolicySpec("sed", rules.SED,
                    "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
                    "practitioners' baseline", ranks_whole_set=True),
@@ -107,6 +137,31 @@ POLICIES: dict[str, PolicySpec] = {
                                PROBABILITY)}),
     ]
 }
+POLICIES.update({
+    spec.id: spec
+    for spec in [
+        PolicySpec("l-jsq", local_estimates.L_JSQ,
+                   "LED: each dispatcher joins a server with the least local estimate, ties at random; estimates "
+                   "change only at updates",
+                   "001 section 5 (L-JSQ); LSQ of Vargaftik et al.", dict(LED_UPDATE_PARAMETERS), models=("slotted",)),
+        PolicySpec("l-jba", local_estimates.L_JBA,
+                   "LED: a server whose local estimate is below the mean estimate, with probability proportional "
+                   "to its speed among those; if none is below, the empty_set rule",
+                   "001 section 5 (L-JBA); rule inferred, MODEL-SPEC 2.3",
+                   {**LED_UPDATE_PARAMETERS,
+                    "average": ("plain", "plain mean of the estimates, or rate-weighted (sum mu_n Q~_n / mu_Sigma)",
+                                local_estimates.JBA_AVERAGES),
+                    "inclusive": (False, "below means <= instead of <", FLAG),
+                    "empty_set": ("weighted-random", "when no estimate is below: weighted-random or l-jsq",
+                                  local_estimates.JBA_EMPTY_SET)},
+                   models=("slotted",)),
+        PolicySpec("l-pod", local_estimates.L_POD,
+                   "LED: sample min(d, N) distinct servers uniformly, join the least local estimate, ties at random",
+                   "001 section 5 (L-Pod)",
+                   {**LED_UPDATE_PARAMETERS, "d": (2, "number of servers sampled", COUNT)},
+                   models=("slotted",)),
+    ]
+})
 
 
 def make_policy(policy_id: str, **params) -> Policy:
@@ -121,7 +176,7 @@ def make_policy(policy_id: str, **params) -> Policy:
     values = {name: params.get(name, default) for name, (default, _, _) in spec.parameters.items()}
     for name, (_, _, kind) in spec.parameters.items():
         if not valid_parameter(kind, values[name]):
-            raise InputError(f"policy {policy_id}.{name}", f"must be {kind}, got {values[name]!r}")
+            raise InputError(f"policy {policy_id}.{name}", f"must be {describe_kind(kind)}, got {values[name]!r}")
     return Policy(policy_id, values)
 
 

@@ -122,10 +122,7 @@ class SimulationResult:
     metadata: dict = field(default_factory=dict)
 
     def _across(self, name: str):
-        values = np.array([getattr(run, name) for run in self.runs], dtype=float)
-        if len(self.runs) == 1:
-            return float(values[0]), getattr(self.runs[0], name + "_ci", None)
-        return float(values.mean()), interval(values)
+        return mean_over_runs(self.runs, name)
 
     @property
     def replications(self) -> int:
@@ -208,6 +205,15 @@ class SimulationResult:
         """Strict JSON: numpy values become numbers and non-finite floats become null."""
         return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
                           allow_nan=False)
+
+
+def mean_over_runs(runs, name: str):
+    """Mean of a figure over replications and its interval: over the replications when there are
+    several, else the run's own batch-means interval (its ``name + "_ci"``)."""
+    values = np.array([getattr(run, name) for run in runs], dtype=float)
+    if len(runs) == 1:
+        return float(values[0]), getattr(runs[0], name + "_ci", None)
+    return float(values.mean()), interval(values)
 
 
 def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:

@@ -1,0 +1,175 @@
+"""The slotted (discrete-time) model of paper 001: M dispatchers, N servers, one decision per slot.
+
+Notation (001, MODEL-SPEC section 2.1): in slot t dispatcher m receives A_m(t) jobs, i.i.d. over
+slots with mean lambda_m = p_m lambda_Sigma; server n offers S_n(t) services, i.i.d. over slots
+with mean mu_n = ``speed[n]`` (jobs per slot); Q_n(t+1) = max(Q_n(t) + A_n(t) - S_n(t), 0), so a job
+can be served in the slot it arrives. With ``routing="slot"`` (the paper's rule) all of a
+dispatcher's arrivals of a slot go to one server; with ``routing="job"`` each job is a separate
+decision on the same start-of-slot information.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetlb.errors import InputError
+from hetlb.model.system import positive_finite_array, positive_int
+
+COUNT_KINDS = {"poisson": 0, "bernoulli": 1, "binomial": 2}
+ROUTINGS = ("slot", "job")
+
+
+@dataclass(frozen=True)
+class CountDistribution:
+    """Law of a per-slot count with a given mean: ``poisson`` (any mean), ``bernoulli`` (mean <= 1),
+    or ``binomial`` with ``trials`` trials of success probability mean / trials (mean <= trials)."""
+
+    kind: str = "poisson"
+    trials: int = 1
+
+    def __post_init__(self):
+        if self.kind not in COUNT_KINDS:
+            raise InputError("distribution", f"must be one of {', '.join(COUNT_KINDS)}, got {self.kind!r}")
+        if self.kind == "binomial":
+            positive_int("trials", self.trials)
+        elif self.trials != 1:
+            raise InputError("trials", f"only a binomial has a number of trials, not a {self.kind}")
+
+    @classmethod
+    def parse(cls, value) -> "CountDistribution":
+        """A CountDistribution, or its kind name, with "binomial:K" for K trials."""
+        if isinstance(value, cls):
+            return value
+        kind, _, trials = str(value).partition(":")
+        if trials:
+            try:
+                return cls(kind, int(trials))
+            except ValueError:
+                raise InputError("trials", f"must be an integer in {value!r} (e.g. binomial:4)") from None
+        return cls(kind)
+
+    @property
+    def code(self) -> int:
+        return COUNT_KINDS[self.kind]
+
+    @property
+    def max_mean(self) -> float:
+        return {"poisson": math.inf, "bernoulli": 1.0, "binomial": float(self.trials)}[self.kind]
+
+    def variance(self, mean):
+        """Variance of a count with this law and mean ``mean`` (scalar or array)."""
+        if self.kind == "poisson":
+            return mean
+        return mean * (1.0 - mean / self.trials)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, **({"trials": self.trials} if self.kind == "binomial" else {})}
+
+
+@dataclass(frozen=True, eq=False)
+class SlottedSystem:
+    """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
+
+    speed: np.ndarray               # mu_n: mean offered service per slot (jobs per slot)
+    n_dispatchers: int              # M
+    total_arrival_rate: float       # lambda_Sigma: mean arrivals per slot, all dispatchers
+    dispatcher_share: np.ndarray    # p_m, summing to 1: lambda_m = p_m lambda_Sigma
+    arrivals: CountDistribution     # law of A_m(t)
+    service: CountDistribution      # law of S_n(t)
+    routing: str = "slot"           # "slot": one server per dispatcher and slot; "job": one per job
+
+    @classmethod
+    def from_speeds(cls, speed, *, n_dispatchers: int = 1, arrival_rate: float | None = None,
+                    load: float | None = None, dispatcher_share=None, arrivals="poisson", service="poisson",
+                    routing: str = "slot") -> "SlottedSystem":
+        """Build and validate a slotted system.
+
+        speed: mu_n, mean offered service of each server per slot (jobs per slot).
+        n_dispatchers: M.
+        arrival_rate: lambda_Sigma, mean arrivals per slot over all dispatchers; or instead
+            load: lambda_Sigma / mu_Sigma, which must be < 1.
+        dispatcher_share: p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1);
+            default equal, p_m = 1/M. Dispatchers draw their arrivals independently.
+        arrivals, service: "poisson" (default), "bernoulli" or "binomial:K" (or a CountDistribution).
+        routing: "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
+        """
+        speed = positive_finite_array("speed", speed)
+        n_dispatchers = positive_int("n_dispatchers", n_dispatchers)
+        if (arrival_rate is None) == (load is None):
+            raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
+        name, value = ("load", load) if load is not None else ("arrival_rate", arrival_rate)
+        if not _is_positive_number(value):
+            raise InputError(name, f"must be a finite number > 0, got {value!r}")
+        total = float(value * speed.sum() if name == "load" else value)
+        if total >= speed.sum():
+            raise InputError(name, f"the arrival rate {total:.6g} per slot must be below the total service rate "
+                                   f"{speed.sum():.6g} per slot (load < 1), or the queues grow without bound")
+        if dispatcher_share is None:
+            share = np.full(n_dispatchers, 1.0 / n_dispatchers)
+        else:
+            share = positive_finite_array("dispatcher_share", dispatcher_share)
+            if len(share) != n_dispatchers:
+                raise InputError("dispatcher_share", f"needs one share per dispatcher ({n_dispatchers}), "
+                                                     f"got {len(share)}")
+            share = share / share.sum()
+        arrivals = CountDistribution.parse(arrivals)
+        service = CountDistribution.parse(service)
+        if routing not in ROUTINGS:
+            raise InputError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        largest_rate = float((share * total).max())
+        if largest_rate > arrivals.max_mean:
+            raise InputError("arrivals", f"a {arrivals.kind} count has mean <= {arrivals.max_mean:g}, but a "
+                                         f"dispatcher receives {largest_rate:.6g} jobs per slot")
+        if speed.max() > service.max_mean:
+            raise InputError("service", f"a {service.kind} count has mean <= {service.max_mean:g}, but a "
+                                        f"server has speed {speed.max():.6g}")
+        return cls(speed, n_dispatchers, total, share, arrivals, service, routing)
+
+    @property
+    def n_servers(self) -> int:
+        return len(self.speed)
+
+    @property
+    def capacity(self) -> float:
+        """mu_Sigma, jobs per slot."""
+        return float(self.speed.sum())
+
+    @property
+    def load(self) -> float:
+        """lambda_Sigma / mu_Sigma."""
+        return self.total_arrival_rate / self.capacity
+
+    @property
+    def dispatcher_rate(self) -> np.ndarray:
+        """lambda_m = p_m lambda_Sigma, jobs per slot."""
+        return self.dispatcher_share * self.total_arrival_rate
+
+    def pooled_variance(self) -> float:
+        """zeta = sigma_Sigma^2 + nu_Sigma^2: the variance of A_Sigma(t) plus sum_n Var S_n(t) (001 Eq. (4)).
+        In heavy traffic eps E[sum_n Q_n] -> zeta / 2 under a delta-tilted LED policy (claim C13)."""
+        return float(np.sum(self.arrivals.variance(self.dispatcher_rate)) + np.sum(self.service.variance(self.speed)))
+
+    def describe(self) -> dict:
+        """A JSON-ready summary for result metadata."""
+        values, counts = np.unique(-self.speed, return_counts=True)
+        share = self.dispatcher_share
+        return {
+            "model": "slotted",
+            "n_servers": self.n_servers,
+            "speed_classes": [{"speed": float(-v), "count": int(c)} for v, c in zip(values, counts)],
+            "n_dispatchers": self.n_dispatchers,
+            "total_arrival_rate": self.total_arrival_rate,
+            "load": self.load,
+            "dispatcher_share": "equal" if np.all(share == share[0]) else share.tolist(),
+            "arrivals": self.arrivals.describe(),
+            "service": self.service.describe(),
+            "routing": self.routing,
+        }
+
+
+def _is_positive_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value > 0

@@ -1,0 +1,84 @@
+"""LED dispatching on local estimates (paper 001, MODEL-SPEC section 2.2-2.4): codes and rules.
+
+Dispatcher m decides on its own estimates Q~^m_n of the queue lengths (``estimate``) and the known
+speeds mu_n; messages are exchanged only by the update strategy, after the decision. ``l-pod``
+uses hetlb.policies.rules.power_of_d_server on the estimates; ``l-jsq`` (and ``jsq`` of the slotted
+model) :func:`least_value_server`; ``l-jba`` :func:`below_average_server`.
+"""
+
+from numba import njit
+
+from hetlb.policies import rules
+
+L_JSQ = 20
+L_JBA = 21
+L_POD = 22
+LOCAL = (L_JSQ, L_JBA, L_POD)
+"""The policies that decide on local estimates (codes apart from the continuous ones)."""
+
+UPDATES = ("push", "pull")
+PUSH_TRIGGERS = ("arrival", "every-slot")
+PULL_TRIGGERS = ("departure-slot", "departure", "every-slot")
+JBA_AVERAGES = ("plain", "rate-weighted")
+JBA_EMPTY_SET = ("weighted-random", "l-jsq")
+
+
+@njit(cache=True)
+def is_below(scaled_estimate, total, inclusive):
+    return scaled_estimate <= total if inclusive else scaled_estimate < total
+
+
+@njit(cache=True)
+def below_average_server(estimate, speed, rate_weighted, inclusive, rng):
+    """l-jba: a server of B = {n : estimate[n] < average} with probability speed[n] / sum_{k in B} speed[k]
+    (one uniform draw); -1 when B is empty.
+
+    average: the plain mean (1/N) sum_n estimate[n], or with ``rate_weighted`` the mean
+    sum_n speed[n] estimate[n] / mu_Sigma; ``inclusive``: "<=" instead of "<". The comparison is
+    made as scale * estimate[n] < sum (scale = N or mu_Sigma), exact for the plain mean.
+    """
+    n_servers = len(estimate)
+    total = 0.0
+    scale = 0.0
+    for n in range(n_servers):
+        weight = speed[n] if rate_weighted else 1.0
+        total += weight * estimate[n]
+        scale += weight
+    below_weight = 0.0
+    for n in range(n_servers):
+        if is_below(scale * estimate[n], total, inclusive):
+            below_weight += speed[n]
+    if below_weight == 0.0:
+        return -1
+    u = rng.random() * below_weight
+    chosen = -1
+    for n in range(n_servers):
+        if is_below(scale * estimate[n], total, inclusive):
+            chosen = n
+            u -= speed[n]
+            if u < 0.0:
+                break
+    return chosen
+
+
+
+@njit(cache=True)
+def least_value_server(values, rng):
+    """A server with the least ``values[n]``, ties uniformly at random with one uniform draw (two
+    scans; the reservoir of hetlb.policies.rules.least_key_server draws once per tie, and stale
+    estimates tie often)."""
+    least = values[0]
+    ties = 0
+    for n in range(len(values)):
+        if values[n] < least:
+            least = values[n]
+            ties = 1
+        elif values[n] == least:
+            ties += 1
+    k = rules.uniform_index(rng, ties)
+    for n in range(len(values)):
+        if values[n] == least:
+            if k == 0:
+                return n
+            k -= 1
+    return -1

@@ -1,0 +1,178 @@
+"""Results of the slotted model: one replication (:class:`SlottedRunResult`) and a set of them
+(:class:`SlottedResult`).
+
+Times are in slots. Queue lengths are taken at the end of each measured slot; the mean delay is
+Little's law, sum over slots of sum_n Q_n(t+1) divided by the arrivals, i.e. the number of slot
+ends a job spends in the system (0 for a job served in the slot it arrives). Intervals are 95%
+Student-t intervals over batch means within a run, or over replications when there are several.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetlb.results.run import finite_or_null, json_default, mean_over_runs
+from hetlb.stats import preference_report
+
+SCALARS = ("mean_number_in_system", "mean_delay", "mean_estimate_error", "messages_per_arrival",
+           "messages_per_decision")
+
+
+@dataclass
+class SlottedRunResult:
+    """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
+
+    seed_entropy: int
+    seed_key: tuple
+    slots: int                          # measured slots
+    arrivals: int                       # jobs arrived in the measured slots
+    departures: int
+    decisions: int                      # dispatching decisions (one per dispatcher and slot with arrivals,
+                                        # one per job with routing="job")
+    mean_number_in_system: float        # time-average sum_n Q_n
+    mean_number_in_system_ci: list
+    mean_delay: float                   # slots, by Little's law
+    mean_delay_ci: list
+    mean_estimate_error: float          # time-average of |Q_n - Q~^m_n| over dispatchers and servers (LED only)
+    mean_estimate_error_ci: list
+    messages: dict                      # probes, replies, reports, tokens in the measured slots
+    messages_per_arrival: float
+    messages_per_arrival_ci: list
+    messages_per_decision: float
+    mean_queue_length: np.ndarray       # per server, time-average Q_n
+    preference: dict | None             # preference_report of Delta_r, with the per-rank "selection" frequency and
+                                        # "share" E[mu_sigma(r)] / mu_Sigma, and Delta^m_r "by_dispatcher"
+    preference_samples: np.ndarray | None  # per batch, Delta_r
+    counters: dict                      # whole run from slot 0: arrivals, departures; at the end: in_system,
+                                        # idle_servers, tokens_held (jiq)
+    slots_run: int                      # warm-up included
+    wall_seconds: float
+    batch_delay_means: list = field(default_factory=list)
+    trace: dict | None = None
+
+    @property
+    def events(self) -> int:
+        """Jobs arrived plus jobs departed, whole run."""
+        return self.counters["arrivals"] + self.counters["departures"]
+
+    @property
+    def slots_per_second(self) -> float:
+        return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def to_dict(self, per_server: bool = True) -> dict:
+        out = {
+            "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
+            **{name: getattr(self, name) for name in SCALARS},
+            **{name + "_ci": getattr(self, name + "_ci") for name in SCALARS if hasattr(self, name + "_ci")},
+            "messages": self.messages,
+            "preference": self.preference,
+            "slots": self.slots, "arrivals": self.arrivals, "departures": self.departures,
+            "decisions": self.decisions, "counters": self.counters,
+            "batch_delay_means": self.batch_delay_means,
+            "slots_run": self.slots_run, "events": self.events, "wall_seconds": self.wall_seconds,
+            "slots_per_second": self.slots_per_second, "events_per_second": self.events_per_second,
+        }
+        if per_server:
+            out["mean_queue_length"] = self.mean_queue_length.tolist()
+        return out
+
+
+def _over_runs(name: str, doc: str):
+    return property(lambda self: mean_over_runs(self.runs, name)[0], doc=doc)
+
+
+def _interval_over_runs(name: str):
+    return property(lambda self: mean_over_runs(self.runs, name)[1],
+                    doc=f"95% interval of {name}: batch means of one run, or over replications")
+
+
+@dataclass
+class SlottedResult:
+    """Replications of one slotted scenario under one policy, with their aggregate and metadata."""
+
+    runs: list
+    metadata: dict = field(default_factory=dict)
+
+    mean_number_in_system = _over_runs("mean_number_in_system", "time-average sum_n Q_n")
+    mean_number_in_system_ci = _interval_over_runs("mean_number_in_system")
+    mean_delay = _over_runs("mean_delay", "mean delay in slots (Little's law)")
+    mean_delay_ci = _interval_over_runs("mean_delay")
+    mean_estimate_error = _over_runs("mean_estimate_error", "time-average |Q_n - Q~^m_n| (LED policies)")
+    mean_estimate_error_ci = _interval_over_runs("mean_estimate_error")
+    messages_per_arrival = _over_runs("messages_per_arrival", "probes + replies + reports + tokens per arrival")
+    messages_per_arrival_ci = _interval_over_runs("messages_per_arrival")
+    messages_per_decision = _over_runs("messages_per_decision", "messages per dispatching decision")
+
+    @property
+    def replications(self) -> int:
+        return len(self.runs)
+
+    @property
+    def mean_queue_length(self) -> np.ndarray:
+        """Per server, time-average Q_n, averaged over the replications."""
+        return np.mean([run.mean_queue_length for run in self.runs], axis=0)
+
+    @property
+    def messages(self) -> dict:
+        """Message counts summed over the replications."""
+        return {kind: int(sum(run.messages[kind] for run in self.runs)) for kind in self.runs[0].messages}
+
+    @property
+    def preference(self) -> dict | None:
+        """The measured dispatching preference (hetlb.stats.preference_report), pooled over the
+        dispatchers; with several replications its intervals are over the replications."""
+        if self.runs[0].preference is None:
+            return None
+        if len(self.runs) == 1:
+            return self.runs[0].preference
+        deltas = np.array([run.preference["delta"] for run in self.runs])
+        return {**preference_report(deltas.mean(axis=0), deltas),
+                **{key: np.mean([run.preference[key] for run in self.runs], axis=0).tolist()
+                   for key in ("selection", "share")}}
+
+    @property
+    def wall_seconds(self) -> float:
+        return float(sum(run.wall_seconds for run in self.runs))
+
+    @property
+    def slots_per_second(self) -> float:
+        return sum(run.slots_run for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    @property
+    def events_per_second(self) -> float:
+        return sum(run.events for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def summary(self) -> dict:
+        """The flat dictionary of headline figures."""
+        out = {}
+        for name in SCALARS:
+            value, ci = mean_over_runs(self.runs, name)
+            out[name] = value
+            if ci is not None:
+                out[name + "_ci"] = ci
+        out["messages"] = self.messages
+        preference = self.preference
+        if preference is not None:
+            out.update({f"preference_{key}": preference[key] for key in ("tilted", "delta_tilted", "delta_min")})
+        out.update(replications=self.replications, wall_seconds=self.wall_seconds,
+                   slots_per_second=self.slots_per_second, events_per_second=self.events_per_second)
+        return out
+
+    def to_dict(self, per_server: bool | None = None) -> dict:
+        """Everything, JSON-ready: summary, preference, metadata and each replication."""
+        per_server = len(self.runs[0].mean_queue_length) <= 1000 if per_server is None else per_server
+        return {**self.summary(), "preference": self.preference, "metadata": self.metadata,
+                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
+
+    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
+        """Strict JSON: numpy values become numbers and non-finite floats become null."""
+        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
+                          allow_nan=False)

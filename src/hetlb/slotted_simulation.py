@@ -1,0 +1,263 @@
+"""The public entry point of the slotted model (paper 001): validate -> pack arrays -> kernel -> results.
+
+>>> import hetlb
+>>> system = hetlb.SlottedSystem.from_speeds([1.0] * 10, n_dispatchers=2, load=0.8)
+>>> result = hetlb.simulate_slotted(system, "l-jsq", slots=20_000, seed=1, p_hat=0.5)
+>>> result.mean_delay > 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from hetlb.errors import InputError
+from hetlb.kernels import slotted as kernel
+from hetlb.model.slotted import SlottedSystem
+from hetlb.policies import local_estimates, make_policy, rules
+from hetlb.policies.registry import POLICIES, Policy
+from hetlb.progress import ProgressBar
+from hetlb.results.run import versions
+from hetlb.results.slotted import SlottedResult, SlottedRunResult
+from hetlb.simulation import check_seed, safe_ratio
+from hetlb.stats import interval, preference_report, ratio_per_batch
+
+SLOTS_PER_CALL = 200_000
+"""Slots per kernel call between progress updates (does not change results)."""
+
+INFORMATION = {
+    "random": "no information",
+    "weighted-random": "the speeds mu_n",
+    "jsq": "every dispatcher sees the true queues Q(t) at the start of the slot (2N messages per decision)",
+    "pod": "the true queues of the d sampled servers at the start of the slot (2d messages per decision)",
+    "jiq": "idle tokens: at the end of a slot each server with Q_n(t+1) = 0 and no token out sends one token "
+           "to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen uniformly and discards "
+           "it, one without sends to a server chosen uniformly; tokens may be stale",
+    "l-jsq": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
+    "l-jba": "its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
+    "l-pod": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
+}
+"""What a dispatcher decides on under each policy of the slotted model."""
+
+
+def simulate_slotted(
+    system: SlottedSystem,
+    policy: str | Policy = "l-jsq",
+    *,
+    slots: int = 100_000,
+    warmup: int = 0,
+    replications: int = 1,
+    seed: int | np.random.SeedSequence = 0,
+    batches: int = 20,
+    preference: bool = False,
+    trace: int = 0,
+    progress: bool = False,
+    **policy_params,
+) -> SlottedResult:
+    """Simulate the slotted ``system`` under ``policy``; return the replications and their aggregate.
+
+    slots: measured slots after ``warmup`` slots that are discarded (both counts of slots).
+    seed: an integer >= 0 or a SeedSequence; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
+        spawned into the environment, dispatch, update and measurement streams of
+        hetlb.kernels.slotted, so every policy sees the same arrivals and services (common random numbers).
+    batches: batches of slots for the batch-means intervals of each run.
+    preference: measure the dispatching preference Delta_r (costs a sort per decision).
+    trace: record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true queue).
+    policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod.
+    """
+    if isinstance(policy, str):
+        policy = make_policy(policy, **policy_params)
+    elif policy_params:
+        raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
+    elif not isinstance(policy, Policy):
+        raise InputError("policy", "must be a policy id or a hetlb.Policy")
+    if "slotted" not in policy.spec.models:
+        slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
+        raise InputError("policy", f"{policy.id} has no rule in the slotted model; choose one of: "
+                                   f"{', '.join(slotted_ids)}")
+    if not isinstance(system, SlottedSystem):
+        raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
+    for name, value, low in (("slots", slots, 1), ("warmup", warmup, 0), ("replications", replications, 1),
+                             ("batches", batches, 2), ("trace", trace, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
+    if slots < batches:
+        raise InputError("slots", f"must be at least the number of batches ({batches})")
+    if not isinstance(preference, bool):
+        raise InputError("preference", f"must be True or False, got {preference!r}")
+    root_seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
+    check_static_stability(system, policy)
+
+    model = pack_model(system, policy, int(slots), int(warmup), batches, preference)
+    bar = ProgressBar(f"{policy.id} ", enabled=progress)
+    runs = []
+    for replication in range(replications):
+        seed_sequence = np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
+        runs.append(run_replication(system, model, seed_sequence, trace,
+                                    lambda done, events: bar.update((replication + done) / replications, events)))
+    bar.close()
+    metadata = {
+        "model": "slotted",
+        "system": system.describe(),
+        "policy": policy.describe(),
+        "policy_definition": policy.spec.definition,
+        "information": INFORMATION[policy.id],
+        "seed": seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
+                                                    "spawn_key": [int(k) for k in root_seed.spawn_key]},
+        "replications": replications,
+        "stopping": {"slots": int(slots), "warmup": int(warmup)},
+        "batches": batches,
+        "confidence": 0.95,
+        "preference_ranks": "by the dispatcher's information, equal values in a random order the choice agrees with"
+        if preference else None,
+        "versions": versions(),
+    }
+    return SlottedResult(runs, metadata)
+
+
+def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
+    """random overloads a server whose share lambda_Sigma / N of the arrivals reaches its speed."""
+    if policy.code != rules.RANDOM:
+        return
+    overloaded = np.flatnonzero(system.total_arrival_rate / system.n_servers >= system.speed)
+    if len(overloaded):
+        n = int(overloaded[0])
+        raise InputError("policy", f"random is unstable here: server {n} receives "
+                                   f"{system.total_arrival_rate / system.n_servers:.6g} jobs per slot >= its "
+                                   f"speed {system.speed[n]:.6g}")
+
+
+def led_parameters(policy: Policy) -> dict:
+    """The kernel's values of the update and l-jba parameters of an LED policy (checked by the
+    registry)."""
+    params = policy.params
+    choice = {name: options.index(params[name]) for name, options in (
+        ("update", local_estimates.UPDATES), ("push_trigger", local_estimates.PUSH_TRIGGERS),
+        ("pull_trigger", local_estimates.PULL_TRIGGERS))}
+    is_jba = policy.code == local_estimates.L_JBA
+    return {
+        "update_code": (kernel.UPDATE_PUSH, kernel.UPDATE_PULL)[choice["update"]],
+        "p_hat": float(params["p_hat"]), "push_d": params["push_d"],
+        "push_every_slot": choice["push_trigger"],
+        "pull_trigger": (kernel.PULL_DEPARTURE_SLOT, kernel.PULL_DEPARTURE, kernel.PULL_EVERY_SLOT)[
+            choice["pull_trigger"]],
+        "increment_on_dispatch": int(params["increment_on_dispatch"]),
+        "jba_rate_weighted": local_estimates.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
+        "jba_inclusive": int(params["inclusive"]) if is_jba else 0,
+        "jba_fallback_jsq": local_estimates.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
+    }
+
+
+def pack_model(system: SlottedSystem, policy: Policy, slots: int, warmup: int, batches: int,
+               preference: bool) -> kernel.SlottedModel:
+    """The kernel's read-only arrays for ``system`` under ``policy``."""
+    local = policy.code in local_estimates.LOCAL
+    led = led_parameters(policy) if local else {
+        "update_code": kernel.UPDATE_NONE, "p_hat": 0.0, "push_d": 1, "push_every_slot": 0, "pull_trigger": 0,
+        "increment_on_dispatch": 0, "jba_rate_weighted": 0, "jba_inclusive": 0, "jba_fallback_jsq": 0}
+    codes = {"poisson": kernel.COUNT_POISSON, "bernoulli": kernel.COUNT_BERNOULLI, "binomial": kernel.COUNT_BINOMIAL}
+    return kernel.SlottedModel(
+        speed=system.speed, total_speed=system.capacity, cumulative_speed=np.cumsum(system.speed),
+        all_servers=np.arange(system.n_servers, dtype=np.int64), dispatcher_rate=system.dispatcher_rate,
+        arrival_code=codes[system.arrivals.kind], arrival_trials=system.arrivals.trials,
+        service_code=codes[system.service.kind], service_trials=system.service.trials,
+        per_job=int(system.routing == "job"), policy_code=policy.code, local=int(local),
+        pod_d=int(policy.params.get("d", 1)), measure_preference=int(preference),
+        warmup=warmup, end_slot=warmup + slots,
+        batch_ends=(warmup + np.floor(slots * np.arange(1, batches + 1) / batches)).astype(np.int64),
+        **led,
+    )
+
+
+def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
+    """An empty system at slot 0: every queue and estimate 0, no tokens out."""
+    n_servers, n_dispatchers, n_batches = len(model.speed), len(model.dispatcher_rate), len(model.batch_ends)
+    estimate_rows = n_dispatchers if model.local else 0
+    token_rows = n_dispatchers if model.policy_code == rules.JIQ else 0
+    preference_rows = n_dispatchers if model.measure_preference else 0
+    preference_ranks = n_servers if model.measure_preference else 0
+    return kernel.SlottedState(
+        counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE),
+        queue_len=np.zeros(n_servers, np.int64), arrivals_to=np.zeros(n_servers, np.int64),
+        dispatcher_arrivals=np.zeros(n_dispatchers, np.int64),
+        estimate=np.zeros((estimate_rows, n_servers), np.int64),
+        token_server=np.zeros((token_rows, n_servers), np.int64), token_count=np.zeros(n_dispatchers, np.int64),
+        token_held=np.zeros(n_servers, np.uint8), queue_area=np.zeros(n_servers, np.int64),
+        preference_count=np.zeros((preference_rows, n_servers), np.int64),
+        preference_share=np.zeros((preference_rows, n_servers)),
+        batches=np.zeros((n_batches, len(kernel.BATCH_FIELDS))),
+        batch_preference_count=np.zeros((n_batches, preference_ranks)),
+        batch_preference_share=np.zeros((n_batches, preference_ranks)),
+        sample=np.zeros(max(model.pod_d, model.push_d, 1), np.int64),
+        trace_slot=np.zeros(trace, np.int64), trace_dispatcher=np.zeros(trace, np.int64),
+        trace_jobs=np.zeros(trace, np.int64), trace_server=np.zeros(trace, np.int64),
+        trace_seen=np.zeros(trace, np.int64), trace_queue=np.zeros(trace, np.int64),
+    )
+
+
+def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, report) -> SlottedRunResult:
+    """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
+    environment, dispatch, update, measurement = (np.random.Generator(np.random.PCG64(stream))
+                                                  for stream in seed_sequence.spawn(4))
+    state = new_state(model, trace)
+    counters = state.counters[0]
+    started = time.perf_counter()
+    while kernel.advance(model, state, environment, dispatch, update, measurement, SLOTS_PER_CALL) != kernel.FINISHED:
+        report(counters["slot"] / model.end_slot, int(counters["arrivals_total"] + counters["departures_total"]))
+    wall = time.perf_counter() - started
+    return run_result(system, model, state, seed_sequence, wall)
+
+
+def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds: float) -> SlottedRunResult:
+    c = state.counters[0]
+    slots = int(c["slot"] - model.warmup)
+    batches = state.batches
+    columns = {name: batches[:, i] for i, name in enumerate(kernel.BATCH_FIELDS)}
+    batch_slots = columns["slot"] - model.warmup
+    messages = {kind: int(c[kind]) for kind in ("probes", "replies", "reports", "tokens")}
+    batch_messages = columns["probes"] + columns["replies"] + columns["reports"] + columns["tokens"]
+    pairs = len(model.dispatcher_rate) * system.n_servers if model.local else 0
+    delay_batches = ratio_per_batch(columns["queue_area"], columns["arrivals"])
+    preference = samples = None
+    if model.measure_preference:
+        decisions = state.preference_count.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            by_dispatcher = (state.preference_count - state.preference_share) / decisions
+        selection = state.preference_count.sum(axis=0) / max(c["decisions"], 1)
+        share = state.preference_share.sum(axis=0) / max(c["decisions"], 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples = np.diff(state.batch_preference_count - state.batch_preference_share, axis=0, prepend=0.0) \
+                / np.diff(columns["decisions"], prepend=0.0)[:, None]
+        preference = {**preference_report(selection - share, samples), "selection": selection.tolist(),
+                      "share": share.tolist(), "by_dispatcher": by_dispatcher.tolist()}
+    return SlottedRunResult(
+        seed_entropy=int(seed_sequence.entropy),
+        seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
+        slots=slots, arrivals=int(c["arrivals"]), departures=int(c["departures"]), decisions=int(c["decisions"]),
+        mean_number_in_system=safe_ratio(c["queue_area"], slots),
+        mean_number_in_system_ci=interval(ratio_per_batch(columns["queue_area"], batch_slots)),
+        mean_delay=safe_ratio(c["queue_area"], c["arrivals"]),
+        mean_delay_ci=interval(delay_batches),
+        mean_estimate_error=safe_ratio(c["error_area"], slots * pairs),
+        mean_estimate_error_ci=interval(ratio_per_batch(columns["error_area"], batch_slots * pairs))
+        if pairs else [math.nan, math.nan],
+        messages=messages,
+        messages_per_arrival=safe_ratio(sum(messages.values()), c["arrivals"]),
+        messages_per_arrival_ci=interval(ratio_per_batch(batch_messages, columns["arrivals"])),
+        messages_per_decision=safe_ratio(sum(messages.values()), c["decisions"]),
+        mean_queue_length=state.queue_area / slots,
+        preference=preference,
+        preference_samples=samples,
+        counters={"arrivals": int(c["arrivals_total"]), "departures": int(c["departures_total"]),
+                  "in_system": int(state.queue_len.sum()), "idle_servers": int(np.sum(state.queue_len == 0)),
+                  "tokens_held": int(state.token_count.sum())},
+        slots_run=int(c["slot"]),
+        wall_seconds=wall_seconds,
+        batch_delay_means=delay_batches.tolist(),
+        trace={name: getattr(state, "trace_" + name)[: c["trace_n"]].copy()
+               for name in ("slot", "dispatcher", "jobs", "server", "seen", "queue")}
+        if len(state.trace_slot) else None,
+    )
