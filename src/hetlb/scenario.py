@@ -4,8 +4,10 @@ A scenario file has three tables::
 
     [system]
     speeds = "50x1.0,50x0.5"      # or a list of speeds; or n_servers = 100 with
-                                  # speed_mix = [[1.0, 0.5], [0.5, 0.5]] (speed, fraction)
-    load = 0.9                    # or arrival_rate = 2.5 (or one rate per job type)
+                                  # speed_mix = [[1.0, 0.5], [0.5, 0.5]] (speed, fraction), or with
+                                  # speed_distribution = {kind = "uniform", low = 0.7, high = 1.3}
+    load = 0.9                    # or arrival_rate = 2.5 (or one rate per job type), or
+                                  # excess_capacity = 1.0 (sum(speeds) - c sqrt(N), 002)
     buffer = 5                    # omit for infinite buffers
     job_sizes = "hyperexponential"
     scv = 4.0
@@ -22,6 +24,10 @@ A scenario file has three tables::
     warmup = 100.0
     replications = 5
     seed = 1
+
+``model = "slotted"`` in [system] gives the slotted multi-dispatcher model of paper 001 instead
+(keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``; [run] takes
+``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys.
 """
 
 from __future__ import annotations
@@ -35,21 +41,47 @@ import numpy as np
 from hetlb.errors import InputError
 from hetlb.model import JobSizes, System, parse_speeds
 from hetlb.model.constructions import construct_graph, graph_ports
+from hetlb.model.slotted import SlottedSystem
+from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import port_arrival_rates, positive_int
 from hetlb.policies import Policy, make_policy
 
-SYSTEM_KEYS = {"speeds", "n_servers", "speed_mix", "load", "arrival_rate", "buffer", "job_sizes", "scv", "graph",
-               "types"}
-RUN_KEYS = {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels"}
+SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
+SYSTEM_KEYS = {
+    "continuous": SPEED_KEYS | {"model", "load", "arrival_rate", "excess_capacity", "buffer", "job_sizes", "scv",
+                                "graph", "types"},
+    "slotted": SPEED_KEYS | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals",
+                             "service", "routing"},
+}
+RUN_KEYS = {
+    "continuous": {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels",
+                   "state_distribution", "speed_bins"},
+    "slotted": {"slots", "warmup", "replications", "seed", "batches", "preference"},
+}
+"""The keys of the [system] and [run] tables of each model (``system.model``, default continuous):
+the run keys are those of hetlb.simulate and hetlb.simulate_slotted."""
 
 
 @dataclass
 class Scenario:
-    """What to simulate (``system``, ``policy``) and how long (``run``: keywords of hetlb.simulate)."""
+    """What to simulate (``system``, ``policy``) and how long (``run``: keywords of hetlb.simulate,
+    or of hetlb.simulate_slotted for a slotted system)."""
 
-    system: System
+    system: System | SlottedSystem
     policy: Policy
     run: dict = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return "slotted" if isinstance(self.system, SlottedSystem) else "continuous"
+
+    def simulate(self, **overrides):
+        """Run the scenario (``overrides`` replace run keys, e.g. ``seed``)."""
+        from hetlb.simulation import simulate
+        from hetlb.slotted_simulation import simulate_slotted
+
+        run = simulate_slotted if self.model == "slotted" else simulate
+        return run(self.system, self.policy, **{**self.run, **overrides})
 
     @classmethod
     def from_mapping(cls, data: dict) -> "Scenario":
@@ -57,11 +89,15 @@ class Scenario:
         if unknown:
             raise InputError(f"scenario.{unknown[0]}", "unknown table; use [system], [policy] and [run]")
         system_data = dict(data.get("system", {}))
-        check_keys("system", system_data, SYSTEM_KEYS)
+        model = system_data.get("model", "continuous")
+        if model not in SYSTEM_KEYS:
+            raise InputError("system.model", f"must be one of {', '.join(SYSTEM_KEYS)}, got {model!r}")
+        check_keys("system", system_data, SYSTEM_KEYS[model])
         policy_data = dict(data.get("policy", {}))
         run = dict(data.get("run", {}))
-        check_keys("run", run, RUN_KEYS)
-        return cls(build_system(system_data), build_policy(policy_data), run)
+        check_keys("run", run, RUN_KEYS[model])
+        system = build_slotted_system(system_data) if model == "slotted" else build_system(system_data)
+        return cls(system, build_policy(policy_data), run)
 
     @classmethod
     def from_toml(cls, path) -> "Scenario":
@@ -84,6 +120,12 @@ def check_keys(table: str, data: dict, allowed: set) -> None:
         raise InputError(f"{table}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
 
 
+def build_slotted_system(data: dict) -> SlottedSystem:
+    options = {key: data[key] for key in ("dispatcher_share", "arrivals", "service", "routing") if key in data}
+    return SlottedSystem.from_speeds(speeds_of(data), n_dispatchers=data.get("dispatchers", 1),
+                                     arrival_rate=data.get("arrival_rate"), load=data.get("load"), **options)
+
+
 def build_system(data: dict) -> System:
     speeds = speeds_of(data)
     kind = data.get("job_sizes", "exponential")
@@ -94,20 +136,31 @@ def build_system(data: dict) -> System:
         ports = graph_ports(graph, len(speeds))
         if ports is None:
             ports = len(arrival_rate) if np.ndim(arrival_rate) == 1 else n_types
-        rates = port_arrival_rates(speeds, positive_int("system.types", ports), arrival_rate, load)
+        rates = port_arrival_rates(speeds, positive_int("system.types", ports), arrival_rate, load,
+                                   data.get("excess_capacity"))
         buffer = data.get("buffer")
         graph, report = construct_graph(graph, speeds, rates, buffer if isinstance(buffer, int) else None)
         arrival_rate, load = rates, None
+        data = {key: value for key, value in data.items() if key != "excess_capacity"}
     return System.from_speeds(
-        speeds, arrival_rate=arrival_rate, load=load, buffer=data.get("buffer"),
+        speeds, arrival_rate=arrival_rate, load=load, excess_capacity=data.get("excess_capacity"),
+        buffer=data.get("buffer"),
         graph=graph, n_types=n_types, job_sizes=job_sizes, graph_construction=report,
     )
 
 
 def speeds_of(data: dict) -> np.ndarray:
-    """The server speeds from ``speeds`` or from ``n_servers`` and ``speed_mix``."""
-    if ("speeds" in data) == ("n_servers" in data or "speed_mix" in data):
-        raise InputError("system.speeds", "give either speeds, or n_servers with speed_mix")
+    """The server speeds from ``speeds``, or from ``n_servers`` with ``speed_mix`` (exact pool
+    sizes) or ``speed_distribution`` (i.i.d. draws, :mod:`hetlb.model.speed_distributions`)."""
+    if ("speeds" in data) == ("n_servers" in data or "speed_mix" in data or "speed_distribution" in data):
+        raise InputError("system.speeds", "give either speeds, or n_servers with speed_mix or speed_distribution")
+    if "speed_distribution" in data:
+        if "speed_mix" in data:
+            raise InputError("system.speed_mix", "give speed_mix or speed_distribution, not both")
+        spec = data["speed_distribution"]
+        if not isinstance(spec, dict):
+            raise InputError("system.speed_distribution", "must be a table with a kind")
+        return draw_speeds(positive_int("system.n_servers", data.get("n_servers")), spec)
     if "speeds" in data:
         speeds = data["speeds"]
         return parse_speeds(speeds) if isinstance(speeds, str) else np.asarray(speeds, dtype=float)

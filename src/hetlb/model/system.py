@@ -42,6 +42,7 @@ class System:
         *,
         arrival_rate=None,
         load: float | None = None,
+        excess_capacity: float | None = None,
         buffer=None,
         graph: CompatibilityGraph | list | None = None,
         n_types: int = 1,
@@ -56,6 +57,7 @@ class System:
             (lambda_l).
         load: instead of ``arrival_rate``, the fraction rho of the total capacity sum(speed),
             split equally over the job types.
+        excess_capacity: or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
         buffer: None (infinite), one int for all servers, or one per server (b, counts the job
             in service).
         graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
@@ -76,7 +78,7 @@ class System:
             graph = CompatibilityGraph.complete(positive_int("n_types", n_types), n_servers)
         if graph.n_servers != n_servers:
             raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
-        arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load)
+        arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load, excess_capacity)
         if isinstance(job_sizes, str):
             job_sizes = JobSizes(job_sizes)
         system = cls(speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes(),
@@ -156,12 +158,30 @@ class System:
         }
 
 
-def port_arrival_rates(speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None) -> np.ndarray:
+def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
+    """n lambda^n = sum(mu_k) - c sqrt(n): the total arrival rate at diffusion-scaled excess
+    capacity c = varsigma + nu (the Halfin-Whitt regime of 002, MODEL-SPEC 3.1); stable iff c > 0."""
+    speed = np.asarray(speed, dtype=float)
+    if not (isinstance(excess_capacity, (int, float)) and not isinstance(excess_capacity, bool)
+            and math.isfinite(excess_capacity) and excess_capacity > 0):
+        raise InputError("excess_capacity", f"must be a finite number > 0 (stability), got {excess_capacity!r}")
+    rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
+    if rate <= 0:
+        raise InputError("excess_capacity", f"c sqrt(n) = {excess_capacity * math.sqrt(len(speed)):.6g} leaves no "
+                                            f"arrivals (total speed {speed.sum():.6g})")
+    return rate
+
+
+def port_arrival_rates(speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None,
+                       excess_capacity: float | None = None) -> np.ndarray:
     """lambda_l of each of ``n_types`` job types: ``arrival_rate`` (one total rate, split equally,
-    or one per type), or ``load`` rho = lambda_Sigma / sum(speed), split equally."""
-    if (arrival_rate is None) == (load is None):
-        raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
-    if load is not None:
+    or one per type), ``load`` rho = lambda_Sigma / sum(speed), or ``excess_capacity`` c
+    (:func:`arrival_rate_for_excess_capacity`), split equally."""
+    if sum(value is not None for value in (arrival_rate, load, excess_capacity)) != 1:
+        raise InputError("arrival_rate", "give exactly one of arrival_rate, load and excess_capacity")
+    if excess_capacity is not None:
+        arrival_rate = arrival_rate_for_excess_capacity(speed, excess_capacity)
+    elif load is not None:
         if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
             raise InputError("load", f"must be a finite number > 0, got {load!r}")
         arrival_rate = load * speed.sum()

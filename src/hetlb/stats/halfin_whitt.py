@@ -16,21 +16,9 @@ import math
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.model.system import arrival_rate_for_excess_capacity  # noqa: F401  (part of this module's API)
 
 MEASURES = ("x1", "x2", "x3", "x_plus1", "x_plus2")
-
-
-def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
-    """n lambda^n = sum(mu_k) - c sqrt(n): the total arrival rate at diffusion-scaled excess capacity
-    c = varsigma + nu (MODEL-SPEC 3.1); the system is stable iff c > 0."""
-    speed = np.asarray(speed, dtype=float)
-    if not (isinstance(excess_capacity, (int, float)) and math.isfinite(excess_capacity) and excess_capacity > 0):
-        raise InputError("excess_capacity", f"must be a finite number > 0 (stability), got {excess_capacity!r}")
-    rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
-    if rate <= 0:
-        raise InputError("excess_capacity", f"c sqrt(n) = {excess_capacity * math.sqrt(len(speed)):.6g} leaves no "
-                                            f"arrivals (total speed {speed.sum():.6g})")
-    return rate
 
 
 def scaled_measures(run, n_servers: int) -> dict:

@@ -1,0 +1,103 @@
+"""Server speeds drawn at random: mu_k i.i.d. from a distribution F (paper 002, MODEL-SPEC 3.1).
+
+A scenario names the distribution in a table::
+
+    [system]
+    n_servers = 500
+    speed_distribution = { kind = "uniform", low = 0.7, high = 1.3, seed = 1 }
+    excess_capacity = 1.0          # n lambda = sum(mu_k) - c sqrt(n)
+
+Kinds (``SPEED_DISTRIBUTIONS``):
+
+- ``uniform``: U[low, high];
+- ``discrete``: ``speeds`` with ``probabilities`` (pools drawn at random; for exact pool sizes
+  use ``speed_mix``);
+- ``lognormal``: with ``mean`` and coefficient of variation ``cv``;
+- ``empirical``: resampled with replacement from ``values`` or from a ``file`` of numbers.
+
+The sample is the system's ``speed`` array, so it is recorded in every result's metadata; the
+draw takes its own seed (default 0), so every policy of a study sees the same speeds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from hetlb.errors import InputError
+
+SPEED_DISTRIBUTIONS = {
+    "uniform": {"low", "high"},
+    "discrete": {"speeds", "probabilities"},
+    "lognormal": {"mean", "cv"},
+    "empirical": {"values", "file"},
+}
+
+
+def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
+    """``n_servers`` speeds drawn i.i.d. from the distribution a ``speed_distribution`` table names."""
+    kind = spec.get("kind")
+    if kind not in SPEED_DISTRIBUTIONS:
+        raise InputError("system.speed_distribution.kind",
+                         f"must be one of {', '.join(SPEED_DISTRIBUTIONS)}, got {kind!r}")
+    allowed = SPEED_DISTRIBUTIONS[kind] | {"kind", "seed"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise InputError(f"system.speed_distribution.{unknown[0]}",
+                         f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}")
+    seed = spec.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError("system.speed_distribution.seed", f"must be an integer >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        low, high = _positive(spec, "low"), _positive(spec, "high")
+        if not low < high:
+            raise InputError("system.speed_distribution.high", f"must exceed low ({low}), got {high}")
+        return rng.uniform(low, high, n_servers)
+    if kind == "discrete":
+        speeds = _positive_list(spec, "speeds")
+        probabilities = np.asarray(spec.get("probabilities", []), dtype=float)
+        if len(probabilities) != len(speeds) or np.any(probabilities <= 0) or not np.isclose(probabilities.sum(), 1):
+            raise InputError("system.speed_distribution.probabilities",
+                             "needs one probability > 0 per speed, summing to 1")
+        return rng.choice(speeds, size=n_servers, p=probabilities / probabilities.sum())
+    if kind == "lognormal":
+        mean, cv = _positive(spec, "mean"), _positive(spec, "cv")
+        sigma2 = math.log1p(cv * cv)
+        return rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n_servers)
+    if ("values" in spec) == ("file" in spec):
+        raise InputError("system.speed_distribution.values", "give either values or file")
+    values = _positive_list(spec, "values") if "values" in spec else _read_numbers(spec["file"])
+    return rng.choice(values, size=n_servers, replace=True)
+
+
+def _positive(spec: dict, key: str) -> float:
+    value = spec.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"system.speed_distribution.{key}", f"must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _positive_list(spec: dict, key: str) -> np.ndarray:
+    try:
+        values = np.asarray(spec.get(key), dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"system.speed_distribution.{key}", "must be a list of numbers") from None
+    if len(values) == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise InputError(f"system.speed_distribution.{key}", "must be a non-empty list of finite numbers > 0")
+    return values
+
+
+def _read_numbers(path) -> np.ndarray:
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        raise InputError("system.speed_distribution.file", f"cannot read {path}") from None
+    try:
+        values = np.array([float(word) for word in re.split(r"[\s,]+", text.strip()) if word])
+    except ValueError:
+        raise InputError("system.speed_distribution.file", f"{path} must hold numbers only") from None
+    return _positive_list({"file": values}, "file")
