@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -29,9 +30,15 @@ def add_system_flags(parser) -> None:
     group = parser.add_argument_group("system (flags override --config)")
     group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
     group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
+    group.add_argument("--n-servers", type=int, metavar="N", help="number of servers, with --speed-distribution")
+    group.add_argument("--speed-distribution", metavar="KIND[:KEY=VALUE,...]",
+                       help="i.i.d. speeds, e.g. uniform:low=0.7,high=1.3,seed=1 (kinds: uniform, discrete, "
+                            "lognormal, empirical)")
     rate = group.add_mutually_exclusive_group()
     rate.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
     rate.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
+    rate.add_argument("--excess-capacity", type=float, metavar="C",
+                      help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)")
     group.add_argument("--buffer", type=int, metavar="B", help="jobs a server holds, the one in service "
                        "included (omit for infinite)")
     group.add_argument("--job-sizes", choices=["exponential", "hyperexponential", "deterministic"],
@@ -40,108 +47,86 @@ def add_system_flags(parser) -> None:
     group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
     group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
     group.add_argument("--param", action="append", metavar="NAME=VALUE",
-                       help="a policy parameter, e.g. --param p_fast=0.3 (repeatable)")
+                       help="a policy parameter, e.g. --param p_fast=0.3 or --param p_hat=0.01 (repeatable)")
     group.add_argument("--graph", metavar="KIND[:KEY=VALUE,...]",
                        help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
                             "(kinds: complete, random, fig3, theorem2, theorem3)")
 
 
 def scenario_from_args(args):
-    """Merge --config and the flags into a Scenario."""
+    """Merge --config and the flags into a Scenario (either model)."""
     from hetlb.scenario import Scenario, read_toml
 
     data = read_toml(args.config) if args.config else {}
     system = dict(data.get("system", {}))
-    for key, value in (("speeds", args.speeds), ("buffer", args.buffer), ("job_sizes", args.job_sizes),
-                       ("scv", args.scv)):
-        if value is not None:
-            system[key] = value
-    if args.arrival_rate is not None or args.load is not None:
-        system.pop("load", None)
-        system.pop("arrival_rate", None)
-        system["load" if args.load is not None else "arrival_rate"] = \
-            args.load if args.load is not None else args.arrival_rate
+    flags = {"speeds": args.speeds, "buffer": args.buffer, "job_sizes": args.job_sizes, "scv": args.scv,
+             "n_servers": args.n_servers, "model": getattr(args, "model", None),
+             "dispatchers": getattr(args, "dispatchers", None), "arrivals": getattr(args, "arrivals", None),
+             "service": getattr(args, "service", None), "routing": getattr(args, "routing", None)}
+    system.update({key: value for key, value in flags.items() if value is not None})
+    rates = {"load": args.load, "arrival_rate": args.arrival_rate, "excess_capacity": args.excess_capacity}
+    if any(value is not None for value in rates.values()):
+        for key, value in rates.items():
+            system.pop(key, None)
+            if value is not None:
+                system[key] = value
+    if args.speed_distribution is not None:
+        system["speed_distribution"] = parse_construction(args.speed_distribution)
+    if args.graph is not None:
+        system["graph"] = parse_construction(args.graph)
     policy = dict(data.get("policy", {}))
     if args.policy is not None:
         policy = {"id": args.policy}
     if args.d is not None:
         policy["d"] = args.d
     policy.update(parse_assignment(text) for text in args.param or [])
-    if args.graph is not None:
-        kind, _, settings = args.graph.partition(":")
-        system["graph"] = {"kind": kind, **dict(parse_assignment(text) for text in settings.split(",") if text)}
     run = dict(data.get("run", {}))
-    for key in ("jobs", "horizon", "warmup", "replications", "seed"):
+    for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins"):
         value = getattr(args, key, None)
-        if value is not None:
-            run[key] = value
+        if value is not None and value is not False:
+            run[key] = int(value) if key == "warmup" and system.get("model") == "slotted" and \
+                float(value).is_integer() else value
     if "jobs" in run and "horizon" in run:
         run.pop("horizon" if args.jobs is not None else "jobs")
     return Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
 
 
-def command_simulate(args) -> int:
-    from hetlb.simulation import simulate
+def parse_construction(text: str) -> dict:
+    """KIND[:KEY=VALUE,...] as a table {kind = KIND, KEY = VALUE, ...}."""
+    kind, _, settings = text.partition(":")
+    return {"kind": kind, **dict(parse_assignment(item) for item in settings.split(",") if item)}
 
-    if args.model == "slotted":
-        return command_simulate_slotted(args)
+
+def command_simulate(args) -> int:
     scenario = scenario_from_args(args)
-    result = simulate(scenario.system, scenario.policy, progress=sys.stderr.isatty(), **scenario.run)
+    result = scenario.simulate(progress=sys.stderr.isatty())
     if args.json:
         print(result.to_json(indent=None if args.compact else 2))
     else:
-        print(format_result(result))
+        print(format_slotted_result(result) if scenario.model == "slotted" else format_result(result))
     return 0
 
 
 def add_slotted_flags(parser) -> None:
     group = parser.add_argument_group("slotted model of paper 001 (with --model slotted; --speeds are mean "
-                                      "services per slot, --arrival-rate is jobs per slot)")
-    group.add_argument("--model", choices=["continuous", "slotted"], default="continuous",
+                                      "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)")
+    group.add_argument("--model", choices=["continuous", "slotted"],
                        help="continuous time (default) or the slotted model (hetlb.simulate_slotted)")
-    group.add_argument("--dispatchers", type=int, default=1, metavar="M", help="number of dispatchers (default 1)")
-    group.add_argument("--arrivals", default="poisson", help="per-slot arrivals: poisson, bernoulli, binomial:K")
-    group.add_argument("--service", default="poisson", help="per-slot services: poisson, bernoulli, binomial:K")
-    group.add_argument("--routing", default="slot", help="slot (one server per dispatcher and slot) or job")
-    group.add_argument("--slots", type=int, default=100_000, help="measured slots after the warm-up (default 100000)")
+    group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
+    group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
+    group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
+    group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
+    group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
-    for flag, kind in (("--update", str), ("--p-hat", float), ("--push-d", int), ("--push-trigger", str),
-                       ("--pull-trigger", str), ("--average", str), ("--empty-set", str)):
-        group.add_argument(flag, type=kind, help="LED parameter (see `hetlb policies`)")
-    for flag in ("--increment-on-dispatch", "--inclusive"):
-        group.add_argument(flag, action="store_true", default=None, help="LED parameter (see `hetlb policies`)")
 
 
-def command_simulate_slotted(args) -> int:
-    """``hetlb simulate --model slotted``: build a SlottedSystem from the flags, run, print."""
-    from hetlb.model import SlottedSystem, parse_speeds
-    from hetlb.slotted_simulation import simulate_slotted
-
-    for flag in ("config", "buffer", "job_sizes", "scv", "jobs", "horizon"):
-        if getattr(args, flag, None) is not None:
-            raise InputError(f"--{flag.replace('_', '-')}", "does not apply to the slotted model")
-    if args.speeds is None:
-        raise InputError("--speeds", "the slotted model needs the mean service per slot of every server")
-    if args.warmup is not None and not float(args.warmup).is_integer():
-        raise InputError("--warmup", f"counts slots in the slotted model, got {args.warmup}")
-    system = SlottedSystem.from_speeds(parse_speeds(args.speeds), n_dispatchers=args.dispatchers,
-                                       arrival_rate=args.arrival_rate, load=args.load, arrivals=args.arrivals,
-                                       service=args.service, routing=args.routing)
-    names = ("d", "update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
-             "inclusive", "empty_set")
-    params = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    result = simulate_slotted(system, args.policy or "l-jsq", slots=args.slots, warmup=int(args.warmup or 0),
-                              replications=args.replications or 1, seed=args.seed or 0,
-                              preference=args.preference, progress=sys.stderr.isatty(), **params)
-    if args.json:
-        print(result.to_json(indent=None if args.compact else 2))
-        return 0
+def format_slotted_result(result) -> str:
+    """A readable table of a SlottedResult."""
     meta, summary = result.metadata, result.summary()
     lines = [f"policy {meta['policy']}  ({meta['policy_definition']})",
              f"decides on: {meta['information']}",
              f"system {meta['system']}",
-             f"{result.replications} replication(s), {args.slots:,} slots after warm-up {int(args.warmup or 0)}, "
-             f"seed {meta['seed']}", ""]
+             f"{result.replications} replication(s), seed {meta['seed']}", ""]
     for label, key in (("mean delay (slots)", "mean_delay"), ("mean number in system", "mean_number_in_system"),
                        ("mean estimate error", "mean_estimate_error"), ("messages per arrival", "messages_per_arrival"),
                        ("messages per decision", "messages_per_decision")):
@@ -153,8 +138,7 @@ def command_simulate_slotted(args) -> int:
         lines.append(f"  preference: tilted {summary['preference_tilted']}, delta-tilted "
                      f"{summary['preference_delta_tilted']}, delta {summary['preference_delta_min']:.4g}")
     lines.append(f"\n  {summary['slots_per_second']:,.0f} slots/s, {summary['events_per_second'] / 1e6:.2f}M events/s")
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 def format_result(result) -> str:
@@ -386,6 +370,7 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--warmup", type=float, metavar="T", help="simulated time discarded first (default 0)")
     run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
+    run.add_argument("--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K speed bins")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
     add_slotted_flags(simulate)
@@ -465,6 +450,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("hetlb: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of standard output stopped early (e.g. `| head`)
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":
