@@ -365,7 +365,7 @@ def test_conservation_laws(policy):
     assert solution.mean_waiting_time >= 0.0
     assert 0.0 <= solution.p_wait <= 1.0
     assert solution.residual < 1e-9
-    assert solution.n_states == 4 * 3 * 5 * 4
+    assert solution.stationary.size == 4 * 3 * 5 * 4
 
 
 def test_speed_aware_tie_breaking_helps():

@@ -5,9 +5,10 @@ rate ``speed[s]`` (mu in 000) and holds at most ``buffer[s]`` jobs, the one in s
 (b in 000). Job type k (a port of 000) arrives as a Poisson stream of rate ``arrival_rate[k]``
 (lambda_l in 000) and may only use the servers in ``compat[k]`` (N_L(l) in 000). The state is the
 vector of queue lengths q, where q_s counts the job in service. The policy routes an arrival on
-queue lengths and speeds only; if the chosen server is full the job is lost.
+queue lengths and speeds only (``jsq-lisf`` also on the order in which servers became idle, see
+below); if the chosen server is full the job is lost.
 
-Policy ids and their tie-breaking follow docs/reference/policies.md, which lacks these two:
+Policy ids and their tie-breaking follow docs/reference/policies.md, which lacks these three:
 
 - ``jsq-fiq`` (the JFIQ of 002): the fastest idle compatible server (ties at random), otherwise a
   shortest compatible queue (ties at random).
@@ -20,6 +21,20 @@ Policy ids and their tie-breaking follow docs/reference/policies.md, which lacks
   among idle or shortest sampled servers are uniform. A choice of a fast server goes to the slow
   side when F_k is empty (p_S = 1, p_F = 0), and p_F = 1 when S_k is empty; with one speed in the
   system this is ``pod`` with d = d_F.
+- ``jsq-lisf`` (longest idle server first, 002): a shortest compatible queue; if a compatible
+  server is idle, the one that has been idle the longest. Servers idle since time 0 tie and are
+  chosen among at random; otherwise ties among the shortest busy queues are at random.
+
+Queue lengths alone do not determine where ``jsq-lisf`` sends a job, so its chain has the states
+(q, the idle servers from the longest idle to the most recently idle): a server joins the end of
+the order when a departure empties it and leaves it when it receives a job. There are sum over
+idle sets I of |I|! prod_{s not in I} buffer[s] such states. The initial order does not matter for
+the stationary law: every covered server (one that some job type may use) receives a job in
+finite time, after which the covered servers are strictly ordered and the chain can reach every
+order of them, so it has a single closed class (the random ties at time 0 only affect transient
+states). Servers that no job type uses stay idle, are never chosen and never change place, so the
+chain starts from the empty state with them first and the covered servers in index order, a state
+of that closed class.
 """
 
 import itertools
@@ -182,6 +197,17 @@ def _sed(queue_len, speed, is_fast, params):
     return _uniform_over(_shortest((queue_len + 1) / speed))
 
 
+def _jsq_lisf(queue_len, idle_rank):
+    """The idle server of least ``idle_rank`` (ties at random) if one is idle, otherwise jsq.
+
+    ``idle_rank`` is each server's position in the order in which the idle servers became idle;
+    it is ignored for busy servers.
+    """
+    idle = queue_len == 0
+    longest_idle = _shortest(np.where(idle, idle_rank, np.inf))
+    return _uniform_over(np.where(idle.any(axis=1, keepdims=True), longest_idle, _shortest(queue_len)))
+
+
 _POLICY_RULES = {
     "random": _random,
     "weighted-random": _weighted_random,
@@ -196,15 +222,15 @@ _POLICY_RULES = {
     "jsq-df-ds": _jsq_df_ds,
 }
 
-EXACT_POLICIES = tuple(_POLICY_RULES)
-"""Policy ids that the exact solver implements."""
+EXACT_POLICIES = (*_POLICY_RULES, "jsq-lisf")
+"""Policy ids that the exact solver implements; ``jsq-lisf`` also routes on the idle order."""
 
 
 # --- validation ------------------------------------------------------------------------------
 
 
 def _check_policy(policy) -> str:
-    if not isinstance(policy, str) or policy not in _POLICY_RULES:
+    if not isinstance(policy, str) or policy not in EXACT_POLICIES:
         raise InputError("policy", f"unknown policy {policy!r}; must be one of: {', '.join(EXACT_POLICIES)}")
     return policy
 
@@ -264,13 +290,14 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
 
 
 def routing_probabilities(policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2, p_fast=0.5,
-                          p_slow=0.5) -> np.ndarray:
+                          p_slow=0.5, idle_order=None) -> np.ndarray:
     """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
 
     ``q[s]`` is the queue length of server s, the job in service included; ``speed[s]`` its rate
     (jobs per unit time); ``d`` the number of servers sampled by ``pod``; ``d_fast``, ``d_slow``,
-    ``p_fast`` and ``p_slow`` the d_F, d_S, p_F and p_S of ``jsq-df-ds``. Returns a length-N
-    vector that sums to 1 and is zero outside ``compat_k``.
+    ``p_fast`` and ``p_slow`` the d_F, d_S, p_F and p_S of ``jsq-df-ds``; ``idle_order`` the idle
+    servers of ``jsq-lisf`` from the longest idle to the most recently idle (None: all idle since
+    time 0, so tied). Returns a length-N vector that sums to 1 and is zero outside ``compat_k``.
     """
     _check_policy(policy)
     speed = _check_positive_rates("speed", speed)
@@ -280,14 +307,33 @@ def routing_probabilities(policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2
         raise InputError("q", f"must be {n_servers} non-negative integer queue lengths, one per server")
     compatible = _check_server_set("compat_k", compat_k, n_servers)
     params = _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow)
-    return _policy_routing_table(policy, queue_len[None, :], compatible, speed, params)[0]
+    idle_rank = _idle_rank(idle_order, queue_len) if policy == "jsq-lisf" else None
+    return _policy_routing_table(policy, queue_len[None, :], compatible, speed, params, idle_rank)[0]
 
 
-def _policy_routing_table(policy, states, compatible, speed, params) -> np.ndarray:
-    """Routing probabilities (n_states, N) of one job type in every state."""
+def _idle_rank(idle_order, queue_len) -> np.ndarray:
+    """Position (1, N) of each idle server in ``idle_order``; all 0 (tied) when it is None."""
+    rank = np.zeros((1, queue_len.size), dtype=np.int64)
+    if idle_order is None:
+        return rank
+    order = [_check_integer("idle_order", s, 0) for s in idle_order]
+    if sorted(order) != np.flatnonzero(queue_len == 0).tolist():
+        raise InputError("idle_order", f"must list each idle server (q[s] == 0) once, got {order}")
+    rank[0, order] = np.arange(len(order))
+    return rank
+
+
+def _policy_routing_table(policy, states, compatible, speed, params, idle_rank) -> np.ndarray:
+    """Routing probabilities (n_states, N) of one job type in every state.
+
+    ``idle_rank`` (n_states, N) gives the idle order of ``jsq-lisf`` and is None for the others.
+    """
     table = np.zeros(states.shape, dtype=float)
-    is_fast = speed[compatible] == speed.max()
-    table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], is_fast, params)
+    if policy == "jsq-lisf":
+        table[:, compatible] = _jsq_lisf(states[:, compatible], idle_rank[:, compatible])
+    else:
+        is_fast = speed[compatible] == speed.max()
+        table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], is_fast, params)
     return table
 
 
@@ -323,6 +369,8 @@ class ExactSolution:
     Per-job means are over admitted jobs; probabilities seen by arrivals use PASTA.
     ``states[i]`` is the queue-length vector whose probability is ``stationary[i]``; states are in
     C order over the shape ``buffer + 1``, so ``stationary.reshape(buffer + 1)`` is the joint law.
+    ``n_states`` counts the states of the chain, which for ``jsq-lisf`` also hold the idle order
+    (``stationary`` is then the law of the queue lengths alone); ``residual`` is that chain's.
     """
 
     policy: str
@@ -349,19 +397,24 @@ def _frozen(array) -> np.ndarray:
     return array
 
 
-def _generator(states, stride, speed, buffer, routed_rate) -> sp.csr_matrix:
-    """Generator Q of the chain: departures at rate speed[s], admitted arrivals at routed_rate."""
+def _generator(states, after_departure, after_arrival, speed, buffer, routed_rate) -> sp.csr_matrix:
+    """Generator Q of the chain: departures at rate speed[s], admitted arrivals at routed_rate.
+
+    ``states[i]`` is the queue-length vector of state i; ``after_departure[i, s]`` and
+    ``after_arrival[i, s]`` are the states that a departure from, or an admission to, server s
+    leads to (read only where one can happen).
+    """
     n_states, n_servers = states.shape
     index = np.arange(n_states)
     rows, cols, rates = [], [], []
     for s in range(n_servers):
         busy = states[:, s] >= 1
         rows.append(index[busy])
-        cols.append(index[busy] - stride[s])
+        cols.append(after_departure[busy, s])
         rates.append(np.full(int(busy.sum()), speed[s]))
         admits = (states[:, s] < buffer[s]) & (routed_rate[:, s] > 0)
         rows.append(index[admits])
-        cols.append(index[admits] + stride[s])
+        cols.append(after_arrival[admits, s])
         rates.append(routed_rate[admits, s])
     rows, cols, rates = np.concatenate(rows), np.concatenate(cols), np.concatenate(rates)
     out_rate = np.bincount(rows, weights=rates, minlength=n_states)
@@ -417,6 +470,41 @@ def _relative_residual(generator: sp.csr_matrix, pi: np.ndarray) -> float:
     return float(np.abs(generator.T @ pi).max()) / scale
 
 
+def _idle_order_state_count(buffer) -> int:
+    """Number of (q, idle order) states: sum over idle sets I of |I|! prod_{s not in I} buffer[s]."""
+    by_idle_count = [1]  # entry j: sum over idle sets of size j of the product of the busy buffers
+    for b in buffer:
+        by_idle_count = [int(b) * busy + idle for busy, idle in zip(by_idle_count + [0], [0] + by_idle_count)]
+    return sum(math.factorial(j) * count for j, count in enumerate(by_idle_count))
+
+
+def _idle_order_chain(buffer, covered):
+    """States (q, idle order) of ``jsq-lisf`` and their transitions (module docstring).
+
+    ``covered[s]`` says whether some job type may use server s. Returns the queue lengths
+    (n_states, N), each server's position in the idle order (n_states, N; 0 for busy servers) and
+    the states after a departure from and after an admission to each server (n_states, N; 0 where
+    none can happen). State 0 is the empty start, uncovered servers first.
+    """
+    n_servers = buffer.size
+    start_order = sorted(range(n_servers), key=lambda s: (bool(covered[s]), s))
+    keys = [(q, order) for q in itertools.product(*(range(int(b) + 1) for b in buffer))
+            for order in itertools.permutations([s for s in start_order if q[s] == 0])]
+    index = {key: i for i, key in enumerate(keys)}
+    idle_rank = np.zeros((len(keys), n_servers), dtype=np.int64)
+    after_departure = np.zeros((len(keys), n_servers), dtype=np.int64)
+    after_arrival = np.zeros((len(keys), n_servers), dtype=np.int64)
+    for i, (q, order) in enumerate(keys):
+        idle_rank[i, list(order)] = range(len(order))
+        for s in range(n_servers):
+            if q[s] >= 1:
+                order_after = order + (s,) if q[s] == 1 else order
+                after_departure[i, s] = index[(q[:s] + (q[s] - 1,) + q[s + 1:], order_after)]
+            if q[s] < buffer[s]:
+                after_arrival[i, s] = index[(q[:s] + (q[s] + 1,) + q[s + 1:], tuple(x for x in order if x != s))]
+    return np.array([q for q, _ in keys], dtype=np.int64), idle_rank, after_departure, after_arrival
+
+
 def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=None,
                 max_states=MAX_STATES, *, d_fast=2, d_slow=2, p_fast=0.5, p_slow=0.5) -> ExactSolution:
     """Exact stationary performance of a small system under a routing policy.
@@ -431,7 +519,8 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
     ``jsq-df-ds``.
     ``routing``: optional callable (q, k) -> length-N probabilities that replaces ``policy``;
     ``q`` is a tuple of queue lengths and ``k`` the job type.
-    ``max_states``: the largest state space, prod_s (buffer[s] + 1), accepted.
+    ``max_states``: the largest number of states of the chain accepted: prod_s (buffer[s] + 1),
+    or for ``jsq-lisf`` the count of (q, idle order) states in the module docstring.
     """
     speed = _check_positive_rates("speed", speed)
     arrival_rate = _check_positive_rates("arrival_rate", arrival_rate)
@@ -446,24 +535,38 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
     elif not callable(routing):
         raise InputError("routing", "must be a callable (q, k) -> routing probabilities, or None")
     shape = tuple(int(b) + 1 for b in buffer)
-    n_states = math.prod(shape)
+    tracks_idle_order = routing is None and policy == "jsq-lisf"
+    if tracks_idle_order:
+        n_states, how_counted = _idle_order_state_count(buffer), "(queue lengths, idle order) pairs"
+    else:
+        n_states, how_counted = math.prod(shape), "prod(buffer + 1)"
     if n_states > max_states:
         raise InputError(
             "buffer",
-            f"the state space has prod(buffer + 1) = {n_states} states, above the limit "
+            f"the chain has {how_counted} = {n_states} states, above the limit "
             f"max_states = {max_states}; use fewer servers or smaller buffers",
         )
 
-    states = np.indices(shape).reshape(n_servers, n_states).T
-    stride = np.array([math.prod(shape[s + 1:]) for s in range(n_servers)], dtype=np.int64)
+    queue_vectors = np.indices(shape).reshape(n_servers, -1).T
+    if tracks_idle_order:
+        covered = np.isin(np.arange(n_servers), np.concatenate(compat))
+        states, idle_rank, after_departure, after_arrival = _idle_order_chain(buffer, covered)
+    else:
+        states, idle_rank = queue_vectors, None
+        stride = np.array([math.prod(shape[s + 1:]) for s in range(n_servers)], dtype=np.int64)
+        index = np.arange(n_states)[:, None]
+        after_departure, after_arrival = index - stride, index + stride
     if routing is None:
-        tables = [_policy_routing_table(policy, states, compat[k], speed, params) for k in range(n_job_types)]
+        tables = [_policy_routing_table(policy, states, compat[k], speed, params, idle_rank)
+                  for k in range(n_job_types)]
     else:
         tables = [_custom_routing_table(routing, k, states, compat[k]) for k in range(n_job_types)]
         policy = "custom"
 
     routed_rate = sum(rate * table for rate, table in zip(arrival_rate, tables))
-    pi, residual = _stationary_distribution(_generator(states, stride, speed, buffer, routed_rate))
+    generator = _generator(states, after_departure, after_arrival, speed, buffer, routed_rate)
+    pi, residual = _stationary_distribution(generator)
+    queue_law = np.bincount(np.ravel_multi_index(states.T, shape), weights=pi, minlength=len(queue_vectors))
 
     full = states >= buffer
     busy = states >= 1
@@ -487,8 +590,8 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
         throughput=throughput,
         utilisation=_frozen(pi @ busy),
         admitted_rate_by_server=_frozen(pi @ admitted),
-        states=_frozen(states),
-        stationary=_frozen(pi),
+        states=_frozen(queue_vectors),
+        stationary=_frozen(queue_law),
         n_states=n_states,
         residual=residual,
     )
