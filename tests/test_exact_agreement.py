@@ -15,7 +15,7 @@ from conftest import bonferroni_t_halfwidth
 
 FAMILY_ALPHA = 0.01
 POLICIES = [("random", {}), ("weighted-random", {}), ("jsq", {}), ("jfsq", {}), ("jssq", {}), ("jiq", {}),
-            ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}), ("jsq-fiq", {}),
+            ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}), ("jsq-fiq", {}), ("jsq-lisf", {}),
             ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3})]
 RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed", "jsq-fiq", "jsq-lisf"}
 

@@ -381,4 +381,4 @@ def test_command_line(capsys):
     assert out["metadata"]["system"]["n_dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
     assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out
     assert main(argv + ["--buffer", "3"]) == 2
-    assert capsys.readouterr().err.strip() == "hetlb: error: --buffer: does not apply to the slotted model"
+    assert capsys.readouterr().err.startswith("hetlb: error: system.buffer: unknown key; allowed: ")

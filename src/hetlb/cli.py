@@ -80,6 +80,7 @@ def scenario_from_args(args):
     if args.d is not None:
         policy["d"] = args.d
     policy.update(parse_assignment(text) for text in args.param or [])
+    policy.update({name: getattr(args, name) for name in LED_FLAGS if getattr(args, name, None) is not None})
     run = dict(data.get("run", {}))
     for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins"):
         value = getattr(args, key, None)
@@ -89,6 +90,11 @@ def scenario_from_args(args):
     if "jobs" in run and "horizon" in run:
         run.pop("horizon" if args.jobs is not None else "jobs")
     return Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
+
+
+LED_FLAGS = ("update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
+             "inclusive", "empty_set")
+"""Flags of the slotted model that set parameters of the LED policies."""
 
 
 def parse_construction(text: str) -> dict:
@@ -118,6 +124,11 @@ def add_slotted_flags(parser) -> None:
     group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    for flag, kind in (("--update", str), ("--p-hat", float), ("--push-d", int), ("--push-trigger", str),
+                       ("--pull-trigger", str), ("--average", str), ("--empty-set", str)):
+        group.add_argument(flag, type=kind, help="LED parameter (see `hetlb policies`)")
+    for flag in ("--increment-on-dispatch", "--inclusive"):
+        group.add_argument(flag, action="store_true", default=None, help="LED parameter (see `hetlb policies`)")
 
 
 def format_slotted_result(result) -> str:
