@@ -1,5 +1,5 @@
 """Matplotlib figures of simulation results."""
 
-from hetlb.plots.figures import plot_metric
+from hetlb.plots.figures import plot_metric, plot_panels
 
-__all__ = ["plot_metric"]
+__all__ = ["plot_metric", "plot_panels"]
