@@ -8,10 +8,11 @@ check them against.
 
 __version__ = "0.1.0"
 
+from hetlb.bounding import check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, JobSizes, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
 from hetlb.simulation import simulate
 
 __all__ = ["CompatibilityGraph", "InputError", "JobSizes", "POLICIES", "Policy", "System", "__version__",
-           "make_policy", "parse_speeds", "simulate"]
+           "check_sandwich", "make_policy", "parse_speeds", "simulate", "simulate_bounding_system"]
