@@ -45,6 +45,7 @@ FIRST_POLICY_ROW = 2
 """Rows of the coupled level counts: JSQ-FSL, JSQ-SSL, then one JSQ system per tie-break."""
 
 INITIAL_LEVELS = 8
+"""Levels allocated at the start; the arrays double when an arrival reaches a new level."""
 
 
 @njit(cache=True)
@@ -194,7 +195,8 @@ def tie_break_key(tie_break, queue_len, speed_class, n_classes, idle_since, hori
 
     RANDOM_TIES: q.  FASTEST_TIES: (q, class).  SLOWEST_TIES: (q, -class).
     FASTEST_IDLE: idle servers by class, then busy ones by q.  LONGEST_IDLE: idle servers by the
-    time they became idle (``idle_since``, earliest first), then busy ones by q.
+    time they became idle (``idle_since``, earliest first; callers pass the time of the event that
+    set ``queue_len``), keyed below -1 so below every busy server, then busy ones by q.
     ``speed_class`` is 0 for the fastest speed of the system.
     """
     if tie_break == FASTEST_TIES:
