@@ -8,6 +8,7 @@ check them against.
 
 __version__ = "0.1.0"
 
+from hetlb.bounding import check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
@@ -15,4 +16,5 @@ from hetlb.simulation import simulate
 from hetlb.slotted_simulation import simulate_slotted
 
 __all__ = ["CompatibilityGraph", "CountDistribution", "InputError", "JobSizes", "POLICIES", "Policy", "SlottedSystem",
-           "System", "__version__", "make_policy", "parse_speeds", "simulate", "simulate_slotted"]
+           "System", "__version__", "check_sandwich", "make_policy", "parse_speeds", "simulate",
+           "simulate_bounding_system", "simulate_slotted"]

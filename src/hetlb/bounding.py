@@ -1,0 +1,333 @@
+"""The bounding systems JSQ-FSL and JSQ-SSL of paper 002 (section 5, Prop 5.1) and a coupled
+check of the sandwich Q^FSL_{+i} <= Q^pi_{+i} <= Q^SSL_{+i}.
+
+n servers with speeds mu_k (jobs per time unit) and n buffers of capacity b (1 <= b <= infinity,
+jobs counted with the one in service), decoupled: Poisson arrivals of rate n lambda join a
+shortest buffer (lost if every buffer is full), and after every event the servers move
+preemptively so that faster servers serve longer buffers (FSL) or slower servers serve longer
+buffers (SSL). Q_i is the number of buffers holding >= i jobs, Q_{+i} = sum_{j >= i} Q_j, and in
+the scaling of 002 X_1 = n^{-1/2} (Q_1 - n), X_i = n^{-1/2} Q_i (i >= 2), X_{+i} = sum_{j >= i} X_j.
+
+>>> import numpy as np
+>>> from hetlb.bounding import simulate_bounding_system
+>>> speeds = np.linspace(0.7, 1.3, 50)
+>>> result = simulate_bounding_system(speeds, speeds.sum() - np.sqrt(50), kind="fsl", buffer=2,
+...                                   horizon=200.0, warmup=20.0, replications=3, seed=1)
+>>> result.estimates["X_1"].mean < 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetlb.errors import InputError
+from hetlb.kernels import bounding as kernel
+from hetlb.model.system import INFINITE_BUFFER
+from hetlb.stats import t_interval
+
+__all__ = [
+    "BOUNDING_KINDS",
+    "TIE_BREAKS",
+    "BoundingResult",
+    "Estimate",
+    "SandwichCheck",
+    "TimeWeightedLaw",
+    "check_sandwich",
+    "served_rate",
+    "simulate_bounding_system",
+]
+
+BOUNDING_KINDS = {
+    "fsl": "JSQ-FSL: faster servers serve longer buffers (mu_k < mu_k' => buffer(k) <= buffer(k')); "
+           "the lower bound of Prop 5.1 (002)",
+    "ssl": "JSQ-SSL: slower servers serve longer buffers (mu_k < mu_k' => buffer(k) >= buffer(k')); "
+           "the upper bound of Prop 5.1 (002)",
+}
+
+TIE_BREAKS = {
+    "jsq": (kernel.RANDOM_TIES, "shortest queue, ties uniformly at random ('RR' in 002)"),
+    "jfsq": (kernel.FASTEST_TIES, "shortest queue, ties to the fastest server, then at random"),
+    "jssq": (kernel.SLOWEST_TIES, "shortest queue, ties to the slowest server, then at random"),
+    "jsq-fiq": (kernel.FASTEST_IDLE, "the fastest idle server (ties at random), else a shortest queue at random "
+                                     "('JFIQ' of 002)"),
+    "jsq-lisf": (kernel.LONGEST_IDLE, "the idle server that became idle first (the initial idle servers tie, "
+                                      "at random), else a shortest queue at random ('LISF' of 002)"),
+}
+"""The JSQ tie-breaking rules of the coupled check: id -> (kernel code, definition)."""
+
+MEASURES = ("Q_1", "Q_2", "Q_3", "Q_+1", "Q_+2", "X_1", "X_2", "X_3", "X_+1", "X_+2", "loss_fraction")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean over replications and the half-width of its 95% Student-t interval (nan for one)."""
+
+    mean: float
+    half_width: float
+
+
+@dataclass(frozen=True, eq=False)
+class TimeWeightedLaw:
+    """Time-weighted law of a scaled count after the warm-up: the count j takes the value
+    ``support[j]`` (X_{+1}: (j - n) / sqrt(n); X_{+2}: j / sqrt(n)); ``ccdf[j]`` = P(X > support[j]),
+    the mean over replications, with the half-width of its 95% t interval."""
+
+    support: np.ndarray
+    ccdf: np.ndarray
+    ccdf_half_width: np.ndarray
+
+    def tail(self, x: float) -> float:
+        """P(X > x), a right-continuous step function of x."""
+        j = int(np.searchsorted(self.support, x, side="right")) - 1
+        return 1.0 if j < 0 else float(self.ccdf[min(j, len(self.ccdf) - 1)])
+
+
+@dataclass(frozen=True, eq=False)
+class BoundingResult:
+    """Time averages over [warmup, horizon] of JSQ-FSL or JSQ-SSL, each replication from empty buffers.
+
+    ``estimates`` maps each of MEASURES to an Estimate; ``replication_values[r, m]`` is measure m of
+    replication r (columns in MEASURES order, for paired comparisons). ``level_means[i - 1]`` is the
+    mean of Q_i for every level reached. ``loss_fraction`` is the fraction of arrivals that found
+    every buffer full. ``excess_capacity`` is c = n^{-1/2} (sum_k mu_k - n lambda) = varsigma + nu.
+    """
+
+    kind: str
+    buffer: int | None
+    n_servers: int
+    arrival_rate: float
+    excess_capacity: float
+    horizon: float
+    warmup: float
+    replications: int
+    estimates: dict
+    replication_values: np.ndarray
+    level_means: np.ndarray
+    x_plus1_law: TimeWeightedLaw
+    x_plus2_law: TimeWeightedLaw
+    events: int
+    events_per_second: float
+
+
+@dataclass(frozen=True, eq=False)
+class SandwichCheck:
+    """A coupled run of JSQ-FSL, JSQ-SSL and JSQ under each tie-break in ``tie_breaks``.
+
+    ``lower_violations[p]`` / ``upper_violations[p]``: clock ticks after which
+    Q^FSL_{+i} > Q^pi_{+i} / Q^pi_{+i} > Q^SSL_{+i} at some level i (0 when the sandwich holds on the
+    whole path), with the time of the first (inf if none). ``mean_jobs`` and ``mean_waiting`` give the
+    time averages of Q_{+1} and Q_{+2} over [warmup, horizon] for "fsl", "ssl" and each tie-break.
+    """
+
+    tie_breaks: tuple
+    buffer: int | None
+    ticks: int
+    arrivals: int
+    lower_violations: np.ndarray
+    upper_violations: np.ndarray
+    first_lower_violation: np.ndarray
+    first_upper_violation: np.ndarray
+    mean_jobs: dict
+    mean_waiting: dict
+
+    @property
+    def holds(self) -> bool:
+        """True when the sandwich held at every level after every tick, for every tie-break."""
+        return not (self.lower_violations.any() or self.upper_violations.any())
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+def _speeds(speeds) -> np.ndarray:
+    try:
+        speed = np.asarray(speeds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("speeds", "must be a list of numbers (service rates mu_k, jobs per time unit)") from None
+    if speed.ndim != 1 or speed.size == 0:
+        raise InputError("speeds", "must be a non-empty one-dimensional list of service rates")
+    if not np.all(np.isfinite(speed) & (speed > 0)):
+        raise InputError("speeds", "every service rate must be positive and finite")
+    return speed
+
+
+def _positive_finite(field: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value <= 0:
+        raise InputError(field, f"must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
+    """b as the kernel takes it: INFINITE_BUFFER for None or math.inf, which needs a stable load."""
+    if buffer is None or (isinstance(buffer, float) and math.isinf(buffer) and buffer > 0):
+        if arrival_rate >= speed.sum():
+            raise InputError("arrival_rate", f"must be below the total speed {speed.sum():.6g} with infinite "
+                                             f"buffers (excess capacity c = varsigma + nu > 0), got {arrival_rate}")
+        return INFINITE_BUFFER
+    if isinstance(buffer, bool) or not isinstance(buffer, (int, np.integer)) or buffer < 1:
+        raise InputError("buffer", f"must be an integer >= 1, or None (or math.inf) for infinite, got {buffer!r}")
+    return int(buffer)
+
+
+def _times(horizon, warmup) -> tuple[float, float]:
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not math.isfinite(warmup) or warmup < 0:
+        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or not math.isfinite(horizon) \
+            or horizon <= warmup:
+        raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
+    return float(horizon), float(warmup)
+
+
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError("seed", f"must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
+    return np.random.SeedSequence(int(seed))
+
+
+def _count(field: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def served_rate(speeds, kind: str) -> np.ndarray:
+    """Prefix sums of the speeds in the order they serve buffers, longest buffer first:
+    ``served_rate[r]`` is the total speed serving the r longest buffers (ascending speeds for SSL,
+    descending for FSL), so the buffers holding >= i jobs are served at rate served_rate[Q_i]."""
+    if kind not in BOUNDING_KINDS:
+        raise InputError("kind", f"unknown bounding system {kind!r}; choose one of: {', '.join(BOUNDING_KINDS)}")
+    ordered = np.sort(_speeds(speeds))
+    if kind == "fsl":
+        ordered = ordered[::-1]
+    return np.concatenate([[0.0], np.cumsum(ordered)])
+
+
+# --- JSQ-FSL and JSQ-SSL alone ---------------------------------------------------------------------
+
+
+def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=None, *, horizon: float = 3000.0,
+                             warmup: float = 300.0, replications: int = 10, seed=0) -> BoundingResult:
+    """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) from empty buffers.
+
+    speeds: mu_k of the n servers (jobs per time unit). arrival_rate: n lambda^n, the total Poisson
+    rate (for the Halfin-Whitt scaling of 002 take sum(speeds) - c sqrt(n)). buffer: b, the jobs a
+    buffer holds; None (or math.inf) for infinite buffers, which need arrival_rate < sum(speeds).
+    horizon, warmup: time units; averages are exact time integrals over [warmup, horizon].
+    replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
+    Cost per event O(log n + log of the longest buffer).
+    """
+    speed = _speeds(speeds)
+    arrival_rate = _positive_finite("arrival_rate", arrival_rate)
+    rates = served_rate(speed, kind)
+    capacity = _buffer(buffer, speed, arrival_rate)
+    horizon, warmup = _times(horizon, warmup)
+    replications = _count("replications", replications, 1)
+    root = _seed_sequence(seed)
+    n = speed.size
+    measured_time = horizon - warmup
+
+    values, level_means, job_laws, waiting_laws = [], [], [], []
+    events = 0
+    started = time.perf_counter()
+    for replication in range(replications):
+        rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, replication)))
+        level_area, time_at_jobs, time_at_waiting, counts = kernel.simulate_bounding(
+            rates, arrival_rate, capacity, horizon, warmup, rng)
+        arrivals, lost, replication_events = (int(c) for c in counts)
+        events += replication_events
+        level_mean = level_area[1:] / measured_time
+        level_means.append(level_mean)
+        job_laws.append(time_at_jobs / measured_time)
+        waiting_laws.append(time_at_waiting / measured_time)
+        values.append(_measures(level_mean, n, lost / arrivals if arrivals else math.nan))
+    elapsed = time.perf_counter() - started
+
+    values = np.array(values)
+    estimates = {name: Estimate(*t_interval(values[:, m])) for m, name in enumerate(MEASURES)}
+    return BoundingResult(
+        kind=kind, buffer=None if capacity == INFINITE_BUFFER else capacity, n_servers=n,
+        arrival_rate=arrival_rate, excess_capacity=float((speed.sum() - arrival_rate) / math.sqrt(n)),
+        horizon=horizon, warmup=warmup, replications=replications, estimates=estimates,
+        replication_values=values, level_means=_padded(level_means).mean(axis=0),
+        x_plus1_law=_time_weighted_law(job_laws, offset=n, scale=math.sqrt(n)),
+        x_plus2_law=_time_weighted_law(waiting_laws, offset=0, scale=math.sqrt(n)),
+        events=events, events_per_second=events / elapsed if elapsed > 0 else math.nan,
+    )
+
+
+def _measures(level_mean: np.ndarray, n: int, loss_fraction: float) -> list:
+    """The values of MEASURES from the mean of Q_i per level i = 1, 2, ..."""
+    level = np.concatenate([level_mean, np.zeros(3)])
+    q_plus1, q_plus2 = float(level.sum()), float(level[1:].sum())
+    root_n = math.sqrt(n)
+    return [level[0], level[1], level[2], q_plus1, q_plus2,
+            (level[0] - n) / root_n, level[1] / root_n, level[2] / root_n,
+            (q_plus1 - n) / root_n, q_plus2 / root_n, loss_fraction]
+
+
+def _padded(arrays: list) -> np.ndarray:
+    """Rows of one length, padded with zeros."""
+    width = max(len(a) for a in arrays)
+    return np.array([np.concatenate([a, np.zeros(width - len(a))]) for a in arrays])
+
+
+def _time_weighted_law(probabilities: list, offset: int, scale: float) -> TimeWeightedLaw:
+    """The law of (j - offset) / scale from each replication's time fractions at j = 0, 1, ..."""
+    probability = _padded(probabilities)
+    last = int(np.flatnonzero(probability.sum(axis=0) > 0).max()) + 1
+    tails = 1.0 - np.cumsum(probability[:, :last], axis=1)
+    tails = np.clip(tails, 0.0, 1.0)
+    mean_and_half = np.array([t_interval(tails[:, j]) for j in range(last)]).reshape(last, 2)
+    return TimeWeightedLaw(support=(np.arange(last) - offset) / scale,
+                           ccdf=mean_and_half[:, 0], ccdf_half_width=mean_and_half[:, 1])
+
+
+# --- the coupled check -----------------------------------------------------------------------------
+
+
+def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAKS), *, horizon: float = 1000.0,
+                   warmup: float = 0.0, seed=0) -> SandwichCheck:
+    """Run JSQ-FSL, JSQ-SSL and JSQ under each of ``tie_breaks`` on common random numbers (the
+    coupling of the proof of Prop 5.1 of 002, described in hetlb.kernels.bounding) from empty
+    buffers, and check Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t) for every level i after every
+    clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
+    from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
+    """
+    speed = _speeds(speeds)
+    arrival_rate = _positive_finite("arrival_rate", arrival_rate)
+    capacity = _buffer(buffer, speed, arrival_rate)
+    horizon, warmup = _times(horizon, warmup)
+    if isinstance(tie_breaks, str):
+        tie_breaks = (tie_breaks,)
+    tie_breaks = tuple(tie_breaks)
+    if not tie_breaks:
+        raise InputError("tie_breaks", f"must name at least one of: {', '.join(TIE_BREAKS)}")
+    for tie_break in tie_breaks:
+        if tie_break not in TIE_BREAKS:
+            raise InputError("tie_breaks", f"unknown tie-break {tie_break!r}; choose from: {', '.join(TIE_BREAKS)}")
+    distinct_speeds = np.unique(speed)[::-1]
+    speed_class = np.searchsorted(-distinct_speeds, -speed).astype(np.int64)
+    clock_seed, tie_seed = _seed_sequence(seed).spawn(2)
+
+    violations, first_violation, job_area, waiting_area, counts = kernel.run_coupled(
+        speed, speed_class, len(distinct_speeds), served_rate(speed, "fsl"), served_rate(speed, "ssl"),
+        arrival_rate, capacity, np.array([TIE_BREAKS[t][0] for t in tie_breaks], dtype=np.int64),
+        horizon, warmup, np.random.default_rng(clock_seed), np.random.default_rng(tie_seed))
+    names = ("fsl", "ssl", *tie_breaks)
+    measured_time = horizon - warmup
+    return SandwichCheck(
+        tie_breaks=tie_breaks, buffer=None if capacity == INFINITE_BUFFER else capacity,
+        ticks=int(counts[0]), arrivals=int(counts[1]),
+        lower_violations=violations[:, 0], upper_violations=violations[:, 1],
+        first_lower_violation=first_violation[:, 0], first_upper_violation=first_violation[:, 1],
+        mean_jobs=dict(zip(names, (job_area / measured_time).tolist())),
+        mean_waiting=dict(zip(names, (waiting_area / measured_time).tolist())),
+    )

@@ -1,0 +1,350 @@
+"""Event loops of the bounding systems JSQ-FSL and JSQ-SSL (paper 002, section 5), alone and
+coupled with JSQ under several tie-breaks.
+
+Level state. A system of n buffers (or queues) is summarised by ``level_count[i]`` = Q_i, the
+number of buffers holding at least i jobs (``level_count[0]`` = n), with ``shortest`` = the least
+buffer length (the number of levels i >= 1 with Q_i = n) and ``longest`` = the greatest. Under
+join-the-shortest-queue an admitted arrival raises level shortest + 1, and a departure from a
+buffer of length l lowers level l, whatever the tie-break; so the same two helpers update the
+bounding systems and the JSQ systems.
+
+Bounding systems. Only the multiset of buffer lengths matters, and servers are matched to buffers
+in sorted order: the buffer of rank r (1 = a longest one) is served by the r-th server of
+``assigned_speed`` (ascending speeds for SSL, descending for FSL). With the prefix sums
+``served_rate[r]`` = assigned_speed[0] + ... + assigned_speed[r - 1], the buffers holding >= i jobs
+are served at rate served_rate[Q_i], and a departure at the speed position u (0 <= u < sum of
+speeds) comes from the buffer of rank r = the least r with served_rate[r] > u, whose length is the
+greatest i with Q_i >= r: two binary searches per departure, O(log n + log longest), no sorting.
+
+Coupled systems (the coupling of the proof of Prop 5.1 of 002). One Poisson clock of rate
+n lambda + sum_k mu_k drives every system. A tick is an arrival for all of them with probability
+n lambda / (n lambda + sum mu), else a potential departure with a common u uniform on
+[0, sum mu): each system orders its busy servers by the length of the buffer they serve, longest
+first (ties by server index in a JSQ system), lays their speeds end to end from 0, and loses a job
+from the server whose interval holds u (none if u lies beyond them). So every system loses a job
+from a buffer holding >= i jobs exactly when u < (the total speed serving such buffers), for all
+i at once, and the sandwich Q^FSL_{+i} <= Q^pi_{+i} <= Q^SSL_{+i} holds on every path (see
+docs/reference/bounding-systems.md).
+"""
+
+import numpy as np
+from numba import njit
+
+from hetlb.policies.rules import least_key_server
+
+# tie-breaks of the JSQ systems in the coupled run (ids in hetlb.bounding.TIE_BREAKS)
+RANDOM_TIES = 0
+FASTEST_TIES = 1
+SLOWEST_TIES = 2
+FASTEST_IDLE = 3
+LONGEST_IDLE = 4
+
+FSL_ROW = 0
+SSL_ROW = 1
+FIRST_POLICY_ROW = 2
+"""Rows of the coupled level counts: JSQ-FSL, JSQ-SSL, then one JSQ system per tie-break."""
+
+INITIAL_LEVELS = 8
+"""Levels allocated at the start; the arrays double when an arrival reaches a new level."""
+
+
+@njit(cache=True)
+def with_more_levels(array, needed):
+    """A copy of ``array`` (1-D or 2-D, levels on the last axis) padded with zeros to at least
+    ``needed`` levels, doubling."""
+    size = array.shape[-1]
+    while size < needed:
+        size *= 2
+    larger = np.zeros(array.shape[:-1] + (size,), dtype=array.dtype)
+    larger[..., :array.shape[-1]] = array
+    return larger
+
+
+@njit(cache=True)
+def join_shortest(level_count, shortest, longest):
+    """Admit an arrival to a shortest buffer (level ``shortest`` + 1 gains a buffer); return the
+    new (shortest, longest). The caller checks that shortest < the buffer size b."""
+    level = shortest + 1
+    level_count[level] += 1
+    if level_count[level] == level_count[0]:
+        shortest = level
+    return shortest, max(longest, level)
+
+
+@njit(cache=True)
+def leave_level(level_count, level, shortest, longest):
+    """A departure from a buffer holding ``level`` jobs; return the new (shortest, longest)."""
+    level_count[level] -= 1
+    if level <= shortest:
+        shortest = level - 1
+    if level == longest and level_count[level] == 0:
+        longest -= 1
+    return shortest, longest
+
+
+@njit(cache=True)
+def serving_rank(served_rate, position, busy):
+    """The rank r in 1..busy + 1 of the buffer whose server's speed interval holds ``position``:
+    the least r with served_rate[r] > position, busy + 1 if none (no departure)."""
+    low, high = 1, busy + 1
+    while low < high:
+        middle = (low + high) // 2
+        if served_rate[middle] > position:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+@njit(cache=True)
+def length_of_rank(level_count, longest, rank):
+    """Length of the buffer of rank ``rank`` (1 = longest): the greatest level i with Q_i >= rank."""
+    low, high = 1, longest
+    while low < high:
+        middle = (low + high + 1) // 2
+        if level_count[middle] >= rank:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+@njit(cache=True)
+def credit_level(level_count, level_area, level_since, level, now, warmup):
+    """Add Q_level times the time since its last change (after ``warmup``) to ``level_area``."""
+    start = max(level_since[level], warmup)
+    if now > start:
+        level_area[level] += level_count[level] * (now - start)
+    level_since[level] = now
+
+
+@njit(cache=True)
+def credit_jobs(time_at_jobs, time_at_waiting, jobs, waiting, start, end, warmup):
+    """Add the time in [start, end] after ``warmup`` to the bins Q_{+1} = ``jobs`` and
+    Q_{+2} = ``waiting``."""
+    start = max(start, warmup)
+    if end > start:
+        time_at_jobs[jobs] += end - start
+        time_at_waiting[waiting] += end - start
+
+
+@njit(cache=True)
+def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
+    """One path of JSQ-FSL or JSQ-SSL from empty buffers (``served_rate`` as in the module doc;
+    ``buffer`` = b, INFINITE_BUFFER for none; times in time units).
+
+    Returns (level_area, time_at_jobs, time_at_waiting, counts): the integral over [warmup, horizon]
+    of Q_i for each level i, the time spent with Q_{+1} = j and with Q_{+2} = j for each j, and
+    (arrivals, lost arrivals, events) after the warm-up.
+    """
+    n_buffers = len(served_rate) - 1
+    level_count = np.zeros(INITIAL_LEVELS, dtype=np.int64)
+    level_count[0] = n_buffers
+    level_area = np.zeros(INITIAL_LEVELS)
+    level_since = np.zeros(INITIAL_LEVELS)
+    time_at_jobs = np.zeros(2 * n_buffers + 1)
+    time_at_waiting = np.zeros(n_buffers + 1)
+    shortest, longest, jobs = 0, 0, 0
+    arrivals, lost, events = 0, 0, 0
+    now = 0.0
+    while True:
+        departure_rate = served_rate[level_count[1]]
+        total_rate = arrival_rate + departure_rate
+        next_time = now + rng.exponential() / total_rate
+        credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - level_count[1], now, min(next_time, horizon), warmup)
+        if next_time >= horizon:
+            break
+        now = next_time
+        measuring = now >= warmup
+        events += measuring
+        draw = rng.random() * total_rate
+        if draw < arrival_rate:
+            arrivals += measuring
+            if shortest == buffer:
+                lost += measuring
+                continue
+            level = shortest + 1
+            if level + 1 >= len(level_count):
+                level_count = with_more_levels(level_count, level + 2)
+                level_area = with_more_levels(level_area, level + 2)
+                level_since = with_more_levels(level_since, level + 2)
+            credit_level(level_count, level_area, level_since, level, now, warmup)
+            shortest, longest = join_shortest(level_count, shortest, longest)
+            jobs += 1
+            if jobs >= len(time_at_jobs):
+                time_at_jobs = with_more_levels(time_at_jobs, jobs + 1)
+            if jobs - level_count[1] >= len(time_at_waiting):
+                time_at_waiting = with_more_levels(time_at_waiting, jobs - level_count[1] + 1)
+        else:
+            rank = min(serving_rank(served_rate, draw - arrival_rate, level_count[1]), level_count[1])
+            level = length_of_rank(level_count, longest, rank)
+            credit_level(level_count, level_area, level_since, level, now, warmup)
+            shortest, longest = leave_level(level_count, level, shortest, longest)
+            jobs -= 1
+    for level in range(1, len(level_count)):
+        credit_level(level_count, level_area, level_since, level, horizon, warmup)
+    return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
+
+
+# --- the coupled run -------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def tie_break_key(tie_break, queue_len, speed_class, n_classes, idle_since, horizon):
+    """Selection key of one server in a JSQ system: the job joins a least-key server, ties at random.
+
+    RANDOM_TIES: q.  FASTEST_TIES: (q, class).  SLOWEST_TIES: (q, -class).
+    FASTEST_IDLE: idle servers by class, then busy ones by q.  LONGEST_IDLE: idle servers by the
+    time they became idle (``idle_since``, earliest first; callers pass the time of the event that
+    set ``queue_len``), keyed below -1 so below every busy server, then busy ones by q.
+    ``speed_class`` is 0 for the fastest speed of the system.
+    """
+    if tie_break == FASTEST_TIES:
+        return float(queue_len * n_classes + speed_class)
+    if tie_break == SLOWEST_TIES:
+        return float(queue_len * n_classes + n_classes - 1 - speed_class)
+    if tie_break == FASTEST_IDLE:
+        return float(speed_class) if queue_len == 0 else float(queue_len * n_classes)
+    if tie_break == LONGEST_IDLE and queue_len == 0:
+        return idle_since - horizon - 1.0
+    return float(queue_len)
+
+
+@njit(cache=True)
+def departing_server(queue_len, speed, longest, position, rate_at_length):
+    """The server of a JSQ system whose speed interval holds ``position`` when the busy servers are
+    laid end to end longest queue first, ties by index; -1 if ``position`` lies beyond them.
+    ``rate_at_length`` is scratch space of at least ``longest`` + 1 entries."""
+    rate_at_length[:longest + 1] = 0.0
+    for s in range(len(queue_len)):
+        rate_at_length[queue_len[s]] += speed[s]
+    below = 0.0
+    for length in range(longest, 0, -1):
+        if position < below + rate_at_length[length]:
+            last = -1
+            for s in range(len(queue_len)):
+                if queue_len[s] == length:
+                    below += speed[s]
+                    last = s
+                    if position < below:
+                        return s
+            return last
+        below += rate_at_length[length]
+    return -1
+
+
+@njit(cache=True)
+def sandwich_violations(level_count, longest_level, policy_row, violations, first_violation, now):
+    """Compare Q_{+i} of the JSQ system in ``policy_row`` with JSQ-FSL and JSQ-SSL at every level;
+    count the events with a violation of the lower bound (column 0) and of the upper bound
+    (column 1), and keep the time of the first."""
+    fsl, ssl, jsq = 0, 0, 0
+    lower_broken, upper_broken = False, False
+    for level in range(longest_level, 0, -1):
+        fsl += level_count[FSL_ROW, level]
+        ssl += level_count[SSL_ROW, level]
+        jsq += level_count[policy_row, level]
+        lower_broken |= fsl > jsq
+        upper_broken |= jsq > ssl
+    policy = policy_row - FIRST_POLICY_ROW
+    if lower_broken:
+        count_violation(violations, first_violation, policy, 0, now)
+    if upper_broken:
+        count_violation(violations, first_violation, policy, 1, now)
+
+
+@njit(cache=True)
+def count_violation(violations, first_violation, policy, bound, now):
+    """One more tick with ``bound`` (0 lower, 1 upper) broken for ``policy``; keep the first time."""
+    violations[policy, bound] += 1
+    if violations[policy, bound] == 1:
+        first_violation[policy, bound] = now
+
+
+@njit(cache=True)
+def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate, arrival_rate, buffer,
+                tie_breaks, horizon, warmup, clock_rng, tie_rng):
+    """JSQ-FSL, JSQ-SSL and one JSQ system per entry of ``tie_breaks``, from empty, on one uniformised
+    clock (module doc); times in time units.
+
+    Returns (violations, first_violation, job_area, waiting_area, counts): per tie-break the number
+    of clock ticks after which the lower / upper bound fails at some level and the first such time
+    (inf if none); per system (rows FSL, SSL, tie-breaks) the integrals of Q_{+1} and Q_{+2} over
+    [warmup, horizon]; and (ticks, arrivals) after the warm-up. ``clock_rng`` draws the clock,
+    ``tie_rng`` the random tie-breaks.
+    """
+    n_servers = len(speed)
+    n_policies = len(tie_breaks)
+    n_systems = FIRST_POLICY_ROW + n_policies
+    total_speed = fsl_served_rate[n_servers]
+    clock_rate = arrival_rate + total_speed
+    level_count = np.zeros((n_systems, INITIAL_LEVELS), dtype=np.int64)
+    level_count[:, 0] = n_servers
+    shortest = np.zeros(n_systems, dtype=np.int64)
+    longest = np.zeros(n_systems, dtype=np.int64)
+    queue_len = np.zeros((n_policies, n_servers), dtype=np.int64)
+    key = np.zeros((n_policies, n_servers))
+    for p in range(n_policies):
+        for s in range(n_servers):
+            key[p, s] = tie_break_key(tie_breaks[p], 0, speed_class[s], n_classes, 0.0, horizon)
+    candidates = np.arange(n_servers)
+    rate_at_length = np.zeros(INITIAL_LEVELS)
+    violations = np.zeros((n_policies, 2), dtype=np.int64)
+    first_violation = np.full((n_policies, 2), np.inf)
+    job_area = np.zeros(n_systems)
+    waiting_area = np.zeros(n_systems)
+    jobs = np.zeros(n_systems, dtype=np.int64)
+    ticks, arrivals = 0, 0
+    now = 0.0
+    while True:
+        next_time = now + clock_rng.exponential() / clock_rate
+        span = min(next_time, horizon) - max(now, warmup)
+        if span > 0:
+            for row in range(n_systems):
+                job_area[row] += jobs[row] * span
+                waiting_area[row] += (jobs[row] - level_count[row, 1]) * span
+        if next_time >= horizon:
+            break
+        now = next_time
+        measuring = now >= warmup
+        ticks += measuring
+        draw = clock_rng.random() * clock_rate
+        if draw < arrival_rate:
+            arrivals += measuring
+            if shortest.max() + 2 >= level_count.shape[1]:
+                level_count = with_more_levels(level_count, shortest.max() + 3)
+                rate_at_length = with_more_levels(rate_at_length, shortest.max() + 3)
+            for row in range(n_systems):
+                if shortest[row] == buffer:
+                    continue
+                if row >= FIRST_POLICY_ROW:
+                    p = row - FIRST_POLICY_ROW
+                    s, _ = least_key_server(candidates, 0, n_servers, key[p], tie_rng)
+                    queue_len[p, s] += 1
+                    key[p, s] = tie_break_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes,
+                                              now, horizon)
+                shortest[row], longest[row] = join_shortest(level_count[row], shortest[row], longest[row])
+                jobs[row] += 1
+        else:
+            position = draw - arrival_rate
+            for row in range(n_systems):
+                if row >= FIRST_POLICY_ROW:
+                    p = row - FIRST_POLICY_ROW
+                    s = departing_server(queue_len[p], speed, longest[row], position, rate_at_length)
+                    if s < 0:
+                        continue
+                    level = queue_len[p, s]
+                    queue_len[p, s] -= 1
+                    key[p, s] = tie_break_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes,
+                                              now, horizon)
+                else:
+                    served_rate = fsl_served_rate if row == FSL_ROW else ssl_served_rate
+                    rank = serving_rank(served_rate, position, level_count[row, 1])
+                    if rank > level_count[row, 1]:
+                        continue
+                    level = length_of_rank(level_count[row], longest[row], rank)
+                shortest[row], longest[row] = leave_level(level_count[row], level, shortest[row], longest[row])
+                jobs[row] -= 1
+        for row in range(FIRST_POLICY_ROW, n_systems):
+            sandwich_violations(level_count, longest.max(), row, violations, first_violation, now)
+    return violations, first_violation, job_area, waiting_area, np.array([ticks, arrivals])
