@@ -81,3 +81,18 @@ def test_every_reproduction_documents_its_options():
     for reproduction in REPRODUCTIONS.values():
         for name, (quick, paper, description) in reproduction.options.items():
             assert description and type(quick) is type(paper), name
+
+
+@pytest.mark.parametrize("name,options,claim_ids", [
+    ("buke-fig41", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 2}, {"C15", "C16", "C19"}),
+    ("buke-fig42", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 3,
+                    "excess_capacities": [0.5, 1.0, 2.0]}, {"C17"}),
+    ("buke-scaling", {"n_servers": [30, 60], "horizon": 300.0, "warmup": 30.0, "replications": 2},
+     {"C18", "diffusion"}),
+])
+def test_paper_002_reproductions_write_their_outputs(tmp_path, name, options, claim_ids):
+    report = reproduce(name, out=tmp_path, store=None, executor="serial", **options)
+    assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+    assert len(pd.read_csv(tmp_path / "points.csv")) > 0
+    assert {claim["id"] for claim in report["claims"]} == claim_ids
+    assert json.loads((tmp_path / "claims.json").read_text())["all_claims_hold"] == report["all_claims_hold"]
