@@ -2,8 +2,6 @@
 forms, exact chains of small systems, and input errors."""
 
 import math
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,6 @@ from hetlb.theory.bounding import solve_bounding_system
 
 ALPHA = 0.001
 TWO_POOLS = [0.5, 0.5, 1.5, 1.5]
-DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "bounding-systems.md"
 
 
 def assert_matches(samples, exact, comparisons, label):
@@ -192,11 +189,3 @@ def test_input_errors_name_the_field(call, field):
         call()
     assert error.value.field == field
     assert "\n" not in str(error.value)
-
-
-def test_documentation_example_runs():
-    blocks = re.findall(r"```python\n(.*?)```", DOCS_PAGE.read_text(), flags=re.S)
-    assert blocks
-    namespace = {}
-    for block in blocks:
-        exec(compile(block, str(DOCS_PAGE), "exec"), namespace)

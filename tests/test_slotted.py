@@ -7,8 +7,6 @@ comparisons of a test; every run has a fixed seed, so each test is deterministic
 
 import json
 import math
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,14 +293,6 @@ def test_result_serialises_with_its_metadata():
     assert data["metadata"]["system"]["dispatcher_share"] == [0.75, 0.25]
     assert data["preference"]["tilted"] in (True, False) and len(data["runs"]) == 2
     assert result.slots_per_second > 0 and data["mean_delay"] == pytest.approx(result.mean_delay)
-
-
-def test_reference_page_example_runs():
-    text = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "slotted.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert blocks
-    for block in blocks:
-        exec(compile(block, "slotted.md", "exec"), {})
 
 
 def test_registry_lists_the_slotted_policies():

@@ -327,7 +327,7 @@ def command_reproduce(args) -> int:
     report = reproduce(args.name, scale=args.scale, out=args.out, executor=args.executor, store=args.store,
                        progress=sys.stderr.isatty(), **options)
     for claim in report["claims"]:
-        print(f"{'holds ' if claim['holds'] else 'FAILS '} {claim['id']:<4}{claim['statement']}")
+        print(f"{'holds' if claim['holds'] else 'FAILS'}  {claim['id']:<10}{claim['statement']}")
     out = args.out or f"reproductions/{args.name}"
     print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json "
           f"in {out}")

@@ -181,13 +181,14 @@ def run_fig42(context) -> Outcome:
 
 
 def diffusion_means(o: dict, seed: int) -> dict:
-    """Stationary E|X_1| and E X_2 of the diffusion limits of jfsq and jsq for U[low, high]."""
+    """Stationary E|X_1|, E X_2 and E X_{+1} of the diffusion limits of jfsq and jsq for U[low, high]."""
     speeds = continuous_speeds(o["low"], o["high"])
     out = {}
     for policy in ("jfsq", "jsq"):
         stationary = stationary_diffusion(policy_diffusion(policy, speeds, o["excess_capacity"]), seed=seed)
         out[policy] = {"x1": (-stationary.mean["x1"], stationary.standard_error["x1"]),
-                       "x2": (stationary.mean["x2"], stationary.standard_error["x2"])}
+                       "x2": (stationary.mean["x2"], stationary.standard_error["x2"]),
+                       "x_plus1": (stationary.mean["x_plus1"], stationary.standard_error["x_plus1"])}
     return out
 
 
@@ -200,10 +201,10 @@ def run_scaling(context) -> Outcome:
     table, runs = plain_names(result.summary), plain_names(result.runs)
     runs = runs.assign(x1=-runs["x1"], q3=runs["x3"] * np.sqrt(runs["n_servers"]))
     stats = {(p, n, m): t_interval(runs[(runs["policy"] == p) & (runs["n_servers"] == n)][m])
-             for p in ("jfsq", "jsq") for n in sizes for m in ("x1", "x2", "x3", "q3")}
+             for p in ("jfsq", "jsq") for n in sizes for m in ("x1", "x2", "x_plus1", "q3")}
     limits = diffusion_means(o, o["seed"])
     panels = []
-    for measure in ("x1", "x2", "x3"):
+    for measure in ("x1", "x2", "x_plus1"):
         series = {LABELS[p]: tuple(np.array([f(stats[p, n, measure]) for n in sizes])
                                    for f in (lambda s: s[0], lambda s: s[0] - s[1], lambda s: s[0] + s[1]))
                   for p in ("jfsq", "jsq")}
