@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from hetlb.cli import main
 from hetlb.theory import solve_exact, speed_lower_bound
@@ -92,3 +93,35 @@ def test_demo_writes_table_and_plot(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     lines = (tmp_path / "demo.csv").read_text().splitlines()
     assert len(lines) == 1 + 6 * 5
+
+
+def test_diffusion_command_agrees_with_the_closed_form_mean_of_x1(capsys):
+    from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_mean_x1
+
+    out = run_json(capsys, ["diffusion", "--policy", "jfsq", "--uniform", "0.7,1.3", "--paths", "64", "--json"])
+    x1 = out["stationary"]["x1"]
+    exact = stationary_mean_x1(policy_diffusion("jfsq", continuous_speeds(0.7, 1.3), 1.0))  # -c / mu_min
+    assert abs(x1["mean"] - exact) <= 4 * x1["standard_error"]
+
+
+def test_graph_command_reports_the_construction_and_the_max_flow(capsys):
+    out = run_json(capsys, ["graph", "--speeds", "8x1,8x0.5", "--load", "0.9", "--buffer", "5",
+                            "--graph", "random:p=0.5,ports=12,seed=4", "--assumption2"])
+    assert out["construction"]["construction"] == "random" and out["construction"]["seed"] == 4
+    assert out["construction"]["statistics"]["n_types"] == 12
+    assert 0.9 <= out["routable"]["max_load_fraction"] <= 1.0 and out["routable"]["can_carry_offered_load"]
+    assert "not a proof" in out["assumption2"]["note"] or out["assumption2"]["note"].startswith("every subset")
+
+
+def test_simulate_reaches_constructions_distributions_and_policy_parameters(capsys):
+    out = run_json(capsys, ["simulate", "--n-servers", "40", "--speed-distribution", "uniform:low=0.7,high=1.3,seed=2",
+                            "--excess-capacity", "1", "--policy", "jsq-df-ds", "--param", "p_fast=0.25",
+                            "--jobs", "2000", "--speed-bins", "2", "--json", "--compact"])
+    system = out["metadata"]["system"]
+    assert system["n_servers"] == 40 and len(system["speed_classes"]) == 40
+    assert system["total_arrival_rate"] == pytest.approx(sum(c["speed"] for c in system["speed_classes"])
+                                                         - 40 ** 0.5, rel=1e-12)
+    assert out["metadata"]["policy"]["p_fast"] == 0.25 and len(out["runs"][0]["speed_profile"]["eta"]) == 2
+    out = run_json(capsys, ["simulate", "--speeds", "8x1,8x0.5", "--load", "0.8", "--buffer", "5",
+                            "--graph", "fig3:ports=20,seed=1", "--policy", "jfsq", "--jobs", "2000", "--json"])
+    assert out["metadata"]["system"]["graph_construction"]["construction"] == "fig3"

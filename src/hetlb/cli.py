@@ -1,4 +1,5 @@
-"""The command line: ``hetlb simulate | exact | bound | graph | policies | sweep | store | plot | reproduce | demo``.
+"""The command line: ``hetlb simulate | exact | bound | graph | diffusion | policies | sweep | store | plot |
+reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
 status 2.
@@ -367,6 +368,38 @@ def command_graph(args) -> int:
     return 0
 
 
+def command_diffusion(args) -> int:
+    from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, speed_pools, stationary_diffusion
+
+    if (args.uniform is None) == (args.speeds is None):
+        raise InputError("--uniform", "give either --uniform LOW,HIGH or --speeds (pools)")
+    if args.uniform is not None:
+        try:
+            low, high = (float(value) for value in args.uniform.split(","))
+        except ValueError:
+            raise InputError("--uniform", f"must be LOW,HIGH, got {args.uniform!r}") from None
+        speeds = continuous_speeds(low, high)
+    else:
+        from hetlb.model import parse_speeds
+
+        speeds = speed_pools(parse_speeds(args.speeds))
+    limit = policy_diffusion(args.policy, speeds, args.excess_capacity, buffer=args.buffer)
+    stationary = stationary_diffusion(limit, n_paths=args.paths, seed=args.seed)
+    values = {name: {"mean": stationary.mean[name], "standard_error": stationary.standard_error[name]}
+              for name in stationary.mean}
+    if args.json:
+        print(json.dumps({"policy": args.policy, "excess_capacity": args.excess_capacity, "paths": args.paths,
+                          "step": stationary.step, "burn_in": stationary.burn_in, "horizon": stationary.horizon,
+                          "stationary": values}, indent=2))
+        return 0
+    print(f"diffusion limit of {args.policy} (002), c = {args.excess_capacity}: stationary means over "
+          f"{args.paths} paths, step {stationary.step:.3g}, burn-in {stationary.burn_in:.3g}, "
+          f"horizon {stationary.horizon:.3g}")
+    for name, value in values.items():
+        print(f"  {name:<20}{value['mean']:>10.4f}  +- {value['standard_error']:.4f} (standard error)")
+    return 0
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hetlb", description="Load balancing in heterogeneous server systems.")
     parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
@@ -442,6 +475,19 @@ def build_parser() -> ArgumentParser:
     graph.add_argument("--b", type=int, help="buffer size b of Assumption 2 (default the system's buffer)")
     graph.add_argument("--seed", type=int, help="seed of the search's random restarts")
     graph.set_defaults(handler=command_graph)
+
+    diffusion = commands.add_parser("diffusion", help="stationary means of the diffusion limits of 002 (JFSQ, "
+                                    "random ties, JFIQ, ...) in the Halfin-Whitt regime")
+    diffusion.add_argument("--policy", default="jfsq", help="jfsq, jsq, jsq-lisf, jsq-fiq or jssq (default jfsq)")
+    diffusion.add_argument("--uniform", metavar="LOW,HIGH", help="speeds with F = U[LOW, HIGH]")
+    diffusion.add_argument("--speeds", help='or pools: the empirical F of speeds such as "250x0.8,250x1.2"')
+    diffusion.add_argument("--excess-capacity", type=float, default=1.0, metavar="C",
+                           help="c = varsigma + nu (default 1)")
+    diffusion.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
+    diffusion.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
+    diffusion.add_argument("--seed", type=int, default=0)
+    diffusion.add_argument("--json", action="store_true")
+    diffusion.set_defaults(handler=command_diffusion)
 
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
     demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
