@@ -28,6 +28,9 @@ SED = 8
 RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED)
 """The policies that join a least-key server."""
 
+INTEGER_KEYS = (JSQ, JFSQ, JSSQ, JIQ, JFIQ)
+"""The ranking policies whose selection keys are integers >= 0 (every one but sed)."""
+
 
 @njit(cache=True, error_model="numpy")
 def selection_key(policy_code, queue_len, speed_class, n_classes, speed):
