@@ -38,10 +38,12 @@ def grow_buckets(start: np.ndarray, n_keys: int) -> np.ndarray:
 
 @njit(cache=True)
 def random_least_server(order, key, start, rng):
-    """A server uniformly at random among those with the least key (one uniform number)."""
-    count = start[key[order[0]] + 1]
+    """A server uniformly at random among those with the least key (one uniform number), and
+    that key: (server, least key)."""
+    least = key[order[0]]
+    count = start[least + 1]
     rank = int(rng.random() * count)
-    return order[min(rank, count - 1)]
+    return order[min(rank, count - 1)], least
 
 
 @njit(cache=True)

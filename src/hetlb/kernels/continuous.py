@@ -289,8 +289,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 s = rules.power_of_d_server(compat_indices, lo, hi, pod_d, queue_len, pod_sample, policy_rng)
             else:
                 if type_uses_tree[job_type] and bucketed:
-                    s = random_least_server(bucket_order, bucket_key, bucket_start, policy_rng)
-                    least = float(bucket_key[s])
+                    s, least_bucket = random_least_server(bucket_order, bucket_key, bucket_start, policy_rng)
+                    least = float(least_bucket)
                 elif type_uses_tree[job_type]:
                     s = random_least_leaf(key_tree, policy_rng, servers)
                     least = key_tree[1].key
