@@ -118,10 +118,12 @@ COUNTER_DTYPE = np.dtype([
 ])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
     """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
-    hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential."""
+    hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential.
+    Divides under numpy's error model (the rates are > 0), which has no exception path and so lets
+    LLVM inline it."""
     if size_code == SIZE_DETERMINISTIC:
         return 1.0
     if size_code == SIZE_HYPEREXPONENTIAL:
