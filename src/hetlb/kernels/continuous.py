@@ -4,7 +4,8 @@
 from two generators, one for the arrival process (epochs, job types, sizes) and one for the
 policy's own randomness, so two policies run with the same seed see the same arrivals and
 job sizes (common random numbers). Cost per event: O(log N) through the trees of
-:mod:`hetlb.kernels.trees` on the complete graph, O(degree) on a sparse graph. Statistics
+:mod:`hetlb.kernels.trees` on the complete graph (O(1) routing through the key buckets of
+:mod:`hetlb.kernels.buckets` for small integer keys), O(degree) on a sparse graph. Statistics
 stream; memory does not grow with the number of jobs.
 
 Speed notes.
