@@ -18,6 +18,7 @@ POLICIES = [("random", {}), ("weighted-random", {}), ("jsq", {}), ("jfsq", {}), 
             ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}), ("jsq-fiq", {}), ("jsq-lisf", {}),
             ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3})]
 RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed", "jsq-fiq", "jsq-lisf"}
+INTEGER_KEYS = {"jsq", "jfsq", "jssq", "jiq", "jfiq"}  # hetlb.policies.rules.INTEGER_KEYS
 
 SYSTEMS = {
     # three speeds, equal buffers, one job type, complete graph
@@ -29,7 +30,8 @@ SYSTEMS = {
     "fast-and-slow": dict(speed=[3.0, 1.0], arrival_rate=[3.6], graph=None, buffer=6),
 }
 CASES = [(name, policy, params, path) for name in SYSTEMS for policy, params in POLICIES
-         for path in (("scan", "tree") if policy in RANKING and SYSTEMS[name]["graph"] is None else ("scan",))]
+         for path in ("scan", "tree", "buckets")
+         if path == "scan" or SYSTEMS[name]["graph"] is None and policy in (RANKING if path == "tree" else INTEGER_KEYS)]
 COMPARISONS = 2 * len(CASES)
 REPLICATIONS = 10
 JOBS = 30_000
@@ -45,7 +47,8 @@ def build(name):
 def test_mean_response_time_and_blocking_match_exact(name, policy, params, path, monkeypatch):
     from hetlb import simulation
 
-    monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 1 if path == "tree" else 10**9)
+    monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 10**9 if path == "scan" else 1)
+    monkeypatch.setattr(simulation, "BUCKET_MAX_CLASSES", 10**9 if path == "buckets" else -1)
     system = build(name)
     exact = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy,
                         **params)

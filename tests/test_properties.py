@@ -25,16 +25,17 @@ def small_systems(draw):
 
 @settings(max_examples=40, deadline=None)
 @given(system=small_systems(), policy=st.sampled_from(POLICY_IDS), seed=st.integers(0, 2**32),
-       tree=st.booleans())
-def test_decisions_respect_graph_and_buffers_and_jobs_are_conserved(system, policy, seed, tree):
+       path=st.sampled_from(["scan", "tree", "buckets"]))
+def test_decisions_respect_graph_and_buffers_and_jobs_are_conserved(system, policy, seed, path):
     from hetlb import simulation
 
-    simulation_threshold = simulation.TREE_MIN_SERVERS
-    simulation.TREE_MIN_SERVERS = 1 if tree else 10**9
+    thresholds = simulation.TREE_MIN_SERVERS, simulation.BUCKET_MAX_CLASSES
+    simulation.TREE_MIN_SERVERS = 10**9 if path == "scan" else 1
+    simulation.BUCKET_MAX_CLASSES = 10**9 if path == "buckets" else -1
     try:
         result = hetlb.simulate(system, policy, jobs=400, seed=seed, trace=2000)
     finally:
-        simulation.TREE_MIN_SERVERS = simulation_threshold
+        simulation.TREE_MIN_SERVERS, simulation.BUCKET_MAX_CLASSES = thresholds
     run = result.runs[0]
     trace = run.trace
     for job_type, server in zip(trace["job_type"], trace["server"]):

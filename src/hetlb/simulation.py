@@ -16,6 +16,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
+from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
 from hetlb.model.system import INFINITE_BUFFER, System
 from hetlb.policies import as_policy, make_policy, rules
@@ -33,6 +34,12 @@ makes it the faster of the two from N = 10 up (measured); the tests run both pat
 STATE_DISTRIBUTION_SIZE_PER_SERVER = 2
 """The time-distributions of the number of jobs (and of waiting jobs) have 2N + 64 entries; the
 last one collects the time spent at that number or more."""
+
+BUCKET_MAX_CLASSES = 4
+"""A policy whose keys are integers (hetlb.policies.rules.INTEGER_KEYS) routes the job types that
+may use every server through key buckets, O(1) per decision, instead of the tree when the
+servers have at most this many speed classes (a jfsq key moves by the number of classes per
+event, one bucket per step); the tests run both paths."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
@@ -227,13 +234,17 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         else 2 * n_servers + 4096
     job_arrival, job_size, job_next = job_pool(slots)
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
+    complete = model.type_uses_tree.any()
+    bucketed = complete and model.policy_code in rules.INTEGER_KEYS and n_classes <= BUCKET_MAX_CLASSES
+    buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
     return kernel.KernelState(
         counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE), servers=servers,
         server_key=keys if ranking and not model.type_uses_tree.all() else np.zeros(0),
         job_arrival=job_arrival, job_size=job_size, job_next=job_next,
         departures=new_tournament(np.full(n_servers, np.inf)),
-        key_tree=new_key_tree(keys) if model.type_uses_tree.any() else np.zeros(0, dtype=KEY_NODE_DTYPE),
+        key_tree=new_key_tree(keys) if complete and not bucketed else np.zeros(0, dtype=KEY_NODE_DTYPE),
+        bucket_order=buckets[0], bucket_position=buckets[1], bucket_key=buckets[2], bucket_start=buckets[3],
         level_count=np.zeros(levels, np.int64), level_area=np.zeros(levels), level_last=np.zeros(levels),
         histogram=np.zeros(kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE, np.int64),
         batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
@@ -247,6 +258,15 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     )
 
 
+def bucket_keys(model, slots: int) -> int:
+    """Entries of the bucket boundaries: one past the largest key a server can reach when at most
+    ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
+    n_classes = model.n_classes
+    most = rules.selection_keys(model.policy_code, np.full(n_classes, slots + 1, np.int64), np.arange(n_classes),
+                                n_classes, model.class_speed, np.zeros(n_classes)).max()
+    return int(most) + 2
+
+
 def job_pool(slots: int):
     """Arrays of a pool of job slots, all on the free list (job_next links them)."""
     job_next = np.arange(1, slots + 1, dtype=np.int64)
@@ -254,8 +274,9 @@ def job_pool(slots: int):
     return np.zeros(slots), np.zeros(slots), job_next
 
 
-def grow_job_pool(state: kernel.KernelState) -> kernel.KernelState:
-    """Double the job pool when every slot is in use (only waiting jobs occupy slots)."""
+def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
+    """Double the job pool when every slot is in use (only waiting jobs occupy slots), and the
+    key buckets' range of keys with it."""
     used = len(state.job_next)
     if 2 * used > np.iinfo(np.int32).max:  # the server records keep slots and queue lengths as int32
         raise OverflowError("more than 2**31 - 1 jobs waiting: the system is unstable")
@@ -264,7 +285,9 @@ def grow_job_pool(state: kernel.KernelState) -> kernel.KernelState:
     size[:used] = state.job_size
     next_slot[:used] = state.job_next
     state.counters[0]["free_slot"] = used
-    return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot)
+    bucket_start = grow_buckets(state.bucket_start, bucket_keys(model, 2 * used)) if len(state.bucket_start) \
+        else state.bucket_start
+    return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start)
 
 
 def run_replication(system: System, model, seed_sequence, trace: int, state_distribution: bool, speed_bins,
@@ -276,14 +299,14 @@ def run_replication(system: System, model, seed_sequence, trace: int, state_dist
     state = new_state(model, system.n_servers, trace, state_distribution)
     counters = state.counters[0]
     counters["window_end"] = np.inf
-    counters["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
+    counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
     started = time.perf_counter()
     while True:
         status = kernel.advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:
-            state = grow_job_pool(state)
+            state = grow_job_pool(model, state)
             counters = state.counters[0]
         done = counters["now"] / model.horizon if model.batch_by_jobs == 0 else \
             counters["completed"] / model.target_jobs

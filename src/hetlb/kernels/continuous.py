@@ -4,7 +4,8 @@
 from two generators, one for the arrival process (epochs, job types, sizes) and one for the
 policy's own randomness, so two policies run with the same seed see the same arrivals and
 job sizes (common random numbers). Cost per event: O(log N) through the trees of
-:mod:`hetlb.kernels.trees` on the complete graph, O(degree) on a sparse graph. Statistics
+:mod:`hetlb.kernels.trees` on the complete graph (O(1) routing through the key buckets of
+:mod:`hetlb.kernels.buckets` for small integer keys), O(degree) on a sparse graph. Statistics
 stream; memory does not grow with the number of jobs.
 
 Speed notes.
@@ -27,6 +28,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from hetlb.kernels.buckets import move_key, random_least_server
 from hetlb.kernels.trees import lower_time, prefetch, prefetch_path, random_least_leaf, set_key, set_time
 from hetlb.model.system import INFINITE_BUFFER
 from hetlb.policies import rules
@@ -71,6 +73,7 @@ KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.s
 
 class KernelState(namedtuple("KernelState", [
     "counters", "servers", "server_key", "job_arrival", "job_size", "job_next", "departures", "key_tree",
+    "bucket_order", "bucket_position", "bucket_key", "bucket_start",
     "level_count", "level_area", "level_last",
     "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "sample",
     "window_job_area", "window_busy_area", "window_level_area", "batch_close", "jobs_time", "waiting_time",
@@ -78,8 +81,10 @@ class KernelState(namedtuple("KernelState", [
     """Mutable state of one run: ``counters`` is a one-record array of COUNTER_DTYPE, ``servers``
     one SERVER_DTYPE record per server, ``server_key`` each server's selection key
     (hetlb.policies.rules.selection_key) for the job types that scan their servers (empty when
-    none does), ``departures`` the tournament tree of next departure times and ``key_tree`` the
-    least-key tree of the job types routed by the tree (empty when none is). The job slots
+    none does), ``departures`` the tournament tree of next departure times, and ``key_tree`` the
+    least-key tree of the job types that may use every server, or instead, when the policy's keys
+    are small integers, the key buckets ``bucket_*`` (hetlb.kernels.buckets); the structure not in
+    use is empty. The job slots
     (``job_*``) hold the waiting jobs; ``job_next`` links each server's waiting jobs into a ring
     and the free slots into a list."""
 
@@ -117,17 +122,18 @@ admitted jobs to the target, and the run goes on until every measured job has le
 the window only: ``close_window`` keeps their values at its end (``window_*``)."""
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
     """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
-    hyperexponential only): an exponential divided by the rate of its phase (1.0, exactly
-    neutral, for exponential sizes)."""
+    hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential.
+    Divides under numpy's error model (the rates are > 0), which has no exception path and so lets
+    LLVM inline it."""
     if size_code == SIZE_DETERMINISTIC:
         return 1.0
-    rate = 1.0
     if size_code == SIZE_HYPEREXPONENTIAL:
         rate = first_phase_rate if rng.random() < first_phase_probability else second_phase_rate
-    return rng.exponential() / rate
+        return rng.exponential() / rate
+    return rng.exponential()
 
 
 @njit(cache=True)
@@ -254,6 +260,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     compat_indptr, compat_indices = model.compat_indptr, model.compat_indices
     compat_cumulative_speed, type_uses_tree = model.compat_cumulative_speed, model.type_uses_tree
     cumulative_type_rate, total_arrival_rate = model.cumulative_type_rate, model.total_arrival_rate
+    mean_interarrival = 1.0 / total_arrival_rate
     n_types = len(cumulative_type_rate)
     size_code = model.size_code
     first_phase_probability, first_phase_rate, second_phase_rate = (model.size_params[0], model.size_params[1],
@@ -266,7 +273,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     departures, key_tree = state.departures, state.key_tree
-    scanned, keyed = len(server_key) > 0, len(key_tree) > 0  # keep the keys for scans, for the tree
+    bucket_order, bucket_position, bucket_key, bucket_start = (state.bucket_order, state.bucket_position,
+                                                               state.bucket_key, state.bucket_start)
+    # keep the keys for scans, for the tree, for the buckets
+    scanned, keyed, bucketed = len(server_key) > 0, len(key_tree) > 0, len(bucket_order) > 0
     level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
     n_levels = level_count.shape[1] - 1
     histogram, batches, batch_close, sample = state.histogram, state.batches, state.batch_close, state.sample
@@ -305,6 +315,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             prefetch_path(departures, leader, 3)
             if keyed:
                 prefetch_path(key_tree, leader, 3)
+            if bucketed:
+                prefetch(bucket_position, leader)
+                prefetch(bucket_key, leader)
 
         if c.next_arrival <= next_departure:
             # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
@@ -328,7 +341,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 s = rules.fast_slow_server(compat_indices, lo, compat_first_slow[job_type], hi, sample_sizes,
                                            route_probabilities, queue_len, sample, policy_rng)
             else:
-                if type_uses_tree[job_type]:
+                if type_uses_tree[job_type] and bucketed:
+                    s, least_bucket = random_least_server(bucket_order, bucket_key, bucket_start, policy_rng)
+                    least = float(least_bucket)
+                elif type_uses_tree[job_type]:
                     s = random_least_leaf(key_tree, policy_rng, servers)
                     least = key_tree[1].key
                 else:
@@ -340,7 +356,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 prefetch_path(departures, s, 2)
             # drawn after the routing, so that they overlap with loading the server's record
             size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
-            c.next_arrival = now + arrival_rng.exponential() / total_arrival_rate
+            c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):
@@ -364,13 +380,15 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             set_queue_length(server, now, q + 1)
             if q + 1 <= n_levels:
                 move_level(server.speed_class, q + 1, 1, now, level_count, level_area, level_last)
-            if scanned or keyed:
+            if scanned or keyed or bucketed:
                 key = rules.selection_key(policy_code, q + 1, server.speed_class, n_classes,
                                           class_speed[server.speed_class], now)
                 if scanned:
                     server_key[s] = key
                 if keyed:
                     set_key(key_tree, s, key)
+                if bucketed:
+                    move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             server.peak_queue = max(server.peak_queue, q + 1)
             if q == 0:
                 c.busy += 1
@@ -415,13 +433,15 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             set_queue_length(server, now, q)
             if q + 1 <= n_levels:
                 move_level(server.speed_class, q + 1, -1, now, level_count, level_area, level_last)
-            if scanned or keyed:
+            if scanned or keyed or bucketed:
                 key = rules.selection_key(policy_code, q, server.speed_class, n_classes,
                                           class_speed[server.speed_class], now)
                 if scanned:
                     server_key[s] = key
                 if keyed:
                     set_key(key_tree, s, key)
+                if bucketed:
+                    move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if q > 0:
                 # the first waiting job enters service and frees its slot
                 slot = job_next[server.last_waiting]

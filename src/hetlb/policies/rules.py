@@ -31,6 +31,9 @@ JSQ_LISF = 11
 RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
 """The policies that join a least-key server."""
 
+INTEGER_KEYS = (JSQ, JFSQ, JSSQ, JIQ, JFIQ)
+"""The ranking policies whose selection keys are integers >= 0 (every one but sed)."""
+
 
 @njit(cache=True, error_model="numpy")
 def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
