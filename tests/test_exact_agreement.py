@@ -18,7 +18,7 @@ POLICIES = [("random", {}), ("weighted-random", {}), ("jsq", {}), ("jfsq", {}), 
             ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}), ("jsq-fiq", {}), ("jsq-lisf", {}),
             ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3})]
 RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed", "jsq-fiq", "jsq-lisf"}
-INTEGER_KEYS = {"jsq", "jfsq", "jssq", "jiq", "jfiq"}  # hetlb.policies.rules.INTEGER_KEYS
+INTEGER_KEYS = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq"}  # hetlb.policies.rules.INTEGER_KEYS
 
 SYSTEMS = {
     # three speeds, equal buffers, one job type, complete graph

@@ -31,7 +31,7 @@ JSQ_LISF = 11
 RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
 """The policies that join a least-key server."""
 
-INTEGER_KEYS = (JSQ, JFSQ, JSSQ, JIQ, JFIQ)
+INTEGER_KEYS = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, JSQ_FIQ)
 """The ranking policies whose selection keys are integers >= 0 (every one but sed)."""
 
 
