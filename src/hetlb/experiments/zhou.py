@@ -115,6 +115,12 @@ def growing_points(table) -> dict:
     return {label: rows.loc[rows["grows"], "load"].tolist() for label, rows in table.groupby("policy", sort=False)}
 
 
+def growth_by_load(table) -> dict:
+    """Label -> load -> number_in_system_growth."""
+    return {label: {f"{load:g}": float(growth) for load, growth in zip(rows["load"], rows["number_in_system_growth"])}
+            for label, rows in table.groupby("policy", sort=False)}
+
+
 def delay_figure(table, path, title: str) -> None:
     """Mean delay (slots) against load, one line per series, without the points that grow."""
     stable = table.copy()
@@ -202,7 +208,7 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
     for label in led:
         differences = paired_differences(runs, "mean_delay", "policy", label, "jsq")
         below[label] = bool((differences["ci_high"] < 0).all())
-        ratio[label] = {float(load): float(row(table, policy=label, load=load)["mean_delay"]
+        ratio[label] = {f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]
                                            / row(table, policy="jsq", load=load)["mean_delay"])
                         for load in sorted(table["load"].unique())}
     growing = growing_points(table)
@@ -218,8 +224,7 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
                      f"than {GROWTH_LIMIT:.0%} between the halves of a run), while pod or jiq grow; pod grows "
                      f"exactly at the loads above its static threshold {pod_threshold:.3f}",
               {"loads_where_the_number_in_system_grows": growing, "pod_static_threshold": pod_threshold,
-               "growth": {label: rows.set_index("load")["number_in_system_growth"].to_dict()
-                          for label, rows in table.groupby("policy", sort=False)}},
+               "growth": growth_by_load(table)},
               led_stable and baseline_grows and pod_as_predicted),
     ]
 
@@ -258,11 +263,11 @@ def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: d
     randomised = ("l-pod-push", "l-jba-push")
     loads = sorted(table["load"].unique())
     heaviest = loads[-1]
-    per_load = {float(v): {label: gap(runs, v, label) for label in randomised} for v in loads}
+    per_load = {f"{v:g}": {label: gap(runs, v, label) for label in randomised} for v in loads}
     never_above = all(g["interval"][1] >= 0 for at in per_load.values() for g in at.values())
-    below_at_heaviest = all(g["interval"][0] > 0 for g in per_load[heaviest].values())
+    below_at_heaviest = all(g["interval"][0] > 0 for g in per_load[f"{heaviest:g}"].values())
     load = o["corollary_load"]
-    by_p_hat = {float(p): {label: gap(p_hat_runs[p], load, label) for label in randomised}
+    by_p_hat = {f"{p:g}": {label: gap(p_hat_runs[p], load, label) for label in randomised}
                 for p in sorted(p_hat_runs, reverse=True)}
     ordered = list(by_p_hat.values())
     grows_as_p_hat_falls = all(later[label]["interval"][0] > earlier[label]["interval"][1]
@@ -372,7 +377,7 @@ def heavy_traffic_claims(table, runs, fit_points: int) -> list:
     for label, rows in table.groupby("policy", sort=False):
         rows = rows.sort_values("epsilon", ascending=False)
         low, high = rows["scaled_number_in_system_ci_low"].to_numpy(), rows["scaled_number_in_system_ci_high"].to_numpy()
-        trend[label] = dict(zip(rows["epsilon"].round(6).tolist(), rows["scaled_number_in_system"].tolist()))
+        trend[label] = {f"{e:.6g}": value for e, value in zip(rows["epsilon"], rows["scaled_number_in_system"])}
         falls &= bool(high[-1] < low[0] and np.all(low[1:] <= high[:-1]))
         smallest = sorted(rows["epsilon"])[:fit_points]
         samples = [runs[(runs["policy"] == label) & np.isclose(runs["epsilon"], e)]["scaled_number_in_system"]
@@ -396,8 +401,7 @@ def throughput_claim(table) -> Claim:
     growing = growing_points(table)
     return Claim("C14", f"the number in system does not grow at any load up to {table['load'].max()} (no point's "
                         f"growth between the halves of a run is significantly above {GROWTH_LIMIT:.0%})",
-                 {"growth": {label: rows.set_index("load")["number_in_system_growth"].to_dict()
-                             for label, rows in table.groupby("policy", sort=False)},
+                 {"growth": growth_by_load(table),
                   "loads_where_the_number_in_system_grows": growing},
                  not any(growing.values()))
 
