@@ -376,7 +376,8 @@ def heavy_traffic_claims(table, runs, fit_points: int) -> list:
     falls = extrapolates = True
     for label, rows in table.groupby("policy", sort=False):
         rows = rows.sort_values("epsilon", ascending=False)
-        low, high = rows["scaled_number_in_system_ci_low"].to_numpy(), rows["scaled_number_in_system_ci_high"].to_numpy()
+        low = rows["scaled_number_in_system_ci_low"].to_numpy()
+        high = rows["scaled_number_in_system_ci_high"].to_numpy()
         trend[label] = {f"{e:.6g}": value for e, value in zip(rows["epsilon"], rows["scaled_number_in_system"])}
         falls &= bool(high[-1] < low[0] and np.all(low[1:] <= high[:-1]))
         smallest = sorted(rows["epsilon"])[:fit_points]
