@@ -211,6 +211,15 @@ def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, rep
     return run_result(system, model, state, seed_sequence, wall)
 
 
+def growth_between_halves(queue_area, batch_slots) -> float:
+    """Time-average sum_n Q_n over the measured slots after the middle batch boundary divided by that
+    before it, minus 1 (``queue_area`` and ``batch_slots`` cumulative at the batch ends)."""
+    middle = len(batch_slots) // 2 - 1
+    first = safe_ratio(queue_area[middle], batch_slots[middle])
+    second = safe_ratio(queue_area[-1] - queue_area[middle], batch_slots[-1] - batch_slots[middle])
+    return safe_ratio(second, first) - 1.0
+
+
 def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds: float) -> SlottedRunResult:
     c = state.counters[0]
     slots = int(c["slot"] - model.warmup)
@@ -239,6 +248,7 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         slots=slots, arrivals=int(c["arrivals"]), departures=int(c["departures"]), decisions=int(c["decisions"]),
         mean_number_in_system=safe_ratio(c["queue_area"], slots),
         mean_number_in_system_ci=interval(ratio_per_batch(columns["queue_area"], batch_slots)),
+        number_in_system_growth=growth_between_halves(columns["queue_area"], batch_slots),
         mean_delay=safe_ratio(c["queue_area"], c["arrivals"]),
         mean_delay_ci=interval(delay_batches),
         mean_estimate_error=safe_ratio(c["error_area"], slots * pairs),

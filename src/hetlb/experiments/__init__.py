@@ -6,7 +6,8 @@ from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, comparable, paired_differences, sweep
 from hetlb.experiments.reproduce import REPRODUCTIONS, reproduce
 from hetlb.experiments.tuning import tune_jsq_df_ds
-from hetlb.experiments import buke, weng  # register the reproductions of papers 000 and 002
+from hetlb.experiments import buke, weng, zhou  # register the reproductions of papers 000, 001 and 002
 
-__all__ = ["REPRODUCTIONS", "buke", "weng", "ResultStore", "SweepResult", "SweepSpec", "comparable", "paired_differences", "reproduce",
+__all__ = ["REPRODUCTIONS", "ResultStore", "SweepResult", "SweepSpec", "buke", "comparable", "paired_differences",
+           "reproduce", "weng", "zhou",
            "resolve_executor", "sweep", "tune_jsq_df_ds"]

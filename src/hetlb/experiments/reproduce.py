@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from hetlb import __version__
@@ -77,6 +78,22 @@ REPRODUCTIONS: dict[str, Reproduction] = {}
 def register(reproduction: Reproduction) -> Reproduction:
     REPRODUCTIONS[reproduction.name] = reproduction
     return reproduction
+
+
+def series_of(table, metric: str, by: str, x: str) -> dict:
+    """The figure's series: for each value of column ``by``, (mean, ci_low, ci_high) of ``metric``
+    ordered by column ``x`` (the ``series`` of hetlb.plots.plot_metric)."""
+    return {label: (rows.sort_values(x)[metric].to_numpy(), rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
+                    rows.sort_values(x)[metric + "_ci_high"].to_numpy())
+            for label, rows in table.groupby(by, sort=False)}
+
+
+def row(table, **where) -> pd.Series:
+    """The first row of ``table`` whose columns equal the given values."""
+    mask = np.ones(len(table), bool)
+    for column, value in where.items():
+        mask &= table[column].to_numpy() == value
+    return table[mask].iloc[0]
 
 
 def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store="hetlb-results.sqlite",

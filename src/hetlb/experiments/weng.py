@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register
+from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row, series_of
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import sweep
 from hetlb.experiments.tuning import tune_jsq_df_ds
@@ -57,19 +57,6 @@ def graph_sweep(context, name: str, job_sizes: dict):
         replications=o["replications"], seed=o["seed"], name=name)
     result = sweep(spec, executor=context.executor, store=context.store, progress=context.progress)
     return result.summary.rename(columns={"system.n_servers": "n_servers", "policy.id": "policy"})
-
-
-def series_of(table, metric: str, by: str, x: str) -> dict:
-    return {label: (rows.sort_values(x)[metric].to_numpy(), rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
-                    rows.sort_values(x)[metric + "_ci_high"].to_numpy())
-            for label, rows in table.groupby(by, sort=False)}
-
-
-def row(table, **where) -> pd.Series:
-    mask = np.ones(len(table), bool)
-    for column, value in where.items():
-        mask &= table[column].to_numpy() == value
-    return table[mask].iloc[0]
 
 
 def interval(point) -> list:

@@ -19,7 +19,7 @@ from hetlb.results.run import finite_or_null, json_default, mean_over_runs
 from hetlb.stats import preference_report
 
 SCALARS = ("mean_number_in_system", "mean_delay", "mean_estimate_error", "messages_per_arrival",
-           "messages_per_decision")
+           "messages_per_decision", "number_in_system_growth")
 
 
 @dataclass
@@ -35,6 +35,9 @@ class SlottedRunResult:
                                         # one per job with routing="job")
     mean_number_in_system: float        # time-average sum_n Q_n
     mean_number_in_system_ci: list
+    number_in_system_growth: float      # time-average sum_n Q_n over the second half of the measured slots divided
+                                        # by that over the first half, minus 1: about 0 when stable, > 0 when the
+                                        # queues grow (or the warm-up was too short)
     mean_delay: float                   # slots, by Little's law
     mean_delay_ci: list
     mean_estimate_error: float          # time-average of |Q_n - Q~^m_n| over dispatchers and servers (LED only)
@@ -103,6 +106,8 @@ class SlottedResult:
 
     mean_number_in_system = _over_runs("mean_number_in_system", "time-average sum_n Q_n")
     mean_number_in_system_ci = _interval_over_runs("mean_number_in_system")
+    number_in_system_growth = _over_runs("number_in_system_growth",
+                                         "second half's time-average sum_n Q_n over the first half's, minus 1")
     mean_delay = _over_runs("mean_delay", "mean delay in slots (Little's law)")
     mean_delay_ci = _interval_over_runs("mean_delay")
     mean_estimate_error = _over_runs("mean_estimate_error", "time-average |Q_n - Q~^m_n| (LED policies)")
