@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register
+from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import CCDF_GRID, paired_differences, sweep
 from hetlb.plots import plot_panels
@@ -74,7 +74,7 @@ def run_fig41(context) -> Outcome:
     table = plain_names(run_sweep(context, "buke-fig41", base, {"policy.id": FIG41_POLICIES}).summary)
     edges = np.linspace(o["low"], o["high"], bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
-    profile = {p: {name: row_of(table, p)[[f"{name}_bin{i + 1}" for i in range(bins)]].to_numpy(dtype=float)
+    profile = {p: {name: row(table, policy=p)[[f"{name}_bin{i + 1}" for i in range(bins)]].to_numpy(dtype=float)
                    for name in ("eta", "xi2", "tb_eta")} for p in FIG41_POLICIES}
     tb = profile["jsq"]["tb_eta"]
     series = {name: {LABELS[p]: (profile[p][name], profile[p][name], profile[p][name]) for p in FIG41_POLICIES}
@@ -116,21 +116,14 @@ def ccdf_claim(table) -> Claim:
     measured, holds = {}, True
     for measure, grid in CCDF_GRID.items():
         columns = [f"ccdf_{measure}_{y:g}" for y in grid]
-        jfsq = row_of(table, "jfsq")[columns].to_numpy(dtype=float)
+        jfsq = row(table, policy="jfsq")[columns].to_numpy(dtype=float)
         for policy in FIG41_POLICIES[1:]:
-            other = row_of(table, policy)[columns].to_numpy(dtype=float)
+            other = row(table, policy=policy)[columns].to_numpy(dtype=float)
             excess = float((jfsq - other).max())
             measured[f"{measure} jfsq minus {policy}, largest"] = excess
             holds &= excess <= 0.01
     return Claim("C19", "the CCDFs P(X_{+1} > y) and P(X_{+2} > y) under jfsq lie below those under jsq-fiq, jssq, "
                         "RR and LISF at every y of the grid (by at most 0.01 above, for sampling noise)", measured, holds)
-
-
-def row_of(table, policy, **where) -> pd.Series:
-    mask = table["policy"].to_numpy() == policy
-    for column, value in where.items():
-        mask &= np.isclose(table[column].to_numpy(dtype=float), value)
-    return table[mask].iloc[0]
 
 
 # ---------------------------------------------------------------------------------------------
