@@ -87,8 +87,9 @@ def test_every_reproduction_documents_its_options():
     ("buke-fig41", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 2}, {"C15", "C16", "C19"}),
     ("buke-fig42", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 3,
                     "excess_capacities": [0.5, 1.0, 2.0]}, {"C17"}),
-    ("buke-scaling", {"n_servers": [30, 60], "horizon": 300.0, "warmup": 30.0, "replications": 2},
-     {"C18", "diffusion"}),
+    ("buke-scaling", {"n_servers": [30, 60], "horizon": 300.0, "warmup": 30.0, "replications": 2,
+                      "sandwich_servers": 20, "sandwich_horizon": 200.0, "stability_servers": 40},
+     {"C18", "diffusion", "C20", "C21", "C22"}),
 ])
 def test_paper_002_reproductions_write_their_outputs(tmp_path, name, options, claim_ids):
     report = reproduce(name, out=tmp_path, store=None, executor="serial", **options)

@@ -23,7 +23,7 @@ from hetlb.policies import as_policy, make_policy, rules
 from hetlb.policies.registry import Policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
-from hetlb.stats import interval, ratio_per_batch
+from hetlb.stats import growth_between_halves, interval, ratio_per_batch
 from hetlb.stats.halfin_whitt import speed_profile
 
 TREE_MIN_SERVERS = 2
@@ -344,6 +344,7 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         blocking_probability_ci=interval(ratio_per_batch(batches[:, 3], batches[:, 1])),
         mean_number_in_system=safe_ratio(c["window_job_area"], measured),
         mean_number_in_system_ci=interval(ratio_per_batch(batches[:, 8], batch_time)),
+        number_in_system_growth=growth_between_halves(batches[:, 8], batch_time),
         utilisation=state.window_busy_area / measured,
         mean_queue_length=state.window_job_area / measured,
         peak_queue_length=state.peak_queue.copy(),

@@ -23,7 +23,7 @@ from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.simulation import check_seed, safe_ratio
-from hetlb.stats import interval, preference_report, ratio_per_batch
+from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
 """Slots per kernel call between progress updates (does not change results)."""
@@ -209,15 +209,6 @@ def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, rep
         report(counters["slot"] / model.end_slot, int(counters["arrivals_total"] + counters["departures_total"]))
     wall = time.perf_counter() - started
     return run_result(system, model, state, seed_sequence, wall)
-
-
-def growth_between_halves(queue_area, batch_slots) -> float:
-    """Time-average sum_n Q_n over the measured slots after the middle batch boundary divided by that
-    before it, minus 1 (``queue_area`` and ``batch_slots`` cumulative at the batch ends)."""
-    middle = len(batch_slots) // 2 - 1
-    first = safe_ratio(queue_area[middle], batch_slots[middle])
-    second = safe_ratio(queue_area[-1] - queue_area[middle], batch_slots[-1] - batch_slots[middle])
-    return safe_ratio(second, first) - 1.0
 
 
 def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds: float) -> SlottedRunResult:

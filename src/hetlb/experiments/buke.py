@@ -12,8 +12,9 @@ arrival epochs and job sizes.
   CCDFs of X_{+1} and X_{+2} (claim C19).
 - ``buke-fig42``: paired differences JFSQ - RR of E|X_1|, E X_2, E X_3, E X_{+1} and E X_{+2}
   across c.
-- ``buke-scaling``: E|X_1|, E X_2, E X_3 as n grows at c = 1, against the diffusion limits of
-  hetlb.theory.diffusion.
+- ``buke-scaling``: E|X_1|, E X_2, E X_{+1} as n grows at c = 1, against the diffusion limits of
+  hetlb.theory.diffusion; with the coupled sandwich check (C20), the stability boundary (C21) and
+  the idle servers' mean-reversion rates (C22).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from hetlb.bounding import check_sandwich
 from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import CCDF_GRID, paired_differences, sweep
@@ -229,7 +231,50 @@ def run_scaling(context) -> Outcome:
               all(gap[p, last, m] < gap[p, first, m] or gap[p, last, m] <= tolerance[p, m]
                   for p in ("jfsq", "jsq") for m in ("x1", "x2"))),
     ]
+    claims += [sandwich_claim(o), stability_claim(context)]
+    claims += idle_rate_claims(stats, last, o)
     return Outcome(table, claims, dict(o, diffusion_limits=limits), ["replications"])
+
+
+def sandwich_claim(o: dict) -> Claim:
+    """C20: on coupled paths (the coupling of the proof of Prop. 5.1), JSQ-FSL <= pi <= JSQ-SSL."""
+    n = o["sandwich_servers"]
+    speed = np.random.default_rng(o["speed_seed"]).uniform(o["low"], o["high"], n)
+    arrival_rate = speed.sum() - o["excess_capacity"] * math.sqrt(n)
+    check = check_sandwich(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
+    return Claim("C20", f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "
+                        f"every event for jsq, jfsq, jssq, jsq-fiq and jsq-lisf (Prop. 5.1)",
+                 {"ticks": check.ticks,
+                  "lower_violations": dict(zip(check.tie_breaks, check.lower_violations.tolist())),
+                  "upper_violations": dict(zip(check.tie_breaks, check.upper_violations.tolist()))},
+                 bool(check.holds))
+
+
+def stability_claim(context) -> Claim:
+    """C21: stable iff c > 0. Just above and just below capacity (a buffer too large to fill in
+    the horizon), the number in system levels off or keeps growing."""
+    o = context.options
+    base = {"system": dict(base_system(o, o["stability_servers"], 1.0), buffer=10 * int(o["horizon"])),
+            "policy": {"id": "jfsq"}, "run": {"horizon": o["horizon"], "warmup": o["warmup"]}}
+    table = plain_names(run_sweep(context, "buke-stability", base,
+                                  {"system.excess_capacity": [-0.25, 0.25]}).summary)
+    growth = {float(c): float(row(table, excess_capacity=c)["number_in_system_growth"]) for c in (-0.25, 0.25)}
+    return Claim("C21", "stable iff c > 0: under jfsq the number in system over the second half of the run exceeds "
+                        "the first half's by more than 50% at c = -0.25, and by less than 10% at c = 0.25",
+                 {"growth_by_c": growth}, growth[-0.25] > 0.5 and abs(growth[0.25]) < 0.1)
+
+
+def idle_rate_claims(stats: dict, n: int, o: dict) -> list:
+    """C22: in stationarity E[-X_1] = c / kappa, kappa the mean-reversion rate of X_1 (Cor. 4.4,
+    4.5): mu_min for jfsq (plus the effect of a finite sample's minimum), E[mu^2] / E[mu] for RR."""
+    low, high = o["low"], o["high"]
+    rr_rate = (high ** 3 - low ** 3) / 3 / (high - low) / ((low + high) / 2)
+    implied = {p: o["excess_capacity"] / stats[p, n, "x1"][0] for p in ("jfsq", "jsq")}
+    return [Claim("C22", f"at n = {n} the idle servers' mean-reversion rate implied by E|X_1| = c / kappa is "
+                         f"within [mu_min, mu_min + 0.1] = [{low}, {low + 0.1:.2f}] for jfsq and within 5% of "
+                         f"E[mu^2]/E[mu] = {rr_rate:.4f} for RR (jsq)",
+                  {"implied_rate": implied, "rr_rate": rr_rate},
+                  low <= implied["jfsq"] <= low + 0.1 and abs(implied["jsq"] / rr_rate - 1) <= 0.05)]
 
 
 register(Reproduction("buke-fig41", "002 Fig. 4.1: where idleness and queues sit, by service rate", run_fig41, {
@@ -250,4 +295,7 @@ register(Reproduction("buke-scaling", "002: the measures as n grows, against the
     "n_servers": ([125, 250, 500, 1000, 2000], [125, 250, 500, 1000, 2000, 4000, 8000], "n"),
     "excess_capacity": (1.0, 1.0, "c"),
     "replications": (5, 10, "independent replications"),
+    "sandwich_servers": (100, 200, "n of the coupled sandwich check (C20)"),
+    "sandwich_horizon": (2000.0, 3000.0, "horizon of the coupled sandwich check, time units"),
+    "stability_servers": (500, 500, "n of the stability check at c = -0.25 and 0.25 (C21)"),
 }))

@@ -31,7 +31,8 @@ from hetlb.stats import t_interval
 from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf, scaled_measures
 
 METRICS = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system",
-           "response_time_p50", "response_time_p95", "response_time_p99", "littles_law_gap") + MEASURES
+           "response_time_p50", "response_time_p95", "response_time_p99", "littles_law_gap",
+           "number_in_system_growth") + MEASURES
 """Per-run figures of the continuous model that the summary gives with 95% intervals (with the
 X measures of 002, hetlb.stats.halfin_whitt)."""
 SLOTTED_METRICS = SCALARS

@@ -160,11 +160,13 @@ class System:
 
 def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     """n lambda^n = sum(mu_k) - c sqrt(n): the total arrival rate at diffusion-scaled excess
-    capacity c = varsigma + nu (the Halfin-Whitt regime of 002, MODEL-SPEC 3.1); stable iff c > 0."""
+    capacity c = varsigma + nu (the Halfin-Whitt regime of 002, MODEL-SPEC 3.1). With infinite
+    buffers the system is stable iff c > 0 (System refuses c <= 0 then); with finite buffers any c
+    is allowed."""
     speed = np.asarray(speed, dtype=float)
     if not (isinstance(excess_capacity, (int, float)) and not isinstance(excess_capacity, bool)
-            and math.isfinite(excess_capacity) and excess_capacity > 0):
-        raise InputError("excess_capacity", f"must be a finite number > 0 (stability), got {excess_capacity!r}")
+            and math.isfinite(excess_capacity)):
+        raise InputError("excess_capacity", f"must be a finite number, got {excess_capacity!r}")
     rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
     if rate <= 0:
         raise InputError("excess_capacity", f"c sqrt(n) = {excess_capacity * math.sqrt(len(speed)):.6g} leaves no "

@@ -38,6 +38,7 @@ class RunResult:
     blocking_probability_ci: list
     mean_number_in_system: float
     mean_number_in_system_ci: list
+    number_in_system_growth: float     # mean number in system over the second half of the batches / first half - 1
     utilisation: np.ndarray            # per server, fraction of time busy
     mean_queue_length: np.ndarray      # per server, time-average jobs (incl. in service)
     peak_queue_length: np.ndarray      # per server, most jobs ever held (whole run)
@@ -87,6 +88,7 @@ class RunResult:
             "blocking_probability_ci": self.blocking_probability_ci,
             "mean_number_in_system": self.mean_number_in_system,
             "mean_number_in_system_ci": self.mean_number_in_system_ci,
+            "number_in_system_growth": self.number_in_system_growth,
             **{f"response_time_{k}": v for k, v in self.response_time_percentiles.items()},
             "littles_law_gap": self.littles_law_gap,
             "occupancy_by_class": occupancy_table(self.class_speed, self.class_count, self.occupancy, self.class_jobs),
@@ -184,6 +186,7 @@ class SimulationResult:
                 out[name + "_ci"] = ci
         out.update({f"response_time_{k}": v for k, v in self.response_time_percentiles.items()})
         out["littles_law_gap"] = self._across("littles_law_gap")[0]
+        out["number_in_system_growth"] = self._across("number_in_system_growth")[0]
         first = self.runs[0]
         occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
         out["occupancy_by_class"] = occupancy_table(

@@ -38,3 +38,14 @@ def ratio_per_batch(numerator_cumulative, denominator_cumulative) -> np.ndarray:
     denominator = np.diff(np.concatenate([[0.0], denominator_cumulative]))
     with np.errstate(invalid="ignore", divide="ignore"):
         return numerator / denominator
+
+
+def growth_between_halves(area_cumulative, time_cumulative) -> float:
+    """The time average after the middle batch boundary divided by that before it, minus 1, from
+    cumulative snapshots at the batch ends (of an integral, e.g. of the number in system, and of
+    the elapsed time): about 0 for a stationary run, clearly positive for one that keeps growing."""
+    middle = len(time_cumulative) // 2 - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        first = area_cumulative[middle] / time_cumulative[middle]
+        second = (area_cumulative[-1] - area_cumulative[middle]) / (time_cumulative[-1] - time_cumulative[middle])
+        return float(second / first - 1.0)
