@@ -131,22 +131,20 @@ def build_system(data: dict) -> System:
     kind = data.get("job_sizes", "exponential")
     job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
     graph, report = data.get("graph"), None
-    arrival_rate, load, n_types = data.get("arrival_rate"), data.get("load"), data.get("types", 1)
+    rates = {"arrival_rate": data.get("arrival_rate"), "load": data.get("load"),
+             "excess_capacity": data.get("excess_capacity")}
+    n_types = data.get("types", 1)
     if isinstance(graph, dict):
+        # a construction needs the ports' rates (and the buffer, for the theorems) first
         ports = graph_ports(graph, len(speeds))
         if ports is None:
-            ports = len(arrival_rate) if np.ndim(arrival_rate) == 1 else n_types
-        rates = port_arrival_rates(speeds, positive_int("system.types", ports), arrival_rate, load,
-                                   data.get("excess_capacity"))
+            ports = len(rates["arrival_rate"]) if np.ndim(rates["arrival_rate"]) == 1 else n_types
+        port_rates = port_arrival_rates(speeds, positive_int("system.types", ports), **rates)
         buffer = data.get("buffer")
-        graph, report = construct_graph(graph, speeds, rates, buffer if isinstance(buffer, int) else None)
-        arrival_rate, load = rates, None
-        data = {key: value for key, value in data.items() if key != "excess_capacity"}
-    return System.from_speeds(
-        speeds, arrival_rate=arrival_rate, load=load, excess_capacity=data.get("excess_capacity"),
-        buffer=data.get("buffer"),
-        graph=graph, n_types=n_types, job_sizes=job_sizes, graph_construction=report,
-    )
+        graph, report = construct_graph(graph, speeds, port_rates, buffer if isinstance(buffer, int) else None)
+        rates = {"arrival_rate": port_rates}
+    return System.from_speeds(speeds, **rates, buffer=data.get("buffer"), graph=graph, n_types=n_types,
+                              job_sizes=job_sizes, graph_construction=report)
 
 
 def speeds_of(data: dict) -> np.ndarray:
