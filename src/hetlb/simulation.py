@@ -64,8 +64,9 @@ def simulate(
 ) -> SimulationResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
 
-    jobs: stop after this many completed jobs that arrived after the warm-up (default 100,000
-        when ``horizon`` is not given); horizon: stop at this simulated time instead.
+    jobs: measure the jobs arriving after the warm-up until this many have been admitted
+        (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
+        this simulated time instead. The run goes on until every measured job has left.
     warmup: simulated time discarded before statistics start (time units).
     seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
     replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
