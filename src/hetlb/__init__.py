@@ -6,7 +6,7 @@ some servers by a compatibility graph, finite buffers, and exact and asymptotic 
 check them against.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from hetlb.bounding import check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
