@@ -83,7 +83,8 @@ def scenario_from_args(args):
     policy.update(parse_assignment(text) for text in args.param or [])
     policy.update({name: getattr(args, name) for name in LED_FLAGS if getattr(args, name, None) is not None})
     run = dict(data.get("run", {}))
-    for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins"):
+    for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins",
+                "state_distribution"):
         value = getattr(args, key, None)
         if value is not None and value is not False:
             run[key] = int(value) if key == "warmup" and system.get("model") == "slotted" and \
@@ -188,6 +189,8 @@ def format_result(result) -> str:
         s = (c["s_m"] + [float("nan")] * 3)[:3]
         lines.append(f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
                      f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}")
+    scaled = summary["halfin_whitt"]
+    lines += ["", "  scaled as in 002:  " + "  ".join(f"{name} {value:.4g}" for name, value in scaled.items())]
     lines += ["", f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
               f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
               f"Little's law gap {100 * summary['littles_law_gap']:.3f}%"]
@@ -415,6 +418,8 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
     run.add_argument("--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K speed bins")
+    run.add_argument("--state-distribution", action="store_true",
+                     help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002)")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
     add_slotted_flags(simulate)

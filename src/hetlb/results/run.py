@@ -16,6 +16,7 @@ import numpy as np
 
 from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT
 from hetlb.stats import interval
+from hetlb.stats.halfin_whitt import scaled_measures
 
 PERCENTILES = (50, 95, 99)
 
@@ -101,6 +102,7 @@ class RunResult:
             "wall_seconds": self.wall_seconds,
             "events_per_second": self.events_per_second,
         }
+        out["halfin_whitt"] = scaled_measures(self, len(self.utilisation))
         if self.speed_profile is not None:
             out["speed_profile"] = self.speed_profile
         if per_server:
@@ -188,6 +190,8 @@ class SimulationResult:
         out["littles_law_gap"] = self._across("littles_law_gap")[0]
         out["number_in_system_growth"] = self._across("number_in_system_growth")[0]
         first = self.runs[0]
+        scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
+        out["halfin_whitt"] = {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
         occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
         out["occupancy_by_class"] = occupancy_table(
             first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0))
