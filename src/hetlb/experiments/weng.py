@@ -30,6 +30,8 @@ FIG3_SPEED_MIX = [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]]
 FIG3_POLICIES = ["jfsq", "jfiq", "jsq", "jiq"]
 FIG2_POLICIES = ["jfsq", "jfiq", "jsq", "jiq", "jsq-df-ds"]
 ESSENTIALLY_ZERO_BLOCKING = 1e-3
+PAPER_N = 2048
+"""The N at which 000 says jfsq and jfiq are "very close" to the bound (2^11)."""
 
 GRAPH_OPTIONS = {
     "load": (0.9, 0.9, "rho = lambda_Sigma / sum(speed) (lost; MODEL-SPEC 1.7)"),
@@ -76,9 +78,13 @@ def bound_claim(table) -> Claim:
 
 
 def convergence_claims(table, n_min: int, n_max: int) -> list:
-    """C2, C3 and C4 on a table of the Fig. 3 setting (columns n_servers, policy)."""
+    """C2, C3 and C4 on a table of the Fig. 3 setting (columns n_servers, policy). The 5% test is
+    made at the paper's N = 2048 when the table has it, else at its largest N."""
     bound = float(row(table, n_servers=n_max, policy="jfsq")["speed_lower_bound"])
+    n_paper = PAPER_N if PAPER_N in set(table["n_servers"]) else n_max
     ratio = {p: float(row(table, n_servers=n_max, policy=p)["mean_response_time"]) / bound for p in FIG3_POLICIES}
+    ratio_paper = {p: float(row(table, n_servers=n_paper, policy=p)["mean_response_time"]) / bound
+                   for p in ("jfsq", "jfiq")}
     falls = {p: interval(row(table, n_servers=n_max, policy=p))[1] < interval(row(table, n_servers=n_min,
                                                                                    policy=p))[0]
              for p in ("jfsq", "jfiq")}
@@ -86,9 +92,9 @@ def convergence_claims(table, n_min: int, n_max: int) -> list:
     return [
         Claim("C2", f"jfsq and jfiq improve as N grows (their interval at N = {n_max} lies below the one "
                     f"at N = {n_min})", {"falls": falls}, all(falls.values())),
-        Claim("C2", f"at N = {n_max}, jfsq and jfiq are within 5% of C*/lambda = {bound:.4f}",
-              {"ratio_to_bound": {p: ratio[p] for p in ("jfsq", "jfiq")}},
-              ratio["jfsq"] <= 1.05 and ratio["jfiq"] <= 1.05),
+        Claim("C2", f"at N = {n_paper}, jfsq and jfiq are within 5% of C*/lambda = {bound:.4f}",
+              {"ratio_to_bound": ratio_paper, f"ratio_to_bound_at_{n_max}": {p: ratio[p] for p in ("jfsq", "jfiq")}},
+              ratio_paper["jfsq"] <= 1.05 and ratio_paper["jfiq"] <= 1.05),
         Claim("C3", f"at N = {n_max}, jsq and jiq stay clearly above the bound (more than 5%) and above "
                     "jfsq and jfiq", {"ratio_to_bound": {p: ratio[p] for p in ("jsq", "jiq")}},
               min(ratio["jsq"], ratio["jiq"]) > max(1.05, ratio["jfsq"], ratio["jfiq"])),
