@@ -125,3 +125,16 @@ def test_simulate_reaches_constructions_distributions_and_policy_parameters(caps
     out = run_json(capsys, ["simulate", "--speeds", "8x1,8x0.5", "--load", "0.8", "--buffer", "5",
                             "--graph", "fig3:ports=20,seed=1", "--policy", "jfsq", "--jobs", "2000", "--json"])
     assert out["metadata"]["system"]["graph_construction"]["construction"] == "fig3"
+
+
+def test_plot_of_a_slotted_sweep_and_its_bound_error(tmp_path, capsys):
+    from hetlb.experiments import SweepSpec, sweep
+
+    spec = SweepSpec(base={"system": {"model": "slotted", "speeds": "5x1,5x0.5", "load": 0.6, "dispatchers": 2},
+                           "policy": {"id": "l-jsq"}, "run": {"slots": 1000}},
+                     axes={"system.load": [0.3, 0.6], "policy.id": ["l-jsq", "jsq"]}, replications=2, seed=1)
+    sweep(spec, executor="serial", store=None, out=tmp_path)
+    assert main(["plot", str(tmp_path), "--x", "system.load", "--metric", "mean_delay"]) == 0
+    assert (tmp_path / "mean_delay.png").stat().st_size > 10_000
+    assert main(["plot", str(tmp_path), "--x", "system.load", "--metric", "mean_delay", "--bound"]) == 2
+    assert "--bound: this sweep has no speed lower bound" in capsys.readouterr().err

@@ -313,6 +313,8 @@ def command_plot(args) -> int:
         series[str(label)] = (rows[args.metric].to_numpy(), rows[args.metric + "_ci_low"].to_numpy(),
                               rows[args.metric + "_ci_high"].to_numpy())
     bound = None
+    if args.bound and "speed_lower_bound" not in table.columns:
+        raise InputError("--bound", "this sweep has no speed lower bound (C*/lambda is for the continuous model)")
     if args.bound:
         first = next(iter(groups))[1] if args.by else table
         bound = first.sort_values(args.x)["speed_lower_bound"].to_numpy()
