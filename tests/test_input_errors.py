@@ -90,3 +90,14 @@ def test_cli_rejects_unknown_config_keys(tmp_path):
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
     assert completed.stderr.strip().startswith("hetlb: error: system.lod: unknown key")
+
+
+def test_continuous_only_commands_refuse_a_slotted_scenario(tmp_path, capsys):
+    from hetlb.cli import main
+
+    config = tmp_path / "slotted.toml"
+    config.write_text('[system]\nmodel = "slotted"\nspeeds = "2,1"\nload = 0.5\n')
+    for command in ("exact", "bound", "graph"):
+        assert main([command, "--config", str(config)]) == 2
+        assert capsys.readouterr().err.strip() == (f"hetlb: error: system.model: `hetlb {command}` applies to the "
+                                                   "continuous model only")

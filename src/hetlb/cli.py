@@ -54,8 +54,8 @@ def add_system_flags(parser) -> None:
                             "(kinds: complete, random, fig3, theorem2, theorem3)")
 
 
-def scenario_from_args(args):
-    """Merge --config and the flags into a Scenario (either model)."""
+def scenario_from_args(args, continuous_only: bool = False):
+    """Merge --config and the flags into a Scenario (either model, unless ``continuous_only``)."""
     from hetlb.scenario import Scenario, read_toml
 
     data = read_toml(args.config) if args.config else {}
@@ -91,7 +91,10 @@ def scenario_from_args(args):
                 float(value).is_integer() else value
     if "jobs" in run and "horizon" in run:
         run.pop("horizon" if args.jobs is not None else "jobs")
-    return Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
+    scenario = Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
+    if continuous_only and scenario.model != "continuous":
+        raise InputError("system.model", f"`hetlb {args.command}` applies to the continuous model only")
+    return scenario
 
 
 LED_FLAGS = ("update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
@@ -200,7 +203,7 @@ def format_result(result) -> str:
 def command_exact(args) -> int:
     from hetlb.theory import solve_exact
 
-    scenario = scenario_from_args(args)
+    scenario = scenario_from_args(args, continuous_only=True)
     system, policy = scenario.system, scenario.policy
     if system.job_sizes.kind != "exponential":
         raise InputError("job_sizes", "the exact solver needs exponential job sizes")
@@ -228,7 +231,7 @@ def command_exact(args) -> int:
 def command_bound(args) -> int:
     from hetlb.theory import speed_lower_bound
 
-    scenario = scenario_from_args(args)
+    scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
     bound = speed_lower_bound(system.speed, system.total_arrival_rate)
     values = {"load": bound.load, "K": bound.K, "c_star": bound.c_star,
@@ -356,7 +359,7 @@ def command_graph(args) -> int:
     from hetlb.model.constructions import graph_statistics
     from hetlb.results.run import json_default
 
-    scenario = scenario_from_args(args)
+    scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
     construction = system.graph_construction or {
         "construction": "complete" if system.graph.is_complete() else "explicit",
