@@ -101,3 +101,13 @@ def test_continuous_only_commands_refuse_a_slotted_scenario(tmp_path, capsys):
         assert main([command, "--config", str(config)]) == 2
         assert capsys.readouterr().err.strip() == (f"hetlb: error: system.model: `hetlb {command}` applies to the "
                                                    "continuous model only")
+
+
+def test_input_errors_survive_pickling():
+    import pickle
+
+    from hetlb.errors import InputError
+
+    error = pickle.loads(pickle.dumps(InputError("speed_bins", "must be an integer >= 1, got 0")))
+    assert (error.field, error.rule, str(error)) == ("speed_bins", "must be an integer >= 1, got 0",
+                                                     "speed_bins: must be an integer >= 1, got 0")

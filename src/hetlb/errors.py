@@ -12,3 +12,7 @@ class InputError(ValueError):
         self.field = field
         self.rule = rule
         super().__init__(f"{field}: {rule}")
+
+    def __reduce__(self):
+        # rebuilt from (field, rule) when it crosses a process boundary (a sweep's workers)
+        return type(self), (self.field, self.rule)
