@@ -97,3 +97,13 @@ def test_paper_002_reproductions_write_their_outputs(tmp_path, name, options, cl
     assert len(pd.read_csv(tmp_path / "points.csv")) > 0
     assert {claim["id"] for claim in report["claims"]} == claim_ids
     assert json.loads((tmp_path / "claims.json").read_text())["all_claims_hold"] == report["all_claims_hold"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["reproduce", "zhou-fig1", "--set", "replications=abc"], "replications: must be an integer, got 'abc'"),
+    (["reproduce", "weng-fig2", "--set", "loads=0.5"], "loads: must be a non-empty list of numbers, got 0.5"),
+    (["reproduce", "buke-fig41", "--set", "bins=0", "--executor", "processes:1"], "speed_bins: must be an integer"),
+])
+def test_reproduction_options_are_checked_in_one_line(argv, message, tmp_path, capsys):
+    assert main(argv + ["--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err

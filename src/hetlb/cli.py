@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def scenario_from_args(args, continuous_only: bool = False):
         policy = {"id": args.policy}
     if args.d is not None:
         policy["d"] = args.d
-    policy.update(parse_assignment(text) for text in args.param or [])
+    policy.update(parse_assignment(text, "--param") for text in args.param or [])
     policy.update({name: getattr(args, name) for name in LED_FLAGS if getattr(args, name, None) is not None})
     run = dict(data.get("run", {}))
     for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins",
@@ -105,7 +106,8 @@ LED_FLAGS = ("update", "p_hat", "push_d", "push_trigger", "pull_trigger", "incre
 def parse_construction(text: str) -> dict:
     """KIND[:KEY=VALUE,...] as a table {kind = KIND, KEY = VALUE, ...}."""
     kind, _, settings = text.partition(":")
-    return {"kind": kind, **dict(parse_assignment(item) for item in settings.split(",") if item)}
+    items = re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", settings)  # commas inside [..] belong to a value
+    return {"kind": kind, **dict(parse_assignment(item, kind) for item in items if item)}
 
 
 def command_simulate(args) -> int:
@@ -343,11 +345,11 @@ def command_reproduce(args) -> int:
     return 0 if report["all_claims_hold"] else 1
 
 
-def parse_assignment(text: str) -> tuple[str, object]:
+def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
     """NAME=VALUE, the value read as JSON when it parses (numbers, lists), else as a string."""
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise InputError("--set", f"must be NAME=VALUE, got {text!r}")
+        raise InputError(flag, f"must be NAME=VALUE, got {text!r}")
     try:
         return name.strip(), json.loads(value)
     except json.JSONDecodeError:

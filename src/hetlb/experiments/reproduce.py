@@ -96,6 +96,26 @@ def row(table, **where) -> pd.Series:
     return table[mask].iloc[0]
 
 
+def same_kind(value, default) -> bool:
+    """Whether an option's value has the kind of its default (an integer also serves for a number,
+    a list must hold numbers when the default's do)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, list):
+        return isinstance(value, list) and len(value) > 0 and all(same_kind(item, default[0]) for item in value)
+    return isinstance(value, type(default))
+
+
+def describe_kind(default) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, list):
+        return f"a non-empty list of {describe_kind(default[0]).removeprefix('a ').removeprefix('an ')}s"
+    return {int: "an integer", float: "a number", str: "a text"}.get(type(default), type(default).__name__)
+
+
 def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store="hetlb-results.sqlite",
               progress: bool = False, **options) -> dict:
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
@@ -109,6 +129,9 @@ def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store
     unknown = sorted(set(options) - set(reproduction.options))
     if unknown:
         raise InputError(unknown[0], f"is not an option of {name}; its options: {', '.join(reproduction.options)}")
+    for key, value in options.items():
+        if not same_kind(value, reproduction.options[key][0]):
+            raise InputError(key, f"must be {describe_kind(reproduction.options[key][0])}, got {value!r}")
     values = {key: options.get(key, quick if scale == "quick" else paper)
               for key, (quick, paper, _) in reproduction.options.items()}
     out = Path(out or Path("reproductions") / name)
