@@ -138,3 +138,13 @@ def test_plot_of_a_slotted_sweep_and_its_bound_error(tmp_path, capsys):
     assert (tmp_path / "mean_delay.png").stat().st_size > 10_000
     assert main(["plot", str(tmp_path), "--x", "system.load", "--metric", "mean_delay", "--bound"]) == 2
     assert "--bound: this sweep has no speed lower bound" in capsys.readouterr().err
+
+
+def test_tune_command_finds_the_known_optimum(capsys):
+    # fast servers 100 times faster with capacity for the whole load: p_S = 0 is optimal (see
+    # test_reproductions.test_tuner_finds_the_known_optimum)
+    out = run_json(capsys, ["tune", "--speeds", "5x10,5x0.1", "--load", "0.4", "--buffer", "50", "--grid", "3",
+                            "--jobs", "20000", "--seed", "3", "--policy", "jsq-df-ds", "--param", "d_fast=2",
+                            "--json"])
+    assert out["p_slow"] == 0.0 and len(out["table"]) == 9
+    assert out["mean_response_time"] == min(row["mean_response_time"] for row in out["table"])

@@ -1,5 +1,5 @@
-"""The command line: ``hetlb simulate | exact | bound | graph | diffusion | policies | sweep | store | plot |
-reproduce | demo``.
+"""The command line: ``hetlb simulate | exact | bound | graph | tune | diffusion | policies | sweep | store |
+plot | reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
 status 2.
@@ -378,6 +378,32 @@ def command_graph(args) -> int:
     return 0
 
 
+def command_tune(args) -> int:
+    from hetlb.experiments import tune_jsq_df_ds
+
+    scenario = scenario_from_args(args, continuous_only=True)
+    if args.grid < 2:
+        raise InputError("--grid", f"must be an integer >= 2, got {args.grid}")
+    samples = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # d_F, d_S via --param
+    tuning = tune_jsq_df_ds(scenario.system, grid=np.linspace(0.0, 1.0, args.grid),
+                            d_fast=samples.get("d_fast", 2), d_slow=samples.get("d_slow", 2), jobs=args.jobs,
+                            warmup=args.warmup, seed=args.seed, max_blocking=args.max_blocking)
+    if args.json:
+        print(json.dumps({"p_fast": tuning.p_fast, "p_slow": tuning.p_slow,
+                          "mean_response_time": tuning.mean_response_time,
+                          "table": [dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
+                                    for row in tuning.table]}, indent=2))
+        return 0
+    print(f"jsq-df-ds on {scenario.system.n_servers} servers at load {scenario.system.load:.4g}: "
+          f"{len(tuning.table)} grid points, {args.jobs:,} jobs each, common random numbers (seed {args.seed})")
+    print(f"  {'p_fast':>8}{'p_slow':>8}{'mean T':>12}{'blocking':>12}")
+    for p_fast, p_slow, mean, blocking in tuning.table:
+        mark = "  <- best" if (p_fast, p_slow) == (tuning.p_fast, tuning.p_slow) else ""
+        print(f"  {p_fast:>8.3g}{p_slow:>8.3g}{mean:>12.5g}{blocking:>12.3g}{mark}")
+    print("  (evaluate the best point on fresh seeds before reporting it: its tuning run is biased low)")
+    return 0
+
+
 def command_diffusion(args) -> int:
     from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, speed_pools, stationary_diffusion
 
@@ -487,6 +513,18 @@ def build_parser() -> ArgumentParser:
     graph.add_argument("--b", type=int, help="buffer size b of Assumption 2 (default the system's buffer)")
     graph.add_argument("--seed", type=int, help="seed of the search's random restarts")
     graph.set_defaults(handler=command_graph)
+
+    tune = commands.add_parser("tune", help="tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with "
+                               "common random numbers")
+    add_system_flags(tune)
+    tune.add_argument("--grid", type=int, default=6, help="values of p_fast and of p_slow on [0, 1] (default 6)")
+    tune.add_argument("--jobs", type=int, default=50_000, help="jobs per grid point (default 50000)")
+    tune.add_argument("--warmup", type=float, default=0.0, help="warm-up, time units (default 0)")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--max-blocking", type=float, default=1e-3,
+                      help="grid points losing more jobs than this are not eligible (default 0.001)")
+    tune.add_argument("--json", action="store_true")
+    tune.set_defaults(handler=command_tune)
 
     diffusion = commands.add_parser("diffusion", help="stationary means of the diffusion limits of 002 (JFSQ, "
                                     "random ties, JFIQ, ...) in the Halfin-Whitt regime")
