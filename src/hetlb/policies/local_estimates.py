@@ -61,7 +61,6 @@ def below_average_server(estimate, speed, rate_weighted, inclusive, rng):
     return chosen
 
 
-
 @njit(cache=True)
 def least_value_server(values, rng):
     """A server with the least ``values[n]``, ties uniformly at random with one uniform draw (two
