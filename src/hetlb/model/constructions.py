@@ -445,7 +445,6 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
     segment not finished when the words ran out (its partial draws are discarded) and the words used.
     """
     n_seg = seg_count.shape[0]
-    n_words = words.shape[0]
     wpos = 0
     cur = np.uint64(0)
     left = 0
@@ -469,23 +468,13 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
         w = 1
         while (1 << w) < n:
             w += 1
-        mask = np.uint64((1 << w) - 1)
-        shift = np.uint64(w)
         n_bitmap = (n + 63) >> 6
         if (not complement) and t * t <= 4 * n_bitmap + 16:
             filled = 0
             while filled < t:
-                if left < w:
-                    if wpos == n_words:
-                        return s, wpos
-                    cur = words[wpos]
-                    wpos += 1
-                    left = 64
-                x = np.int64(cur & mask)
-                cur >>= shift
-                left -= w
-                if x >= n:
-                    continue
+                x, wpos, cur, left = _next_index(words, wpos, cur, left, w, n)
+                if x < 0:
+                    return s, wpos
                 j = filled
                 duplicate = False
                 while j > 0:
@@ -507,21 +496,13 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
         else:
             got = 0
             while got < t:
-                if left < w:
-                    if wpos == n_words:
-                        for i in range(n_bitmap):
-                            bitmap[i] = 0
-                        for i in range((n_bitmap + 63) >> 6):
-                            summary[i] = 0
-                        return s, wpos
-                    cur = words[wpos]
-                    wpos += 1
-                    left = 64
-                x = np.int64(cur & mask)
-                cur >>= shift
-                left -= w
-                if x >= n:
-                    continue
+                x, wpos, cur, left = _next_index(words, wpos, cur, left, w, n)
+                if x < 0:
+                    for i in range(n_bitmap):
+                        bitmap[i] = 0
+                    for i in range((n_bitmap + 63) >> 6):
+                        summary[i] = 0
+                    return s, wpos
                 wi = x >> 6
                 bit = one << np.uint64(x & 63)
                 if bitmap[wi] & bit:
@@ -536,11 +517,7 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
                     bitmap[wi] = 0
                     if wi == n_bitmap - 1 and (n & 63) != 0:
                         v &= (one << np.uint64(n & 63)) - one
-                    while v != 0:
-                        low = v & (~v + one)
-                        out[j] = col_ids[m0 + (wi << 6) + ctz_table[(low * _DEBRUIJN) >> np.uint64(58)]]
-                        j += 1
-                        v ^= low
+                    j = _write_set_bits(v, wi, out, j, col_ids, m0, ctz_table)
                 for i in range((n_bitmap + 63) >> 6):
                     summary[i] = 0
             else:
@@ -554,13 +531,41 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
                         u ^= low_u
                         v = bitmap[wi]
                         bitmap[wi] = 0
-                        while v != 0:
-                            low = v & (~v + one)
-                            out[j] = col_ids[m0 + (wi << 6) + ctz_table[(low * _DEBRUIJN) >> np.uint64(58)]]
-                            j += 1
-                            v ^= low
+                        j = _write_set_bits(v, wi, out, j, col_ids, m0, ctz_table)
         s += 1
     return s, wpos
+
+
+@njit(cache=True)
+def _next_index(words, wpos, cur, left, w, n):
+    """The next index below ``n`` from the random bits of ``words``: w bits at a time from the
+    current word ``cur`` (``left`` bits unread) then from ``words[wpos]`` on, an index >= n rejected.
+    Returns (index, wpos, cur, left), the index -1 when the words ran out."""
+    while True:
+        if left < w:
+            if wpos == words.shape[0]:
+                return np.int64(-1), wpos, cur, left
+            cur = words[wpos]
+            wpos += 1
+            left = 64
+        x = np.int64(cur & np.uint64((1 << w) - 1))
+        cur >>= np.uint64(w)
+        left -= w
+        if x < n:
+            return x, wpos, cur, left
+
+
+@njit(cache=True)
+def _write_set_bits(v, wi, out, j, col_ids, m0, ctz_table):
+    """Write ``col_ids[m0 + i]`` for every set bit i of bitmap word ``wi`` (value ``v``) to
+    ``out[j:]``, in increasing order; return the next free position."""
+    one = np.uint64(1)
+    while v != 0:
+        low = v & (~v + one)
+        out[j] = col_ids[m0 + (wi << 6) + ctz_table[(low * _DEBRUIJN) >> np.uint64(58)]]
+        j += 1
+        v ^= low
+    return j
 
 
 @njit(cache=True)
