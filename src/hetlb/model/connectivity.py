@@ -150,14 +150,7 @@ def _max_flow(indptr, indices, n_servers, supply, capacity):
                 flow[e] += amount
                 residual[r] -= amount
                 excess[port] -= amount
-                if not listed[e]:
-                    if n_list == list_edge.shape[0]:
-                        list_edge = _grown(list_edge)
-                        list_port = _grown(list_port)
-                    listed[e] = True
-                    list_edge[n_list] = e
-                    list_port[n_list] = port
-                    n_list += 1
+                list_edge, list_port, n_list = _list_flow_edge(e, port, listed, list_edge, list_port, n_list)
     level_p = np.empty(n_ports, dtype=np.int64)
     level_s = np.empty(n_servers, dtype=np.int64)
     queue_p = np.empty(n_ports, dtype=np.int64)
@@ -288,14 +281,8 @@ def _max_flow(indptr, indices, n_servers, supply, capacity):
                                     e = path_edge[j]
                                     if j % 2 == 0:
                                         flow[e] += amount
-                                        if not listed[e]:
-                                            if n_list == list_edge.shape[0]:
-                                                list_edge = _grown(list_edge)
-                                                list_port = _grown(list_port)
-                                            listed[e] = True
-                                            list_edge[n_list] = e
-                                            list_port[n_list] = path_node[j]
-                                            n_list += 1
+                                        list_edge, list_port, n_list = _list_flow_edge(
+                                            e, path_node[j], listed, list_edge, list_port, n_list)
                                     else:
                                         flow[e] -= amount
                                 excess[source] -= amount
@@ -333,6 +320,21 @@ def _visited(level):
     for i in range(level.shape[0]):
         out[i] = level[i] >= 0
     return out
+
+
+@njit(cache=True)
+def _list_flow_edge(e, port, listed, list_edge, list_port, n_list):
+    """Add edge ``e`` (from ``port``) to the list of edges that carry flow, unless ``listed[e]``;
+    the list arrays double when full. Returns the list arrays and its new length."""
+    if not listed[e]:
+        if n_list == list_edge.shape[0]:
+            list_edge = _grown(list_edge)
+            list_port = _grown(list_port)
+        listed[e] = True
+        list_edge[n_list] = e
+        list_port[n_list] = port
+        n_list += 1
+    return list_edge, list_port, n_list
 
 
 @njit(cache=True)
