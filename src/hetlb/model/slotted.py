@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb.errors import InputError
-from hetlb.model.system import positive_finite_array, positive_int
+from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int
 
 COUNT_KINDS = {"poisson": 0, "bernoulli": 1, "binomial": 2}
 ROUTINGS = ("slot", "job")
@@ -70,7 +70,7 @@ class CountDistribution:
 
 
 @dataclass(frozen=True, eq=False)
-class SlottedSystem:
+class SlottedSystem(ServerSpeeds):
     """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
 
     speed: np.ndarray               # mu_n: mean offered service per slot (jobs per slot)
@@ -127,20 +127,6 @@ class SlottedSystem:
             raise InputError("service", f"a {service.kind} count has mean <= {service.max_mean:g}, but a "
                                         f"server has speed {speed.max():.6g}")
         return cls(speed, n_dispatchers, total, share, arrivals, service, routing)
-
-    @property
-    def n_servers(self) -> int:
-        return len(self.speed)
-
-    @property
-    def capacity(self) -> float:
-        """mu_Sigma, jobs per slot."""
-        return float(self.speed.sum())
-
-    @property
-    def load(self) -> float:
-        """lambda_Sigma / mu_Sigma."""
-        return self.total_arrival_rate / self.capacity
 
     @property
     def dispatcher_rate(self) -> np.ndarray:

@@ -21,8 +21,27 @@ INFINITE_BUFFER = np.iinfo(np.int64).max
 """Value of ``buffer[s]`` for a server without a buffer limit."""
 
 
+class ServerSpeeds:
+    """What a system derives from its servers' ``speed`` and its ``total_arrival_rate`` (jobs per
+    time unit here, per slot in the slotted model)."""
+
+    @property
+    def n_servers(self) -> int:
+        return len(self.speed)
+
+    @property
+    def capacity(self) -> float:
+        """mu_Sigma = sum(speed)."""
+        return float(self.speed.sum())
+
+    @property
+    def load(self) -> float:
+        """rho = lambda_Sigma / mu_Sigma."""
+        return self.total_arrival_rate / self.capacity
+
+
 @dataclass(frozen=True, eq=False)
-class System:
+class System(ServerSpeeds):
     """Servers, job types, their compatibility graph, buffers and job sizes.
 
     Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
@@ -87,10 +106,6 @@ class System:
         return system
 
     @property
-    def n_servers(self) -> int:
-        return len(self.speed)
-
-    @property
     def n_types(self) -> int:
         return len(self.arrival_rate)
 
@@ -98,16 +113,6 @@ class System:
     def total_arrival_rate(self) -> float:
         """lambda_Sigma, jobs per unit time."""
         return float(self.arrival_rate.sum())
-
-    @property
-    def capacity(self) -> float:
-        """Total service rate sum(speed), jobs per unit time."""
-        return float(self.speed.sum())
-
-    @property
-    def load(self) -> float:
-        """rho = lambda_Sigma / sum(speed)."""
-        return self.total_arrival_rate / self.capacity
 
     @property
     def has_infinite_buffers(self) -> bool:
