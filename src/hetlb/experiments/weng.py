@@ -107,16 +107,17 @@ def convergence_claims(table, n_min: int, n_max: int) -> list:
 def idleness_claim(table, n_max: int) -> Claim:
     """C7: under jfsq and jfiq the fast types are busier than the slow ones, and few servers have
     a queue (eq. (5) of 000: types < K busy, K partly, > K idle, no waiting)."""
+    speed, fraction = np.array(FIG3_SPEED_MIX).T
     measured, holds = {}, True
     for policy in ("jfsq", "jfiq"):
         point = row(table, n_servers=n_max, policy=policy)
-        busy = [float(point[f"class{m}_s1"]) / 0.25 for m in range(1, 5)]
-        waiting = [float(point[f"class{m}_s2"]) for m in range(1, 5)]
+        busy = [float(point[f"class{m}_s1"]) / fraction[m - 1] for m in range(1, len(speed) + 1)]
+        waiting = [float(point[f"class{m}_s2"]) for m in range(1, len(speed) + 1)]
         measured[policy] = {"busy_fraction_by_type": busy, "s_m2_by_type": waiting}
         holds &= all(a > b for a, b in zip(busy, busy[1:])) and max(waiting) <= 0.01
-    bound = speed_lower_bound(np.repeat([1.0, 0.5, 0.25, 0.125], 4), float(row(table, n_servers=n_max,
-                                                                                policy="jfsq")["load"]) * 1.875)
-    measured["mean_field_busy_fraction"] = (bound.c_star_by_type / 0.25).tolist()
+    # one server of each type stands for the mix (the types are in equal numbers)
+    bound = speed_lower_bound(speed, float(row(table, n_servers=n_max, policy="jfsq")["load"]) * speed.sum())
+    measured["mean_field_busy_fraction"] = (bound.c_star_by_type * len(speed)).tolist()
     return Claim("C7", f"at N = {n_max}, under jfsq and jfiq the busy fraction falls with the type "
                        "(fastest busiest) and at most 1% of the servers hold a waiting job (s_m2), as in the "
                        "mean-field picture of eq. (5)", measured, holds)
