@@ -28,7 +28,7 @@ from hetlb.progress import ProgressBar
 from hetlb.scenario import Scenario
 from hetlb.results.slotted import SCALARS
 from hetlb.stats import t_interval
-from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf, scaled_measures
+from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf
 
 METRICS = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system",
            "response_time_p50", "response_time_p95", "response_time_p99", "littles_law_gap",
@@ -166,7 +166,7 @@ def continuous_row(result, system) -> dict:
     run = result.runs[0]
     summary = result.summary()
     row = {metric: summary[metric] for metric in METRICS if metric in summary}
-    row.update(scaled_measures(run, system.n_servers))
+    row.update(summary["halfin_whitt"])
     for metric in INTERVAL_COLUMNS:
         if metric + "_ci" in summary:
             row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]

@@ -41,6 +41,7 @@ BASELINES = ("jsq", "pod", "jiq", "weighted-random")
 """Series labels that are policy ids; an LED series is "l-jsq-push", "l-jba-pull", ..."""
 
 SLOTTED_OPTIONS = {
+    "seed": (2001, 2001, "root seed of the runs"),
     "dispatchers": (10, 10, "M (001 section 6)"),
     "arrivals": ("poisson", "poisson", "law of A_m(t): poisson, bernoulli or binomial:K (lost)"),
     "service": ("poisson", "poisson", "law of S_n(t): poisson, bernoulli or binomial:K (lost)"),
@@ -427,7 +428,6 @@ register(Reproduction("zhou-fig1", "001 Fig. 1: LED push policies at Power-of-2'
     "slots": (30_000, 200_000, "measured slots per run"),
     "warmup": (5_000, 20_000, "warm-up slots per run"),
     "replications": (3, 10, "independent replications per point (at least 2)"),
-    "seed": (2001, 2001, "root seed of the runs"),
 }))
 register(Reproduction("zhou-fig2", "001 Fig. 2: stale information, l-jsq against l-pod and l-jba with p_hat = 0.01, "
                                    "homogeneous servers", run_fig2, {
@@ -442,7 +442,6 @@ register(Reproduction("zhou-fig2", "001 Fig. 2: stale information, l-jsq against
     "slots": (25_000, 200_000, "measured slots per run"),
     "warmup": (5_000, 20_000, "warm-up slots per run"),
     "replications": (3, 10, "independent replications per point (at least 2)"),
-    "seed": (2001, 2001, "root seed of the runs"),
 }))
 register(Reproduction("zhou-heavy-traffic", "001 Theorem 2: eps E[sum Q] against eps -> 0 for delta-tilted LED "
                                             "policies, against resource pooling", run_heavy_traffic, {
@@ -459,5 +458,4 @@ register(Reproduction("zhou-heavy-traffic", "001 Theorem 2: eps E[sum Q] against
     "warmup_relaxation_times": (30.0, 100.0, "warm-up slots per run, in units of zeta / eps^2"),
     "fit_points": (3, 3, "smallest eps values in the regression of C13"),
     "replications": (4, 10, "independent replications per point (at least 2)"),
-    "seed": (2001, 2001, "root seed of the runs"),
 }))

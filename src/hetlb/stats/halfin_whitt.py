@@ -16,9 +16,6 @@ import math
 import numpy as np
 
 from hetlb.errors import InputError
-from hetlb.model.system import arrival_rate_for_excess_capacity
-
-__all__ = ["MEASURES", "arrival_rate_for_excess_capacity", "scaled_ccdf", "scaled_measures", "speed_profile"]
 
 MEASURES = ("x1", "x2", "x3", "x_plus1", "x_plus2")
 
