@@ -88,8 +88,7 @@ def scenario_from_args(args, continuous_only: bool = False):
                 "state_distribution"):
         value = getattr(args, key, None)
         if value is not None and value is not False:
-            run[key] = int(value) if key == "warmup" and system.get("model") == "slotted" and \
-                float(value).is_integer() else value
+            run[key] = value
     if "jobs" in run and "horizon" in run:
         run.pop("horizon" if args.jobs is not None else "jobs")
     scenario = Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
@@ -101,6 +100,14 @@ def scenario_from_args(args, continuous_only: bool = False):
 LED_FLAGS = ("update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
              "inclusive", "empty_set")
 """Flags of the slotted model that set parameters of the LED policies."""
+
+
+def number(text: str) -> int | float:
+    """A number from the command line, kept an integer when written as one (slots count whole)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def parse_construction(text: str) -> dict:
@@ -447,7 +454,8 @@ def build_parser() -> ArgumentParser:
     stop = run.add_mutually_exclusive_group()
     stop.add_argument("--jobs", type=int, metavar="N", help="measured jobs: admitted arrivals after the warm-up (default 100000)")
     stop.add_argument("--horizon", type=float, metavar="T", help="measure the arrivals up to time T instead")
-    run.add_argument("--warmup", type=float, metavar="T", help="simulated time discarded first (default 0)")
+    run.add_argument("--warmup", type=number, metavar="T", help="simulated time discarded first (default 0; "
+                     "slots in the slotted model)")
     run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
     run.add_argument("--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K speed bins")
