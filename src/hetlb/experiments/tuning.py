@@ -16,7 +16,8 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.model import System
-from hetlb.simulation import simulate
+from hetlb.policies import make_policy
+from hetlb.simulation import check_policy_stability, simulate
 
 DEFAULT_GRID = tuple(np.round(np.linspace(0.0, 1.0, 6), 10))
 """p_F and p_S each take these values (0, 0.2, ..., 1)."""
@@ -46,12 +47,13 @@ def tune_jsq_df_ds(system: System, *, grid=DEFAULT_GRID, d_fast: int = 2, d_slow
     table = []
     for p_fast in values:
         for p_slow in values:
+            policy = make_policy("jsq-df-ds", d_fast=d_fast, d_slow=d_slow, p_fast=float(p_fast),
+                                 p_slow=float(p_slow))
             try:
-                result = simulate(system, "jsq-df-ds", jobs=jobs, warmup=warmup, replications=replications,
-                                  seed=seed, d_fast=d_fast, d_slow=d_slow, p_fast=float(p_fast),
-                                  p_slow=float(p_slow))
-            except InputError:
+                check_policy_stability(system, policy)
+            except InputError:  # slow servers unused with infinite buffers above the fast capacity
                 continue
+            result = simulate(system, policy, jobs=jobs, warmup=warmup, replications=replications, seed=seed)
             summary = result.summary()
             table.append((float(p_fast), float(p_slow), summary["mean_response_time"],
                           summary["blocking_probability"]))
