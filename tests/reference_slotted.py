@@ -6,11 +6,13 @@ used), so that for the same generators the two must agree exactly:
 
 * environment: per slot, A_m for m = 0..M-1, then S_n for n = 0..N-1. Poisson: ``poisson(mean)``;
   Bernoulli: ``random() < mean``; binomial: ``binomial(trials, mean / trials)``.
-* dispatch: one decision per dispatcher with arrivals (one per job with routing "job"), m in order.
-  A uniform index of 0..k-1 is ``int(random() * k)``.
+* dispatch: with ties "shared", first one random() for the slot; then one decision per dispatcher
+  with arrivals (one per job with routing "job"), m in order. A uniform index of 0..k-1 is
+  ``int(random() * k)``.
   - random: a uniform index. weighted-random: u = random() * mu_Sigma, the first server whose
     running sum of speeds exceeds u.
-  - jsq, l-jsq: the minimum's tied servers in index order, one uniform index among them.
+  - jsq, l-jsq: the minimum's tied servers in index order, one uniform index among them; with
+    ties "shared", the index int(u * k) of the slot's u instead.
   - pod, l-pod: Floyd's sample of d distinct indices (for i = 0..d-1: j = N - d + i, t = a uniform
     index of 0..j, replaced by j if already taken); then the first least value in sample order,
     each later tie replacing it when random() * ties < 1.
@@ -49,8 +51,9 @@ def floyd_sample(n, d, rng):
     return sample
 
 
-def choose(policy, params, view, speed, tokens, rng):
-    """The server of one decision on ``view`` (a list of queue lengths or estimates)."""
+def choose(policy, params, view, speed, tokens, rng, slot_tie=None):
+    """The server of one decision on ``view`` (a list of queue lengths or estimates); ``slot_tie``:
+    the slot's shared tie-break uniform, or None to draw one."""
     n = len(view)
     if policy == "random":
         return uniform_index(rng, n)
@@ -97,13 +100,16 @@ def choose(policy, params, view, speed, tokens, rng):
             return choose("weighted-random", params, view, speed, tokens, rng)
     least = min(view)
     tied = [s for s in range(n) if view[s] == least]
-    return tied[uniform_index(rng, len(tied))]
+    if slot_tie is None:
+        return tied[uniform_index(rng, len(tied))]
+    return tied[min(int(slot_tie * len(tied)), len(tied) - 1)]
 
 
-def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params, slots, warmup, generators):
+def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params, slots, warmup, generators,
+             ties="independent"):
     """Run ``warmup + slots`` slots from empty queues; return the counts of the measured slots.
 
-    arrivals, service: (kind, trials); params: the policy's parameters (hetlb.make_policy(...).params);
+    arrivals, service: (kind, trials); ties: "independent" or "shared"; params: the policy's parameters (hetlb.make_policy(...).params);
     generators: (environment, dispatch, update, measurement) numpy Generators.
     """
     environment, dispatch, update, _ = generators
@@ -120,12 +126,13 @@ def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params,
         arrived = [draw_count(*arrivals, dispatcher_rate[m], environment) for m in range(m_count)]
         offered = [draw_count(*service, speed[s], environment) for s in range(n)]
         incoming = [0] * n
+        slot_tie = dispatch.random() if ties == "shared" else None
         for m in range(m_count):
             batches = [1] * arrived[m] if routing == "job" else ([arrived[m]] if arrived[m] else [])
             for jobs in batches:
                 view = list(estimate[m]) if local else list(queue)
                 held = len(tokens[m])
-                s = choose(policy, params, view, speed, tokens[m], dispatch)
+                s = choose(policy, params, view, speed, tokens[m], dispatch, slot_tie)
                 if len(tokens[m]) < held:  # jiq used the token of server s
                     token_out[s] = False
                 out["trace"].append((t, m, jobs, s))

@@ -47,6 +47,9 @@ AGREEMENT_CASES = [
     ("l-pod", {"d": 2, "push_d": 1, "p_hat": 0.3}, {"arrivals": "binomial:4"}),
     ("l-pod", {"d": 3, "update": "pull", "increment_on_dispatch": True}, {}),
     ("jsq", {}, {}),
+    ("jsq", {}, {"ties": "shared", "routing": "job"}),
+    ("l-jsq", {"p_hat": 0.05}, {"ties": "shared"}),
+    ("l-jba", {"empty_set": "l-jsq", "p_hat": 0.1}, {"ties": "shared", "service": "bernoulli"}),
     ("pod", {"d": 2}, {"routing": "job"}),
     ("jiq", {}, {}),
     ("random", {}, {"service": "binomial:2", "speed": [1.0, 1.0, 0.9, 0.9, 0.9]}),
@@ -67,7 +70,7 @@ def test_kernel_agrees_with_reference(policy, params, options):
     reference = reference_simulate(list(system.speed), list(system.dispatcher_rate),
                                    (system.arrivals.kind, system.arrivals.trials),
                                    (system.service.kind, system.service.trials), system.routing, policy,
-                                   policy_params, slots, warmup, generators(7))
+                                   policy_params, slots, warmup, generators(7), system.ties)
     for name in ("arrivals", "departures", "decisions"):
         assert getattr(run, name) == reference[name], name
     assert run.messages == {kind: reference[kind] for kind in ("probes", "replies", "reports", "tokens")}
@@ -99,6 +102,31 @@ def test_l_jsq_with_every_server_pushed_every_slot_is_jsq():
     stale = simulate_slotted(system, "l-jsq", **common, **{**exact, "push_trigger": "arrival"}).runs[0]
     assert not np.array_equal(jsq.trace["server"], stale.trace["server"][: len(jsq.trace["server"])])
     assert stale.mean_estimate_error > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# shared ties: the herd of 001 section 6
+
+def decisions_by_slot(run):
+    """slot -> the servers its decisions chose, from the trace."""
+    chosen = {}
+    for slot, server in zip(run.trace["slot"].tolist(), run.trace["server"].tolist()):
+        chosen.setdefault(slot, []).append(server)
+    return chosen
+
+
+def test_shared_ties_send_every_dispatcher_of_a_slot_to_one_shortest_queue():
+    system = SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5, ties="shared")
+    run = simulate_slotted(system, "jsq", slots=2000, warmup=0, seed=4, trace=20_000).runs[0]
+    chosen = decisions_by_slot(run)
+    assert all(len(set(servers)) == 1 for servers in chosen.values())
+    assert np.all(run.trace["queue"] == run.trace["seen"])
+    # they do not always agree with a draw per decision: at load 0.5 most slots tie many servers
+    independent = simulate_slotted(SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5), "jsq",
+                                   slots=2000, warmup=0, seed=4, trace=20_000).runs[0]
+    assert sum(len(set(servers)) > 1 for servers in decisions_by_slot(independent).values()) > 1000
+    # the herd costs delay: a slot's jobs of every dispatcher pile onto one server
+    assert run.mean_number_in_system > independent.mean_number_in_system
 
 
 # ------------------------------------------------------------------------------------------------
@@ -315,6 +343,7 @@ SYSTEM_ERRORS = [
     (dict(speed=[1.0], load=0.5, service="binomial:x"), "trials", "integer"),
     (dict(speed=[1.0], load=0.5, arrivals="geometric"), "distribution", "poisson, bernoulli, binomial"),
     (dict(speed=[1.0], load=0.5, routing="batch"), "routing", "slot, job"),
+    (dict(speed=[1.0], load=0.5, ties="lowest-index"), "ties", "independent, shared"),
     (dict(speed=[1.0], load=0.5, n_dispatchers=2, dispatcher_share=[1.0]), "dispatcher_share", "one share"),
 ]
 
@@ -363,12 +392,13 @@ def test_command_line(capsys):
 
     argv = ["simulate", "--model", "slotted", "--speeds", "4x1,4x0.5", "--dispatchers", "2", "--load", "0.8",
             "--policy", "l-pod", "--d", "2", "--update", "pull", "--p-hat", "0.5", "--increment-on-dispatch",
-            "--slots", "2000", "--seed", "3"]
+            "--slots", "2000", "--seed", "3", "--ties", "shared"]
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["metadata"]["policy"] == {**hetlb.make_policy("l-pod").params, "d": 2, "update": "pull", "p_hat": 0.5,
                                          "increment_on_dispatch": True, "id": "l-pod"}
     assert out["metadata"]["system"]["n_dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
+    assert out["metadata"]["system"]["ties"] == "shared"
     assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out
     assert main(argv + ["--buffer", "3"]) == 2
     assert capsys.readouterr().err.startswith("hetlb: error: system.buffer: unknown key; allowed: ")

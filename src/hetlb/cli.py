@@ -64,7 +64,8 @@ def scenario_from_args(args, continuous_only: bool = False):
     flags = {"speeds": args.speeds, "buffer": args.buffer, "job_sizes": args.job_sizes, "scv": args.scv,
              "n_servers": args.n_servers, "model": getattr(args, "model", None),
              "dispatchers": getattr(args, "dispatchers", None), "arrivals": getattr(args, "arrivals", None),
-             "service": getattr(args, "service", None), "routing": getattr(args, "routing", None)}
+             "service": getattr(args, "service", None), "routing": getattr(args, "routing", None),
+             "ties": getattr(args, "ties", None)}
     system.update({key: value for key, value in flags.items() if value is not None})
     rates = {"load": args.load, "arrival_rate": args.arrival_rate, "excess_capacity": args.excess_capacity}
     if any(value is not None for value in rates.values()):
@@ -136,6 +137,8 @@ def add_slotted_flags(parser) -> None:
     group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
     group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
     group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
+    group.add_argument("--ties", help="independent (a tie-break draw per decision, default) or shared (one per "
+                                      "slot: dispatchers seeing the same least values agree, as a herd)")
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
     for flag, kind in (("--update", str), ("--p-hat", float), ("--push-d", int), ("--push-trigger", str),

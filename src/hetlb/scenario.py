@@ -26,7 +26,7 @@ A scenario file has three tables::
     seed = 1
 
 ``model = "slotted"`` in [system] gives the slotted multi-dispatcher model of paper 001 instead
-(keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``; [run] takes
+(keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``, ``ties``; [run] takes
 ``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys.
 """
 
@@ -51,7 +51,7 @@ SYSTEM_KEYS = {
     "continuous": SPEED_KEYS | {"model", "load", "arrival_rate", "excess_capacity", "buffer", "job_sizes", "scv",
                                 "graph", "types"},
     "slotted": SPEED_KEYS | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals",
-                             "service", "routing"},
+                             "service", "routing", "ties"},
 }
 RUN_KEYS = {
     "continuous": {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels",
@@ -121,7 +121,7 @@ def check_keys(table: str, data: dict, allowed: set) -> None:
 
 
 def build_slotted_system(data: dict) -> SlottedSystem:
-    options = {key: data[key] for key in ("dispatcher_share", "arrivals", "service", "routing") if key in data}
+    options = {key: data[key] for key in ("dispatcher_share", "arrivals", "service", "routing", "ties") if key in data}
     return SlottedSystem.from_speeds(speeds_of(data), n_dispatchers=data.get("dispatchers", 1),
                                      arrival_rate=data.get("arrival_rate"), load=data.get("load"), **options)
 

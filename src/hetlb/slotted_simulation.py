@@ -168,7 +168,7 @@ def pack_model(system: SlottedSystem, policy: Policy, slots: int, warmup: int, b
         pod_d=int(policy.params.get("d", 1)), measure_preference=int(preference),
         warmup=warmup, end_slot=warmup + slots,
         batch_ends=(warmup + np.floor(slots * np.arange(1, batches + 1) / batches)).astype(np.int64),
-        **led,
+        shared_ties=int(system.ties == "shared"), **led,
     )
 
 

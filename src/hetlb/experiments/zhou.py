@@ -47,6 +47,8 @@ SLOTTED_OPTIONS = {
     "service": ("poisson", "poisson", "law of S_n(t): poisson, bernoulli or binomial:K (lost)"),
     "routing": ("slot", "slot", "slot: all of a dispatcher's arrivals of a slot go to one server (001); job: one "
                                 "decision per job"),
+    "ties": ("independent", "independent", "ties among least values (jsq, l-jsq): a draw per decision "
+                                           "(independent) or one per slot for all dispatchers (shared)"),
     "push_trigger": ("arrival", "arrival", "a push follows each slot with an arrival at the dispatcher, or every "
                                            "slot (lost)"),
     "increment_on_dispatch": (False, False, "a dispatcher adds the jobs it sends to its own estimate (not LED; an "
@@ -63,9 +65,9 @@ def two_class_speeds(n_servers: int, fast_fraction: float, fast_speed: float, sp
 
 
 def system_table(o: dict, speeds: str) -> dict:
-    """The [system] table of the slotted model with the options' dispatchers, laws and routing."""
+    """The [system] table of the slotted model with the options' dispatchers, laws, routing and ties."""
     return {"model": "slotted", "speeds": speeds, "dispatchers": o["dispatchers"], "arrivals": o["arrivals"],
-            "service": o["service"], "routing": o["routing"]}
+            "service": o["service"], "routing": o["routing"], "ties": o["ties"]}
 
 
 def policy_table(label: str, o: dict) -> dict:
@@ -134,7 +136,8 @@ def delay_figure(table, path, title: str) -> None:
 
 def slotted_system(o: dict, speeds: str, load: float) -> SlottedSystem:
     return SlottedSystem.from_speeds(parse_speeds(speeds), n_dispatchers=o["dispatchers"], load=load,
-                                     arrivals=o["arrivals"], service=o["service"], routing=o["routing"])
+                                     arrivals=o["arrivals"], service=o["service"], routing=o["routing"],
+                                     ties=o["ties"])
 
 
 def some_arrival_probability(system: SlottedSystem) -> np.ndarray:
@@ -205,10 +208,10 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
     """C11: LED push policies against jsq (paired by common random numbers) and their stability
     against pod and jiq."""
     led = [label for label in table["policy"].unique() if label.startswith("l-") and label.endswith("-push")]
-    below, ratio = {}, {}
+    not_below, ratio = {}, {}
     for label in led:
         differences = paired_differences(runs, "mean_delay", "policy", label, "jsq")
-        below[label] = bool((differences["ci_high"] < 0).all())
+        not_below[label] = [float(load) for load in differences.loc[differences["ci_high"] >= 0, "system.load"]]
         ratio[label] = {f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]
                                            / row(table, policy="jsq", load=load)["mean_delay"])
                         for load in sorted(table["load"].unique())}
@@ -220,7 +223,8 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
     return [
         Claim("C11", "at every load the LED push policies have a lower mean delay than jsq, which herds (the "
                      "paired 95% interval of LED minus jsq lies below 0)",
-              {"led_over_jsq_mean_delay": ratio, "below_at_every_load": below}, bool(below) and all(below.values())),
+              {"led_over_jsq_mean_delay": ratio, "loads_where_led_is_not_below_jsq": not_below},
+              bool(led) and not any(not_below.values())),
         Claim("C11", f"the LED push policies are stable at every load (number in system not growing by more "
                      f"than {GROWTH_LIMIT:.0%} between the halves of a run), while pod or jiq grow; pod grows "
                      f"exactly at the loads above its static threshold {pod_threshold:.3f}",
@@ -421,6 +425,8 @@ register(Reproduction("zhou-fig1", "001 Fig. 1: LED push policies at Power-of-2'
     "fast_fraction": (0.5, 0.5, "fraction of fast servers (lost)"),
     "fast_speed": (1.0, 1.0, "mu_F, mean services per slot of a fast server (lost)"),
     "speed_ratio": (10.0, 10.0, "mu_F / mu_S (lost)"),
+    "ties": ("shared", "shared", "shared: the dispatchers break ties alike, so under jsq all of them join 'the "
+                                 "single shortest queue' (001 section 6); independent: a draw per decision"),
     "loads": ([0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], [round(0.05 * k, 2) for k in range(2, 20)] + [0.98],
               "loads lambda_Sigma / mu_Sigma (lost)"),
     "policies": (["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"], ["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"],

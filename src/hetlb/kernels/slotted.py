@@ -5,8 +5,8 @@ from four generators, so that what one policy draws never shifts what another se
 
 * ``environment``: per slot, A_m(t) for m = 0..M-1, then S_n(t) for n = 0..N-1. Every policy
   sees the same arrivals and offered services for the same seed (common random numbers).
-* ``dispatch``: the decisions, dispatcher by dispatcher (m = 0..M-1), in job order with
-  ``routing="job"``.
+* ``dispatch``: per slot, with shared ties, the slot's tie-break uniform; then the decisions,
+  dispatcher by dispatcher (m = 0..M-1), in job order with ``routing="job"``.
 * ``update``: after the queues are updated, server by server (n = 0..N-1) its pull reports or
   its idle token; then dispatcher by dispatcher its push.
 * ``measurement``: the dispatching-preference estimator only (it never changes the sample path).
@@ -15,7 +15,9 @@ One slot t (all times in slots):
 
 1. draw A_m(t); each dispatcher with A_m(t) >= 1 decides on its information at the start of the
    slot: the true queues Q(t) (jsq, pod, jiq's tokens) or its estimates Q~^m(t) (l-*). With
-   ``increment_on_dispatch`` it adds the jobs it sends to its own estimate of that server.
+   ``increment_on_dispatch`` it adds the jobs it sends to its own estimate of that server. A
+   least-value choice (jsq, l-jsq) takes the tied server of rank floor(u k) among k ties, with u a
+   fresh uniform, or with ``shared_ties`` the slot's uniform, the same for every dispatcher.
 2. Q_n(t+1) = max(Q_n(t) + A_n(t) - S_n(t), 0); the departures are D_n(t) = Q_n(t) + A_n(t) - Q_n(t+1).
 3. updates set estimates to Q_n(t+1): pull reports, jiq tokens, then pushes.
 4. statistics of the slot ``t >= warmup``: sum_n Q_n(t+1), sum_{m,n} |Q_n(t+1) - Q~^m_n(t+1)| (the
@@ -65,7 +67,7 @@ SlottedModel = namedtuple("SlottedModel", [
     "speed", "total_speed", "cumulative_speed", "all_servers", "dispatcher_rate",
     "arrival_code", "arrival_trials", "service_code", "service_trials", "per_job",
     "policy_code", "local", "pod_d", "update_code", "p_hat", "push_d", "push_every_slot", "pull_trigger",
-    "increment_on_dispatch", "jba_rate_weighted", "jba_inclusive", "jba_fallback_jsq",
+    "increment_on_dispatch", "shared_ties", "jba_rate_weighted", "jba_inclusive", "jba_fallback_jsq",
     "measure_preference", "warmup", "end_slot", "batch_ends",
 ])
 SlottedModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.slotted_simulation.pack_model)."""
@@ -214,6 +216,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     jba_rate_weighted, jba_inclusive, jba_fallback_jsq = (model.jba_rate_weighted, model.jba_inclusive,
                                                           model.jba_fallback_jsq)
     update_code, p_hat, push_d, push_every_slot = model.update_code, model.p_hat, model.push_d, model.push_every_slot
+    shared_ties = model.shared_ties
     queue_len, arrivals_to, dispatcher_arrivals, estimate = (state.queue_len, state.arrivals_to,
                                                              state.dispatcher_arrivals, state.estimate)
     token_server, token_count, token_held = state.token_server, state.token_count, state.token_held
@@ -236,6 +239,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             dispatcher_arrivals[m] = draw_count(model.arrival_code, model.arrival_trials, dispatcher_rate[m],
                                                 environment_rng)
         arrivals_to[:] = 0
+        slot_tie = dispatch_rng.random() if shared_ties else 0.0
         for m in range(n_dispatchers):
             arrived = dispatcher_arrivals[m]
             c.arrivals_total += arrived
@@ -258,11 +262,11 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                 elif code == L_JBA:
                     s = below_average_server(view, speed, jba_rate_weighted, jba_inclusive, dispatch_rng)
                     if s < 0 and jba_fallback_jsq:
-                        s = least_value_server(view, dispatch_rng)
+                        s = least_value_server(view, slot_tie if shared_ties else dispatch_rng.random())
                     elif s < 0:
                         s = rules.speed_weighted_server(all_servers, 0, n_servers, cumulative_speed, dispatch_rng)
                 else:
-                    s = least_value_server(view, dispatch_rng)
+                    s = least_value_server(view, slot_tie if shared_ties else dispatch_rng.random())
                 if c.trace_n < len(trace_slot):
                     i = c.trace_n
                     trace_slot[i] = c.slot

@@ -5,7 +5,10 @@ slots with mean lambda_m = p_m lambda_Sigma; server n offers S_n(t) services, i.
 with mean mu_n = ``speed[n]`` (jobs per slot); Q_n(t+1) = max(Q_n(t) + A_n(t) - S_n(t), 0), so a job
 can be served in the slot it arrives. With ``routing="slot"`` (the paper's rule) all of a
 dispatcher's arrivals of a slot go to one server; with ``routing="job"`` each job is a separate
-decision on the same start-of-slot information.
+decision on the same start-of-slot information. With ``ties="shared"`` the dispatchers break ties
+among least values (jsq, l-jsq) with one uniform draw per slot, so those that see the same values
+pick the same server: the "single shortest queue" that 001 section 6 says all dispatchers join
+under jsq. With ``ties="independent"`` (the default) each decision draws its own.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int
 
 COUNT_KINDS = {"poisson": 0, "bernoulli": 1, "binomial": 2}
 ROUTINGS = ("slot", "job")
+TIES = ("independent", "shared")
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,12 @@ class SlottedSystem(ServerSpeeds):
     arrivals: CountDistribution     # law of A_m(t)
     service: CountDistribution      # law of S_n(t)
     routing: str = "slot"           # "slot": one server per dispatcher and slot; "job": one per job
+    ties: str = "independent"       # "independent": a draw per decision; "shared": one draw per slot
 
     @classmethod
     def from_speeds(cls, speed, *, n_dispatchers: int = 1, arrival_rate: float | None = None,
                     load: float | None = None, dispatcher_share=None, arrivals="poisson", service="poisson",
-                    routing: str = "slot") -> "SlottedSystem":
+                    routing: str = "slot", ties: str = "independent") -> "SlottedSystem":
         """Build and validate a slotted system.
 
         speed: mu_n, mean offered service of each server per slot (jobs per slot).
@@ -95,6 +100,8 @@ class SlottedSystem(ServerSpeeds):
             default equal, p_m = 1/M. Dispatchers draw their arrivals independently.
         arrivals, service: "poisson" (default), "bernoulli" or "binomial:K" (or a CountDistribution).
         routing: "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
+        ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
+            uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
         """
         speed = positive_finite_array("speed", speed)
         n_dispatchers = positive_int("n_dispatchers", n_dispatchers)
@@ -119,6 +126,8 @@ class SlottedSystem(ServerSpeeds):
         service = CountDistribution.parse(service)
         if routing not in ROUTINGS:
             raise InputError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        if ties not in TIES:
+            raise InputError("ties", f"must be one of {', '.join(TIES)}, got {ties!r}")
         largest_rate = float((share * total).max())
         if largest_rate > arrivals.max_mean:
             raise InputError("arrivals", f"a {arrivals.kind} count has mean <= {arrivals.max_mean:g}, but a "
@@ -126,7 +135,7 @@ class SlottedSystem(ServerSpeeds):
         if speed.max() > service.max_mean:
             raise InputError("service", f"a {service.kind} count has mean <= {service.max_mean:g}, but a "
                                         f"server has speed {speed.max():.6g}")
-        return cls(speed, n_dispatchers, total, share, arrivals, service, routing)
+        return cls(speed, n_dispatchers, total, share, arrivals, service, routing, ties)
 
     @property
     def dispatcher_rate(self) -> np.ndarray:
@@ -153,6 +162,7 @@ class SlottedSystem(ServerSpeeds):
             "arrivals": self.arrivals.describe(),
             "service": self.service.describe(),
             "routing": self.routing,
+            "ties": self.ties,
         }
 
 

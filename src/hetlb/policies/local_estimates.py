@@ -8,7 +8,6 @@ model) :func:`least_value_server`; ``l-jba`` :func:`below_average_server`.
 
 from numba import njit
 
-from hetlb.policies import rules
 
 L_JSQ = 20
 L_JBA = 21
@@ -62,10 +61,10 @@ def below_average_server(estimate, speed, rate_weighted, inclusive, rng):
 
 
 @njit(cache=True)
-def least_value_server(values, rng):
-    """A server with the least ``values[n]``, ties uniformly at random with one uniform draw (two
-    scans; the reservoir of hetlb.policies.rules.least_key_server draws once per tie, and stale
-    estimates tie often)."""
+def least_value_server(values, u):
+    """A server with the least ``values[n]``; among k ties the one of rank floor(u k) in index order,
+    so a uniform ``u`` on [0, 1) picks uniformly (two scans; the reservoir of
+    hetlb.policies.rules.least_key_server draws once per tie, and stale estimates tie often)."""
     least = values[0]
     ties = 0
     for n in range(len(values)):
@@ -74,7 +73,7 @@ def least_value_server(values, rng):
             ties = 1
         elif values[n] == least:
             ties += 1
-    k = rules.uniform_index(rng, ties)
+    k = min(int(u * ties), ties - 1)
     for n in range(len(values)):
         if values[n] == least:
             if k == 0:
