@@ -248,7 +248,7 @@ def run_fig1(context) -> Outcome:
     delay_figure(table, context.out / "zhou-fig1.png",
                  f"001 Fig. 1: M = {o['dispatchers']}, {n_fast} servers of speed {o['fast_speed']:g} and "
                  f"{o['n_servers'] - n_fast} of {o['fast_speed'] / o['speed_ratio']:g}; push d = {o['push_d']}, "
-                 f"p_hat = {o['p_hat']:g}")
+                 f"p_hat = {o['p_hat']:g}\nties among least values: {o['ties']}")
     claims = [message_claim(table, runs, series, o, speeds)] + herding_claims(table, runs, threshold)
     return Outcome(table, claims, dict(o, speeds=speeds, pod_static_threshold=threshold),
                    ["fast_fraction", "fast_speed", "speed_ratio", "loads", "arrivals", "service", "push_trigger",
