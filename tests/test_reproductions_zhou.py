@@ -4,13 +4,15 @@ closed forms against values worked out by hand."""
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import hetlb
 from hetlb.cli import main
 from hetlb.errors import InputError
 from hetlb.experiments import reproduce
-from hetlb.experiments.zhou import messages_per_arrival, pod_overload_load, policy_table
+from hetlb.experiments.zhou import herding_claims, messages_per_arrival, pod_overload_load, policy_table
 
 TINY = {
     "zhou-fig1": {"loads": [0.3, 0.9], "slots": 1500, "warmup": 500, "replications": 2},
@@ -62,3 +64,33 @@ def test_message_closed_forms_by_hand():
 def test_unknown_series_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="unknown series 'l-jsq-poll'"):
         reproduce("zhou-fig1", out=tmp_path, policies=["l-jsq-poll", "jsq"], store=None, executor="serial")
+
+
+def herding_tables(delays: dict, growing: dict):
+    """A summary table and its runs for herding_claims: ``delays[label][load]`` is the list of
+    per-replication mean delays (paired by replication), ``growing[label]`` the loads that grow."""
+    runs = pd.DataFrame([{"policy": label, "system.load": load, "replication": r, "mean_delay": value}
+                         for label, by_load in delays.items() for load, values in by_load.items()
+                         for r, value in enumerate(values)])
+    table = pd.DataFrame([{"policy": label, "load": load, "mean_delay": float(np.mean(values)),
+                           "grows": load in growing.get(label, []), "number_in_system_growth": 0.0}
+                          for label, by_load in delays.items() for load, values in by_load.items()])
+    return table, runs
+
+
+def test_herding_verdict_names_each_load_where_an_led_policy_is_not_below_jsq():
+    jsq = {0.5: [10.0, 11.0, 10.5], 0.9: [20.0, 21.0, 20.5]}
+    delays = {"jsq": jsq, "l-jba-push": {0.5: [5.0, 5.5, 5.2], 0.9: [15.0, 16.0, 15.2]},
+              "l-jsq-push": {0.5: [6.0, 6.4, 6.1], 0.9: [30.0, 31.0, 30.1]},
+              "pod": {0.5: [50.0, 60.0, 70.0], 0.9: [90.0, 95.0, 99.0]}}
+    table, runs = herding_tables(delays, {"pod": [0.5, 0.9]})
+    herding, stability = herding_claims(table, runs, pod_threshold=0.4)
+    assert herding.measured["loads_where_led_is_not_below_jsq"] == {"l-jba-push": [], "l-jsq-push": [0.9]}
+    assert not herding.holds and stability.holds
+    # level at a load (paired differences around 0) is not below either
+    delays["l-jsq-push"][0.9] = [19.0, 22.0, 20.5]
+    herding, _ = herding_claims(*herding_tables(delays, {"pod": [0.5, 0.9]}), pod_threshold=0.4)
+    assert herding.measured["loads_where_led_is_not_below_jsq"]["l-jsq-push"] == [0.9] and not herding.holds
+    delays["l-jsq-push"][0.9] = [12.0, 13.0, 12.4]
+    herding, _ = herding_claims(*herding_tables(delays, {"pod": [0.5, 0.9]}), pod_threshold=0.4)
+    assert herding.holds
