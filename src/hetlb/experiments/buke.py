@@ -25,9 +25,11 @@ import numpy as np
 import pandas as pd
 
 from hetlb.bounding import check_sandwich
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row
+from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, plain_names, register, row
 from hetlb.experiments.spec import SweepSpec
-from hetlb.experiments.sweep import CCDF_GRID, paired_differences, sweep
+from hetlb.experiments.sweep import CCDF_GRID, paired_differences
+from hetlb.model.speed_distributions import draw_speeds
+from hetlb.model.system import arrival_rate_for_excess_capacity
 from hetlb.plots import plot_panels
 from hetlb.stats import t_interval
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
@@ -53,15 +55,8 @@ def base_system(o: dict, n_servers: int, excess_capacity: float) -> dict:
 
 def run_sweep(context, name: str, base: dict, axes: dict):
     """The sweep's result, points with common random numbers across policies."""
-    spec = SweepSpec(base=base, axes=axes, replications=context.options["replications"],
-                     seed=context.options["seed"], common_random_numbers=True, name=name)
-    return sweep(spec, executor=context.executor, store=context.store, progress=context.progress)
-
-
-def plain_names(table: pd.DataFrame) -> pd.DataFrame:
-    """Axis columns without their table: system.n_servers -> n_servers, policy.id -> policy."""
-    return table.rename(columns=lambda c: "policy" if c == "policy.id" else
-                        c.split(".", 1)[1] if c.startswith(("system.", "run.")) else c)
+    return context.sweep(SweepSpec(base=base, axes=axes, replications=context.options["replications"],
+                                   seed=context.options["seed"], common_random_numbers=True, name=name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,9 +199,7 @@ def run_scaling(context) -> Outcome:
                                    for f in (lambda s: s[0], lambda s: s[0] - s[1], lambda s: s[0] + s[1]))
                   for p in ("jfsq", "jsq")}
         for p in ("jfsq", "jsq"):
-            if measure in limits[p]:
-                value = limits[p][measure][0]
-                series[f"{LABELS[p]} diffusion limit"] = (np.full(len(sizes), value),) * 3
+            series[f"{LABELS[p]} diffusion limit"] = (np.full(len(sizes), limits[p][measure][0]),) * 3
         panels.append(dict(x=sizes, series=series, xlabel="n", ylabel=MEASURE_LABELS[measure], log2_x=True))
     plot_panels(panels, context.out / "buke-scaling.png",
                 title=f"002: scaling in n at c = {o['excess_capacity']}, U[{o['low']}, {o['high']}]")
@@ -239,8 +232,8 @@ def run_scaling(context) -> Outcome:
 def sandwich_claim(o: dict) -> Claim:
     """C20: on coupled paths (the coupling of the proof of Prop. 5.1), JSQ-FSL <= pi <= JSQ-SSL."""
     n = o["sandwich_servers"]
-    speed = np.random.default_rng(o["speed_seed"]).uniform(o["low"], o["high"], n)
-    arrival_rate = speed.sum() - o["excess_capacity"] * math.sqrt(n)
+    speed = draw_speeds(n, base_system(o, n, o["excess_capacity"])["speed_distribution"])
+    arrival_rate = arrival_rate_for_excess_capacity(speed, o["excess_capacity"])
     check = check_sandwich(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
     return Claim("C20", f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "
                         f"every event for jsq, jfsq, jssq, jsq-fiq and jsq-lisf (Prop. 5.1)",

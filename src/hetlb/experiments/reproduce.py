@@ -23,6 +23,9 @@ import pandas as pd
 
 from hetlb import __version__
 from hetlb.errors import InputError
+from hetlb.experiments.executors import resolve_executor
+from hetlb.experiments.spec import SweepSpec
+from hetlb.experiments.sweep import SweepResult, sweep
 from hetlb.results.run import finite_or_null, json_default
 
 SCALES = ("quick", "paper")
@@ -41,14 +44,17 @@ class Claim:
 
 @dataclass
 class Context:
-    """What a reproduction needs besides its options: the scale and where and how to run."""
+    """What a reproduction needs besides its options: where to write, and how its sweeps run (one
+    executor for all of them, so that a process pool starts once)."""
 
-    scale: str
     out: Path
     executor: object = None
     store: str | None = "hetlb-results.sqlite"
     progress: bool = False
     options: dict = field(default_factory=dict)
+
+    def sweep(self, spec: SweepSpec) -> SweepResult:
+        return sweep(spec, executor=self.executor, store=self.store, progress=self.progress)
 
 
 @dataclass
@@ -86,6 +92,19 @@ def series_of(table, metric: str, by: str, x: str) -> dict:
     return {label: (rows.sort_values(x)[metric].to_numpy(), rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
                     rows.sort_values(x)[metric + "_ci_high"].to_numpy())
             for label, rows in table.groupby(by, sort=False)}
+
+
+def plain_names(table: pd.DataFrame) -> pd.DataFrame:
+    """Axis columns without their table: system.n_servers -> n_servers, policy.id -> policy."""
+    return table.rename(columns=lambda c: "policy" if c == "policy.id" else
+                        c.split(".", 1)[1] if c.startswith(("system.", "run.")) else c)
+
+
+def two_class_speeds(n_servers: int, fast_fraction: float, fast_speed: float, slow_speed: float) -> str:
+    """The speeds text of round(N q_F) servers of speed ``fast_speed`` and the rest of ``slow_speed``."""
+    n_fast = round(n_servers * fast_fraction)
+    classes = [(n_fast, fast_speed), (n_servers - n_fast, slow_speed)]
+    return ",".join(f"{count}x{speed!r}" for count, speed in classes if count)
 
 
 def row(table, **where) -> pd.Series:
@@ -137,7 +156,11 @@ def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store
     out = Path(out or Path("reproductions") / name)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    outcome = reproduction.run(Context(scale, out, executor, store, progress, values))
+    pool, _, close = resolve_executor(executor)
+    try:
+        outcome = reproduction.run(Context(out, pool, store, progress, values))
+    finally:
+        close()
     outcome.table.to_csv(out / "points.csv", index=False)
     report = {
         "reproduction": name,

@@ -217,7 +217,7 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
         if len(mine) == 0:
             continue
         record = {"point": index, **point.values, "replications": len(mine)}
-        for metric in (m for m in METRICS + SLOTTED_METRICS if m in mine):
+        for metric in (m for m in dict.fromkeys(METRICS + SLOTTED_METRICS) if m in mine):
             values = mine[metric].to_numpy(dtype=float)
             mean, half = t_interval(values)
             record[metric] = mean

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row, series_of
+from hetlb.experiments.reproduce import (Claim, Outcome, Reproduction, plain_names, register, row, series_of,
+                                         two_class_speeds)
 from hetlb.experiments.spec import SweepSpec
-from hetlb.experiments.sweep import sweep
 from hetlb.experiments.tuning import tune_jsq_df_ds
 from hetlb.model import System, parse_speeds
 from hetlb.plots import plot_metric
@@ -57,8 +57,7 @@ def graph_sweep(context, name: str, job_sizes: dict):
               "run": {"jobs": o["jobs"], "warmup": o["warmup"]}},
         axes={"system.n_servers": sizes, "policy.id": FIG3_POLICIES},
         replications=o["replications"], seed=o["seed"], name=name)
-    result = sweep(spec, executor=context.executor, store=context.store, progress=context.progress)
-    return result.summary.rename(columns={"system.n_servers": "n_servers", "policy.id": "policy"})
+    return plain_names(context.sweep(spec).summary)
 
 
 def interval(point) -> list:
@@ -145,7 +144,7 @@ def blocking_claims(table, n_min: int, n_max: int) -> list:
     ]
 
 
-def lost_fig3(context) -> list:
+def lost_fig3() -> list:
     return ["load", "ports_exponent", "n_min", "n_max"]
 
 
@@ -163,7 +162,7 @@ def run_fig3(context, *, name="weng-fig3", job_sizes=None, claim_ids=("C1", "C2"
                       f"L = N^{o['ports_exponent']}, {sizes}",
                 bound=row(table, policy="jfsq", n_servers=n_min)["speed_lower_bound"] * np.ones(len(x)),
                 bound_label="C*/lambda (000, Prop. 1)")
-    return Outcome(table, [c for c in claims if c.id in claim_ids], dict(o, **(job_sizes or {})), lost_fig3(context))
+    return Outcome(table, [c for c in claims if c.id in claim_ids], dict(o, **(job_sizes or {})), lost_fig3())
 
 
 def run_fig4(context) -> Outcome:
@@ -174,7 +173,7 @@ def run_fig4(context) -> Outcome:
     plot_metric(x, series_of(table, "blocking_probability", "policy", "n_servers"), context.out / "weng-fig4.png",
                 xlabel="number of servers N", ylabel="blocking probability", log2_x=True,
                 title=f"000 Fig. 4: rho = {o['load']}, b = {o['buffer']}, L = N^{o['ports_exponent']}")
-    return Outcome(table, blocking_claims(table, n_min, n_max), dict(o), lost_fig3(context))
+    return Outcome(table, blocking_claims(table, n_min, n_max), dict(o), lost_fig3())
 
 
 def run_figD3(context) -> Outcome:
@@ -191,14 +190,13 @@ def run_fig2(context) -> Outcome:
     o = context.options
     n_fast = round(o["n_servers"] * o["fast_fraction"])
     slow_speed = 1.0 / (o["fast_fraction"] * o["speed_ratio"] + 1.0 - o["fast_fraction"])
-    speeds = f"{n_fast}x{o['speed_ratio'] * slow_speed!r},{o['n_servers'] - n_fast}x{slow_speed!r}"
+    speeds = two_class_speeds(o["n_servers"], o["fast_fraction"], o["speed_ratio"] * slow_speed, slow_speed)
     base_system = {"speeds": speeds, "buffer": o["buffer"]}
     run = {"jobs": o["jobs"], "warmup": o["warmup"]}
     common = dict(replications=o["replications"], seed=o["seed"])
-    tables = [sweep(SweepSpec(base={"system": base_system, "run": run},
-                              axes={"system.load": o["loads"], "policy.id": FIG2_POLICIES[:4]},
-                              name="weng-fig2", **common),
-                    executor=context.executor, store=context.store, progress=context.progress).summary]
+    tables = [context.sweep(SweepSpec(base={"system": base_system, "run": run},
+                                      axes={"system.load": o["loads"], "policy.id": FIG2_POLICIES[:4]},
+                                      name="weng-fig2", **common)).summary]
     tuned = {}
     for load in o["loads"]:
         system = System.from_speeds(speeds, load=load, buffer=o["buffer"])
@@ -206,11 +204,11 @@ def run_fig2(context) -> Outcome:
                               warmup=o["warmup"], seed=o["seed"] + 1)
         tuned[load] = (best.p_fast, best.p_slow)
         policy = {"id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}
-        tables.append(sweep(SweepSpec(base={"system": dict(base_system, load=load), "policy": policy, "run": run},
-                                      name=f"weng-fig2-jsq-df-ds-{load}", **common),
-                            executor=context.executor, store=context.store).summary.assign(
-            **{"system.load": load, "policy.id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}))
-    table = pd.concat(tables, ignore_index=True).rename(columns={"system.load": "load", "policy.id": "policy"})
+        tables.append(context.sweep(SweepSpec(base={"system": dict(base_system, load=load), "policy": policy,
+                                                    "run": run}, name=f"weng-fig2-jsq-df-ds-{load}", **common))
+                      .summary.assign(**{"system.load": load, "policy.id": "jsq-df-ds", "p_fast": best.p_fast,
+                                         "p_slow": best.p_slow}))
+    table = plain_names(pd.concat(tables, ignore_index=True))
     x = sorted(table["load"].unique())
     plot_metric(x, series_of(table, "mean_response_time", "policy", "load"), context.out / "weng-fig2.png",
                 xlabel="load", ylabel="mean response time",

@@ -17,7 +17,6 @@ option, with the default and its reason in docs/reproductions/zhou.md.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from math import comb
 
 import numpy as np
@@ -25,10 +24,10 @@ import pandas as pd
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.experiments.executors import resolve_executor
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, register, row, series_of
+from hetlb.experiments.reproduce import (Claim, Outcome, Reproduction, plain_names, register, row, series_of,
+                                         two_class_speeds)
 from hetlb.experiments.spec import SweepSpec
-from hetlb.experiments.sweep import paired_differences, sweep
+from hetlb.experiments.sweep import paired_differences
 from hetlb.model import parse_speeds
 from hetlb.model.slotted import SlottedSystem
 from hetlb.plots import plot_metric
@@ -57,11 +56,9 @@ SLOTTED_OPTIONS = {
 """Options of every reproduction here: the slotted model's laws and the LED update rule."""
 
 
-def two_class_speeds(n_servers: int, fast_fraction: float, fast_speed: float, speed_ratio: float) -> str:
+def fast_and_slow_speeds(o: dict) -> str:
     """round(N q_F) servers of speed mu_F and the rest of speed mu_F / speed_ratio (jobs per slot)."""
-    n_fast = round(n_servers * fast_fraction)
-    classes = [(n_fast, fast_speed), (n_servers - n_fast, fast_speed / speed_ratio)]
-    return ",".join(f"{count}x{speed!r}" for count, speed in classes if count)
+    return two_class_speeds(o["n_servers"], o["fast_fraction"], o["fast_speed"], o["fast_speed"] / o["speed_ratio"])
 
 
 def system_table(o: dict, speeds: str) -> dict:
@@ -85,17 +82,7 @@ def policy_table(label: str, o: dict) -> dict:
                                  f"one of {', '.join(BASELINES)}")
 
 
-@contextmanager
-def shared_executor(context):
-    """One executor for all the sweeps of a reproduction (a process pool starts once)."""
-    executor, _, close = resolve_executor(context.executor)
-    try:
-        yield executor
-    finally:
-        close()
-
-
-def series_sweeps(context, executor, name: str, system: dict, series: dict, loads, run: dict):
+def series_sweeps(context, name: str, system: dict, series: dict, loads, run: dict):
     """Sweep ``loads`` for each series (label -> [policy] table); return the summary and the runs,
     each with a ``policy`` column of labels (the summary's load column is ``load``)."""
     if context.options["replications"] < 2:
@@ -105,10 +92,10 @@ def series_sweeps(context, executor, name: str, system: dict, series: dict, load
         spec = SweepSpec(base={"system": system, "policy": policy, "run": run}, axes={"system.load": list(loads)},
                          replications=context.options["replications"], seed=context.options["seed"],
                          name=f"{name}-{label}")
-        result = sweep(spec, executor=executor, store=context.store, progress=context.progress)
+        result = context.sweep(spec)
         summaries.append(result.summary.assign(policy=label))
         runs.append(result.runs.assign(policy=label))
-    summary = pd.concat(summaries, ignore_index=True).rename(columns={"system.load": "load"})
+    summary = plain_names(pd.concat(summaries, ignore_index=True))
     summary["grows"] = summary["number_in_system_growth_ci_low"] > GROWTH_LIMIT
     return summary, pd.concat(runs, ignore_index=True)
 
@@ -172,15 +159,15 @@ def messages_per_arrival(label: str, policy: dict, system: SlottedSystem) -> flo
 def message_claim(table, runs, series: dict, o: dict, speeds: str) -> Claim:
     """C10: the measured messages per arrival against their closed forms (Bonferroni 95% intervals
     over replications, one per point), and pull at most one per arrival."""
-    checks = [(label, load) for label, load in zip(table["policy"], table["load"])
-              if label.endswith("-pull") or messages_per_arrival(label, series[label], slotted_system(
-                  o, speeds, load)) is not None]
+    closed_forms = {(label, load): messages_per_arrival(label, series[label], slotted_system(o, speeds, load))
+                    for label, load in zip(table["policy"], table["load"])}
+    checks = {point: expected for point, expected in closed_forms.items()
+              if point[0].endswith("-pull") or expected is not None}
     confidence = 1 - 0.05 / max(len(checks), 1)
     measured, holds = {}, True
-    for label, load in checks:
+    for (label, load), expected in checks.items():
         samples = runs[(runs["policy"] == label) & (runs["system.load"] == load)]["messages_per_arrival"]
         mean, half = t_interval(samples.to_numpy(), confidence)
-        expected = messages_per_arrival(label, series[label], slotted_system(o, speeds, load))
         ok = mean - half <= 1.0 if expected is None else abs(mean - expected) <= half
         measured[f"{label} at load {load}"] = {"measured": mean, "interval": [mean - half, mean + half],
                                                "closed_form": expected if expected is not None else "<= 1"}
@@ -208,15 +195,15 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
     """C11: LED push policies against jsq (paired by common random numbers) and their stability
     against pod and jiq."""
     led = [label for label in table["policy"].unique() if label.startswith("l-") and label.endswith("-push")]
+    loads = sorted(table["load"].unique())
+    jsq_delay = {load: float(row(table, policy="jsq", load=load)["mean_delay"]) for load in loads}
     not_below, ratio = {}, {}
     for label in led:
         differences = paired_differences(runs, "mean_delay", "policy", label, "jsq")
         not_below[label] = [float(load) for load in differences.loc[differences["ci_high"] >= 0, "system.load"]]
-        ratio[label] = {f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]
-                                           / row(table, policy="jsq", load=load)["mean_delay"])
-                        for load in sorted(table["load"].unique())}
+        ratio[label] = {f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]) / jsq_delay[load]
+                        for load in loads}
     growing = growing_points(table)
-    loads = sorted(table["load"].unique())
     pod_as_predicted = "pod" not in growing or growing["pod"] == [v for v in loads if v > pod_threshold]
     led_stable = all(not growing[label] for label in led)
     baseline_grows = any(growing.get(label) for label in ("pod", "jiq"))
@@ -236,13 +223,12 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
 
 def run_fig1(context) -> Outcome:
     o = context.options
-    speeds = two_class_speeds(o["n_servers"], o["fast_fraction"], o["fast_speed"], o["speed_ratio"])
+    speeds = fast_and_slow_speeds(o)
     series = {label: policy_table(label, o) for label in o["policies"]}
     if "jsq" not in series:
         raise InputError("policies", "must include jsq, the policy C11 compares with")
-    with shared_executor(context) as executor:
-        table, runs = series_sweeps(context, executor, "zhou-fig1", system_table(o, speeds), series, o["loads"],
-                                    {"slots": o["slots"], "warmup": o["warmup"]})
+    table, runs = series_sweeps(context, "zhou-fig1", system_table(o, speeds), series, o["loads"],
+                                {"slots": o["slots"], "warmup": o["warmup"]})
     threshold = pod_overload_load(parse_speeds(speeds), o["pod_d"])
     n_fast = round(o["n_servers"] * o["fast_fraction"])
     delay_figure(table, context.out / "zhou-fig1.png",
@@ -290,8 +276,7 @@ def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: d
         Claim("C12", f"(inferred) at load {load} and p_hat = {o['p_hat']:g}, the gap vanishes with "
                      "increment_on_dispatch (its paired interval contains 0)",
               {"l_jsq_minus_policy_mean_delay_with_increment": with_increment,
-               "l_jsq_minus_policy_mean_delay_without": {label: gap(runs, load, label) for label in randomised}
-               if load in loads else None},
+               "l_jsq_minus_policy_mean_delay_without": per_load.get(f"{load:g}")},
               vanishes),
     ]
 
@@ -306,15 +291,14 @@ def run_fig2(context) -> Outcome:
     run = {"slots": o["slots"], "warmup": o["warmup"]}
     series = {label: policy_table(label, o) for label in FIG2_SERIES}
     load = o["corollary_load"]
-    with shared_executor(context) as executor:
-        table, runs = series_sweeps(context, executor, "zhou-fig2", system, series, o["loads"], run)
-        p_hat_runs = {p: series_sweeps(context, executor, f"zhou-fig2-p_hat-{p}", system,
-                                       {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES},
-                                       [load], run)[1]
-                      for p in o["corollary_p_hats"]}
-        increment_runs = series_sweeps(context, executor, "zhou-fig2-increment", system,
-                                       {label: policy_table(label, dict(o, increment_on_dispatch=True))
-                                        for label in FIG2_SERIES}, [load], run)[1]
+    table, runs = series_sweeps(context, "zhou-fig2", system, series, o["loads"], run)
+    p_hat_runs = {p: series_sweeps(context, f"zhou-fig2-p_hat-{p}", system,
+                                   {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES},
+                                   [load], run)[1]
+                  for p in o["corollary_p_hats"]}
+    increment_runs = series_sweeps(context, "zhou-fig2-increment", system,
+                                   {label: policy_table(label, dict(o, increment_on_dispatch=True))
+                                    for label in FIG2_SERIES}, [load], run)[1]
     delay_figure(table, context.out / "zhou-fig2.png",
                  f"001 Fig. 2: M = {o['dispatchers']}, N = {o['n_servers']} servers of speed {o['server_speed']:g}, "
                  f"push p_hat = {o['p_hat']:g}, d = {o['push_d']}")
@@ -326,26 +310,25 @@ def run_fig2(context) -> Outcome:
 
 def run_heavy_traffic(context) -> Outcome:
     o = context.options
-    speeds = two_class_speeds(o["n_servers"], o["fast_fraction"], o["fast_speed"], o["speed_ratio"])
+    speeds = fast_and_slow_speeds(o)
     series = {label: policy_table(label, o) for label in o["policies"]}
     tables, runs = [], []
-    with shared_executor(context) as executor:
-        for load in o["loads"]:
-            system = slotted_system(o, speeds, load)
-            epsilon = system.capacity - system.total_arrival_rate
-            zeta = system.pooled_variance()
-            relaxation = zeta / epsilon ** 2  # slots: the pooled queue's relaxation time
-            run = {"slots": math.ceil(o["relaxation_times"] * relaxation),
-                   "warmup": math.ceil(o["warmup_relaxation_times"] * relaxation)}
-            summary, load_runs = series_sweeps(context, executor, f"zhou-heavy-traffic-{load}",
-                                               system_table(o, speeds), series, [load], run)
-            scale = epsilon / (zeta / 2)
-            tables.append(summary.assign(epsilon=epsilon, zeta=zeta, slots=run["slots"], warmup=run["warmup"],
-                                         **{f"scaled_number_in_system{suffix}":
-                                            scale * summary[f"mean_number_in_system{suffix}"]
-                                            for suffix in ("", "_ci_low", "_ci_high")}))
-            runs.append(load_runs.assign(scaled_number_in_system=scale * load_runs["mean_number_in_system"],
-                                         epsilon=epsilon))
+    for load in o["loads"]:
+        system = slotted_system(o, speeds, load)
+        epsilon = system.capacity - system.total_arrival_rate
+        zeta = system.pooled_variance()
+        relaxation = zeta / epsilon ** 2  # slots: the pooled queue's relaxation time
+        run = {"slots": math.ceil(o["relaxation_times"] * relaxation),
+               "warmup": math.ceil(o["warmup_relaxation_times"] * relaxation)}
+        summary, load_runs = series_sweeps(context, f"zhou-heavy-traffic-{load}", system_table(o, speeds), series,
+                                           [load], run)
+        scale = epsilon / (zeta / 2)
+        tables.append(summary.assign(epsilon=epsilon, zeta=zeta, slots=run["slots"], warmup=run["warmup"],
+                                     **{f"scaled_number_in_system{suffix}":
+                                        scale * summary[f"mean_number_in_system{suffix}"]
+                                        for suffix in ("", "_ci_low", "_ci_high")}))
+        runs.append(load_runs.assign(scaled_number_in_system=scale * load_runs["mean_number_in_system"],
+                                     epsilon=epsilon))
     table = pd.concat(tables, ignore_index=True)
     runs = pd.concat(runs, ignore_index=True)
     plot_metric(sorted(table["epsilon"].unique()), series_of(table, "scaled_number_in_system", "policy", "epsilon"),
