@@ -27,7 +27,9 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
-from hetlb.model.system import INFINITE_BUFFER
+from hetlb.model.system import INFINITE_BUFFER, positive_finite_array, positive_int, speed_classes
+from hetlb.policies import rules
+from hetlb.simulation import check_horizon, check_warmup, root_seed_sequence
 from hetlb.stats import t_interval
 
 __all__ = [
@@ -50,15 +52,16 @@ BOUNDING_KINDS = {
 }
 
 TIE_BREAKS = {
-    "jsq": (kernel.RANDOM_TIES, "shortest queue, ties uniformly at random ('RR' in 002)"),
-    "jfsq": (kernel.FASTEST_TIES, "shortest queue, ties to the fastest server, then at random"),
-    "jssq": (kernel.SLOWEST_TIES, "shortest queue, ties to the slowest server, then at random"),
-    "jsq-fiq": (kernel.FASTEST_IDLE, "the fastest idle server (ties at random), else a shortest queue at random "
+    "jsq": (rules.JSQ, "shortest queue, ties uniformly at random ('RR' in 002)"),
+    "jfsq": (rules.JFSQ, "shortest queue, ties to the fastest server, then at random"),
+    "jssq": (rules.JSSQ, "shortest queue, ties to the slowest server, then at random"),
+    "jsq-fiq": (rules.JSQ_FIQ, "the fastest idle server (ties at random), else a shortest queue at random "
                                      "('JFIQ' of 002)"),
-    "jsq-lisf": (kernel.LONGEST_IDLE, "the idle server that became idle first (the initial idle servers tie, "
+    "jsq-lisf": (rules.JSQ_LISF, "the idle server that became idle first (the initial idle servers tie, "
                                       "at random), else a shortest queue at random ('LISF' of 002)"),
 }
-"""The JSQ tie-breaking rules of the coupled check: id -> (kernel code, definition)."""
+"""The JSQ tie-breaking rules of the coupled check: id -> (policy code, whose
+hetlb.policies.rules.selection_key ranks the servers; definition)."""
 
 MEASURES = ("Q_1", "Q_2", "Q_3", "Q_+1", "Q_+2", "X_1", "X_2", "X_3", "X_+1", "X_+2", "loss_fraction")
 
@@ -144,18 +147,6 @@ class SandwichCheck:
 # --- validation ------------------------------------------------------------------------------------
 
 
-def _speeds(speeds) -> np.ndarray:
-    try:
-        speed = np.asarray(speeds, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError("speeds", "must be a list of numbers (service rates mu_k, jobs per time unit)") from None
-    if speed.ndim != 1 or speed.size == 0:
-        raise InputError("speeds", "must be a non-empty one-dimensional list of service rates")
-    if not np.all(np.isfinite(speed) & (speed > 0)):
-        raise InputError("speeds", "every service rate must be positive and finite")
-    return speed
-
-
 def _positive_finite(field: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not math.isfinite(value) or value <= 0:
@@ -175,36 +166,13 @@ def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
     return int(buffer)
 
 
-def _times(horizon, warmup) -> tuple[float, float]:
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not math.isfinite(warmup) or warmup < 0:
-        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or not math.isfinite(horizon) \
-            or horizon <= warmup:
-        raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
-    return float(horizon), float(warmup)
-
-
-def _seed_sequence(seed) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError("seed", f"must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
-    return np.random.SeedSequence(int(seed))
-
-
-def _count(field: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def served_rate(speeds, kind: str) -> np.ndarray:
     """Prefix sums of the speeds in the order they serve buffers, longest buffer first:
     ``served_rate[r]`` is the total speed serving the r longest buffers (ascending speeds for SSL,
     descending for FSL), so the buffers holding >= i jobs are served at rate served_rate[Q_i]."""
     if kind not in BOUNDING_KINDS:
         raise InputError("kind", f"unknown bounding system {kind!r}; choose one of: {', '.join(BOUNDING_KINDS)}")
-    ordered = np.sort(_speeds(speeds))
+    ordered = np.sort(positive_finite_array("speeds", speeds))
     if kind == "fsl":
         ordered = ordered[::-1]
     return np.concatenate([[0.0], np.cumsum(ordered)])
@@ -224,13 +192,14 @@ def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=Non
     replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     Cost per event O(log n + log of the longest buffer).
     """
-    speed = _speeds(speeds)
+    speed = positive_finite_array("speeds", speeds)
     arrival_rate = _positive_finite("arrival_rate", arrival_rate)
     rates = served_rate(speed, kind)
     capacity = _buffer(buffer, speed, arrival_rate)
-    horizon, warmup = _times(horizon, warmup)
-    replications = _count("replications", replications, 1)
-    root = _seed_sequence(seed)
+    warmup = check_warmup(warmup)
+    horizon = check_horizon(horizon, warmup)
+    replications = positive_int("replications", replications)
+    root = root_seed_sequence(seed)
     n = speed.size
     measured_time = horizon - warmup
 
@@ -301,10 +270,11 @@ def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAK
     clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
     """
-    speed = _speeds(speeds)
+    speed = positive_finite_array("speeds", speeds)
     arrival_rate = _positive_finite("arrival_rate", arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)
-    horizon, warmup = _times(horizon, warmup)
+    warmup = check_warmup(warmup)
+    horizon = check_horizon(horizon, warmup)
     if isinstance(tie_breaks, str):
         tie_breaks = (tie_breaks,)
     tie_breaks = tuple(tie_breaks)
@@ -313,9 +283,8 @@ def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAK
     for tie_break in tie_breaks:
         if tie_break not in TIE_BREAKS:
             raise InputError("tie_breaks", f"unknown tie-break {tie_break!r}; choose from: {', '.join(TIE_BREAKS)}")
-    distinct_speeds = np.unique(speed)[::-1]
-    speed_class = np.searchsorted(-distinct_speeds, -speed).astype(np.int64)
-    clock_seed, tie_seed = _seed_sequence(seed).spawn(2)
+    distinct_speeds, speed_class = speed_classes(speed)
+    clock_seed, tie_seed = root_seed_sequence(seed).spawn(2)
 
     violations, first_violation, job_area, waiting_area, counts = kernel.run_coupled(
         speed, speed_class, len(distinct_speeds), served_rate(speed, "fsl"), served_rate(speed, "ssl"),

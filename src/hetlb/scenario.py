@@ -162,9 +162,7 @@ def speeds_of(data: dict) -> np.ndarray:
     if "speeds" in data:
         speeds = data["speeds"]
         return parse_speeds(speeds) if isinstance(speeds, str) else np.asarray(speeds, dtype=float)
-    n_servers = data.get("n_servers")
-    if isinstance(n_servers, bool) or not isinstance(n_servers, int) or n_servers < 1:
-        raise InputError("system.n_servers", f"must be an integer >= 1, got {n_servers!r}")
+    n_servers = positive_int("system.n_servers", data.get("n_servers"))
     try:
         mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
     except (TypeError, ValueError):

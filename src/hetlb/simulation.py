@@ -18,7 +18,7 @@ from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
-from hetlb.model.system import INFINITE_BUFFER, System
+from hetlb.model.system import INFINITE_BUFFER, System, positive_int
 from hetlb.policies import as_policy, make_policy, rules
 from hetlb.policies.registry import Policy
 from hetlb.progress import ProgressBar
@@ -96,9 +96,9 @@ def simulate(
                              ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise InputError(name, f"must be an integer >= {low}, got {value!r}")
-    root_seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
-    if speed_bins is not None and (isinstance(speed_bins, bool) or not isinstance(speed_bins, int) or speed_bins < 1):
-        raise InputError("speed_bins", f"must be an integer >= 1, got {speed_bins!r}")
+    root_seed = root_seed_sequence(seed)
+    if speed_bins is not None:
+        positive_int("speed_bins", speed_bins)
     if jobs is not None and jobs < batches:
         raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
@@ -132,16 +132,31 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+def root_seed_sequence(seed) -> np.random.SeedSequence:
+    """The SeedSequence the replications spawn from: ``seed`` itself, or one made from an integer."""
+    return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
+
+
+def check_warmup(warmup) -> float:
+    if isinstance(warmup, bool) or not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
+        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
+    return float(warmup)
+
+
+def check_horizon(horizon, warmup: float) -> float:
+    if isinstance(horizon, bool) or not (isinstance(horizon, (int, float)) and math.isfinite(horizon)
+                                         and horizon > warmup):
+        raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
+    return float(horizon)
+
+
 def stopping_rule(jobs, horizon, warmup):
     """Check the stopping rule; return (jobs or None, horizon or inf, warmup)."""
     if jobs is not None and horizon is not None:
         raise InputError("jobs", "give either jobs or horizon, not both")
-    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
-        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
+    warmup = check_warmup(warmup)
     if horizon is not None:
-        if not (isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > warmup):
-            raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
-        return None, float(horizon), float(warmup)
+        return None, check_horizon(horizon, warmup), warmup
     jobs = 100_000 if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
         raise InputError("jobs", f"must be an integer >= 1, got {jobs!r}")

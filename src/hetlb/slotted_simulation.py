@@ -22,7 +22,7 @@ from hetlb.policies.registry import POLICIES, Policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation import check_seed, safe_ratio
+from hetlb.simulation import root_seed_sequence, safe_ratio
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -88,7 +88,7 @@ def simulate_slotted(
         raise InputError("slots", f"must be at least the number of batches ({batches})")
     if not isinstance(preference, bool):
         raise InputError("preference", f"must be True or False, got {preference!r}")
-    root_seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
+    root_seed = root_seed_sequence(seed)
     check_static_stability(system, policy)
 
     model = pack_model(system, policy, int(slots), int(warmup), batches, preference)
@@ -158,12 +158,11 @@ def pack_model(system: SlottedSystem, policy: Policy, slots: int, warmup: int, b
     led = led_parameters(policy) if local else {
         "update_code": kernel.UPDATE_NONE, "p_hat": 0.0, "push_d": 1, "push_every_slot": 0, "pull_trigger": 0,
         "increment_on_dispatch": 0, "jba_rate_weighted": 0, "jba_inclusive": 0, "jba_fallback_jsq": 0}
-    codes = {"poisson": kernel.COUNT_POISSON, "bernoulli": kernel.COUNT_BERNOULLI, "binomial": kernel.COUNT_BINOMIAL}
     return kernel.SlottedModel(
         speed=system.speed, total_speed=system.capacity, cumulative_speed=np.cumsum(system.speed),
         all_servers=np.arange(system.n_servers, dtype=np.int64), dispatcher_rate=system.dispatcher_rate,
-        arrival_code=codes[system.arrivals.kind], arrival_trials=system.arrivals.trials,
-        service_code=codes[system.service.kind], service_trials=system.service.trials,
+        arrival_code=system.arrivals.code, arrival_trials=system.arrivals.trials,
+        service_code=system.service.code, service_trials=system.service.trials,
         per_job=int(system.routing == "job"), policy_code=policy.code, local=int(local),
         pod_d=int(policy.params.get("d", 1)), measure_preference=int(preference),
         warmup=warmup, end_slot=warmup + slots,

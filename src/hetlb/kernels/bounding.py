@@ -30,14 +30,7 @@ docs/reference/bounding-systems.md).
 import numpy as np
 from numba import njit
 
-from hetlb.policies.rules import least_key_server
-
-# tie-breaks of the JSQ systems in the coupled run (ids in hetlb.bounding.TIE_BREAKS)
-RANDOM_TIES = 0
-FASTEST_TIES = 1
-SLOWEST_TIES = 2
-FASTEST_IDLE = 3
-LONGEST_IDLE = 4
+from hetlb.policies.rules import least_key_server, selection_key
 
 FSL_ROW = 0
 SSL_ROW = 1
@@ -190,27 +183,6 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
 
 
 @njit(cache=True)
-def tie_break_key(tie_break, queue_len, speed_class, n_classes, idle_since, horizon):
-    """Selection key of one server in a JSQ system: the job joins a least-key server, ties at random.
-
-    RANDOM_TIES: q.  FASTEST_TIES: (q, class).  SLOWEST_TIES: (q, -class).
-    FASTEST_IDLE: idle servers by class, then busy ones by q.  LONGEST_IDLE: idle servers by the
-    time they became idle (``idle_since``, earliest first; callers pass the time of the event that
-    set ``queue_len``), keyed below -1 so below every busy server, then busy ones by q.
-    ``speed_class`` is 0 for the fastest speed of the system.
-    """
-    if tie_break == FASTEST_TIES:
-        return float(queue_len * n_classes + speed_class)
-    if tie_break == SLOWEST_TIES:
-        return float(queue_len * n_classes + n_classes - 1 - speed_class)
-    if tie_break == FASTEST_IDLE:
-        return float(speed_class) if queue_len == 0 else float(queue_len * n_classes)
-    if tie_break == LONGEST_IDLE and queue_len == 0:
-        return idle_since - horizon - 1.0
-    return float(queue_len)
-
-
-@njit(cache=True)
 def departing_server(queue_len, speed, longest, position, rate_at_length):
     """The server of a JSQ system whose speed interval holds ``position`` when the busy servers are
     laid end to end longest queue first, ties by index; -1 if ``position`` lies beyond them.
@@ -264,8 +236,9 @@ def count_violation(violations, first_violation, policy, bound, now):
 @njit(cache=True)
 def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate, arrival_rate, buffer,
                 tie_breaks, horizon, warmup, clock_rng, tie_rng):
-    """JSQ-FSL, JSQ-SSL and one JSQ system per entry of ``tie_breaks``, from empty, on one uniformised
-    clock (module doc); times in time units.
+    """JSQ-FSL, JSQ-SSL and one JSQ system per entry of ``tie_breaks`` (policy codes, whose
+    hetlb.policies.rules.selection_key ranks the servers), from empty, on one uniformised clock
+    (module doc); times in time units.
 
     Returns (violations, first_violation, job_area, waiting_area, counts): per tie-break the number
     of clock ticks after which the lower / upper bound fails at some level and the first such time
@@ -286,7 +259,7 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
     key = np.zeros((n_policies, n_servers))
     for p in range(n_policies):
         for s in range(n_servers):
-            key[p, s] = tie_break_key(tie_breaks[p], 0, speed_class[s], n_classes, 0.0, horizon)
+            key[p, s] = selection_key(tie_breaks[p], 0, speed_class[s], n_classes, speed[s], 0.0)
     candidates = np.arange(n_servers)
     rate_at_length = np.zeros(INITIAL_LEVELS)
     violations = np.zeros((n_policies, 2), dtype=np.int64)
@@ -321,8 +294,8 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
                     p = row - FIRST_POLICY_ROW
                     s, _ = least_key_server(candidates, 0, n_servers, key[p], tie_rng)
                     queue_len[p, s] += 1
-                    key[p, s] = tie_break_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes,
-                                              now, horizon)
+                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s],
+                                              now)
                 shortest[row], longest[row] = join_shortest(level_count[row], shortest[row], longest[row])
                 jobs[row] += 1
         else:
@@ -335,8 +308,8 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
                         continue
                     level = queue_len[p, s]
                     queue_len[p, s] -= 1
-                    key[p, s] = tie_break_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes,
-                                              now, horizon)
+                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s],
+                                              now)
                 else:
                     served_rate = fsl_served_rate if row == FSL_ROW else ssl_served_rate
                     rank = serving_rank(served_rate, position, level_count[row, 1])

@@ -245,8 +245,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             c.arrivals_total += arrived
             c.arrivals += measuring * arrived
             decisions, jobs = (arrived, 1) if per_job else (min(arrived, 1), arrived)
+            view = estimate[m] if local else queue_len
             for _ in range(decisions):
-                view = estimate[m] if local else queue_len
                 # the rules of DESIGN.md on ``view``; jiq without tokens and l-jba with no estimate below
                 # the mean (s = -1) fall back to uniform, and to weighted-random or l-jsq, below
                 if code == rules.RANDOM:
@@ -299,6 +299,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             c.departures_total += departed
             c.departures += measuring * departed
             queue_area[n] += measuring * after
+            c.queue_area += measuring * after
             if update_code == UPDATE_PULL:
                 if model.pull_trigger == PULL_DEPARTURE:
                     chances = departed
@@ -328,10 +329,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                     c.replies += measuring * taken
 
         # 4. statistics
-        if measuring:
-            c.queue_area += queue_len.sum()
-            if local:
-                c.error_area += estimate_error(queue_len, estimate)
+        if measuring and local:
+            c.error_area += estimate_error(queue_len, estimate)
         c.slot += 1
         if c.batch_index < n_batches and c.slot == batch_ends[c.batch_index]:
             snapshot_batch(c, state.batches, preference_count, preference_share, state.batch_preference_count,

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.kernels.slotted import COUNT_BERNOULLI, COUNT_BINOMIAL, COUNT_POISSON
 from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int
 
-COUNT_KINDS = {"poisson": 0, "bernoulli": 1, "binomial": 2}
+COUNT_KINDS = {"poisson": COUNT_POISSON, "bernoulli": COUNT_BERNOULLI, "binomial": COUNT_BINOMIAL}
 ROUTINGS = ("slot", "job")
 TIES = ("independent", "shared")
 
@@ -149,12 +150,11 @@ class SlottedSystem(ServerSpeeds):
 
     def describe(self) -> dict:
         """A JSON-ready summary for result metadata."""
-        values, counts = np.unique(-self.speed, return_counts=True)
         share = self.dispatcher_share
         return {
             "model": "slotted",
             "n_servers": self.n_servers,
-            "speed_classes": [{"speed": float(-v), "count": int(c)} for v, c in zip(values, counts)],
+            "speed_classes": self.speed_class_table(),
             "n_dispatchers": self.n_dispatchers,
             "total_arrival_rate": self.total_arrival_rate,
             "load": self.load,

@@ -39,6 +39,21 @@ class ServerSpeeds:
         """rho = lambda_Sigma / mu_Sigma."""
         return self.total_arrival_rate / self.capacity
 
+    def speed_classes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct speeds in decreasing order (mu_1 > mu_2 > ...) and each server's class index m."""
+        return speed_classes(self.speed)
+
+    def speed_class_table(self) -> list:
+        """[{"speed", "count"}] per distinct speed, fastest first (result metadata)."""
+        class_speed, server_class = self.speed_classes()
+        return [{"speed": float(v), "count": int(c)} for v, c in zip(class_speed, np.bincount(server_class))]
+
+
+def speed_classes(speed) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct speeds in decreasing order (mu_1 > mu_2 > ...) and each server's class index m."""
+    class_speed, inverse = np.unique(-np.asarray(speed, dtype=float), return_inverse=True)
+    return -class_speed, inverse.astype(np.int64)
+
 
 @dataclass(frozen=True, eq=False)
 class System(ServerSpeeds):
@@ -118,11 +133,6 @@ class System(ServerSpeeds):
     def has_infinite_buffers(self) -> bool:
         return bool(np.all(self.buffer == INFINITE_BUFFER))
 
-    def speed_classes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct speeds in decreasing order (mu_1 > mu_2 > ...) and each server's class index m."""
-        class_speed, inverse = np.unique(-self.speed, return_inverse=True)
-        return -class_speed, inverse.astype(np.int64)
-
     def max_routable_scale(self) -> float:
         """Largest theta such that theta * arrival_rate can be routed through the graph without
         exceeding any server's speed (a max-flow, :func:`hetlb.model.connectivity.routable_load`)."""
@@ -146,13 +156,10 @@ class System(ServerSpeeds):
 
     def describe(self) -> dict:
         """A JSON-ready summary for result metadata."""
-        class_speed, server_class = self.speed_classes()
         finite = self.buffer[self.buffer != INFINITE_BUFFER]
         return {
             "n_servers": self.n_servers,
-            "speed_classes": [
-                {"speed": float(v), "count": int(c)} for v, c in zip(class_speed, np.bincount(server_class))
-            ],
+            "speed_classes": self.speed_class_table(),
             "n_types": self.n_types,
             "total_arrival_rate": self.total_arrival_rate,
             "load": self.load,

@@ -191,8 +191,7 @@ class DiffusionLimit:
     ``noise_variance`` is 2 mu_bar (the printed 2 W(t) of 002, i.e. sqrt(2) W with mu_bar = 1).
     With the pool basis Y_j = xi_2({mu_j}): routing = alpha_1's masses, level_matrix = -diag(mu_j),
     departure_weight = mu_j, count_weight = 1. ``buffer`` = 1 is the loss system (Prop 5.2 with
-    b = 1): m = 0 and U_1 counts lost jobs. ``basis_rate`` gives mu_j of each pool coordinate
-    (None for another basis).
+    b = 1): m = 0 and U_1 counts lost jobs.
     """
 
     excess_capacity: float
@@ -202,7 +201,6 @@ class DiffusionLimit:
     level_matrix: np.ndarray
     departure_weight: np.ndarray
     count_weight: np.ndarray
-    basis_rate: np.ndarray | None = None
     buffer: int | None = None
     policy: str = "custom"
 
@@ -227,8 +225,6 @@ class DiffusionLimit:
                 raise InputError(name, "every entry must be finite")
             array.setflags(write=False)
             object.__setattr__(self, name, array)
-        if self.basis_rate is not None and np.shape(self.basis_rate) != (m,):
-            raise InputError("basis_rate", f"must have {m} entries, one per routing coordinate")
         if self.buffer is not None and (m == 0) != (self.buffer == 1):
             raise InputError("buffer", "a loss system (buffer 1) has no level coordinates, any other buffer has some")
 
@@ -267,7 +263,6 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         basis_rate, routing = np.array([speeds.rate_min]), np.ones(1)
     else:
         basis_rate, routing = speeds.rate.copy(), speeds.weight.copy()
-    basis_rate.setflags(write=False)
     return DiffusionLimit(
         excess_capacity=excess_capacity,
         idle_rate=idle_rate,
@@ -276,7 +271,6 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         level_matrix=-np.diag(basis_rate),
         departure_weight=basis_rate,
         count_weight=np.ones(basis_rate.size),
-        basis_rate=basis_rate,
         buffer=buffer,
         policy=policy,
     )
