@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from hetlb.errors import InputError
-from hetlb.theory.exact import MAX_STATES, _stationary_distribution
+from hetlb.theory.exact import (MAX_STATES, _check_integer, _check_positive_rates, _stationary_distribution,
+                                generator_from_transitions)
 
 __all__ = ["BoundingStationary", "solve_bounding_system"]
 
@@ -50,17 +50,13 @@ def solve_bounding_system(speeds, arrival_rate, kind, buffer, max_states=MAX_STA
     speeds: mu_k of the n servers (jobs per time unit); arrival_rate: n lambda, the total rate;
     buffer: b, the jobs a buffer holds. The chain has C(b + n, n) states.
     """
-    speed = np.asarray(speeds, dtype=float)
-    if speed.ndim != 1 or speed.size == 0 or not np.all(np.isfinite(speed) & (speed > 0)):
-        raise InputError("speeds", "must be a non-empty list of positive finite service rates")
+    speed = _check_positive_rates("speeds", speeds)
     arrival_rate = float(arrival_rate)
     if not (math.isfinite(arrival_rate) and arrival_rate > 0):
         raise InputError("arrival_rate", f"must be a positive finite rate, got {arrival_rate}")
     if kind not in ("fsl", "ssl"):
         raise InputError("kind", f"unknown bounding system {kind!r}; choose one of: fsl, ssl")
-    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
-        raise InputError("buffer", f"must be an integer >= 1, got {buffer!r}")
-    capacity = buffer
+    capacity = _check_integer("buffer", buffer, 1)
     n = speed.size
     n_states = math.comb(capacity + n, n)
     if n_states > max_states:
@@ -82,12 +78,7 @@ def solve_bounding_system(speeds, arrival_rate, kind, buffer, max_states=MAX_STA
             transitions.append((j, index[tuple(sorted(left, reverse=True))], rank_speed[rank]))
     rows, cols, rates = (np.array(column) for column in zip(*transitions))
     rows, cols = rows.astype(np.int64), cols.astype(np.int64)
-    out_rate = np.bincount(rows, weights=rates, minlength=len(states))
-    generator = sp.csr_matrix((np.concatenate([rates, -out_rate]),
-                               (np.concatenate([rows, np.arange(len(states))]),
-                                np.concatenate([cols, np.arange(len(states))]))),
-                              shape=(len(states), len(states)))
-    pi, residual = _stationary_distribution(generator)
+    pi, residual = _stationary_distribution(generator_from_transitions(rows, cols, rates, len(states)))
 
     levels = np.arange(1, capacity + 1)
     level_means = np.array([pi @ (states >= i).sum(axis=1) for i in levels])

@@ -24,6 +24,8 @@ import numpy as np
 from scipy import stats
 
 from hetlb.errors import InputError
+from hetlb.model.system import positive_finite_array
+from hetlb.theory.exact import _check_integer
 
 __all__ = [
     "DIFFUSION_POLICIES",
@@ -76,24 +78,6 @@ def _positive_float(name: str, value, allow_zero: bool = False) -> float:
     return value
 
 
-def _count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _finite_positive_array(name: str, values) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError(name, "must be a list of numbers") from None
-    if array.ndim != 1 or array.size == 0:
-        raise InputError(name, "must be a non-empty one-dimensional list")
-    if not np.all(np.isfinite(array) & (array > 0)):
-        raise InputError(name, "every entry must be positive and finite")
-    return array
-
-
 # --- the speed distribution F --------------------------------------------------------------------
 
 
@@ -140,11 +124,11 @@ def speed_pools(rate, fraction=None) -> SpeedLaw:
     gamma_j (positive, summing to 1). Without ``fraction``, ``rate`` lists the speeds of individual
     servers and F is their empirical distribution F_n (equal speeds pooled).
     """
-    rate = _finite_positive_array("rate", rate)
+    rate = positive_finite_array("rate", rate)
     if fraction is None:
         rate, counts = np.unique(rate, return_counts=True)
         return _frozen_speed_law(rate, counts / counts.sum(), rate[0], rate[-1])
-    fraction = _finite_positive_array("fraction", fraction)
+    fraction = positive_finite_array("fraction", fraction)
     if fraction.size != rate.size:
         raise InputError("fraction", f"must have one entry per pool rate ({rate.size}), got {fraction.size}")
     if abs(fraction.sum() - 1.0) > 1e-9:
@@ -166,7 +150,7 @@ def continuous_speeds(low, high, density=None, n_nodes=8) -> SpeedLaw:
         raise InputError("low", f"must be a positive finite rate (jobs per time unit), got {low}")
     if high <= low:
         raise InputError("high", f"must be finite and above low = {low}, got {high}")
-    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(_count("n_nodes", n_nodes, 1))
+    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(_check_integer("n_nodes", n_nodes, 1))
     rate = low + (high - low) * (unit_nodes + 1.0) / 2.0
     weight = unit_weights.copy()
     if density is not None:
@@ -247,7 +231,7 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         raise InputError("policy", f"unknown policy {policy!r}; choose one of: {', '.join(DIFFUSION_POLICIES)}")
     if not isinstance(speeds, SpeedLaw):
         raise InputError("speeds", "must be a SpeedLaw from speed_pools() or continuous_speeds()")
-    buffer = None if buffer is None else _count("buffer", buffer, 1)
+    buffer = None if buffer is None else _check_integer("buffer", buffer, 1)
     idle_rate = {
         "jfsq": speeds.rate_min,
         "jsq-fiq": speeds.rate_min,
@@ -500,8 +484,8 @@ def stationary_diffusion(limit: DiffusionLimit, *, n_paths=256, step=None, burn_
     ``seed`` (int or SeedSequence) seeds the one numpy Generator used.
     """
     _require_stationary(limit)
-    n_paths = _count("n_paths", n_paths, 2)
-    n_snapshots = _count("n_snapshots", n_snapshots, 1)
+    n_paths = _check_integer("n_paths", n_paths, 2)
+    n_snapshots = _check_integer("n_snapshots", n_snapshots, 1)
     step = _checked_step(limit, step)
     burn_in = 20.0 * relaxation_time(limit) if burn_in is None else _positive_float("burn_in", burn_in, True)
     horizon = 100.0 * relaxation_time(limit) if horizon is None else _positive_float("horizon", horizon)
@@ -567,7 +551,7 @@ def diffusion_paths(limit: DiffusionLimit, horizon, *, x1_start=0.0, level_start
     if not isinstance(limit, DiffusionLimit):
         raise InputError("limit", "must be a DiffusionLimit, e.g. from policy_diffusion()")
     horizon = _positive_float("horizon", horizon)
-    n_paths = _count("n_paths", n_paths, 1)
+    n_paths = _check_integer("n_paths", n_paths, 1)
     step = _checked_step(limit, step)
     record_interval = horizon / 200 if record_interval is None else _positive_float("record_interval", record_interval)
     sample_every = max(1, int(round(record_interval / step)))

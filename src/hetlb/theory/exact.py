@@ -416,12 +416,17 @@ def _generator(states, after_departure, after_arrival, speed, buffer, routed_rat
         rows.append(index[admits])
         cols.append(after_arrival[admits, s])
         rates.append(routed_rate[admits, s])
-    rows, cols, rates = np.concatenate(rows), np.concatenate(cols), np.concatenate(rates)
+    return generator_from_transitions(np.concatenate(rows), np.concatenate(cols), np.concatenate(rates), n_states)
+
+
+def generator_from_transitions(rows, cols, rates, n_states: int) -> sp.csr_matrix:
+    """The generator Q of a chain on ``n_states`` states from its transitions rows[k] -> cols[k]
+    at rates[k]: the off-diagonal rates plus the diagonal minus each state's total out-rate."""
+    index = np.arange(n_states)
     out_rate = np.bincount(rows, weights=rates, minlength=n_states)
-    rows = np.concatenate([rows, index])
-    cols = np.concatenate([cols, index])
-    rates = np.concatenate([rates, -out_rate])
-    return sp.csr_matrix((rates, (rows, cols)), shape=(n_states, n_states))
+    return sp.csr_matrix((np.concatenate([rates, -out_rate]), (np.concatenate([rows, index]),
+                                                               np.concatenate([cols, index]))),
+                         shape=(n_states, n_states))
 
 
 def _stationary_distribution(generator: sp.csr_matrix) -> tuple[np.ndarray, float]:
