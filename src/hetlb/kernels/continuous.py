@@ -294,7 +294,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             close_window(c, horizon, servers, level_count, level_area, level_last, window_job_area,
                          window_busy_area, window_level_area, jobs_time, waiting_time)
             if c.tagged_in_system == 0:
-                finish(c, horizon, servers, level_count, level_area, level_last, batches, batch_close)
+                finish(c, horizon, batches, batch_close)
                 return FINISHED
         if c.measuring == 0 and now >= warmup:
             begin_measurement(c, warmup, servers, level_area, level_last)
@@ -460,21 +460,17 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.busy -= 1
                 set_time(departures, s, np.inf)
             if c.tagged_in_system == 0 and c.window_end < np.inf:
-                finish(c, now, servers, level_count, level_area, level_last, batches, batch_close)
+                finish(c, now, batches, batch_close)
                 return FINISHED
     return RUNNING
 
 
 @njit(cache=True)
-def finish(c, at, servers, level_count, level_area, level_last, batches, batch_close):
-    """Bring every integral up to the end time ``at`` and close the remaining batches."""
+def finish(c, at, batches, batch_close):
+    """End the run at time ``at``: bring the number-in-system integral up to it (the last batches'
+    job area) and close the remaining batches. The per-server and per-level integrals need no
+    update: the results read the ones close_window froze."""
     integrate_total(c, at)
-    for s in range(len(servers)):
-        set_queue_length(servers[s], at, servers[s].queue_len)
-    for m in range(level_count.shape[0]):
-        for level in range(1, level_count.shape[1]):
-            level_area[m, level] += level_count[m, level] * (at - level_last[m, level])
-            level_last[m, level] = at
     while c.batch_index < len(batches):
         snapshot_batch(c, batches, batch_close, at)
     c.end_time = at
