@@ -19,8 +19,8 @@ from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
 from hetlb.model.system import INFINITE_BUFFER, System, positive_int
-from hetlb.policies import as_policy, make_policy, rules
-from hetlb.policies.registry import Policy
+from hetlb.policies import rules
+from hetlb.policies.registry import Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.stats import growth_between_halves, interval, ratio_per_batch
@@ -81,21 +81,14 @@ def simulate(
     trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
     """
-    if isinstance(policy, str):
-        policy = make_policy(policy, **policy_params)
-    elif policy_params:
-        raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
-    else:
-        policy = as_policy(policy)
+    policy = resolve_policy(policy, policy_params)
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
-    for name, value, low in (("replications", replications, 1), ("batches", batches, 2),
-                             ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
+    check_integers(("replications", replications, 1), ("batches", batches, 2),
+                   ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0))
     root_seed = root_seed_sequence(seed)
     if speed_bins is not None:
         positive_int("speed_bins", speed_bins)
@@ -106,8 +99,7 @@ def simulate(
     model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
-    for replication in range(replications):
-        seed_sequence = np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
+    for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
         runs.append(run_replication(system, model, seed_sequence, trace, state_distribution, speed_bins,
                                     lambda done, events: bar.update((replication + done) / replications, events)))
     bar.close()
@@ -115,8 +107,7 @@ def simulate(
         "system": system.describe(),
         "policy": policy.describe(),
         "policy_definition": policy.spec.definition,
-        "seed": seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
-                                                    "spawn_key": [int(k) for k in root_seed.spawn_key]},
+        "seed": seed_description(seed, root_seed),
         "replications": replications,
         "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
         "batches": batches,
@@ -135,6 +126,25 @@ def check_seed(seed) -> int:
 def root_seed_sequence(seed) -> np.random.SeedSequence:
     """The SeedSequence the replications spawn from: ``seed`` itself, or one made from an integer."""
     return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
+
+
+def replication_seeds(root_seed: np.random.SeedSequence, replications: int):
+    """Replication r's SeedSequence(root entropy, spawn_key=(*root spawn_key, r)), r = 0, 1, ..."""
+    for replication in range(replications):
+        yield np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
+
+
+def seed_description(seed, root_seed: np.random.SeedSequence):
+    """The seed as result metadata: the integer given, or the SeedSequence's entropy and spawn key."""
+    return seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
+                                               "spawn_key": [int(k) for k in root_seed.spawn_key]}
+
+
+def check_integers(*checks) -> None:
+    """Each (name, value, low): ``value`` must be an integer >= low."""
+    for name, value, low in checks:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
 
 
 def check_warmup(warmup) -> float:

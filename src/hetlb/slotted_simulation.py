@@ -17,12 +17,13 @@ import numpy as np
 from hetlb.errors import InputError
 from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
-from hetlb.policies import local_estimates, make_policy, rules
-from hetlb.policies.registry import POLICIES, Policy
+from hetlb.policies import local_estimates, rules
+from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation import root_seed_sequence, safe_ratio
+from hetlb.simulation import (check_integers, replication_seeds, root_seed_sequence, safe_ratio,
+                              seed_description)
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -68,22 +69,15 @@ def simulate_slotted(
     trace: record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true queue).
     policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod.
     """
-    if isinstance(policy, str):
-        policy = make_policy(policy, **policy_params)
-    elif policy_params:
-        raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
-    elif not isinstance(policy, Policy):
-        raise InputError("policy", "must be a policy id or a hetlb.Policy")
+    policy = resolve_policy(policy, policy_params)
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
         raise InputError("policy", f"{policy.id} has no rule in the slotted model; choose one of: "
                                    f"{', '.join(slotted_ids)}")
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
-    for name, value, low in (("slots", slots, 1), ("warmup", warmup, 0), ("replications", replications, 1),
-                             ("batches", batches, 2), ("trace", trace, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
+    check_integers(("slots", slots, 1), ("warmup", warmup, 0), ("replications", replications, 1),
+                   ("batches", batches, 2), ("trace", trace, 0))
     if slots < batches:
         raise InputError("slots", f"must be at least the number of batches ({batches})")
     if not isinstance(preference, bool):
@@ -94,8 +88,7 @@ def simulate_slotted(
     model = pack_model(system, policy, int(slots), int(warmup), batches, preference)
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
-    for replication in range(replications):
-        seed_sequence = np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
+    for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
         runs.append(run_replication(system, model, seed_sequence, trace,
                                     lambda done, events: bar.update((replication + done) / replications, events)))
     bar.close()
@@ -105,8 +98,7 @@ def simulate_slotted(
         "policy": policy.describe(),
         "policy_definition": policy.spec.definition,
         "information": INFORMATION[policy.id],
-        "seed": seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
-                                                    "spawn_key": [int(k) for k in root_seed.spawn_key]},
+        "seed": seed_description(seed, root_seed),
         "replications": replications,
         "stopping": {"slots": int(slots), "warmup": int(warmup)},
         "batches": batches,

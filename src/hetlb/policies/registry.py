@@ -180,6 +180,12 @@ def make_policy(policy_id: str, **params) -> Policy:
     return Policy(policy_id, values)
 
 
-def as_policy(policy) -> Policy:
-    """Accept a :class:`Policy` or a policy id."""
-    return policy if isinstance(policy, Policy) else make_policy(policy)
+def resolve_policy(policy, policy_params: dict) -> Policy:
+    """The Policy a simulation runs: a policy id with its parameters as keywords, or a Policy."""
+    if isinstance(policy, str):
+        return make_policy(policy, **policy_params)
+    if policy_params:
+        raise InputError("policy", "give parameters either in the Policy object or as keywords, not both")
+    if not isinstance(policy, Policy):
+        raise InputError("policy", "must be a policy id or a hetlb.Policy")
+    return policy
