@@ -115,22 +115,60 @@ class RunResult:
 
 
 @dataclass
-class SimulationResult:
+class ReplicatedResult:
+    """What the results of both models share: the replications (``runs``), the metadata, and their
+    JSON form, ``summary()`` then ``details()`` then the metadata and each replication."""
+
+    runs: list
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def replications(self) -> int:
+        return len(self.runs)
+
+    @property
+    def events(self) -> int:
+        return int(sum(run.events for run in self.runs))
+
+    @property
+    def wall_seconds(self) -> float:
+        return float(sum(run.wall_seconds for run in self.runs))
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def details(self) -> dict:
+        """Entries of ``to_dict`` between the summary and the metadata."""
+        return {}
+
+    def to_dict(self, per_server: bool | None = None) -> dict:
+        """Everything, JSON-ready: the summary, the details, the metadata and each replication
+        (per-server arrays by default only up to 1000 servers)."""
+        per_server = self.n_servers <= 1000 if per_server is None else per_server
+        return {**self.summary(), **self.details(), "metadata": self.metadata,
+                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
+
+    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
+        """Strict JSON: numpy values become numbers and non-finite floats become null."""
+        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
+                          allow_nan=False)
+
+
+@dataclass
+class SimulationResult(ReplicatedResult):
     """Replications of one scenario under one policy, with their aggregate and metadata.
 
     With one replication the intervals are batch-means intervals of that run; with several they
     are Student-t intervals over the replications' means.
     """
 
-    runs: list
-    metadata: dict = field(default_factory=dict)
+    @property
+    def n_servers(self) -> int:
+        return len(self.runs[0].utilisation)
 
     def _across(self, name: str):
         return mean_over_runs(self.runs, name)
-
-    @property
-    def replications(self) -> int:
-        return len(self.runs)
 
     @property
     def mean_response_time(self) -> float:
@@ -165,18 +203,6 @@ class SimulationResult:
         histogram = self.histogram
         return {f"p{p}": response_time_quantile(histogram, p / 100.0) for p in PERCENTILES}
 
-    @property
-    def events(self) -> int:
-        return int(sum(run.events for run in self.runs))
-
-    @property
-    def wall_seconds(self) -> float:
-        return float(sum(run.wall_seconds for run in self.runs))
-
-    @property
-    def events_per_second(self) -> float:
-        return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
-
     def summary(self) -> dict:
         """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``)."""
         out = {}
@@ -200,18 +226,6 @@ class SimulationResult:
         out["events_per_second"] = self.events_per_second
         out["wall_seconds"] = self.wall_seconds
         return out
-
-    def to_dict(self, per_server: bool | None = None) -> dict:
-        """Everything, JSON-ready: summary, metadata and each replication."""
-        n_servers = len(self.runs[0].utilisation)
-        per_server = n_servers <= 1000 if per_server is None else per_server
-        return {**self.summary(), "metadata": self.metadata,
-                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
-
-    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
-        """Strict JSON: numpy values become numbers and non-finite floats become null."""
-        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
-                          allow_nan=False)
 
 
 def mean_over_runs(runs, name: str):

@@ -9,13 +9,12 @@ Student-t intervals over batch means within a run, or over replications when the
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import finite_or_null, json_default, mean_over_runs
+from hetlb.results.run import ReplicatedResult, mean_over_runs
 from hetlb.stats import preference_report
 
 SCALARS = ("mean_number_in_system", "mean_delay", "mean_estimate_error", "messages_per_arrival",
@@ -98,11 +97,8 @@ def _interval_over_runs(name: str):
 
 
 @dataclass
-class SlottedResult:
+class SlottedResult(ReplicatedResult):
     """Replications of one slotted scenario under one policy, with their aggregate and metadata."""
-
-    runs: list
-    metadata: dict = field(default_factory=dict)
 
     mean_number_in_system = _over_runs("mean_number_in_system", "time-average sum_n Q_n")
     mean_number_in_system_ci = _interval_over_runs("mean_number_in_system")
@@ -115,10 +111,6 @@ class SlottedResult:
     messages_per_arrival = _over_runs("messages_per_arrival", "probes + replies + reports + tokens per arrival")
     messages_per_arrival_ci = _interval_over_runs("messages_per_arrival")
     messages_per_decision = _over_runs("messages_per_decision", "messages per dispatching decision")
-
-    @property
-    def replications(self) -> int:
-        return len(self.runs)
 
     @property
     def mean_queue_length(self) -> np.ndarray:
@@ -144,16 +136,8 @@ class SlottedResult:
                    for key in ("selection", "share")}}
 
     @property
-    def wall_seconds(self) -> float:
-        return float(sum(run.wall_seconds for run in self.runs))
-
-    @property
     def slots_per_second(self) -> float:
         return sum(run.slots_run for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
-
-    @property
-    def events_per_second(self) -> float:
-        return sum(run.events for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     def summary(self) -> dict:
         """The flat dictionary of headline figures."""
@@ -171,13 +155,9 @@ class SlottedResult:
                    slots_per_second=self.slots_per_second, events_per_second=self.events_per_second)
         return out
 
-    def to_dict(self, per_server: bool | None = None) -> dict:
-        """Everything, JSON-ready: summary, preference, metadata and each replication."""
-        per_server = len(self.runs[0].mean_queue_length) <= 1000 if per_server is None else per_server
-        return {**self.summary(), "preference": self.preference, "metadata": self.metadata,
-                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
+    @property
+    def n_servers(self) -> int:
+        return len(self.runs[0].mean_queue_length)
 
-    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
-        """Strict JSON: numpy values become numbers and non-finite floats become null."""
-        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
-                          allow_nan=False)
+    def details(self) -> dict:
+        return {"preference": self.preference}
