@@ -292,9 +292,9 @@ def run_fig2(context) -> Outcome:
     series = {label: policy_table(label, o) for label in FIG2_SERIES}
     load = o["corollary_load"]
     table, runs = series_sweeps(context, "zhou-fig2", system, series, o["loads"], run)
-    p_hat_runs = {p: series_sweeps(context, f"zhou-fig2-p_hat-{p}", system,
-                                   {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES},
-                                   [load], run)[1]
+    p_hat_runs = {p: runs if p == o["p_hat"] and load in o["loads"] else  # the main sweep has that point
+                  series_sweeps(context, f"zhou-fig2-p_hat-{p}", system,
+                                {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES}, [load], run)[1]
                   for p in o["corollary_p_hats"]}
     increment_runs = series_sweeps(context, "zhou-fig2-increment", system,
                                    {label: policy_table(label, dict(o, increment_on_dispatch=True))

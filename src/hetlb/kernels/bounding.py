@@ -318,6 +318,7 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
                     level = length_of_rank(level_count[row], longest[row], rank)
                 shortest[row], longest[row] = leave_level(level_count[row], level, shortest[row], longest[row])
                 jobs[row] -= 1
+        deepest = longest.max()
         for row in range(FIRST_POLICY_ROW, n_systems):
-            sandwich_violations(level_count, longest.max(), row, violations, first_violation, now)
+            sandwich_violations(level_count, deepest, row, violations, first_violation, now)
     return violations, first_violation, job_area, waiting_area, np.array([ticks, arrivals])
