@@ -27,7 +27,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
-from hetlb.model.system import INFINITE_BUFFER, positive_finite_array, positive_int, speed_classes
+from hetlb.model.system import INFINITE_BUFFER, positive_finite_array, positive_int, positive_number, speed_classes
 from hetlb.policies import rules
 from hetlb.simulation import check_horizon, check_warmup, root_seed_sequence
 from hetlb.stats import t_interval
@@ -147,13 +147,6 @@ class SandwichCheck:
 # --- validation ------------------------------------------------------------------------------------
 
 
-def _positive_finite(field: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value) or value <= 0:
-        raise InputError(field, f"must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
     """b as the kernel takes it: INFINITE_BUFFER for None or math.inf, which needs a stable load."""
     if buffer is None or (isinstance(buffer, float) and math.isinf(buffer) and buffer > 0):
@@ -193,7 +186,7 @@ def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=Non
     Cost per event O(log n + log of the longest buffer).
     """
     speed = positive_finite_array("speeds", speeds)
-    arrival_rate = _positive_finite("arrival_rate", arrival_rate)
+    arrival_rate = positive_number("arrival_rate", arrival_rate)
     rates = served_rate(speed, kind)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
@@ -271,7 +264,7 @@ def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAK
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
     """
     speed = positive_finite_array("speeds", speeds)
-    arrival_rate = _positive_finite("arrival_rate", arrival_rate)
+    arrival_rate = positive_number("arrival_rate", arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
     horizon = check_horizon(horizon, warmup)

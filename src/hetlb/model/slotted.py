@@ -20,7 +20,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.kernels.slotted import COUNT_BERNOULLI, COUNT_BINOMIAL, COUNT_POISSON
-from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int
+from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int, positive_number
 
 COUNT_KINDS = {"poisson": COUNT_POISSON, "bernoulli": COUNT_BERNOULLI, "binomial": COUNT_BINOMIAL}
 ROUTINGS = ("slot", "job")
@@ -109,9 +109,8 @@ class SlottedSystem(ServerSpeeds):
         if (arrival_rate is None) == (load is None):
             raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
         name, value = ("load", load) if load is not None else ("arrival_rate", arrival_rate)
-        if not _is_positive_number(value):
-            raise InputError(name, f"must be a finite number > 0, got {value!r}")
-        total = float(value * speed.sum() if name == "load" else value)
+        value = positive_number(name, value)
+        total = float(value * speed.sum()) if name == "load" else value
         if total >= speed.sum():
             raise InputError(name, f"the arrival rate {total:.6g} per slot must be below the total service rate "
                                    f"{speed.sum():.6g} per slot (load < 1), or the queues grow without bound")
@@ -164,8 +163,3 @@ class SlottedSystem(ServerSpeeds):
             "routing": self.routing,
             "ties": self.ties,
         }
-
-
-def _is_positive_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value > 0

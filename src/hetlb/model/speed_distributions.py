@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.model.system import positive_number
 
 SPEED_DISTRIBUTIONS = {
     "uniform": {"low", "high"},
@@ -75,10 +76,7 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
 
 
 def _positive(spec: dict, key: str) -> float:
-    value = spec.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InputError(f"system.speed_distribution.{key}", f"must be a finite number > 0, got {value!r}")
-    return float(value)
+    return positive_number(f"system.speed_distribution.{key}", spec.get(key))
 
 
 def _positive_list(spec: dict, key: str) -> np.ndarray:

@@ -196,9 +196,7 @@ def port_arrival_rates(speed: np.ndarray, n_types: int, arrival_rate=None, load:
     if excess_capacity is not None:
         arrival_rate = arrival_rate_for_excess_capacity(speed, excess_capacity)
     elif load is not None:
-        if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
-            raise InputError("load", f"must be a finite number > 0, got {load!r}")
-        arrival_rate = load * speed.sum()
+        arrival_rate = positive_number("load", load) * speed.sum()
     rates = positive_finite_array("arrival_rate", arrival_rate)
     if len(rates) == 1 and n_types > 1:
         return np.full(n_types, rates[0] / n_types)
@@ -218,6 +216,14 @@ def positive_finite_array(name: str, values) -> np.ndarray:
     if len(bad):
         raise InputError(name, f"every value must be finite and > 0, got {bad[0]}")
     return array
+
+
+def positive_number(name: str, value) -> float:
+    """A finite number > 0 (not a bool), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value <= 0:
+        raise InputError(name, f"must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
 def positive_int(name: str, value) -> int:
