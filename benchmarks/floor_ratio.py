@@ -39,8 +39,11 @@ def main(argv=None):
             floor.append(events / seconds)
             simulator.append(run_hetlb(speeds, LOAD, args.policy, args.jobs, SEED)[3])
         ratios = [f / h for f, h in zip(floor, simulator)]
-        print(f"{n:>7} {max(floor) / 1e6:>13.2f} {max(simulator) / 1e6:>13.2f} {statistics.median(ratios):>13.3f} "
-              f"{min(ratios):>6.3f}-{max(ratios):<7.3f}", flush=True)
+        print(
+            f"{n:>7} {max(floor) / 1e6:>13.2f} {max(simulator) / 1e6:>13.2f} {statistics.median(ratios):>13.3f} "
+            f"{min(ratios):>6.3f}-{max(ratios):<7.3f}",
+            flush=True,
+        )
     print(f"load average at end: {os.getloadavg()}")
 
 

@@ -219,7 +219,9 @@ def main(argv=None):
         ]
         scaling_rows.sort(key=lambda r: (SCALING_POLICIES.index(r["policy"]), r["n_servers"]))
 
-    print_table("Canonical system (events = arrivals + departures; 'ref mean': minimal kernel, same N and jobs)", main_rows)
+    print_table(
+        "Canonical system (events = arrivals + departures; 'ref mean': minimal kernel, same N and jobs)", main_rows
+    )
 
     ratios = {}
     minimal_by_n = {r["n_servers"]: r for r in main_rows if r["implementation"] == "minimal kernel"}
@@ -228,11 +230,7 @@ def main(argv=None):
             minimal_by_n[100_000]["events_per_second"] / minimal_by_n[100]["events_per_second"]
         )
     for policy in SCALING_POLICIES:
-        by_n = {
-            r["n_servers"]: r
-            for r in scaling_rows
-            if r["policy"] == policy and not r.get("error")
-        }
+        by_n = {r["n_servers"]: r for r in scaling_rows if r["policy"] == policy and not r.get("error")}
         if 100 in by_n and 100_000 in by_n:
             ratios[f"hetlb {policy}"] = by_n[100_000]["events_per_second"] / by_n[100]["events_per_second"]
     if scaling_rows:
@@ -249,7 +247,7 @@ def main(argv=None):
     import simpy
 
     report = {
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "quick": args.quick,
         "repeat": args.repeat,
         "system": {
@@ -269,7 +267,12 @@ def main(argv=None):
             "load_average_start": load_average_start,
             "load_average_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
         },
-        "versions": {"numpy": np.__version__, "numba": numba.__version__, "simpy": simpy.__version__, "ciw": ciw.__version__},
+        "versions": {
+            "numpy": np.__version__,
+            "numba": numba.__version__,
+            "simpy": simpy.__version__,
+            "ciw": ciw.__version__,
+        },
         "hetlb_status": hetlb_status,
         "results": main_rows,
         "hetlb_scaling": scaling_rows,

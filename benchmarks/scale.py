@@ -39,11 +39,17 @@ def main():
     args = parser.parse_args()
     print(f"{'N':>10} {'events':>12} {'kernel s':>9} {'call s':>8} {'events/s':>12} {'peak MiB':>9}")
     for n in (int(x) for x in args.sizes.split(",")):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(n), str(args.events), args.policy],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(n), str(args.events), args.policy],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         row = json.loads(out.strip().splitlines()[-1])
-        print(f"{n:>10,} {row['events']:>12,} {row['kernel_seconds']:>9.2f} {row['call_seconds']:>8.2f} "
-              f"{row['events_per_second']:>12,.0f} {row['peak_memory_mib']:>9.0f}")
+        print(
+            f"{n:>10,} {row['events']:>12,} {row['kernel_seconds']:>9.2f} {row['call_seconds']:>8.2f} "
+            f"{row['events_per_second']:>12,.0f} {row['peak_memory_mib']:>9.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=1.0, help="target length of one run")
     args = parser.parse_args()
 
-    base = {"system": {"n_servers": 100, "speed_mix": [[1.0, 0.5], [0.5, 0.5]], "load": 0.9},
-            "run": {"jobs": 10_000, "warmup": 10.0}}
+    base = {
+        "system": {"n_servers": 100, "speed_mix": [[1.0, 0.5], [0.5, 0.5]], "load": 0.9},
+        "run": {"jobs": 10_000, "warmup": 10.0},
+    }
     probe = Scenario.from_mapping(base)
     hetlb.simulate(probe.system, "jsq", jobs=1000)  # load the compiled kernel
     rate = hetlb.simulate(probe.system, "jsq", jobs=200_000, seed=1).events_per_second
@@ -57,8 +59,10 @@ def main():
     print(f"bare runs, serial        {bare:8.2f} s")
     print(f"sweep, serial executor   {serial:8.2f} s   overhead {100 * (serial / bare - 1):+.1f}%")
     print(f"bare runs, 2 processes   {bare_parallel:8.2f} s   (two cores give {bare / bare_parallel:.2f}x)")
-    print(f"sweep, 2 processes       {pooled:8.2f} s   overhead {100 * (pooled / bare_parallel - 1):+.1f}% "
-          "(includes starting the workers and loading the kernel)")
+    print(
+        f"sweep, 2 processes       {pooled:8.2f} s   overhead {100 * (pooled / bare_parallel - 1):+.1f}% "
+        "(includes starting the workers and loading the kernel)"
+    )
 
 
 if __name__ == "__main__":

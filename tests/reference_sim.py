@@ -254,9 +254,7 @@ def simulate_reference(
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; valid choices: {', '.join(POLICIES)}")
     if size_dist not in SIZE_DISTS:
-        raise ValueError(
-            f"unknown size_dist {size_dist!r}; valid choices: {', '.join(SIZE_DISTS)}"
-        )
+        raise ValueError(f"unknown size_dist {size_dist!r}; valid choices: {', '.join(SIZE_DISTS)}")
     speed = [float(x) for x in speed]
     arrival_rate = [float(x) for x in arrival_rate]
     compat = [[int(s) for s in servers] for servers in compat]
@@ -405,12 +403,8 @@ def simulate_reference(
         "counted_admitted": counted_admitted,
         "counted_blocked": counted_blocked,
         "counted_completed": counted_completed,
-        "batch_response_means": np.array(
-            [ratio(batch_sum_response[b], batch_count[b]) for b in range(batches)]
-        ),
-        "batch_waiting_means": np.array(
-            [ratio(batch_sum_waiting[b], batch_count[b]) for b in range(batches)]
-        ),
+        "batch_response_means": np.array([ratio(batch_sum_response[b], batch_count[b]) for b in range(batches)]),
+        "batch_waiting_means": np.array([ratio(batch_sum_waiting[b], batch_count[b]) for b in range(batches)]),
         "batch_counts": np.array(batch_count),
         "events": n_events,
     }

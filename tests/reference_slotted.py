@@ -105,8 +105,9 @@ def choose(policy, params, view, speed, tokens, rng, slot_tie=None):
     return tied[min(int(slot_tie * len(tied)), len(tied) - 1)]
 
 
-def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params, slots, warmup, generators,
-             ties="independent"):
+def simulate(
+    speed, dispatcher_rate, arrivals, service, routing, policy, params, slots, warmup, generators, ties="independent"
+):
     """Run ``warmup + slots`` slots from empty queues; return the counts of the measured slots.
 
     arrivals, service: (kind, trials); ties: "independent" or "shared"; params: the policy's parameters (hetlb.make_policy(...).params);
@@ -119,8 +120,19 @@ def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params,
     estimate = [[0] * n for _ in range(m_count)]
     tokens = [[] for _ in range(m_count)]
     token_out = [False] * n
-    out = {"arrivals": 0, "departures": 0, "decisions": 0, "queue_area": 0, "error_area": 0,
-           "probes": 0, "replies": 0, "reports": 0, "tokens": 0, "queue_area_by_server": [0] * n, "trace": []}
+    out = {
+        "arrivals": 0,
+        "departures": 0,
+        "decisions": 0,
+        "queue_area": 0,
+        "error_area": 0,
+        "probes": 0,
+        "replies": 0,
+        "reports": 0,
+        "tokens": 0,
+        "queue_area_by_server": [0] * n,
+        "trace": [],
+    }
     for t in range(warmup + slots):
         measuring = t >= warmup
         arrived = [draw_count(*arrivals, dispatcher_rate[m], environment) for m in range(m_count)]
@@ -158,7 +170,8 @@ def simulate(speed, dispatcher_rate, arrivals, service, routing, policy, params,
                 out["queue_area_by_server"][s] += queue[s]
             if local and params["update"] == "pull":
                 chances = {"departure": departed, "every-slot": 1, "departure-slot": min(departed, 1)}[
-                    params["pull_trigger"]]
+                    params["pull_trigger"]
+                ]
                 for _ in range(chances):
                     if update.random() < params["p_hat"]:
                         estimate[uniform_index(update, m_count)][s] = queue[s]

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 from scipy import stats
 
-from conftest import bonferroni_t_halfwidth
 from hetlb.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
 from hetlb.kernels.bounding import FIRST_POLICY_ROW, length_of_rank, sandwich_violations, serving_rank
@@ -97,8 +97,9 @@ def test_single_job_buffers_are_a_loss_birth_death_chain(kind):
     ordered = np.sort(speeds)[::-1] if kind == "fsl" else np.sort(speeds)
     weight = np.cumprod(np.concatenate([[1.0], arrival_rate / np.cumsum(ordered)]))
     law = weight / weight.sum()
-    result = simulate_bounding_system(speeds, arrival_rate, kind, buffer=1, horizon=600.0, warmup=20.0,
-                                      replications=20, seed=11)
+    result = simulate_bounding_system(
+        speeds, arrival_rate, kind, buffer=1, horizon=600.0, warmup=20.0, replications=20, seed=11
+    )
     assert_matches(column(result, "Q_1"), law @ np.arange(6), 2, f"{kind} E Q_1")
     assert_matches(column(result, "loss_fraction"), law[-1], 2, f"{kind} loss")
 
@@ -110,11 +111,13 @@ def test_equal_speeds_give_homogeneous_jsq(buffer):
     exact_buffer = 2 if buffer else 16
     exact = solve_exact(speeds, [arrival_rate], [[0, 1, 2]], exact_buffer, policy="jsq")
     for kind in ("fsl", "ssl"):
-        result = simulate_bounding_system(speeds, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0,
-                                          replications=20, seed=21)
+        result = simulate_bounding_system(
+            speeds, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0, replications=20, seed=21
+        )
         assert_matches(column(result, "Q_+1"), exact.mean_number_in_system, 4, f"{kind} E Q_+1")
-        assert_matches(column(result, "loss_fraction"), exact.blocking_probability if buffer else 0.0, 4,
-                       f"{kind} loss")
+        assert_matches(
+            column(result, "loss_fraction"), exact.blocking_probability if buffer else 0.0, 4, f"{kind} loss"
+        )
 
 
 @pytest.mark.parametrize("buffer", [2, None])
@@ -127,18 +130,24 @@ def test_two_speed_pools_match_the_exact_chain(kind, buffer):
     exact = solve_bounding_system(TWO_POOLS, arrival_rate, kind, buffer or 12)
     if buffer is None:
         assert exact.full_probability < 1e-6
-    result = simulate_bounding_system(TWO_POOLS, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0,
-                                      replications=20, seed=31)
+    result = simulate_bounding_system(
+        TWO_POOLS, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0, replications=20, seed=31
+    )
     tail_points = [3, 4, 6]
     comparisons = 5 + len(tail_points)
-    expected = {"Q_1": exact.level_means[0], "Q_2": exact.level_means[1], "Q_+1": exact.mean_jobs,
-                "Q_+2": exact.mean_waiting, "loss_fraction": exact.loss_probability if buffer else 0.0}
+    expected = {
+        "Q_1": exact.level_means[0],
+        "Q_2": exact.level_means[1],
+        "Q_+1": exact.mean_jobs,
+        "Q_+2": exact.mean_waiting,
+        "loss_fraction": exact.loss_probability if buffer else 0.0,
+    }
     for measure, value in expected.items():
         assert_matches(column(result, measure), value, comparisons, f"{kind} b={buffer} {measure}")
     widen = stats.t.ppf(1 - ALPHA / (2 * comparisons), 19) / stats.t.ppf(0.975, 19)
     law = result.x_plus1_law
     for jobs in tail_points:
-        exact_tail = exact.jobs_law[jobs + 1:].sum()
+        exact_tail = exact.jobs_law[jobs + 1 :].sum()
         simulated = law.tail((jobs - 4) / 2.0)
         assert abs(simulated - exact_tail) <= widen * law.ccdf_half_width[jobs], f"P(Q_+1 > {jobs})"
 
@@ -147,8 +156,12 @@ def test_coupled_jsq_systems_have_the_right_marginals():
     """Each JSQ system of the coupled run is the JSQ chain of its tie-break (exact solver), and the
     bounding systems their own chains: time averages of Q_{+1} over independent seeds."""
     arrival_rate, buffer = 2.6, 2
-    runs = [check_sandwich(TWO_POOLS, arrival_rate, buffer, ("jsq", "jfsq", "jssq", "jsq-fiq"), horizon=1000.0,
-                           warmup=20.0, seed=seed) for seed in range(12)]
+    runs = [
+        check_sandwich(
+            TWO_POOLS, arrival_rate, buffer, ("jsq", "jfsq", "jssq", "jsq-fiq"), horizon=1000.0, warmup=20.0, seed=seed
+        )
+        for seed in range(12)
+    ]
     exact = {kind: solve_bounding_system(TWO_POOLS, arrival_rate, kind, buffer).mean_jobs for kind in ("fsl", "ssl")}
     for policy in runs[0].tie_breaks:
         exact[policy] = solve_exact(TWO_POOLS, [arrival_rate], [[0, 1, 2, 3]], buffer, policy).mean_number_in_system
@@ -168,22 +181,25 @@ def test_same_seed_same_result():
     assert scaled["X_+1"].mean == pytest.approx(scaled["X_1"].mean + scaled["X_+2"].mean)
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: simulate_bounding_system([1.0, -1.0], 1.0), "speeds"),
-    (lambda: simulate_bounding_system([], 1.0), "speeds"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 0.0), "arrival_rate"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 2.0), "arrival_rate"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, kind="lsf"), "kind"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=0), "buffer"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=2.5), "buffer"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, horizon=10.0, warmup=10.0), "horizon"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, warmup=-1.0), "warmup"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, replications=0), "replications"),
-    (lambda: simulate_bounding_system([1.0, 1.0], 1.0, seed=-3), "seed"),
-    (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=("jiq",)), "tie_breaks"),
-    (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=()), "tie_breaks"),
-    (lambda: solve_bounding_system([1.0, 1.0], 1.0, "fsl", None), "buffer"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: simulate_bounding_system([1.0, -1.0], 1.0), "speeds"),
+        (lambda: simulate_bounding_system([], 1.0), "speeds"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 0.0), "arrival_rate"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 2.0), "arrival_rate"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, kind="lsf"), "kind"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=0), "buffer"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=2.5), "buffer"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, horizon=10.0, warmup=10.0), "horizon"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, warmup=-1.0), "warmup"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, replications=0), "replications"),
+        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, seed=-3), "seed"),
+        (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=("jiq",)), "tie_breaks"),
+        (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=()), "tie_breaks"),
+        (lambda: solve_bounding_system([1.0, 1.0], 1.0, "fsl", None), "buffer"),
+    ],
+)
 def test_input_errors_name_the_field(call, field):
     with pytest.raises(InputError) as error:
         call()

@@ -4,11 +4,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 
 import hetlb
 from hetlb import theory
-
-from conftest import bonferroni_t_halfwidth
 
 ALPHA = 0.001
 
@@ -34,8 +33,9 @@ def test_mm1(speed, rate):
 
 def test_mm1_response_time_percentiles():
     """Response time of M/M/1 is Exp(mu - lambda); the histogram quantiles resolve it to < 1%."""
-    result = hetlb.simulate(hetlb.System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=400_000,
-                            warmup=100.0, seed=9)
+    result = hetlb.simulate(
+        hetlb.System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=400_000, warmup=100.0, seed=9
+    )
     # the response time is exponential: its standard deviation equals its mean, 1/(mu - lambda) = 2
     run = result.runs[0]
     # standard error of a sample standard deviation of an exponential ~ sigma / sqrt(n) (kurtosis 9:

@@ -214,8 +214,9 @@ def check_theorem_edges(graph, report, rates, probabilities, groups):
     unused = ~(groups[0] | groups[1])
     assert not np.any(unused[graph.indices]), "servers of types > K must get no edge"
     expected = sum((members.sum() * probabilities[:, j]).sum() for j, members in enumerate(groups))
-    variance = sum((members.sum() * probabilities[:, j] * (1 - probabilities[:, j])).sum()
-                   for j, members in enumerate(groups))
+    variance = sum(
+        (members.sum() * probabilities[:, j] * (1 - probabilities[:, j])).sum() for j, members in enumerate(groups)
+    )
     assert report["expected_edges"] == pytest.approx(expected, rel=1e-12)
     assert report["expected_edges_sd"] == pytest.approx(math.sqrt(variance), rel=1e-9)
     # ports empty at the first draw: about sum over ports of P(no edge); each redraw adds a few edges
@@ -320,7 +321,9 @@ def test_well_connectedness_exhaustive_mode_matches_brute_force():
     k = params["K"] - 1
     for group, candidates in zip(result["groups"], (params["server_type"] < k, params["server_type"] <= k)):
         assert group["exhaustive"]
-        assert group["worst_D_found"] == pytest.approx(brute_force_worst(graph, rates, candidates, group["min_subset_size"]))
+        assert group["worst_D_found"] == pytest.approx(
+            brute_force_worst(graph, rates, candidates, group["min_subset_size"])
+        )
         assert group["holds_for_subsets_tried"] == (group["worst_D_found"] <= group["threshold"])
 
 
@@ -381,14 +384,19 @@ def linear_programme_scale(graph, rates, speeds) -> float:
     edge_type = np.repeat(np.arange(n_types), graph.degree())
     edge_ids = np.arange(n_edges)
     # variables: one flow per edge, then theta; each type's flows sum to theta * its rate
-    equality = coo_matrix((np.concatenate([np.ones(n_edges), -rates]),
-                           (np.concatenate([edge_type, np.arange(n_types)]),
-                            np.concatenate([edge_ids, np.full(n_types, n_edges)]))), shape=(n_types, n_edges + 1))
+    equality = coo_matrix(
+        (
+            np.concatenate([np.ones(n_edges), -rates]),
+            (np.concatenate([edge_type, np.arange(n_types)]), np.concatenate([edge_ids, np.full(n_types, n_edges)])),
+        ),
+        shape=(n_types, n_edges + 1),
+    )
     capacity = coo_matrix((np.ones(n_edges), (graph.indices, edge_ids)), shape=(graph.n_servers, n_edges + 1))
     cost = np.zeros(n_edges + 1)
     cost[-1] = -1.0
-    solution = linprog(cost, A_ub=capacity, b_ub=speeds, A_eq=equality, b_eq=np.zeros(n_types), bounds=(0, None),
-                       method="highs")
+    solution = linprog(
+        cost, A_ub=capacity, b_ub=speeds, A_eq=equality, b_eq=np.zeros(n_types), bounds=(0, None), method="highs"
+    )
     assert solution.success
     return float(solution.x[-1])
 
@@ -457,8 +465,16 @@ def test_routable_load_input_errors():
 
 
 def fig3_scenario(graph, **system):
-    return {"system": {"n_servers": 64, "speed_mix": [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]],
-                       "load": 0.9, "buffer": 5, "graph": graph, **system}}
+    return {
+        "system": {
+            "n_servers": 64,
+            "speed_mix": [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]],
+            "load": 0.9,
+            "buffer": 5,
+            "graph": graph,
+            **system,
+        }
+    }
 
 
 def test_a_scenario_builds_the_fig3_graph_and_keeps_its_report():
@@ -466,7 +482,7 @@ def test_a_scenario_builds_the_fig3_graph_and_keeps_its_report():
 
     system = Scenario.from_mapping(fig3_scenario({"kind": "fig3", "ports_exponent": 1.2, "seed": 3})).system
     report = system.describe()["graph_construction"]
-    assert system.n_types == round(64 ** 1.2) == report["parameters"]["n_types"]
+    assert system.n_types == round(64**1.2) == report["parameters"]["n_types"]
     assert report["parameters"]["p"] == pytest.approx(fig3_edge_probability(64, 0.9), rel=1e-12)
     assert report["statistics"]["ports_without_server"] == 0
     assert np.allclose(system.arrival_rate, 0.9 * system.capacity / system.n_types)
@@ -483,13 +499,16 @@ def test_a_scenario_builds_the_theorem_graphs_with_the_system_buffer():
         assert report["construction"] == kind and report["parameters"]["b"] == 5
 
 
-@pytest.mark.parametrize("graph,field", [
-    ({"kind": "ring"}, "system.graph.kind"),
-    ({"kind": "random", "ports": 4}, "system.graph.p"),
-    ({"kind": "random", "p": 0.5, "degree": 3}, "system.graph.degree"),
-    ({"kind": "fig3", "ports": 3, "ports_exponent": 1.0}, "system.graph.ports"),
-    ({"kind": "random", "p": 1.5, "ports": 4}, "p"),
-])
+@pytest.mark.parametrize(
+    "graph,field",
+    [
+        ({"kind": "ring"}, "system.graph.kind"),
+        ({"kind": "random", "ports": 4}, "system.graph.p"),
+        ({"kind": "random", "p": 0.5, "degree": 3}, "system.graph.degree"),
+        ({"kind": "fig3", "ports": 3, "ports_exponent": 1.0}, "system.graph.ports"),
+        ({"kind": "random", "p": 1.5, "ports": 4}, "p"),
+    ],
+)
 def test_bad_graph_tables_are_rejected_with_the_field(graph, field):
     from hetlb.errors import InputError
     from hetlb.scenario import Scenario

@@ -50,12 +50,16 @@ def test_random_ties_idle_rate_is_one_plus_speed_variance():
 
 def test_quadrature_integrates_the_level_decay_kernel():
     for elapsed in (0.5, 3.0, 20.0):
-        exact, _ = integrate.quad(lambda mu: mu * math.exp(-mu * elapsed) / 0.6, 0.7, 1.3, epsabs=1e-14)
+        exact, _ = integrate.quad(
+            lambda mu, elapsed=elapsed: mu * math.exp(-mu * elapsed) / 0.6, 0.7, 1.3, epsabs=1e-14
+        )
         rule = UNIFORM_SPEEDS.weight @ (UNIFORM_SPEEDS.rate * np.exp(-UNIFORM_SPEEDS.rate * elapsed))
         assert rule == pytest.approx(exact, rel=1e-9, abs=1e-14)
 
 
-@pytest.mark.parametrize("excess_capacity, idle_rate, noise_variance", [(1.0, 1.0, 2.0), (-0.5, 0.7, 2.0), (2.0, 1.3, 1.4)])
+@pytest.mark.parametrize(
+    "excess_capacity, idle_rate, noise_variance", [(1.0, 1.0, 2.0), (-0.5, 0.7, 2.0), (2.0, 1.3, 1.4)]
+)
 def test_reflected_ou_loss_rate_balances_the_drift(excess_capacity, idle_rate, noise_variance):
     # Ito on X: 0 = E[-c - kappa X] - E[dU/dt]; the closed form computes E[dU/dt] as (sigma^2 / 2) p(0).
     law = reflected_ou_stationary(excess_capacity, idle_rate, noise_variance)
@@ -85,8 +89,9 @@ def test_loss_system_matches_the_reflected_ou_stationary_law(loss_system):
     law = reflected_ou_stationary(1.0, 1.0, 2.0)
     assert stationary_mean_x1(limit) == law.mean_x1
     assert_within(result.mean["x1"], result.standard_error["x1"], law.mean_x1, comparisons=7)
-    assert_within(result.mean["busy_routing_rate"], result.standard_error["busy_routing_rate"], law.loss_rate,
-                  comparisons=7)
+    assert_within(
+        result.mean["busy_routing_rate"], result.standard_error["busy_routing_rate"], law.loss_rate, comparisons=7
+    )
     grid = np.array([-2.5, -1.5, -1.0, -0.5, -0.1])
     probability, standard_error = result.ccdf("x1", grid)
     for estimate, error, expected in zip(probability, standard_error, law.law.sf(grid)):
@@ -100,8 +105,9 @@ def test_loss_system_matches_the_reflected_ou_stationary_law(loss_system):
 @pytest.fixture(scope="module")
 def uniform_speed_policies():
     return {
-        policy: stationary_diffusion(policy_diffusion(policy, UNIFORM_SPEEDS, 1.0), n_paths=256, burn_in=20.0,
-                                     horizon=100.0, seed=20 + index)
+        policy: stationary_diffusion(
+            policy_diffusion(policy, UNIFORM_SPEEDS, 1.0), n_paths=256, burn_in=20.0, horizon=100.0, seed=20 + index
+        )
         for index, policy in enumerate(("jfsq", "jsq", "jsq-fiq", "jssq"))
     }
 
@@ -109,8 +115,12 @@ def uniform_speed_policies():
 def test_idle_capacity_equals_excess_capacity(uniform_speed_policies):
     # Stationarity of X_1 + X_2 gives <iota, eta> E[-X_1] = c for every tie-breaking rule.
     for result in uniform_speed_policies.values():
-        assert_within(result.mean["x1"], result.standard_error["x1"], stationary_mean_x1(result.limit),
-                      comparisons=len(uniform_speed_policies))
+        assert_within(
+            result.mean["x1"],
+            result.standard_error["x1"],
+            stationary_mean_x1(result.limit),
+            comparisons=len(uniform_speed_policies),
+        )
 
 
 def test_jfsq_holds_fewest_jobs_and_most_idle_servers(uniform_speed_policies):
@@ -133,8 +143,13 @@ def test_halving_the_default_step_moves_the_means_by_less_than_their_error_plus_
     fine = stationary_diffusion(limit, n_paths=256, step=coarse.step / 2, burn_in=20.0, horizon=80.0, seed=32)
     for measure in ("x1", "x2", "busy_routing_rate"):
         # The scheme's bias is O(step): allow the coarse step on top of the sampling error.
-        assert_within(coarse.mean[measure], math.hypot(coarse.standard_error[measure], fine.standard_error[measure]),
-                      fine.mean[measure], comparisons=3, allowance=coarse.step)
+        assert_within(
+            coarse.mean[measure],
+            math.hypot(coarse.standard_error[measure], fine.standard_error[measure]),
+            fine.mean[measure],
+            comparisons=3,
+            allowance=coarse.step,
+        )
 
 
 # --- two pools: the pool form of Corollary 4.6 against the weak form in the basis {1, iota} ------
@@ -174,19 +189,32 @@ def test_pool_form_and_moment_form_give_the_same_paths():
 
 
 def test_pool_form_and_moment_form_have_the_same_stationary_means():
-    pool_form = stationary_diffusion(policy_diffusion("jsq", speed_pools(POOL_RATES, POOL_FRACTIONS), 0.8),
-                                     n_paths=256, burn_in=20.0, horizon=80.0, seed=41)
+    pool_form = stationary_diffusion(
+        policy_diffusion("jsq", speed_pools(POOL_RATES, POOL_FRACTIONS), 0.8),
+        n_paths=256,
+        burn_in=20.0,
+        horizon=80.0,
+        seed=41,
+    )
     moment_form = stationary_diffusion(weak_form_in_moments(0.8), n_paths=256, burn_in=20.0, horizon=80.0, seed=42)
     for measure in ("x1", "x2", "busy_routing_rate"):
-        assert_within(pool_form.mean[measure],
-                      math.hypot(pool_form.standard_error[measure], moment_form.standard_error[measure]),
-                      moment_form.mean[measure], comparisons=5)
+        assert_within(
+            pool_form.mean[measure],
+            math.hypot(pool_form.standard_error[measure], moment_form.standard_error[measure]),
+            moment_form.mean[measure],
+            comparisons=5,
+        )
     # Each pool's xi_2 mass balances its routed share: gamma_j E[dU/dt] = mu_j E[X_{j,2}].
     routed = pool_form.mean["busy_routing_rate"]
-    for rate, fraction, mean, error in zip(POOL_RATES, POOL_FRACTIONS, pool_form.mean_level,
-                                           pool_form.standard_error_level):
-        assert_within(rate * mean, rate * error + fraction * pool_form.standard_error["busy_routing_rate"],
-                      fraction * routed, comparisons=5)
+    for rate, fraction, mean, error in zip(
+        POOL_RATES, POOL_FRACTIONS, pool_form.mean_level, pool_form.standard_error_level
+    ):
+        assert_within(
+            rate * mean,
+            rate * error + fraction * pool_form.standard_error["busy_routing_rate"],
+            fraction * routed,
+            comparisons=5,
+        )
 
 
 def test_pools_of_equal_speed_reduce_to_the_homogeneous_limit():
@@ -205,8 +233,9 @@ def test_pools_of_equal_speed_reduce_to_the_homogeneous_limit():
 @pytest.mark.parametrize("excess_capacity", [-1.0, 0.2, 3.0])
 def test_reflection_keeps_the_process_in_its_domain(excess_capacity):
     limit = policy_diffusion("jsq-fiq", UNIFORM_SPEEDS, excess_capacity)
-    paths = diffusion_paths(limit, 10.0, x1_start=0.0, level_start=np.full(8, 0.1), n_paths=32,
-                            record_interval=0.05, seed=3)
+    paths = diffusion_paths(
+        limit, 10.0, x1_start=0.0, level_start=np.full(8, 0.1), n_paths=32, record_interval=0.05, seed=3
+    )
     assert np.all(paths.x1 <= 0.0)
     assert np.all(paths.x2 >= 0.0)
     assert np.all(np.diff(paths.u1, axis=1) >= 0.0) and np.all(paths.u1[:, 0] == 0.0)
@@ -223,28 +252,31 @@ def test_same_seed_same_result():
 # --- input errors --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: policy_diffusion("rr", UNIFORM_SPEEDS, 1.0), "policy"),
-    (lambda: policy_diffusion("jfsq", [1.0, 0.5], 1.0), "speeds"),
-    (lambda: policy_diffusion("jfsq", UNIFORM_SPEEDS, float("nan")), "excess_capacity"),
-    (lambda: policy_diffusion("jfsq", UNIFORM_SPEEDS, 1.0, buffer=0), "buffer"),
-    (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 0.0)), "excess_capacity"),
-    (lambda: stationary_mean_x1(policy_diffusion("jsq", UNIFORM_SPEEDS, -1.0)), "excess_capacity"),
-    (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), n_paths=1), "n_paths"),
-    (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), step=1.0), "step"),
-    (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), horizon=0.0), "horizon"),
-    (lambda: speed_pools([1.0, 0.5], [0.5, 0.6]), "fraction"),
-    (lambda: speed_pools([1.0, -0.5], [0.5, 0.5]), "rate"),
-    (lambda: speed_pools([1.0, 0.5], [1.0]), "fraction"),
-    (lambda: continuous_speeds(0.0, 1.0), "low"),
-    (lambda: continuous_speeds(1.3, 0.7), "high"),
-    (lambda: continuous_speeds(0.7, 1.3, n_nodes=0), "n_nodes"),
-    (lambda: continuous_speeds(0.7, 1.3, density=lambda mu: -1.0), "density"),
-    (lambda: diffusion_paths(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), 5.0, x1_start=0.5), "x1_start"),
-    (lambda: diffusion_paths(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), 5.0, level_start=[1.0]), "level_start"),
-    (lambda: reflected_ou_stationary(1.0, 0.0, 2.0), "idle_rate"),
-    (lambda: DiffusionLimit(1.0, 1.0, 2.0, [1.0], [[0.0, 1.0]], [1.0], [1.0]), "level_matrix"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: policy_diffusion("rr", UNIFORM_SPEEDS, 1.0), "policy"),
+        (lambda: policy_diffusion("jfsq", [1.0, 0.5], 1.0), "speeds"),
+        (lambda: policy_diffusion("jfsq", UNIFORM_SPEEDS, float("nan")), "excess_capacity"),
+        (lambda: policy_diffusion("jfsq", UNIFORM_SPEEDS, 1.0, buffer=0), "buffer"),
+        (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 0.0)), "excess_capacity"),
+        (lambda: stationary_mean_x1(policy_diffusion("jsq", UNIFORM_SPEEDS, -1.0)), "excess_capacity"),
+        (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), n_paths=1), "n_paths"),
+        (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), step=1.0), "step"),
+        (lambda: stationary_diffusion(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), horizon=0.0), "horizon"),
+        (lambda: speed_pools([1.0, 0.5], [0.5, 0.6]), "fraction"),
+        (lambda: speed_pools([1.0, -0.5], [0.5, 0.5]), "rate"),
+        (lambda: speed_pools([1.0, 0.5], [1.0]), "fraction"),
+        (lambda: continuous_speeds(0.0, 1.0), "low"),
+        (lambda: continuous_speeds(1.3, 0.7), "high"),
+        (lambda: continuous_speeds(0.7, 1.3, n_nodes=0), "n_nodes"),
+        (lambda: continuous_speeds(0.7, 1.3, density=lambda mu: -1.0), "density"),
+        (lambda: diffusion_paths(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), 5.0, x1_start=0.5), "x1_start"),
+        (lambda: diffusion_paths(policy_diffusion("jsq", UNIFORM_SPEEDS, 1.0), 5.0, level_start=[1.0]), "level_start"),
+        (lambda: reflected_ou_stationary(1.0, 0.0, 2.0), "idle_rate"),
+        (lambda: DiffusionLimit(1.0, 1.0, 2.0, [1.0], [[0.0, 1.0]], [1.0], [1.0]), "level_matrix"),
+    ],
+)
 def test_input_errors_name_the_field(call, field):
     with pytest.raises(InputError) as error:
         call()

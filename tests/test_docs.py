@@ -9,8 +9,14 @@ import pytest
 from hetlb.policies import POLICIES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES_WITH_CODE = ["tutorial.md", "reference/diffusion.md", "reference/slotted.md", "reference/bounding-systems.md",
-                   "how-to/placement.md", "background/tie-breaking.md"]
+PAGES_WITH_CODE = [
+    "tutorial.md",
+    "reference/diffusion.md",
+    "reference/slotted.md",
+    "reference/bounding-systems.md",
+    "how-to/placement.md",
+    "background/tie-breaking.md",
+]
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)

@@ -7,16 +7,26 @@ solver (hetlb.theory.exact) shares no code with the kernel.
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 
 import hetlb
 from hetlb.theory import solve_exact
 
-from conftest import bonferroni_t_halfwidth
-
 FAMILY_ALPHA = 0.01
-POLICIES = [("random", {}), ("weighted-random", {}), ("jsq", {}), ("jfsq", {}), ("jssq", {}), ("jiq", {}),
-            ("jfiq", {}), ("pod", {"d": 2}), ("sed", {}), ("jsq-fiq", {}), ("jsq-lisf", {}),
-            ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3})]
+POLICIES = [
+    ("random", {}),
+    ("weighted-random", {}),
+    ("jsq", {}),
+    ("jfsq", {}),
+    ("jssq", {}),
+    ("jiq", {}),
+    ("jfiq", {}),
+    ("pod", {"d": 2}),
+    ("sed", {}),
+    ("jsq-fiq", {}),
+    ("jsq-lisf", {}),
+    ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3}),
+]
 RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed", "jsq-fiq", "jsq-lisf"}
 INTEGER_KEYS = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq"}  # hetlb.policies.rules.INTEGER_KEYS
 
@@ -24,14 +34,19 @@ SYSTEMS = {
     # three speeds, equal buffers, one job type, complete graph
     "three-speeds": dict(speed=[2.0, 1.0, 0.5], arrival_rate=[2.8], graph=None, buffer=3),
     # four servers, two job types on a non-complete graph, unequal buffers
-    "sparse-graph": dict(speed=[1.5, 1.0, 1.0, 0.5], arrival_rate=[1.6, 1.4], graph=[[0, 1, 2], [1, 2, 3]],
-                         buffer=[2, 3, 4, 2]),
+    "sparse-graph": dict(
+        speed=[1.5, 1.0, 1.0, 0.5], arrival_rate=[1.6, 1.4], graph=[[0, 1, 2], [1, 2, 3]], buffer=[2, 3, 4, 2]
+    ),
     # two very different speeds, deeper buffers, heavy load
     "fast-and-slow": dict(speed=[3.0, 1.0], arrival_rate=[3.6], graph=None, buffer=6),
 }
-CASES = [(name, policy, params, path) for name in SYSTEMS for policy, params in POLICIES
-         for path in ("scan", "tree", "buckets")
-         if path == "scan" or SYSTEMS[name]["graph"] is None and policy in (RANKING if path == "tree" else INTEGER_KEYS)]
+CASES = [
+    (name, policy, params, path)
+    for name in SYSTEMS
+    for policy, params in POLICIES
+    for path in ("scan", "tree", "buckets")
+    if path == "scan" or SYSTEMS[name]["graph"] is None and policy in (RANKING if path == "tree" else INTEGER_KEYS)
+]
 COMPARISONS = 2 * len(CASES)
 REPLICATIONS = 10
 JOBS = 30_000
@@ -39,8 +54,9 @@ JOBS = 30_000
 
 def build(name):
     spec = SYSTEMS[name]
-    return hetlb.System.from_speeds(spec["speed"], arrival_rate=spec["arrival_rate"], graph=spec["graph"],
-                                    buffer=spec["buffer"])
+    return hetlb.System.from_speeds(
+        spec["speed"], arrival_rate=spec["arrival_rate"], graph=spec["graph"], buffer=spec["buffer"]
+    )
 
 
 @pytest.mark.parametrize("name,policy,params,path", CASES)
@@ -50,14 +66,16 @@ def test_mean_response_time_and_blocking_match_exact(name, policy, params, path,
     monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 10**9 if path == "scan" else 1)
     monkeypatch.setattr(simulation, "BUCKET_MAX_CLASSES", 10**9 if path == "buckets" else -1)
     system = build(name)
-    exact = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy,
-                        **params)
+    exact = solve_exact(
+        system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy, **params
+    )
     result = hetlb.simulate(system, policy, jobs=JOBS, warmup=50.0, replications=REPLICATIONS, seed=11, **params)
     for metric in ("mean_response_time", "blocking_probability"):
         samples = [getattr(run, metric) for run in result.runs]
         half_width = bonferroni_t_halfwidth(samples, FAMILY_ALPHA, COMPARISONS)
         assert abs(np.mean(samples) - getattr(exact, metric)) <= half_width, (
-            f"{metric}: simulated {np.mean(samples):.5f} +- {half_width:.5f}, exact {getattr(exact, metric):.5f}")
+            f"{metric}: simulated {np.mean(samples):.5f} +- {half_width:.5f}, exact {getattr(exact, metric):.5f}"
+        )
 
 
 @pytest.mark.parametrize("policy", ["jsq", "jfsq", "jfiq", "sed"])

@@ -48,7 +48,7 @@ def sample_jsq_df_ds(rng, queue_len, compat_k, speed, d_fast, d_slow, p_fast, p_
 
     def sample(servers, size):  # uniform subsets: the first entries of random permutations
         order = np.argsort(rng.random((draws, servers.size)), axis=1)
-        return servers[order[:, :min(size, servers.size)]]
+        return servers[order[:, : min(size, servers.size)]]
 
     sampled_fast, sampled_slow = sample(fast, d_fast), sample(slow, d_slow)
     fast_q = np.take_along_axis(queue_len, sampled_fast, axis=1)
@@ -60,9 +60,15 @@ def sample_jsq_df_ds(rng, queue_len, compat_k, speed, d_fast, d_slow, p_fast, p_
     # a choice of a fast server goes to the slow side when there is none, and vice versa
     idle_slow_wins = (rng.random(draws) < p_slow) | (fast.size == 0)
     fast_wins = ((rng.random(draws) < p_fast) | (slow.size == 0)) & (fast.size > 0)
-    return np.where(has_idle_fast, idle_fast,
-                    np.where(has_idle_slow, np.where(idle_slow_wins, idle_slow, shortest_fast),
-                             np.where(fast_wins, shortest_fast, shortest_slow)))
+    return np.where(
+        has_idle_fast,
+        idle_fast,
+        np.where(
+            has_idle_slow,
+            np.where(idle_slow_wins, idle_slow, shortest_fast),
+            np.where(fast_wins, shortest_fast, shortest_slow),
+        ),
+    )
 
 
 def assert_frequencies_match(counts, probability, draws, comparisons):
@@ -81,8 +87,9 @@ def test_probabilities_are_distributions_on_compatible_servers_in_every_state(co
     incompatible = np.setdiff1d(np.arange(5), compat_k)
     for q in all_states(5, 2):
         for d_fast, d_slow, p_fast, p_slow in [(1, 3, 0.3, 1.0), (2, 1, 1.0, 0.0)]:
-            probability = jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=p_fast,
-                                            p_slow=p_slow)
+            probability = jsq_df_ds_routing(
+                q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=p_fast, p_slow=p_slow
+            )
             assert probability.sum() == pytest.approx(1.0, abs=1e-12)
             assert np.all(probability >= -1e-15)
             assert np.all(probability[incompatible] == 0)
@@ -148,7 +155,9 @@ def test_one_speed_is_pod_with_d_fast(d_fast):
         for compat_k in (ALL, [0, 2, 3]):
             np.testing.assert_allclose(
                 jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=1, p_fast=0.2, p_slow=0.9),
-                routing_probabilities("pod", q, compat_k, speed, d=d_fast), atol=1e-14)
+                routing_probabilities("pod", q, compat_k, speed, d=d_fast),
+                atol=1e-14,
+            )
 
 
 def test_one_speed_solves_like_pod():
@@ -166,7 +175,9 @@ def test_one_class_compatible_is_pod_within_it(d_fast, d_slow):
         for compat_k, d in (([0, 1, 2], d_fast), ([3, 4, 5], d_slow)):
             np.testing.assert_allclose(
                 jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=d_slow, p_fast=0.4, p_slow=0.3),
-                routing_probabilities("pod", q, compat_k, speed, d=d), atol=1e-14)
+                routing_probabilities("pod", q, compat_k, speed, d=d),
+                atol=1e-14,
+            )
 
 
 @pytest.mark.parametrize("d_fast", [2, 3])
@@ -177,7 +188,9 @@ def test_never_slow_is_pod_over_the_fast_servers(d_fast):
         for compat_k, fast in (([0, 1, 2, 3, 4], [0, 1, 2]), ([1, 2, 4], [1, 2])):
             np.testing.assert_allclose(
                 jsq_df_ds_routing(q, compat_k, speed, d_fast=d_fast, d_slow=2, p_fast=1.0, p_slow=0.0),
-                routing_probabilities("pod", q, fast, speed, d=d_fast), atol=1e-14)
+                routing_probabilities("pod", q, fast, speed, d=d_fast),
+                atol=1e-14,
+            )
 
 
 @pytest.mark.parametrize("p_fast", [0.0, 0.35])
@@ -191,11 +204,14 @@ def test_sampling_everyone_with_idle_slow_first(p_fast):
             if np.any(q[compat_k] == 0):
                 expected = routing_probabilities("jsq-fiq", q, compat_k, speed)
             else:
-                expected = (p_fast * routing_probabilities("jsq", q, fast, speed)
-                            + (1 - p_fast) * routing_probabilities("jsq", q, slow, speed))
+                expected = p_fast * routing_probabilities("jsq", q, fast, speed) + (1 - p_fast) * routing_probabilities(
+                    "jsq", q, slow, speed
+                )
             np.testing.assert_allclose(
-                jsq_df_ds_routing(q, compat_k, speed, d_fast=2, d_slow=3, p_fast=p_fast, p_slow=1.0), expected,
-                atol=1e-14)
+                jsq_df_ds_routing(q, compat_k, speed, d_fast=2, d_slow=3, p_fast=p_fast, p_slow=1.0),
+                expected,
+                atol=1e-14,
+            )
 
 
 # --- Monte Carlo -------------------------------------------------------------------------------
@@ -243,8 +259,17 @@ def test_solver_admission_and_blocking_match_monte_carlo_arrivals():
 
 def test_two_job_types_on_a_sparse_graph_with_finite_buffers():
     speed, arrival_rate = np.array([2.0, 2.0, 1.0, 1.0, 0.5]), np.array([2.0, 1.5])
-    solution = solve_exact(speed, arrival_rate, [[0, 2, 3], [1, 3, 4]], [2, 3, 2, 3, 2], policy="jsq-df-ds",
-                           d_fast=1, d_slow=1, p_fast=0.6, p_slow=0.4)
+    solution = solve_exact(
+        speed,
+        arrival_rate,
+        [[0, 2, 3], [1, 3, 4]],
+        [2, 3, 2, 3, 2],
+        policy="jsq-df-ds",
+        d_fast=1,
+        d_slow=1,
+        p_fast=0.6,
+        p_slow=0.4,
+    )
     assert solution.n_states == 3 * 4 * 3 * 4 * 3
     assert solution.residual < 1e-9
     assert np.all(solution.stationary >= 0)
@@ -261,8 +286,14 @@ def test_two_job_types_on_a_sparse_graph_with_finite_buffers():
 
 @pytest.mark.parametrize(
     "params, field",
-    [({"d_fast": 0}, "d_fast"), ({"d_slow": 1.5}, "d_slow"), ({"p_fast": 1.2}, "p_fast"),
-     ({"p_slow": -0.1}, "p_slow"), ({"p_slow": True}, "p_slow"), ({"p_fast": "0.5"}, "p_fast")],
+    [
+        ({"d_fast": 0}, "d_fast"),
+        ({"d_slow": 1.5}, "d_slow"),
+        ({"p_fast": 1.2}, "p_fast"),
+        ({"p_slow": -0.1}, "p_slow"),
+        ({"p_slow": True}, "p_slow"),
+        ({"p_fast": "0.5"}, "p_fast"),
+    ],
 )
 def test_invalid_parameters_name_their_field(params, field):
     with pytest.raises(InputError) as routing_error:

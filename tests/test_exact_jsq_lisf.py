@@ -9,11 +9,10 @@ from collections import deque
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 
 from hetlb.errors import InputError
 from hetlb.theory import routing_probabilities, solve_exact
-
-from conftest import bonferroni_t_halfwidth
 
 FAMILY_ALPHA = 0.01
 SAME_LAW_TOLERANCE = 1e-10
@@ -99,8 +98,9 @@ def test_identical_servers_have_the_law_of_jsq(speed, arrival_rate, buffer):
 
 
 THREE_SPEEDS = dict(speed=[2.0, 1.0, 0.5], arrival_rate=[2.0], compat=[[0, 1, 2]], buffer=3)
-SPARSE_GRAPH = dict(speed=[2.0, 1.0, 1.0, 0.5], arrival_rate=[1.6, 1.4], compat=[[0, 1, 2], [1, 2, 3]],
-                    buffer=[2, 3, 4, 2])
+SPARSE_GRAPH = dict(
+    speed=[2.0, 1.0, 1.0, 0.5], arrival_rate=[1.6, 1.4], compat=[[0, 1, 2], [1, 2, 3]], buffer=[2, 3, 4, 2]
+)
 
 
 def test_different_speeds_differ_from_jsq():
@@ -139,8 +139,9 @@ def test_a_server_no_job_type_uses_changes_nothing():
     without = solve_exact([2.0, 1.0, 0.5], [1.6, 1.4], [[0, 1], [1, 2]], [2, 4, 2], policy="jsq-lisf")
     assert with_unused.utilisation[1] == 0.0
     np.testing.assert_allclose(with_unused.utilisation[[0, 2, 3]], without.utilisation, atol=1e-12)
-    np.testing.assert_allclose(with_unused.stationary.reshape(3, 4, 5, 3)[:, 0], without.stationary.reshape(3, 5, 3),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        with_unused.stationary.reshape(3, 4, 5, 3)[:, 0], without.stationary.reshape(3, 5, 3), atol=1e-12
+    )
     assert with_unused.mean_response_time == pytest.approx(without.mean_response_time, abs=1e-12)
 
 
@@ -218,9 +219,13 @@ def test_solution_matches_a_simulation_of_the_rule():
         "blocking_probability": [run[1] for run in runs],
         **{f"utilisation[{s}]": [run[2][s] for run in runs] for s in range(len(speed))},
     }
-    expected = {"mean_response_time": exact.mean_response_time, "blocking_probability": exact.blocking_probability,
-                **{f"utilisation[{s}]": exact.utilisation[s] for s in range(len(speed))}}
+    expected = {
+        "mean_response_time": exact.mean_response_time,
+        "blocking_probability": exact.blocking_probability,
+        **{f"utilisation[{s}]": exact.utilisation[s] for s in range(len(speed))},
+    }
     for metric, values in samples.items():
         half_width = bonferroni_t_halfwidth(values, FAMILY_ALPHA, len(samples))
         assert abs(np.mean(values) - expected[metric]) <= half_width, (
-            f"{metric}: simulated {np.mean(values):.5f} +- {half_width:.5f}, exact {expected[metric]:.5f}")
+            f"{metric}: simulated {np.mean(values):.5f} +- {half_width:.5f}, exact {expected[metric]:.5f}"
+        )

@@ -9,13 +9,12 @@ import math
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 
 import hetlb
 from hetlb.stats.halfin_whitt import scaled_ccdf, scaled_measures
 from hetlb.theory import solve_exact
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
-
-from conftest import bonferroni_t_halfwidth
 
 FAMILY_ALPHA = 0.01
 
@@ -30,8 +29,13 @@ def test_measures_match_the_exact_stationary_law(policy):
     level = lambda i: float(probability @ (states >= i).sum(axis=1))  # noqa: E731  (E Q_i)
     jobs = states.sum(axis=1)
     waiting = jobs - (states >= 1).sum(axis=1)
-    expected = {"x1": (level(1) - n) / root, "x2": level(2) / root, "x3": level(3) / root,
-                "x_plus1": (probability @ jobs - n) / root, "x_plus2": probability @ waiting / root}
+    expected = {
+        "x1": (level(1) - n) / root,
+        "x2": level(2) / root,
+        "x3": level(3) / root,
+        "x_plus1": (probability @ jobs - n) / root,
+        "x_plus2": probability @ waiting / root,
+    }
     ccdf_points = {"x_plus1": [-1.0, 0.0, 1.0], "x_plus2": [0.0, 0.5, 1.0]}
     for measure, points in ccdf_points.items():
         values = (jobs - n) / root if measure == "x_plus1" else waiting / root
@@ -40,8 +44,9 @@ def test_measures_match_the_exact_stationary_law(policy):
     idle = 1.0 - exact.utilisation
     expected["eta slow bin"] = float(idle[speed < 1.25].sum() / idle.sum())
 
-    result = hetlb.simulate(system, policy, jobs=40_000, warmup=20.0, replications=10, seed=4,
-                            state_distribution=True, speed_bins=2)
+    result = hetlb.simulate(
+        system, policy, jobs=40_000, warmup=20.0, replications=10, seed=4, state_distribution=True, speed_bins=2
+    )
     measured = {key: [] for key in expected}
     for run in result.runs:
         values = scaled_measures(run, n)

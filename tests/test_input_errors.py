@@ -16,11 +16,11 @@ BAD_SYSTEMS = [
     (dict(speed=[], load=0.5), "speed"),
     (dict(speed=[1.0], arrival_rate=0.0), "arrival_rate"),
     (dict(speed=[1.0], arrival_rate=[0.5, -0.1]), "arrival_rate"),
-    (dict(speed=[1.0], load=1.0), "arrival_rate"),                      # unstable, infinite buffers
-    (dict(speed=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate"),   # both given
+    (dict(speed=[1.0], load=1.0), "arrival_rate"),  # unstable, infinite buffers
+    (dict(speed=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate"),  # both given
     (dict(speed=[1.0, 1.0], arrival_rate=[1.0, 0.1], graph=[[0], []]), "graph"),  # type without server
-    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 2]]), "graph"),         # no server 2
-    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 0]]), "graph"),         # repeated edge
+    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 2]]), "graph"),  # no server 2
+    (dict(speed=[1.0, 1.0], arrival_rate=[1.0], graph=[[0, 0]]), "graph"),  # repeated edge
     (dict(speed=[2.0, 0.5], arrival_rate=[1.0, 0.6], graph=[[0], [1]]), "arrival_rate"),  # 0.6 > 0.5 via graph
     (dict(speed=[1.0], load=0.5, buffer=0), "buffer"),
     (dict(speed=[1.0], load=0.5, buffer=2.5), "buffer"),
@@ -41,18 +41,21 @@ def test_hyperexponential_needs_scv_above_one():
         hetlb.JobSizes("hyperexponential", 0.5)
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(policy="jsqq"), "policy"),
-    (dict(policy="pod", d=0), "policy pod.d"),
-    (dict(policy="jsq", d=2), "policy jsq"),
-    (dict(policy="random"), "policy"),                                   # 1/2 of traffic > slow speed
-    (dict(policy="jsq", jobs=0), "jobs"),
-    (dict(policy="jsq", jobs=100, horizon=10.0), "jobs"),
-    (dict(policy="jsq", horizon=5.0, warmup=10.0), "horizon"),
-    (dict(policy="jsq", warmup=-1.0), "warmup"),
-    (dict(policy="jsq", replications=0), "replications"),
-    (dict(policy="jsq", seed=-3), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(policy="jsqq"), "policy"),
+        (dict(policy="pod", d=0), "policy pod.d"),
+        (dict(policy="jsq", d=2), "policy jsq"),
+        (dict(policy="random"), "policy"),  # 1/2 of traffic > slow speed
+        (dict(policy="jsq", jobs=0), "jobs"),
+        (dict(policy="jsq", jobs=100, horizon=10.0), "jobs"),
+        (dict(policy="jsq", horizon=5.0, warmup=10.0), "horizon"),
+        (dict(policy="jsq", warmup=-1.0), "warmup"),
+        (dict(policy="jsq", replications=0), "replications"),
+        (dict(policy="jsq", seed=-3), "seed"),
+    ],
+)
 def test_bad_run_names_the_field(kwargs, field):
     system = hetlb.System.from_speeds([2.0, 0.5], load=0.6)
     policy = kwargs.pop("policy")
@@ -61,19 +64,22 @@ def test_bad_run_names_the_field(kwargs, field):
     assert error.value.field == field
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["simulate", "--speeds", "1,-2", "--load", "0.5"], "speeds"),
-    (["simulate", "--speeds", "2x", "--load", "0.5"], "speeds"),
-    (["simulate", "--speeds", "1,1", "--load", "1.2"], "unstable"),
-    (["simulate", "--speeds", "1,1", "--load", "0.5", "--policy", "nope"], "unknown policy"),
-    (["simulate", "--speeds", "1,1", "--load", "0.5", "--buffer", "0"], "buffer"),
-    (["simulate", "--speeds", "1,1", "--load", "0.5", "--jobs", "-5"], "jobs"),
-    (["simulate", "--speeds", "1,1", "--load", "abc"], "invalid float"),
-    (["simulate", "--config", "/nonexistent.toml"], "no such file"),
-    (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", "10", "--horizon", "5"], "not allowed"),
-    (["exact", "--speeds", "1,1", "--load", "0.5"], "finite buffer"),
-    (["bound", "--speeds", "1,1"], "arrival_rate"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["simulate", "--speeds", "1,-2", "--load", "0.5"], "speeds"),
+        (["simulate", "--speeds", "2x", "--load", "0.5"], "speeds"),
+        (["simulate", "--speeds", "1,1", "--load", "1.2"], "unstable"),
+        (["simulate", "--speeds", "1,1", "--load", "0.5", "--policy", "nope"], "unknown policy"),
+        (["simulate", "--speeds", "1,1", "--load", "0.5", "--buffer", "0"], "buffer"),
+        (["simulate", "--speeds", "1,1", "--load", "0.5", "--jobs", "-5"], "jobs"),
+        (["simulate", "--speeds", "1,1", "--load", "abc"], "invalid float"),
+        (["simulate", "--config", "/nonexistent.toml"], "no such file"),
+        (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", "10", "--horizon", "5"], "not allowed"),
+        (["exact", "--speeds", "1,1", "--load", "0.5"], "finite buffer"),
+        (["bound", "--speeds", "1,1"], "arrival_rate"),
+    ],
+)
 def test_cli_reports_one_line_and_exit_2(argv, words):
     completed = subprocess.run([sys.executable, "-m", "hetlb", *argv], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
@@ -86,8 +92,12 @@ def test_cli_reports_one_line_and_exit_2(argv, words):
 def test_cli_rejects_unknown_config_keys(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text('[system]\nspeeds = "2,1"\nlod = 0.5\n')
-    completed = subprocess.run([sys.executable, "-m", "hetlb", "simulate", "--config", str(config)],
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "hetlb", "simulate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 2
     assert completed.stderr.strip().startswith("hetlb: error: system.lod: unknown key")
 
@@ -99,8 +109,9 @@ def test_continuous_only_commands_refuse_a_slotted_scenario(tmp_path, capsys):
     config.write_text('[system]\nmodel = "slotted"\nspeeds = "2,1"\nload = 0.5\n')
     for command in ("exact", "bound", "graph"):
         assert main([command, "--config", str(config)]) == 2
-        assert capsys.readouterr().err.strip() == (f"hetlb: error: system.model: `hetlb {command}` applies to the "
-                                                   "continuous model only")
+        assert capsys.readouterr().err.strip() == (
+            f"hetlb: error: system.model: `hetlb {command}` applies to the continuous model only"
+        )
 
 
 def test_input_errors_survive_pickling():
@@ -109,5 +120,8 @@ def test_input_errors_survive_pickling():
     from hetlb.errors import InputError
 
     error = pickle.loads(pickle.dumps(InputError("speed_bins", "must be an integer >= 1, got 0")))
-    assert (error.field, error.rule, str(error)) == ("speed_bins", "must be an integer >= 1, got 0",
-                                                     "speed_bins: must be an integer >= 1, got 0")
+    assert (error.field, error.rule, str(error)) == (
+        "speed_bins",
+        "must be an integer >= 1, got 0",
+        "speed_bins: must be an integer >= 1, got 0",
+    )

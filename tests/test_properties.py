@@ -24,8 +24,12 @@ def small_systems(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(system=small_systems(), policy=st.sampled_from(POLICY_IDS), seed=st.integers(0, 2**32),
-       path=st.sampled_from(["scan", "tree", "buckets"]))
+@given(
+    system=small_systems(),
+    policy=st.sampled_from(POLICY_IDS),
+    seed=st.integers(0, 2**32),
+    path=st.sampled_from(["scan", "tree", "buckets"]),
+)
 def test_decisions_respect_graph_and_buffers_and_jobs_are_conserved(system, policy, seed, path):
     from hetlb import simulation
 
@@ -88,7 +92,10 @@ def test_same_seed_same_result_bit_for_bit():
     system = hetlb.System.from_speeds([2.0, 1.0, 1.0, 0.5], load=0.85, buffer=6)
     first = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=10.0, replications=2, seed=77)
     second = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=10.0, replications=2, seed=77)
-    strip = lambda r: {k: v for k, v in r.summary().items() if k not in ("events_per_second", "wall_seconds")}
+
+    def strip(r):
+        return {k: v for k, v in r.summary().items() if k not in ("events_per_second", "wall_seconds")}
+
     assert json.dumps(strip(first)) == json.dumps(strip(second))
     other = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=10.0, replications=2, seed=78)
     assert other.mean_response_time != first.mean_response_time

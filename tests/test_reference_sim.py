@@ -9,8 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from reference_sim import (
     POLICIES,
     choose_server,
@@ -18,6 +16,7 @@ from reference_sim import (
     h2_parameters,
     simulate_reference,
 )
+from scipy import stats
 
 LEVEL = 0.999
 
@@ -57,9 +56,7 @@ def single_server(arrival_rate, service_rate, **kwargs):
     [(1.0, 2.0, 40_000.0), (0.8, 1.0, 200_000.0)],  # loads 0.5 and 0.8
 )
 def test_mm1_mean_response_time(arrival_rate, service_rate, horizon):
-    result = single_server(
-        arrival_rate, service_rate, buffer=None, horizon=horizon, warmup=500.0, seed=11
-    )
+    result = single_server(arrival_rate, service_rate, buffer=None, horizon=horizon, warmup=500.0, seed=11)
     exact = 1.0 / (service_rate - arrival_rate)
     assert_in_ci(result["batch_response_means"], exact, "M/M/1 mean response time")
     # Waiting = response - service, and service has mean 1/mu.
@@ -67,9 +64,7 @@ def test_mm1_mean_response_time(arrival_rate, service_rate, horizon):
     # The overall mean is the job-weighted mean of the batch means.
     counts = result["batch_counts"]
     assert counts.sum() == result["counted_completed"]
-    assert result["mean_response_time"] == pytest.approx(
-        np.dot(counts, result["batch_response_means"]) / counts.sum()
-    )
+    assert result["mean_response_time"] == pytest.approx(np.dot(counts, result["batch_response_means"]) / counts.sum())
 
 
 def test_mm1k_by_replications():
@@ -104,9 +99,7 @@ def test_md1_pollaczek_khinchine():
     rho = lam / mu
     second_moment = 1.0 / mu**2
     exact_wait = lam * second_moment / (2.0 * (1.0 - rho))
-    result = single_server(
-        lam, mu, buffer=None, size_dist="deterministic", horizon=60_000.0, warmup=300.0, seed=5
-    )
+    result = single_server(lam, mu, buffer=None, size_dist="deterministic", horizon=60_000.0, warmup=300.0, seed=5)
     assert_in_ci(result["batch_waiting_means"], exact_wait, "M/D/1 mean waiting time")
     # Deterministic service: response = waiting + 1/mu exactly, job by job.
     assert result["mean_response_time"] == pytest.approx(result["mean_waiting_time"] + 1.0 / mu)
@@ -143,9 +136,7 @@ def test_random_over_identical_servers_is_mm1():
         warmup=300.0,
         seed=3,
     )
-    assert_in_ci(
-        result["batch_response_means"], 1.0 / (mu - lam_per_server), "random over 3 servers"
-    )
+    assert_in_ci(result["batch_response_means"], 1.0 / (mu - lam_per_server), "random over 3 servers")
 
 
 def test_h2_moments():

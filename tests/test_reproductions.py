@@ -40,8 +40,9 @@ def test_tuner_skips_unstable_points_and_rejects_a_bad_grid():
 
 
 def test_weng_fig3_writes_points_figure_and_claims(tmp_path):
-    report = reproduce("weng-fig3", out=tmp_path, store=str(tmp_path / "store.sqlite"), executor="serial",
-                       **TINY_GRAPH_RUN)
+    report = reproduce(
+        "weng-fig3", out=tmp_path, store=str(tmp_path / "store.sqlite"), executor="serial", **TINY_GRAPH_RUN
+    )
     table = pd.read_csv(tmp_path / "points.csv")
     assert len(table) == 2 * 4 and set(table["policy"]) == {"jfsq", "jfiq", "jsq", "jiq"}
     assert (tmp_path / "weng-fig3.png").stat().st_size > 10_000
@@ -51,27 +52,42 @@ def test_weng_fig3_writes_points_figure_and_claims(tmp_path):
     assert written["all_claims_hold"] == all(claim["holds"] for claim in written["claims"])
     assert report["claims"] == written["claims"]
     # the blocking figure reuses every run from the store
-    reproduce("weng-fig4", out=tmp_path / "fig4", store=str(tmp_path / "store.sqlite"), executor="serial",
-              **TINY_GRAPH_RUN)
+    reproduce(
+        "weng-fig4", out=tmp_path / "fig4", store=str(tmp_path / "store.sqlite"), executor="serial", **TINY_GRAPH_RUN
+    )
     blocking = json.loads((tmp_path / "fig4" / "claims.json").read_text())
     assert {claim["id"] for claim in blocking["claims"]} == {"C5"}
 
 
 def test_reproduce_cli_exit_status_follows_the_claims(tmp_path, capsys):
     settings = [f"--set={key}={value}" for key, value in TINY_GRAPH_RUN.items()]
-    status = main(["reproduce", "weng-fig4", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
-                   "--executor", "serial", *settings])
+    status = main(
+        [
+            "reproduce",
+            "weng-fig4",
+            "--out",
+            str(tmp_path),
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--executor",
+            "serial",
+            *settings,
+        ]
+    )
     claims = json.loads((tmp_path / "claims.json").read_text())
     assert status == (0 if claims["all_claims_hold"] else 1)
     printed = capsys.readouterr().out
     assert all(claim["statement"] in printed for claim in claims["claims"])
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["reproduce", "weng-fig9"], "name: unknown reproduction"),
-    (["reproduce", "weng-fig3", "--set", "colour=red"], "colour: is not an option of weng-fig3"),
-    (["reproduce", "weng-fig3", "--set", "load"], "--set: must be NAME=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["reproduce", "weng-fig9"], "name: unknown reproduction"),
+        (["reproduce", "weng-fig3", "--set", "colour=red"], "colour: is not an option of weng-fig3"),
+        (["reproduce", "weng-fig3", "--set", "load"], "--set: must be NAME=VALUE"),
+    ],
+)
 def test_reproduce_input_errors(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
@@ -83,14 +99,36 @@ def test_every_reproduction_documents_its_options():
             assert description and type(quick) is type(paper), name
 
 
-@pytest.mark.parametrize("name,options,claim_ids", [
-    ("buke-fig41", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 2}, {"C15", "C16", "C19"}),
-    ("buke-fig42", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 3,
-                    "excess_capacities": [0.5, 1.0, 2.0]}, {"C17"}),
-    ("buke-scaling", {"n_servers": [30, 60], "horizon": 300.0, "warmup": 30.0, "replications": 2,
-                      "sandwich_servers": 20, "sandwich_horizon": 200.0, "stability_servers": 40},
-     {"C18", "diffusion", "C20", "C21", "C22"}),
-])
+@pytest.mark.parametrize(
+    "name,options,claim_ids",
+    [
+        ("buke-fig41", {"n_servers": 60, "horizon": 300.0, "warmup": 30.0, "replications": 2}, {"C15", "C16", "C19"}),
+        (
+            "buke-fig42",
+            {
+                "n_servers": 60,
+                "horizon": 300.0,
+                "warmup": 30.0,
+                "replications": 3,
+                "excess_capacities": [0.5, 1.0, 2.0],
+            },
+            {"C17"},
+        ),
+        (
+            "buke-scaling",
+            {
+                "n_servers": [30, 60],
+                "horizon": 300.0,
+                "warmup": 30.0,
+                "replications": 2,
+                "sandwich_servers": 20,
+                "sandwich_horizon": 200.0,
+                "stability_servers": 40,
+            },
+            {"C18", "diffusion", "C20", "C21", "C22"},
+        ),
+    ],
+)
 def test_paper_002_reproductions_write_their_outputs(tmp_path, name, options, claim_ids):
     report = reproduce(name, out=tmp_path, store=None, executor="serial", **options)
     assert (tmp_path / f"{name}.png").stat().st_size > 10_000
@@ -99,11 +137,14 @@ def test_paper_002_reproductions_write_their_outputs(tmp_path, name, options, cl
     assert json.loads((tmp_path / "claims.json").read_text())["all_claims_hold"] == report["all_claims_hold"]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["reproduce", "zhou-fig1", "--set", "replications=abc"], "replications: must be an integer, got 'abc'"),
-    (["reproduce", "weng-fig2", "--set", "loads=0.5"], "loads: must be a non-empty list of numbers, got 0.5"),
-    (["reproduce", "buke-fig41", "--set", "bins=0", "--executor", "processes:1"], "speed_bins: must be an integer"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["reproduce", "zhou-fig1", "--set", "replications=abc"], "replications: must be an integer, got 'abc'"),
+        (["reproduce", "weng-fig2", "--set", "loads=0.5"], "loads: must be a non-empty list of numbers, got 0.5"),
+        (["reproduce", "buke-fig41", "--set", "bins=0", "--executor", "processes:1"], "speed_bins: must be an integer"),
+    ],
+)
 def test_reproduction_options_are_checked_in_one_line(argv, message, tmp_path, capsys):
     assert main(argv + ["--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err

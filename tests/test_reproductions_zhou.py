@@ -16,10 +16,19 @@ from hetlb.experiments.zhou import herding_claims, messages_per_arrival, pod_ove
 
 TINY = {
     "zhou-fig1": {"loads": [0.3, 0.9], "slots": 1500, "warmup": 500, "replications": 2},
-    "zhou-fig2": {"loads": [0.5, 0.8], "corollary_p_hats": [1.0, 0.01], "slots": 1500, "warmup": 500,
-                  "replications": 2},
-    "zhou-heavy-traffic": {"loads": [0.8, 0.9, 0.95], "relaxation_times": 20.0, "warmup_relaxation_times": 5.0,
-                           "replications": 2},
+    "zhou-fig2": {
+        "loads": [0.5, 0.8],
+        "corollary_p_hats": [1.0, 0.01],
+        "slots": 1500,
+        "warmup": 500,
+        "replications": 2,
+    },
+    "zhou-heavy-traffic": {
+        "loads": [0.8, 0.9, 0.95],
+        "relaxation_times": 20.0,
+        "warmup_relaxation_times": 5.0,
+        "replications": 2,
+    },
 }
 CLAIM_IDS = {"zhou-fig1": {"C10", "C11"}, "zhou-fig2": {"C10", "C12"}, "zhou-heavy-traffic": {"C13", "C14"}}
 
@@ -38,8 +47,19 @@ def test_writes_points_figure_and_claims(name, tmp_path):
 
 def test_cli_exit_status_follows_the_claims(tmp_path):
     settings = [f"--set={key}={json.dumps(value)}" for key, value in TINY["zhou-heavy-traffic"].items()]
-    status = main(["reproduce", "zhou-heavy-traffic", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
-                   "--executor", "serial", *settings])
+    status = main(
+        [
+            "reproduce",
+            "zhou-heavy-traffic",
+            "--out",
+            str(tmp_path),
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--executor",
+            "serial",
+            *settings,
+        ]
+    )
     assert status == (0 if json.loads((tmp_path / "claims.json").read_text())["all_claims_hold"] else 1)
 
 
@@ -69,20 +89,38 @@ def test_unknown_series_is_an_input_error(tmp_path):
 def herding_tables(delays: dict, growing: dict):
     """A summary table and its runs for herding_claims: ``delays[label][load]`` is the list of
     per-replication mean delays (paired by replication), ``growing[label]`` the loads that grow."""
-    runs = pd.DataFrame([{"policy": label, "system.load": load, "replication": r, "mean_delay": value}
-                         for label, by_load in delays.items() for load, values in by_load.items()
-                         for r, value in enumerate(values)])
-    table = pd.DataFrame([{"policy": label, "load": load, "mean_delay": float(np.mean(values)),
-                           "grows": load in growing.get(label, []), "number_in_system_growth": 0.0}
-                          for label, by_load in delays.items() for load, values in by_load.items()])
+    runs = pd.DataFrame(
+        [
+            {"policy": label, "system.load": load, "replication": r, "mean_delay": value}
+            for label, by_load in delays.items()
+            for load, values in by_load.items()
+            for r, value in enumerate(values)
+        ]
+    )
+    table = pd.DataFrame(
+        [
+            {
+                "policy": label,
+                "load": load,
+                "mean_delay": float(np.mean(values)),
+                "grows": load in growing.get(label, []),
+                "number_in_system_growth": 0.0,
+            }
+            for label, by_load in delays.items()
+            for load, values in by_load.items()
+        ]
+    )
     return table, runs
 
 
 def test_herding_verdict_names_each_load_where_an_led_policy_is_not_below_jsq():
     jsq = {0.5: [10.0, 11.0, 10.5], 0.9: [20.0, 21.0, 20.5]}
-    delays = {"jsq": jsq, "l-jba-push": {0.5: [5.0, 5.5, 5.2], 0.9: [15.0, 16.0, 15.2]},
-              "l-jsq-push": {0.5: [6.0, 6.4, 6.1], 0.9: [30.0, 31.0, 30.1]},
-              "pod": {0.5: [50.0, 60.0, 70.0], 0.9: [90.0, 95.0, 99.0]}}
+    delays = {
+        "jsq": jsq,
+        "l-jba-push": {0.5: [5.0, 5.5, 5.2], 0.9: [15.0, 16.0, 15.2]},
+        "l-jsq-push": {0.5: [6.0, 6.4, 6.1], 0.9: [30.0, 31.0, 30.1]},
+        "pod": {0.5: [50.0, 60.0, 70.0], 0.9: [90.0, 95.0, 99.0]},
+    }
     table, runs = herding_tables(delays, {"pod": [0.5, 0.9]})
     herding, stability = herding_claims(table, runs, pod_threshold=0.4)
     assert herding.measured["loads_where_led_is_not_below_jsq"] == {"l-jba-push": [], "l-jsq-push": [0.9]}

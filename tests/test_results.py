@@ -27,8 +27,9 @@ def test_histogram_quantile_recovers_a_known_distribution():
     rng = np.random.default_rng(0)
     sample = rng.exponential(2.0, 200_000)
     mantissa, exponent = np.frexp(sample)
-    bins = (exponent - HISTOGRAM_MIN_EXPONENT) * HISTOGRAM_BINS_PER_OCTAVE + \
-        ((mantissa - 0.5) * 2 * HISTOGRAM_BINS_PER_OCTAVE).astype(int)
+    bins = (exponent - HISTOGRAM_MIN_EXPONENT) * HISTOGRAM_BINS_PER_OCTAVE + (
+        (mantissa - 0.5) * 2 * HISTOGRAM_BINS_PER_OCTAVE
+    ).astype(int)
     histogram = np.bincount(bins, minlength=HISTOGRAM_OCTAVES * HISTOGRAM_BINS_PER_OCTAVE)
     for q in (0.5, 0.95, 0.99):
         exact = np.quantile(sample, q)

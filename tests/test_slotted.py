@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
+from reference_slotted import simulate as reference_simulate
 from scipy import stats
 
 import hetlb
@@ -17,8 +19,6 @@ from hetlb import InputError, SlottedSystem, simulate_slotted
 from hetlb.policies import POLICIES
 from hetlb.policies.local_estimates import below_average_server
 from hetlb.slotted_simulation import INFORMATION
-from conftest import bonferroni_t_halfwidth
-from reference_slotted import simulate as reference_simulate
 
 FAMILY_ALPHA = 0.01
 
@@ -60,17 +60,27 @@ AGREEMENT_CASES = [
 @pytest.mark.parametrize("policy, params, options", AGREEMENT_CASES)
 def test_kernel_agrees_with_reference(policy, params, options):
     options = dict(options)
-    speed = options.pop("speed", [0.9, 0.8, 0.5, 0.4, 0.4] if options.get("service") == "bernoulli"
-                       else [1.5, 1.0, 0.7, 0.4, 0.4])
+    speed = options.pop(
+        "speed", [0.9, 0.8, 0.5, 0.4, 0.4] if options.get("service") == "bernoulli" else [1.5, 1.0, 0.7, 0.4, 0.4]
+    )
     system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.85, **options)
     slots, warmup = 300, 40
     result = simulate_slotted(system, policy, slots=slots, warmup=warmup, seed=7, trace=10_000, **params)
     run = result.runs[0]
     policy_params = hetlb.make_policy(policy, **params).params
-    reference = reference_simulate(list(system.speed), list(system.dispatcher_rate),
-                                   (system.arrivals.kind, system.arrivals.trials),
-                                   (system.service.kind, system.service.trials), system.routing, policy,
-                                   policy_params, slots, warmup, generators(7), system.ties)
+    reference = reference_simulate(
+        list(system.speed),
+        list(system.dispatcher_rate),
+        (system.arrivals.kind, system.arrivals.trials),
+        (system.service.kind, system.service.trials),
+        system.routing,
+        policy,
+        policy_params,
+        slots,
+        warmup,
+        generators(7),
+        system.ties,
+    )
     for name in ("arrivals", "departures", "decisions"):
         assert getattr(run, name) == reference[name], name
     assert run.messages == {kind: reference[kind] for kind in ("probes", "replies", "reports", "tokens")}
@@ -86,6 +96,7 @@ def test_kernel_agrees_with_reference(policy, params, options):
 
 # ------------------------------------------------------------------------------------------------
 # l-jsq with exact information is jsq
+
 
 def test_l_jsq_with_every_server_pushed_every_slot_is_jsq():
     system = SlottedSystem.from_speeds([2.0, 1.0, 1.0, 0.5, 0.25], load=0.6)
@@ -107,6 +118,7 @@ def test_l_jsq_with_every_server_pushed_every_slot_is_jsq():
 # ------------------------------------------------------------------------------------------------
 # shared ties: the herd of 001 section 6
 
+
 def decisions_by_slot(run):
     """slot -> the servers its decisions chose, from the trace."""
     chosen = {}
@@ -122,8 +134,14 @@ def test_shared_ties_send_every_dispatcher_of_a_slot_to_one_shortest_queue():
     assert all(len(set(servers)) == 1 for servers in chosen.values())
     assert np.all(run.trace["queue"] == run.trace["seen"])
     # they do not always agree with a draw per decision: at load 0.5 most slots tie many servers
-    independent = simulate_slotted(SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5), "jsq",
-                                   slots=2000, warmup=0, seed=4, trace=20_000).runs[0]
+    independent = simulate_slotted(
+        SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5),
+        "jsq",
+        slots=2000,
+        warmup=0,
+        seed=4,
+        trace=20_000,
+    ).runs[0]
     assert sum(len(set(servers)) > 1 for servers in decisions_by_slot(independent).values()) > 1000
     # the herd costs delay: a slot's jobs of every dispatcher pile onto one server
     assert run.mean_number_in_system > independent.mean_number_in_system
@@ -131,6 +149,7 @@ def test_shared_ties_send_every_dispatcher_of_a_slot_to_one_shortest_queue():
 
 # ------------------------------------------------------------------------------------------------
 # message counts
+
 
 def test_exact_information_messages():
     n, rate = 6, 0.4
@@ -152,8 +171,9 @@ def test_push_messages():
     system = SlottedSystem.from_speeds([1.0] * 8, n_dispatchers=4, load=0.5)
     slots, p_hat, push_d = 20_000, 0.3, 3
     after_arrivals = simulate_slotted(system, "l-jsq", slots=slots, seed=2, p_hat=p_hat, push_d=push_d).runs[0]
-    every_slot = simulate_slotted(system, "l-pod", slots=slots, seed=2, p_hat=p_hat, push_d=push_d,
-                                  push_trigger="every-slot").runs[0]
+    every_slot = simulate_slotted(
+        system, "l-pod", slots=slots, seed=2, p_hat=p_hat, push_d=push_d, push_trigger="every-slot"
+    ).runs[0]
     for run in (after_arrivals, every_slot):
         assert run.messages["probes"] == run.messages["replies"]
         assert run.messages["probes"] % push_d == 0 and run.messages["reports"] == run.messages["tokens"] == 0
@@ -167,11 +187,13 @@ def test_pull_messages():
     speed = [0.9, 0.6, 0.6, 0.3]
     slots, p_hat = 20_000, 0.4
     system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8)
-    per_departure = simulate_slotted(system, "l-jsq", slots=slots, seed=4, update="pull", p_hat=p_hat,
-                                     pull_trigger="departure").runs[0]
+    per_departure = simulate_slotted(
+        system, "l-jsq", slots=slots, seed=4, update="pull", p_hat=p_hat, pull_trigger="departure"
+    ).runs[0]
     assert binomial_within(per_departure.messages["reports"], per_departure.departures, p_hat, 2)
-    every_slot = simulate_slotted(system, "l-jba", slots=slots, seed=4, update="pull", p_hat=p_hat,
-                                  pull_trigger="every-slot").runs[0]
+    every_slot = simulate_slotted(
+        system, "l-jba", slots=slots, seed=4, update="pull", p_hat=p_hat, pull_trigger="every-slot"
+    ).runs[0]
     assert binomial_within(every_slot.messages["reports"], len(speed) * slots, p_hat, 2)
     # with Bernoulli service a server departs at most once a slot: with p_hat = 1 one report per departure
     bernoulli = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8, service="bernoulli")
@@ -192,11 +214,12 @@ def test_jiq_tokens_with_one_dispatcher_are_the_idle_servers():
 # ------------------------------------------------------------------------------------------------
 # closed forms
 
+
 def bernoulli_service_mean_queue(arrival_mean, arrival_variance, speed):
     """E[Q] of Q' = max(Q + A - S, 0) with S ~ Bernoulli(speed) and A i.i.d. independent of Q:
     (Var A + Var S + eps^2 - eps) / (2 eps), eps = speed - E[A] (from E[Q'^2] = E[Q^2])."""
     eps = speed - arrival_mean
-    return (arrival_variance + speed * (1 - speed) + eps ** 2 - eps) / (2 * eps)
+    return (arrival_variance + speed * (1 - speed) + eps**2 - eps) / (2 * eps)
 
 
 def test_single_bernoulli_queue():
@@ -223,7 +246,7 @@ def test_weighted_random_servers_are_independent_queues(routing):
     weight = speed / speed.sum()
     rate = system.dispatcher_rate  # Poisson per dispatcher
     if routing == "slot":  # A_n = sum_m A_m 1{m chooses n}
-        variance = np.sum([weight * (r + r * r) - weight ** 2 * r * r for r in rate], axis=0)
+        variance = np.sum([weight * (r + r * r) - weight**2 * r * r for r in rate], axis=0)
     else:  # every job independently: a thinned Poisson stream
         variance = system.total_arrival_rate * weight
     exact = bernoulli_service_mean_queue(system.total_arrival_rate * weight, variance, speed)
@@ -235,6 +258,7 @@ def test_weighted_random_servers_are_independent_queues(routing):
 
 # ------------------------------------------------------------------------------------------------
 # the dispatching preference (MODEL-SPEC 2.3, claim C9)
+
 
 def test_l_jsq_preference():
     speed = np.array([2.0, 2.0, 1.0, 1.0, 0.5, 0.5])
@@ -253,8 +277,7 @@ def test_l_jsq_preference():
 def test_l_pod_preference(d):
     n = 8
     system = SlottedSystem.from_speeds([1.0] * n, n_dispatchers=2, load=0.8)
-    run = simulate_slotted(system, "l-pod", slots=20_000, seed=10, preference=True, d=d, p_hat=0.1,
-                           batches=40).runs[0]
+    run = simulate_slotted(system, "l-pod", slots=20_000, seed=10, preference=True, d=d, p_hat=0.1, batches=40).runs[0]
     ranks = np.arange(1, n + 1)
     selection = np.array([math.comb(n - r, d - 1) for r in ranks]) / math.comb(n, d)
     exact = selection - 1.0 / n
@@ -272,8 +295,9 @@ def test_l_jba_rule_prefers_exactly_the_below_average_servers():
     estimate = np.array([0, 3, 1, 5, 2, 7], dtype=np.int64)  # mean 3: below are servers 0, 2, 4
     rng = np.random.default_rng(11)
     draws = 20_000
-    counts = np.bincount([below_average_server(estimate, speed, False, False, rng) for _ in range(draws)],
-                         minlength=len(speed))
+    counts = np.bincount(
+        [below_average_server(estimate, speed, False, False, rng) for _ in range(draws)], minlength=len(speed)
+    )
     below = np.array([True, False, True, False, True, False])
     assert np.all(counts[~below] == 0)
     probability = np.where(below, speed / speed[below].sum(), 0.0)
@@ -294,13 +318,15 @@ def test_l_jba_and_weighted_random_preferences():
     assert jba["tilted"] and jba["delta_tilted"]
     run = simulate_slotted(system, "weighted-random", slots=20_000, seed=12, preference=True, batches=40).runs[0]
     for r in range(len(speed)):  # routing independent of the queues: Delta = 0
-        assert abs(run.preference["delta"][r]) <= bonferroni_t_halfwidth(run.preference_samples[:, r], FAMILY_ALPHA,
-                                                                        len(speed))
+        assert abs(run.preference["delta"][r]) <= bonferroni_t_halfwidth(
+            run.preference_samples[:, r], FAMILY_ALPHA, len(speed)
+        )
     assert run.preference["tilted"] and not run.preference["delta_tilted"]
 
 
 # ------------------------------------------------------------------------------------------------
 # results, seeds, registry
+
 
 def test_same_seed_same_result_and_the_estimator_does_not_move_the_sample_path():
     system = SlottedSystem.from_speeds([1.0, 0.5, 0.5], n_dispatchers=2, load=0.7)
@@ -313,8 +339,9 @@ def test_same_seed_same_result_and_the_estimator_does_not_move_the_sample_path()
 
 def test_result_serialises_with_its_metadata():
     system = SlottedSystem.from_speeds([1.0, 0.5], n_dispatchers=2, load=0.5, dispatcher_share=[3, 1])
-    result = simulate_slotted(system, "l-jsq", slots=2000, replications=2, seed=14, preference=True,
-                              increment_on_dispatch=True)
+    result = simulate_slotted(
+        system, "l-jsq", slots=2000, replications=2, seed=14, preference=True, increment_on_dispatch=True
+    )
     data = json.loads(result.to_json())
     assert data["metadata"]["model"] == "slotted"
     assert data["metadata"]["policy"]["increment_on_dispatch"] is True
@@ -390,13 +417,42 @@ def test_models_do_not_mix():
 def test_command_line(capsys):
     from hetlb.cli import main
 
-    argv = ["simulate", "--model", "slotted", "--speeds", "4x1,4x0.5", "--dispatchers", "2", "--load", "0.8",
-            "--policy", "l-pod", "--d", "2", "--update", "pull", "--p-hat", "0.5", "--increment-on-dispatch",
-            "--slots", "2000", "--seed", "3", "--ties", "shared"]
+    argv = [
+        "simulate",
+        "--model",
+        "slotted",
+        "--speeds",
+        "4x1,4x0.5",
+        "--dispatchers",
+        "2",
+        "--load",
+        "0.8",
+        "--policy",
+        "l-pod",
+        "--d",
+        "2",
+        "--update",
+        "pull",
+        "--p-hat",
+        "0.5",
+        "--increment-on-dispatch",
+        "--slots",
+        "2000",
+        "--seed",
+        "3",
+        "--ties",
+        "shared",
+    ]
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["metadata"]["policy"] == {**hetlb.make_policy("l-pod").params, "d": 2, "update": "pull", "p_hat": 0.5,
-                                         "increment_on_dispatch": True, "id": "l-pod"}
+    assert out["metadata"]["policy"] == {
+        **hetlb.make_policy("l-pod").params,
+        "d": 2,
+        "update": "pull",
+        "p_hat": 0.5,
+        "increment_on_dispatch": True,
+        "id": "l-pod",
+    }
     assert out["metadata"]["system"]["n_dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
     assert out["metadata"]["system"]["ties"] == "shared"
     assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out

@@ -35,7 +35,7 @@ def test_discrete_speeds_follow_their_probabilities():
 def test_lognormal_speeds_have_the_mean_and_coefficient_of_variation():
     speeds = draw_speeds(N, {"kind": "lognormal", "mean": 1.5, "cv": 0.4, "seed": 1})
     assert abs(speeds.mean() - 1.5) <= 5 * 1.5 * 0.4 / math.sqrt(N)
-    sigma2 = math.log1p(0.4 ** 2)
+    sigma2 = math.log1p(0.4**2)
     assert stats.kstest(np.log(speeds), stats.norm(math.log(1.5) - sigma2 / 2, math.sqrt(sigma2)).cdf).pvalue > 0.001
 
 
@@ -48,8 +48,15 @@ def test_empirical_speeds_resample_the_values_of_a_file(tmp_path):
 
 
 def test_excess_capacity_sets_the_halfin_whitt_arrival_rate():
-    system = Scenario.from_mapping({"system": {"n_servers": 400, "excess_capacity": 1.5, "speed_distribution":
-                                               {"kind": "uniform", "low": 0.7, "high": 1.3}}}).system
+    system = Scenario.from_mapping(
+        {
+            "system": {
+                "n_servers": 400,
+                "excess_capacity": 1.5,
+                "speed_distribution": {"kind": "uniform", "low": 0.7, "high": 1.3},
+            }
+        }
+    ).system
     assert system.total_arrival_rate == pytest.approx(system.speed.sum() - 1.5 * 20.0, rel=1e-12)
     assert arrival_rate_for_excess_capacity([1.0] * 4, -0.5) == pytest.approx(5.0)
     with pytest.raises(InputError) as error:
@@ -58,17 +65,20 @@ def test_excess_capacity_sets_the_halfin_whitt_arrival_rate():
     hetlb.System.from_speeds([1.0] * 4, excess_capacity=-0.5, buffer=3)  # a finite buffer makes it stable
 
 
-@pytest.mark.parametrize("spec,field", [
-    ({"kind": "gamma"}, "system.speed_distribution.kind"),
-    ({"kind": "uniform", "low": 1.0, "high": 0.5}, "system.speed_distribution.high"),
-    ({"kind": "uniform", "low": -1.0, "high": 0.5}, "system.speed_distribution.low"),
-    ({"kind": "uniform", "low": 0.5, "high": 1.0, "mean": 2}, "system.speed_distribution.mean"),
-    ({"kind": "discrete", "speeds": [1.0, 2.0], "probabilities": [0.5]}, "system.speed_distribution.probabilities"),
-    ({"kind": "lognormal", "mean": 1.0, "cv": 0.0}, "system.speed_distribution.cv"),
-    ({"kind": "empirical", "file": "/nonexistent/speeds.txt"}, "system.speed_distribution.file"),
-    ({"kind": "empirical", "values": [1.0], "file": "x"}, "system.speed_distribution.values"),
-    ({"kind": "uniform", "low": 0.5, "high": 1.0, "seed": -1}, "system.speed_distribution.seed"),
-])
+@pytest.mark.parametrize(
+    "spec,field",
+    [
+        ({"kind": "gamma"}, "system.speed_distribution.kind"),
+        ({"kind": "uniform", "low": 1.0, "high": 0.5}, "system.speed_distribution.high"),
+        ({"kind": "uniform", "low": -1.0, "high": 0.5}, "system.speed_distribution.low"),
+        ({"kind": "uniform", "low": 0.5, "high": 1.0, "mean": 2}, "system.speed_distribution.mean"),
+        ({"kind": "discrete", "speeds": [1.0, 2.0], "probabilities": [0.5]}, "system.speed_distribution.probabilities"),
+        ({"kind": "lognormal", "mean": 1.0, "cv": 0.0}, "system.speed_distribution.cv"),
+        ({"kind": "empirical", "file": "/nonexistent/speeds.txt"}, "system.speed_distribution.file"),
+        ({"kind": "empirical", "values": [1.0], "file": "x"}, "system.speed_distribution.values"),
+        ({"kind": "uniform", "low": 0.5, "high": 1.0, "seed": -1}, "system.speed_distribution.seed"),
+    ],
+)
 def test_bad_speed_distributions_name_the_field(spec, field):
     with pytest.raises(InputError) as error:
         Scenario.from_mapping({"system": {"n_servers": 10, "load": 0.5, "speed_distribution": spec}})

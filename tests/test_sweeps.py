@@ -11,17 +11,24 @@ import time
 import pytest
 
 from hetlb import InputError
-from hetlb.experiments import ResultStore, SweepSpec, comparable, paired_differences, sweep
 from hetlb.cli import main
+from hetlb.experiments import ResultStore, SweepSpec, comparable, paired_differences, sweep
 
-BASE = {"system": {"n_servers": 6, "speed_mix": [[2.0, 0.5], [0.5, 0.5]], "load": 0.7},
-        "policy": {"id": "jsq"}, "run": {"jobs": 600, "warmup": 5.0}}
+BASE = {
+    "system": {"n_servers": 6, "speed_mix": [[2.0, 0.5], [0.5, 0.5]], "load": 0.7},
+    "policy": {"id": "jsq"},
+    "run": {"jobs": 600, "warmup": 5.0},
+}
 
 
 def spec_200_runs():
-    return SweepSpec(base=BASE, axes={"system.load": [0.3, 0.5, 0.7, 0.9],
-                                      "policy.id": ["jsq", "jfsq", "jiq", "jfiq", "sed"]},
-                     replications=10, seed=7, name="two-hundred")
+    return SweepSpec(
+        base=BASE,
+        axes={"system.load": [0.3, 0.5, 0.7, 0.9], "policy.id": ["jsq", "jfsq", "jiq", "jfiq", "sed"]},
+        replications=10,
+        seed=7,
+        name="two-hundred",
+    )
 
 
 def test_200_runs_identical_serial_process_pool_and_dask_cluster():
@@ -30,8 +37,10 @@ def test_200_runs_identical_serial_process_pool_and_dask_cluster():
     serial = sweep(spec, executor="serial", store=None)
     pool = sweep(spec, executor="processes:2", store=None, events_per_task=20_000)
     assert len(serial.runs) == 200 and serial.computed == 200
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         on_dask = sweep(spec, executor=client, store=None, events_per_task=20_000)
     for other in (pool, on_dask):
         assert comparable(other.runs).equals(comparable(serial.runs))
@@ -39,10 +48,14 @@ def test_200_runs_identical_serial_process_pool_and_dask_cluster():
 
 
 def test_adding_points_or_reordering_leaves_a_point_unchanged():
-    first = sweep(SweepSpec(base=BASE, axes={"system.load": [0.5, 0.7]}, replications=2, seed=3),
-                  executor="serial", store=None)
-    second = sweep(SweepSpec(base=BASE, axes={"system.load": [0.9, 0.7, 0.6, 0.5]}, replications=2, seed=3),
-                   executor="serial", store=None)
+    first = sweep(
+        SweepSpec(base=BASE, axes={"system.load": [0.5, 0.7]}, replications=2, seed=3), executor="serial", store=None
+    )
+    second = sweep(
+        SweepSpec(base=BASE, axes={"system.load": [0.9, 0.7, 0.6, 0.5]}, replications=2, seed=3),
+        executor="serial",
+        store=None,
+    )
     for load in (0.5, 0.7):
         a = comparable(first.runs[first.runs["system.load"] == load]).drop(columns=["point"]).reset_index(drop=True)
         b = comparable(second.runs[second.runs["system.load"] == load]).drop(columns=["point"]).reset_index(drop=True)
@@ -84,14 +97,16 @@ def test_store_reuses_and_force_recomputes(tmp_path):
 def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     store = tmp_path / "store.sqlite"
     script = tmp_path / "run_sweep.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from hetlb.experiments import SweepSpec, sweep
         base = {BASE!r}
         base["run"] = {{"jobs": 1000000, "warmup": 5.0}}
         spec = SweepSpec(base=base, axes={{"system.load": [0.5, 0.6, 0.7, 0.8, 0.9]}}, replications=4, seed=2,
                          name="killed")
         sweep(spec, executor="serial", store={str(store)!r}, events_per_task=1)
-    """))
+    """)
+    )
     process = subprocess.Popen([sys.executable, str(script)])
     finished_before_kill = 0
     deadline = time.time() + 300
@@ -108,20 +123,22 @@ def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
         stored = connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     assert 0 < stored < 20
     base = {**BASE, "run": {"jobs": 1000000, "warmup": 5.0}}
-    spec = SweepSpec(base=base, axes={"system.load": [0.5, 0.6, 0.7, 0.8, 0.9]}, replications=4, seed=2,
-                     name="killed")
+    spec = SweepSpec(base=base, axes={"system.load": [0.5, 0.6, 0.7, 0.8, 0.9]}, replications=4, seed=2, name="killed")
     resumed = sweep(spec, executor="serial", store=store)
     assert (resumed.computed, resumed.reused) == (20 - stored, stored)
     fresh = sweep(spec, executor="serial", store=None)
     assert comparable(resumed.runs).equals(comparable(fresh.runs))
 
 
-@pytest.mark.parametrize("axes,field", [
-    ({"load": [0.5]}, "axes.load"),
-    ({"system.load": []}, "axes.system.load"),
-    ({"system.load": [0.5, 1.5]}, "point {'system.load': 1.5}: arrival_rate"),
-    ({"policy.id": ["jsq", "nope"]}, "point {'policy.id': 'nope'}: policy"),
-])
+@pytest.mark.parametrize(
+    "axes,field",
+    [
+        ({"load": [0.5]}, "axes.load"),
+        ({"system.load": []}, "axes.system.load"),
+        ({"system.load": [0.5, 1.5]}, "point {'system.load': 1.5}: arrival_rate"),
+        ({"policy.id": ["jsq", "nope"]}, "point {'policy.id': 'nope'}: policy"),
+    ],
+)
 def test_bad_specs_fail_before_any_simulation(axes, field):
     with pytest.raises(InputError) as error:
         sweep(SweepSpec(base=BASE, axes=axes), executor="serial", store=None)
@@ -130,7 +147,8 @@ def test_bad_specs_fail_before_any_simulation(axes, field):
 
 def test_cli_sweep_store_and_plot(tmp_path, capsys):
     spec = tmp_path / "spec.toml"
-    spec.write_text(textwrap.dedent("""
+    spec.write_text(
+        textwrap.dedent("""
         name = "cli"
         replications = 2
         seed = 4
@@ -142,7 +160,8 @@ def test_cli_sweep_store_and_plot(tmp_path, capsys):
         [axes]
         "system.load" = [0.4, 0.8]
         "policy.id" = ["jsq", "jfsq"]
-    """))
+    """)
+    )
     store, out = tmp_path / "s.sqlite", tmp_path / "out"
     assert main(["sweep", str(spec), "--executor", "serial", "--store", str(store), "--out", str(out)]) == 0
     assert "8 runs computed" in capsys.readouterr().out

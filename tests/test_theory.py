@@ -56,9 +56,9 @@ def test_mm1k_against_direct_sums():
         assert mm1k_blocking_probability(arrival_rate, service_rate, buffer) == pytest.approx(pi[-1])
         assert mm1k_mean_number_in_system(arrival_rate, service_rate, buffer) == pytest.approx(number)
         assert mm1k_mean_response_time(arrival_rate, service_rate, buffer) == pytest.approx(
-            number / (arrival_rate * (1 - pi[-1])))
-        assert mm1k_p_wait(arrival_rate, service_rate, buffer) == pytest.approx(
-            sum(pi[1:-1]) / (1 - pi[-1]), abs=1e-15)
+            number / (arrival_rate * (1 - pi[-1]))
+        )
+        assert mm1k_p_wait(arrival_rate, service_rate, buffer) == pytest.approx(sum(pi[1:-1]) / (1 - pi[-1]), abs=1e-15)
 
 
 def test_mm1k_tends_to_mm1_and_survives_overload():
@@ -131,8 +131,13 @@ FIG3_SPEEDS = [1.0, 0.5, 0.25, 0.125]
 
 @pytest.mark.parametrize(
     "load, K, c_star, lower_bound",
-    [(0.5, 1, 0.234375, 1.000), (0.7, 2, 0.40625, 1.238), (0.8, 3, 0.5, 1.333),
-     (0.9, 3, 0.6875, 1.630), (0.95, 4, 0.8125, 1.825)],
+    [
+        (0.5, 1, 0.234375, 1.000),
+        (0.7, 2, 0.40625, 1.238),
+        (0.8, 3, 0.5, 1.333),
+        (0.9, 3, 0.6875, 1.630),
+        (0.95, 4, 0.8125, 1.825),
+    ],
 )
 def test_bound_reproduces_model_spec_table(load, K, c_star, lower_bound):
     speed = FIG3_SPEEDS * 8
@@ -354,14 +359,16 @@ def test_conservation_laws(policy):
     assert solution.stationary.sum() == pytest.approx(1.0)
     assert solution.throughput == pytest.approx(offered * (1 - solution.blocking_probability))
     assert solution.blocking_probability == pytest.approx(
-        arrival_rate @ solution.blocking_probability_by_type / offered)
+        arrival_rate @ solution.blocking_probability_by_type / offered
+    )
     # flow in = flow out at every server, so the total departure rate equals the throughput
     np.testing.assert_allclose(solution.admitted_rate_by_server, speed * solution.utilisation, rtol=1e-9)
     assert solution.throughput == pytest.approx(speed @ solution.utilisation)
     # Little: L = throughput * T, and W = T - mean service time of admitted jobs
     assert solution.mean_number_in_system == pytest.approx(solution.throughput * solution.mean_response_time)
     assert solution.mean_service_time == pytest.approx(
-        (solution.admitted_rate_by_server / speed).sum() / solution.throughput)
+        (solution.admitted_rate_by_server / speed).sum() / solution.throughput
+    )
     assert solution.mean_waiting_time >= 0.0
     assert 0.0 <= solution.p_wait <= 1.0
     assert solution.residual < 1e-9
@@ -390,8 +397,7 @@ def test_custom_routing_matches_named_policy():
     speed = HETEROGENEOUS["speed"]
     compat = HETEROGENEOUS["compat"]
     named = solve_exact(policy="pod", d=2, **HETEROGENEOUS)
-    custom = solve_exact(
-        routing=lambda q, k: routing_probabilities("pod", q, compat[k], speed, d=2), **HETEROGENEOUS)
+    custom = solve_exact(routing=lambda q, k: routing_probabilities("pod", q, compat[k], speed, d=2), **HETEROGENEOUS)
     assert custom.mean_response_time == pytest.approx(named.mean_response_time)
     assert custom.blocking_probability == pytest.approx(named.blocking_probability)
     np.testing.assert_allclose(custom.stationary, named.stationary, atol=1e-12)

@@ -15,6 +15,20 @@ from hetlb.policies import POLICIES, Policy, make_policy
 from hetlb.simulation import simulate
 from hetlb.slotted_simulation import simulate_slotted
 
-__all__ = ["CompatibilityGraph", "CountDistribution", "InputError", "JobSizes", "POLICIES", "Policy", "SlottedSystem",
-           "System", "__version__", "check_sandwich", "make_policy", "parse_speeds", "simulate",
-           "simulate_bounding_system", "simulate_slotted"]
+__all__ = [
+    "CompatibilityGraph",
+    "CountDistribution",
+    "InputError",
+    "JobSizes",
+    "POLICIES",
+    "Policy",
+    "SlottedSystem",
+    "System",
+    "__version__",
+    "check_sandwich",
+    "make_policy",
+    "parse_speeds",
+    "simulate",
+    "simulate_bounding_system",
+    "simulate_slotted",
+]

@@ -46,19 +46,24 @@ __all__ = [
 
 BOUNDING_KINDS = {
     "fsl": "JSQ-FSL: faster servers serve longer buffers (mu_k < mu_k' => buffer(k) <= buffer(k')); "
-           "the lower bound of Prop 5.1 (002)",
+    "the lower bound of Prop 5.1 (002)",
     "ssl": "JSQ-SSL: slower servers serve longer buffers (mu_k < mu_k' => buffer(k) >= buffer(k')); "
-           "the upper bound of Prop 5.1 (002)",
+    "the upper bound of Prop 5.1 (002)",
 }
 
 TIE_BREAKS = {
     "jsq": (rules.JSQ, "shortest queue, ties uniformly at random ('RR' in 002)"),
     "jfsq": (rules.JFSQ, "shortest queue, ties to the fastest server, then at random"),
     "jssq": (rules.JSSQ, "shortest queue, ties to the slowest server, then at random"),
-    "jsq-fiq": (rules.JSQ_FIQ, "the fastest idle server (ties at random), else a shortest queue at random "
-                                     "('JFIQ' of 002)"),
-    "jsq-lisf": (rules.JSQ_LISF, "the idle server that became idle first (the initial idle servers tie, "
-                                      "at random), else a shortest queue at random ('LISF' of 002)"),
+    "jsq-fiq": (
+        rules.JSQ_FIQ,
+        "the fastest idle server (ties at random), else a shortest queue at random ('JFIQ' of 002)",
+    ),
+    "jsq-lisf": (
+        rules.JSQ_LISF,
+        "the idle server that became idle first (the initial idle servers tie, "
+        "at random), else a shortest queue at random ('LISF' of 002)",
+    ),
 }
 """The JSQ tie-breaking rules of the coupled check: id -> (policy code, whose
 hetlb.policies.rules.selection_key ranks the servers; definition)."""
@@ -151,8 +156,11 @@ def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
     """b as the kernel takes it: INFINITE_BUFFER for None or math.inf, which needs a stable load."""
     if buffer is None or (isinstance(buffer, float) and math.isinf(buffer) and buffer > 0):
         if arrival_rate >= speed.sum():
-            raise InputError("arrival_rate", f"must be below the total speed {speed.sum():.6g} with infinite "
-                                             f"buffers (excess capacity c = varsigma + nu > 0), got {arrival_rate}")
+            raise InputError(
+                "arrival_rate",
+                f"must be below the total speed {speed.sum():.6g} with infinite "
+                f"buffers (excess capacity c = varsigma + nu > 0), got {arrival_rate}",
+            )
         return INFINITE_BUFFER
     if isinstance(buffer, bool) or not isinstance(buffer, (int, np.integer)) or buffer < 1:
         raise InputError("buffer", f"must be an integer >= 1, or None (or math.inf) for infinite, got {buffer!r}")
@@ -174,8 +182,17 @@ def served_rate(speeds, kind: str) -> np.ndarray:
 # --- JSQ-FSL and JSQ-SSL alone ---------------------------------------------------------------------
 
 
-def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=None, *, horizon: float = 3000.0,
-                             warmup: float = 300.0, replications: int = 10, seed=0) -> BoundingResult:
+def simulate_bounding_system(
+    speeds,
+    arrival_rate,
+    kind: str = "fsl",
+    buffer=None,
+    *,
+    horizon: float = 3000.0,
+    warmup: float = 300.0,
+    replications: int = 10,
+    seed=0,
+) -> BoundingResult:
     """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) from empty buffers.
 
     speeds: mu_k of the n servers (jobs per time unit). arrival_rate: n lambda^n, the total Poisson
@@ -202,7 +219,8 @@ def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=Non
     for replication in range(replications):
         rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, replication)))
         level_area, time_at_jobs, time_at_waiting, counts = kernel.simulate_bounding(
-            rates, arrival_rate, capacity, horizon, warmup, rng)
+            rates, arrival_rate, capacity, horizon, warmup, rng
+        )
         arrivals, lost, replication_events = (int(c) for c in counts)
         events += replication_events
         level_mean = level_area[1:] / measured_time
@@ -215,13 +233,21 @@ def simulate_bounding_system(speeds, arrival_rate, kind: str = "fsl", buffer=Non
     values = np.array(values)
     estimates = {name: Estimate(*t_interval(values[:, m])) for m, name in enumerate(MEASURES)}
     return BoundingResult(
-        kind=kind, buffer=None if capacity == INFINITE_BUFFER else capacity, n_servers=n,
-        arrival_rate=arrival_rate, excess_capacity=float((speed.sum() - arrival_rate) / math.sqrt(n)),
-        horizon=horizon, warmup=warmup, replications=replications, estimates=estimates,
-        replication_values=values, level_means=_padded(level_means).mean(axis=0),
+        kind=kind,
+        buffer=None if capacity == INFINITE_BUFFER else capacity,
+        n_servers=n,
+        arrival_rate=arrival_rate,
+        excess_capacity=float((speed.sum() - arrival_rate) / math.sqrt(n)),
+        horizon=horizon,
+        warmup=warmup,
+        replications=replications,
+        estimates=estimates,
+        replication_values=values,
+        level_means=_padded(level_means).mean(axis=0),
         x_plus1_law=_time_weighted_law(job_laws, offset=n, scale=math.sqrt(n)),
         x_plus2_law=_time_weighted_law(waiting_laws, offset=0, scale=math.sqrt(n)),
-        events=events, events_per_second=events / elapsed if elapsed > 0 else math.nan,
+        events=events,
+        events_per_second=events / elapsed if elapsed > 0 else math.nan,
     )
 
 
@@ -230,9 +256,19 @@ def _measures(level_mean: np.ndarray, n: int, loss_fraction: float) -> list:
     level = np.concatenate([level_mean, np.zeros(3)])
     q_plus1, q_plus2 = float(level.sum()), float(level[1:].sum())
     root_n = math.sqrt(n)
-    return [level[0], level[1], level[2], q_plus1, q_plus2,
-            (level[0] - n) / root_n, level[1] / root_n, level[2] / root_n,
-            (q_plus1 - n) / root_n, q_plus2 / root_n, loss_fraction]
+    return [
+        level[0],
+        level[1],
+        level[2],
+        q_plus1,
+        q_plus2,
+        (level[0] - n) / root_n,
+        level[1] / root_n,
+        level[2] / root_n,
+        (q_plus1 - n) / root_n,
+        q_plus2 / root_n,
+        loss_fraction,
+    ]
 
 
 def _padded(arrays: list) -> np.ndarray:
@@ -248,15 +284,24 @@ def _time_weighted_law(probabilities: list, offset: int, scale: float) -> TimeWe
     tails = 1.0 - np.cumsum(probability[:, :last], axis=1)
     tails = np.clip(tails, 0.0, 1.0)
     mean_and_half = np.array([t_interval(tails[:, j]) for j in range(last)]).reshape(last, 2)
-    return TimeWeightedLaw(support=(np.arange(last) - offset) / scale,
-                           ccdf=mean_and_half[:, 0], ccdf_half_width=mean_and_half[:, 1])
+    return TimeWeightedLaw(
+        support=(np.arange(last) - offset) / scale, ccdf=mean_and_half[:, 0], ccdf_half_width=mean_and_half[:, 1]
+    )
 
 
 # --- the coupled check -----------------------------------------------------------------------------
 
 
-def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAKS), *, horizon: float = 1000.0,
-                   warmup: float = 0.0, seed=0) -> SandwichCheck:
+def check_sandwich(
+    speeds,
+    arrival_rate,
+    buffer=None,
+    tie_breaks=tuple(TIE_BREAKS),
+    *,
+    horizon: float = 1000.0,
+    warmup: float = 0.0,
+    seed=0,
+) -> SandwichCheck:
     """Run JSQ-FSL, JSQ-SSL and JSQ under each of ``tie_breaks`` on common random numbers (the
     coupling of the proof of Prop 5.1 of 002, described in hetlb.kernels.bounding) from empty
     buffers, and check Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t) for every level i after every
@@ -280,16 +325,30 @@ def check_sandwich(speeds, arrival_rate, buffer=None, tie_breaks=tuple(TIE_BREAK
     clock_seed, tie_seed = root_seed_sequence(seed).spawn(2)
 
     violations, first_violation, job_area, waiting_area, counts = kernel.run_coupled(
-        speed, speed_class, len(distinct_speeds), served_rate(speed, "fsl"), served_rate(speed, "ssl"),
-        arrival_rate, capacity, np.array([TIE_BREAKS[t][0] for t in tie_breaks], dtype=np.int64),
-        horizon, warmup, np.random.default_rng(clock_seed), np.random.default_rng(tie_seed))
+        speed,
+        speed_class,
+        len(distinct_speeds),
+        served_rate(speed, "fsl"),
+        served_rate(speed, "ssl"),
+        arrival_rate,
+        capacity,
+        np.array([TIE_BREAKS[t][0] for t in tie_breaks], dtype=np.int64),
+        horizon,
+        warmup,
+        np.random.default_rng(clock_seed),
+        np.random.default_rng(tie_seed),
+    )
     names = ("fsl", "ssl", *tie_breaks)
     measured_time = horizon - warmup
     return SandwichCheck(
-        tie_breaks=tie_breaks, buffer=None if capacity == INFINITE_BUFFER else capacity,
-        ticks=int(counts[0]), arrivals=int(counts[1]),
-        lower_violations=violations[:, 0], upper_violations=violations[:, 1],
-        first_lower_violation=first_violation[:, 0], first_upper_violation=first_violation[:, 1],
+        tie_breaks=tie_breaks,
+        buffer=None if capacity == INFINITE_BUFFER else capacity,
+        ticks=int(counts[0]),
+        arrivals=int(counts[1]),
+        lower_violations=violations[:, 0],
+        upper_violations=violations[:, 1],
+        first_lower_violation=first_violation[:, 0],
+        first_upper_violation=first_violation[:, 1],
         mean_jobs=dict(zip(names, (job_area / measured_time).tolist())),
         mean_waiting=dict(zip(names, (waiting_area / measured_time).tolist())),
     )

@@ -33,26 +33,43 @@ def add_system_flags(parser) -> None:
     group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
     group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
     group.add_argument("--n-servers", type=int, metavar="N", help="number of servers, with --speed-distribution")
-    group.add_argument("--speed-distribution", metavar="KIND[:KEY=VALUE,...]",
-                       help="i.i.d. speeds, e.g. uniform:low=0.7,high=1.3,seed=1 (kinds: uniform, discrete, "
-                            "lognormal, empirical)")
+    group.add_argument(
+        "--speed-distribution",
+        metavar="KIND[:KEY=VALUE,...]",
+        help="i.i.d. speeds, e.g. uniform:low=0.7,high=1.3,seed=1 (kinds: uniform, discrete, lognormal, empirical)",
+    )
     rate = group.add_mutually_exclusive_group()
     rate.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
     rate.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
-    rate.add_argument("--excess-capacity", type=float, metavar="C",
-                      help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)")
-    group.add_argument("--buffer", type=int, metavar="B", help="jobs a server holds, the one in service "
-                       "included (omit for infinite)")
-    group.add_argument("--job-sizes", choices=["exponential", "hyperexponential", "deterministic"],
-                       help="job-size distribution, mean 1 (default exponential)")
+    rate.add_argument(
+        "--excess-capacity",
+        type=float,
+        metavar="C",
+        help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)",
+    )
+    group.add_argument(
+        "--buffer", type=int, metavar="B", help="jobs a server holds, the one in service included (omit for infinite)"
+    )
+    group.add_argument(
+        "--job-sizes",
+        choices=["exponential", "hyperexponential", "deterministic"],
+        help="job-size distribution, mean 1 (default exponential)",
+    )
     group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
     group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
     group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
-    group.add_argument("--param", action="append", metavar="NAME=VALUE",
-                       help="a policy parameter, e.g. --param p_fast=0.3 or --param p_hat=0.01 (repeatable)")
-    group.add_argument("--graph", metavar="KIND[:KEY=VALUE,...]",
-                       help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
-                            "(kinds: complete, random, fig3, theorem2, theorem3)")
+    group.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a policy parameter, e.g. --param p_fast=0.3 or --param p_hat=0.01 (repeatable)",
+    )
+    group.add_argument(
+        "--graph",
+        metavar="KIND[:KEY=VALUE,...]",
+        help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
+        "(kinds: complete, random, fig3, theorem2, theorem3)",
+    )
 
 
 def scenario_from_args(args, continuous_only: bool = False):
@@ -61,11 +78,19 @@ def scenario_from_args(args, continuous_only: bool = False):
 
     data = read_toml(args.config) if args.config else {}
     system = dict(data.get("system", {}))
-    flags = {"speeds": args.speeds, "buffer": args.buffer, "job_sizes": args.job_sizes, "scv": args.scv,
-             "n_servers": args.n_servers, "model": getattr(args, "model", None),
-             "dispatchers": getattr(args, "dispatchers", None), "arrivals": getattr(args, "arrivals", None),
-             "service": getattr(args, "service", None), "routing": getattr(args, "routing", None),
-             "ties": getattr(args, "ties", None)}
+    flags = {
+        "speeds": args.speeds,
+        "buffer": args.buffer,
+        "job_sizes": args.job_sizes,
+        "scv": args.scv,
+        "n_servers": args.n_servers,
+        "model": getattr(args, "model", None),
+        "dispatchers": getattr(args, "dispatchers", None),
+        "arrivals": getattr(args, "arrivals", None),
+        "service": getattr(args, "service", None),
+        "routing": getattr(args, "routing", None),
+        "ties": getattr(args, "ties", None),
+    }
     system.update({key: value for key, value in flags.items() if value is not None})
     rates = {"load": args.load, "arrival_rate": args.arrival_rate, "excess_capacity": args.excess_capacity}
     if any(value is not None for value in rates.values()):
@@ -85,8 +110,17 @@ def scenario_from_args(args, continuous_only: bool = False):
     policy.update(parse_assignment(text, "--param") for text in args.param or [])
     policy.update({name: getattr(args, name) for name in LED_FLAGS if getattr(args, name, None) is not None})
     run = dict(data.get("run", {}))
-    for key in ("jobs", "horizon", "warmup", "replications", "seed", "slots", "preference", "speed_bins",
-                "state_distribution"):
+    for key in (
+        "jobs",
+        "horizon",
+        "warmup",
+        "replications",
+        "seed",
+        "slots",
+        "preference",
+        "speed_bins",
+        "state_distribution",
+    ):
         value = getattr(args, key, None)
         if value is not None and value is not False:
             run[key] = value
@@ -98,8 +132,17 @@ def scenario_from_args(args, continuous_only: bool = False):
     return scenario
 
 
-LED_FLAGS = ("update", "p_hat", "push_d", "push_trigger", "pull_trigger", "increment_on_dispatch", "average",
-             "inclusive", "empty_set")
+LED_FLAGS = (
+    "update",
+    "p_hat",
+    "push_d",
+    "push_trigger",
+    "pull_trigger",
+    "increment_on_dispatch",
+    "average",
+    "inclusive",
+    "empty_set",
+)
 """Flags of the slotted model that set parameters of the LED policies."""
 
 
@@ -129,20 +172,35 @@ def command_simulate(args) -> int:
 
 
 def add_slotted_flags(parser) -> None:
-    group = parser.add_argument_group("slotted model of paper 001 (with --model slotted; --speeds are mean "
-                                      "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)")
-    group.add_argument("--model", choices=["continuous", "slotted"],
-                       help="continuous time (default) or the slotted model (hetlb.simulate_slotted)")
+    group = parser.add_argument_group(
+        "slotted model of paper 001 (with --model slotted; --speeds are mean "
+        "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)"
+    )
+    group.add_argument(
+        "--model",
+        choices=["continuous", "slotted"],
+        help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
+    )
     group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
     group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
     group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
     group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
-    group.add_argument("--ties", help="independent (a tie-break draw per decision, default) or shared (one per "
-                                      "slot: dispatchers seeing the same least values agree, as a herd)")
+    group.add_argument(
+        "--ties",
+        help="independent (a tie-break draw per decision, default) or shared (one per "
+        "slot: dispatchers seeing the same least values agree, as a herd)",
+    )
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
-    for flag, kind in (("--update", str), ("--p-hat", float), ("--push-d", int), ("--push-trigger", str),
-                       ("--pull-trigger", str), ("--average", str), ("--empty-set", str)):
+    for flag, kind in (
+        ("--update", str),
+        ("--p-hat", float),
+        ("--push-d", int),
+        ("--push-trigger", str),
+        ("--pull-trigger", str),
+        ("--average", str),
+        ("--empty-set", str),
+    ):
         group.add_argument(flag, type=kind, help="LED parameter (see `hetlb policies`)")
     for flag in ("--increment-on-dispatch", "--inclusive"):
         group.add_argument(flag, action="store_true", default=None, help="LED parameter (see `hetlb policies`)")
@@ -151,20 +209,29 @@ def add_slotted_flags(parser) -> None:
 def format_slotted_result(result) -> str:
     """A readable table of a SlottedResult."""
     meta, summary = result.metadata, result.summary()
-    lines = [f"policy {meta['policy']}  ({meta['policy_definition']})",
-             f"decides on: {meta['information']}",
-             f"system {meta['system']}",
-             f"{result.replications} replication(s), seed {meta['seed']}", ""]
-    for label, key in (("mean delay (slots)", "mean_delay"), ("mean number in system", "mean_number_in_system"),
-                       ("mean estimate error", "mean_estimate_error"), ("messages per arrival", "messages_per_arrival"),
-                       ("messages per decision", "messages_per_decision")):
+    lines = [
+        f"policy {meta['policy']}  ({meta['policy_definition']})",
+        f"decides on: {meta['information']}",
+        f"system {meta['system']}",
+        f"{result.replications} replication(s), seed {meta['seed']}",
+        "",
+    ]
+    for label, key in (
+        ("mean delay (slots)", "mean_delay"),
+        ("mean number in system", "mean_number_in_system"),
+        ("mean estimate error", "mean_estimate_error"),
+        ("messages per arrival", "messages_per_arrival"),
+        ("messages per decision", "messages_per_decision"),
+    ):
         ci = summary.get(key + "_ci")
         shown = f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
         lines.append(f"  {label:<26}{summary[key]:>12.6g}{shown}")
     lines.append(f"  messages                  {summary['messages']}")
     if result.preference is not None:
-        lines.append(f"  preference: tilted {summary['preference_tilted']}, delta-tilted "
-                     f"{summary['preference_delta_tilted']}, delta {summary['preference_delta_min']:.4g}")
+        lines.append(
+            f"  preference: tilted {summary['preference_tilted']}, delta-tilted "
+            f"{summary['preference_delta_tilted']}, delta {summary['preference_delta_min']:.4g}"
+        )
     lines.append(f"\n  {summary['slots_per_second']:,.0f} slots/s, {summary['events_per_second'] / 1e6:.2f}M events/s")
     return "\n".join(lines)
 
@@ -202,13 +269,18 @@ def format_result(result) -> str:
     lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
     for c in summary["occupancy_by_class"]:
         s = (c["s_m"] + [float("nan")] * 3)[:3]
-        lines.append(f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
-                     f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}")
+        lines.append(
+            f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
+            f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}"
+        )
     scaled = summary["halfin_whitt"]
     lines += ["", "  scaled as in 002:  " + "  ".join(f"{name} {value:.4g}" for name, value in scaled.items())]
-    lines += ["", f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
-              f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
-              f"Little's law gap {100 * summary['littles_law_gap']:.3f}%"]
+    lines += [
+        "",
+        f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
+        f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
+        f"Little's law gap {100 * summary['littles_law_gap']:.3f}%",
+    ]
     return "\n".join(lines)
 
 
@@ -221,21 +293,29 @@ def command_exact(args) -> int:
         raise InputError("job_sizes", "the exact solver needs exponential job sizes")
     if not np.all(system.buffer < np.iinfo(np.int64).max):
         raise InputError("buffer", "the exact solver needs a finite buffer on every server")
-    solution = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer,
-                           policy=policy.id, **policy.params)
+    solution = solve_exact(
+        system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy.id, **policy.params
+    )
     values = {
-        "policy": policy.id, "n_states": solution.n_states,
-        "mean_response_time": solution.mean_response_time, "mean_waiting_time": solution.mean_waiting_time,
-        "p_wait": solution.p_wait, "blocking_probability": solution.blocking_probability,
-        "mean_number_in_system": solution.mean_number_in_system, "throughput": solution.throughput,
+        "policy": policy.id,
+        "n_states": solution.n_states,
+        "mean_response_time": solution.mean_response_time,
+        "mean_waiting_time": solution.mean_waiting_time,
+        "p_wait": solution.p_wait,
+        "blocking_probability": solution.blocking_probability,
+        "mean_number_in_system": solution.mean_number_in_system,
+        "throughput": solution.throughput,
         "utilisation": solution.utilisation.tolist(),
     }
     if args.json:
         print(json.dumps(values, indent=2))
     else:
         for key, value in values.items():
-            shown = ", ".join(f"{v:.6g}" for v in value) if isinstance(value, list) else \
-                (f"{value:.8g}" if isinstance(value, float) else value)
+            shown = (
+                ", ".join(f"{v:.6g}" for v in value)
+                if isinstance(value, list)
+                else (f"{value:.8g}" if isinstance(value, float) else value)
+            )
             print(f"{key:<24}{shown}")
     return 0
 
@@ -246,14 +326,21 @@ def command_bound(args) -> int:
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
     bound = speed_lower_bound(system.speed, system.total_arrival_rate)
-    values = {"load": bound.load, "K": bound.K, "c_star": bound.c_star,
-              "c_star_by_type": bound.c_star_by_type.tolist(), "type_speeds": bound.type_speeds.tolist(),
-              "lower_bound": bound.lower_bound}
+    values = {
+        "load": bound.load,
+        "K": bound.K,
+        "c_star": bound.c_star,
+        "c_star_by_type": bound.c_star_by_type.tolist(),
+        "type_speeds": bound.type_speeds.tolist(),
+        "lower_bound": bound.lower_bound,
+    }
     if args.json:
         print(json.dumps(values, indent=2))
     else:
-        print(f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
-              f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)")
+        print(
+            f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
+            f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
+        )
     return 0
 
 
@@ -263,8 +350,10 @@ def command_policies(args) -> int:
     for spec in POLICIES.values():
         params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
         print(f"{spec.id:<16}{spec.definition}")
-        print(f"{'':<16}source: {spec.reference}; models: {', '.join(spec.models)}"
-              + (f"; parameters: {params}" if params else ""))
+        print(
+            f"{'':<16}source: {spec.reference}; models: {', '.join(spec.models)}"
+            + (f"; parameters: {params}" if params else "")
+        )
     return 0
 
 
@@ -278,15 +367,32 @@ def command_demo(args) -> int:
 def command_sweep(args) -> int:
     from hetlb.experiments import sweep
 
-    result = sweep(args.spec, executor=args.executor, store=args.store, out=args.out, force=args.force,
-                   progress=sys.stderr.isatty())
+    result = sweep(
+        args.spec,
+        executor=args.executor,
+        store=args.store,
+        out=args.out,
+        force=args.force,
+        progress=sys.stderr.isatty(),
+    )
     summary = result.summary
     axes = [c for c in summary.columns if "." in c]
-    shown = summary[axes + ["replications", "mean_response_time", "mean_response_time_ci_low",
-                            "mean_response_time_ci_high", "blocking_probability", "speed_lower_bound"]]
+    shown = summary[
+        axes
+        + [
+            "replications",
+            "mean_response_time",
+            "mean_response_time_ci_low",
+            "mean_response_time_ci_high",
+            "blocking_probability",
+            "speed_lower_bound",
+        ]
+    ]
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.5g}"))
-    print(f"\n{result.computed} runs computed, {result.reused} reused from {args.store}, "
-          f"{result.wall_seconds:.1f} s; tables in {args.out}")
+    print(
+        f"\n{result.computed} runs computed, {result.reused} reused from {args.store}, "
+        f"{result.wall_seconds:.1f} s; tables in {args.out}"
+    )
     return 0
 
 
@@ -325,8 +431,11 @@ def command_plot(args) -> int:
     series = {}
     for label, rows in groups:
         rows = rows.sort_values(args.x)
-        series[str(label)] = (rows[args.metric].to_numpy(), rows[args.metric + "_ci_low"].to_numpy(),
-                              rows[args.metric + "_ci_high"].to_numpy())
+        series[str(label)] = (
+            rows[args.metric].to_numpy(),
+            rows[args.metric + "_ci_low"].to_numpy(),
+            rows[args.metric + "_ci_high"].to_numpy(),
+        )
     bound = None
     if args.bound and "speed_lower_bound" not in table.columns:
         raise InputError("--bound", "this sweep has no speed lower bound (C*/lambda is for the continuous model)")
@@ -335,8 +444,15 @@ def command_plot(args) -> int:
         bound = first.sort_values(args.x)["speed_lower_bound"].to_numpy()
     x = sorted(table[args.x].unique())
     out = Path(args.output or Path(args.sweep_dir) / f"{args.metric}.png")
-    plot_metric(x, series, out, xlabel=args.x, ylabel=args.metric.replace("_", " "), bound=bound,
-                bound_label="C*/lambda (000, Prop. 1)")
+    plot_metric(
+        x,
+        series,
+        out,
+        xlabel=args.x,
+        ylabel=args.metric.replace("_", " "),
+        bound=bound,
+        bound_label="C*/lambda (000, Prop. 1)",
+    )
     print(f"wrote {out}")
     return 0
 
@@ -345,13 +461,19 @@ def command_reproduce(args) -> int:
     from hetlb.experiments.reproduce import reproduce
 
     options = dict(parse_assignment(text) for text in args.set or [])
-    report = reproduce(args.name, scale=args.scale, out=args.out, executor=args.executor, store=args.store,
-                       progress=sys.stderr.isatty(), **options)
+    report = reproduce(
+        args.name,
+        scale=args.scale,
+        out=args.out,
+        executor=args.executor,
+        store=args.store,
+        progress=sys.stderr.isatty(),
+        **options,
+    )
     for claim in report["claims"]:
         print(f"{'holds' if claim['holds'] else 'FAILS'}  {claim['id']:<10}{claim['statement']}")
     out = args.out or f"reproductions/{args.name}"
-    print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json "
-          f"in {out}")
+    print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json in {out}")
     return 0 if report["all_claims_hold"] else 1
 
 
@@ -375,15 +497,16 @@ def command_graph(args) -> int:
     system = scenario.system
     construction = system.graph_construction or {
         "construction": "complete" if system.graph.is_complete() else "explicit",
-        "statistics": graph_statistics(system.graph)}
-    values = {"construction": construction,
-              "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
+        "statistics": graph_statistics(system.graph),
+    }
+    values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
     if args.epsilon is not None or args.assumption2:
         b = args.b or (int(system.buffer.max()) if not system.has_infinite_buffers else None)
         if b is None:
             raise InputError("--b", "the Assumption 2 search needs the buffer size b (or a finite --buffer)")
-        values["assumption2"] = well_connectedness(system.graph, system.arrival_rate, system.speed, args.epsilon,
-                                                   b, rng=args.seed or 0)
+        values["assumption2"] = well_connectedness(
+            system.graph, system.arrival_rate, system.speed, args.epsilon, b, rng=args.seed or 0
+        )
     print(json.dumps(values, indent=2, default=json_default))
     return 0
 
@@ -395,17 +518,36 @@ def command_tune(args) -> int:
     if args.grid < 2:
         raise InputError("--grid", f"must be an integer >= 2, got {args.grid}")
     samples = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # d_F, d_S via --param
-    tuning = tune_jsq_df_ds(scenario.system, grid=np.linspace(0.0, 1.0, args.grid),
-                            d_fast=samples.get("d_fast", 2), d_slow=samples.get("d_slow", 2), jobs=args.jobs,
-                            warmup=args.warmup, seed=args.seed, max_blocking=args.max_blocking)
+    tuning = tune_jsq_df_ds(
+        scenario.system,
+        grid=np.linspace(0.0, 1.0, args.grid),
+        d_fast=samples.get("d_fast", 2),
+        d_slow=samples.get("d_slow", 2),
+        jobs=args.jobs,
+        warmup=args.warmup,
+        seed=args.seed,
+        max_blocking=args.max_blocking,
+    )
     if args.json:
-        print(json.dumps({"p_fast": tuning.p_fast, "p_slow": tuning.p_slow,
-                          "mean_response_time": tuning.mean_response_time,
-                          "table": [dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
-                                    for row in tuning.table]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "p_fast": tuning.p_fast,
+                    "p_slow": tuning.p_slow,
+                    "mean_response_time": tuning.mean_response_time,
+                    "table": [
+                        dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
+                        for row in tuning.table
+                    ],
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"jsq-df-ds on {scenario.system.n_servers} servers at load {scenario.system.load:.4g}: "
-          f"{len(tuning.table)} grid points, {args.jobs:,} jobs each, common random numbers (seed {args.seed})")
+    print(
+        f"jsq-df-ds on {scenario.system.n_servers} servers at load {scenario.system.load:.4g}: "
+        f"{len(tuning.table)} grid points, {args.jobs:,} jobs each, common random numbers (seed {args.seed})"
+    )
     print(f"  {'p_fast':>8}{'p_slow':>8}{'mean T':>12}{'blocking':>12}")
     for p_fast, p_slow, mean, blocking in tuning.table:
         mark = "  <- best" if (p_fast, p_slow) == (tuning.p_fast, tuning.p_slow) else ""
@@ -431,16 +573,31 @@ def command_diffusion(args) -> int:
         speeds = speed_pools(parse_speeds(args.speeds))
     limit = policy_diffusion(args.policy, speeds, args.excess_capacity, buffer=args.buffer)
     stationary = stationary_diffusion(limit, n_paths=args.paths, seed=args.seed)
-    values = {name: {"mean": stationary.mean[name], "standard_error": stationary.standard_error[name]}
-              for name in stationary.mean}
+    values = {
+        name: {"mean": stationary.mean[name], "standard_error": stationary.standard_error[name]}
+        for name in stationary.mean
+    }
     if args.json:
-        print(json.dumps({"policy": args.policy, "excess_capacity": args.excess_capacity, "paths": args.paths,
-                          "step": stationary.step, "burn_in": stationary.burn_in, "horizon": stationary.horizon,
-                          "stationary": values}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "policy": args.policy,
+                    "excess_capacity": args.excess_capacity,
+                    "paths": args.paths,
+                    "step": stationary.step,
+                    "burn_in": stationary.burn_in,
+                    "horizon": stationary.horizon,
+                    "stationary": values,
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"diffusion limit of {args.policy} (002), c = {args.excess_capacity}: stationary means over "
-          f"{args.paths} paths, step {stationary.step:.3g}, burn-in {stationary.burn_in:.3g}, "
-          f"horizon {stationary.horizon:.3g}")
+    print(
+        f"diffusion limit of {args.policy} (002), c = {args.excess_capacity}: stationary means over "
+        f"{args.paths} paths, step {stationary.step:.3g}, burn-in {stationary.burn_in:.3g}, "
+        f"horizon {stationary.horizon:.3g}"
+    )
     for name, value in values.items():
         print(f"  {name:<20}{value['mean']:>10.4f}  +- {value['standard_error']:.4f} (standard error)")
     return 0
@@ -455,15 +612,24 @@ def build_parser() -> ArgumentParser:
     add_system_flags(simulate)
     run = simulate.add_argument_group("run")
     stop = run.add_mutually_exclusive_group()
-    stop.add_argument("--jobs", type=int, metavar="N", help="measured jobs: admitted arrivals after the warm-up (default 100000)")
+    stop.add_argument(
+        "--jobs", type=int, metavar="N", help="measured jobs: admitted arrivals after the warm-up (default 100000)"
+    )
     stop.add_argument("--horizon", type=float, metavar="T", help="measure the arrivals up to time T instead")
-    run.add_argument("--warmup", type=number, metavar="T", help="simulated time discarded first (default 0; "
-                     "slots in the slotted model)")
+    run.add_argument(
+        "--warmup",
+        type=number,
+        metavar="T",
+        help="simulated time discarded first (default 0; slots in the slotted model)",
+    )
     run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
     run.add_argument("--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K speed bins")
-    run.add_argument("--state-distribution", action="store_true",
-                     help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002)")
+    run.add_argument(
+        "--state-distribution",
+        action="store_true",
+        help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002)",
+    )
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
     add_slotted_flags(simulate)
@@ -484,8 +650,9 @@ def build_parser() -> ArgumentParser:
 
     sweep = commands.add_parser("sweep", help="run a sweep spec (TOML) on a process pool or a Dask cluster")
     sweep.add_argument("spec", help="sweep spec TOML file")
-    sweep.add_argument("--executor", default=None, help="processes (default, all cores), processes:N, serial, "
-                       "or dask://host:port")
+    sweep.add_argument(
+        "--executor", default=None, help="processes (default, all cores), processes:N, serial, or dask://host:port"
+    )
     sweep.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
     sweep.add_argument("--out", default="sweep-out", help="folder for runs/summary CSV and Parquet")
     sweep.add_argument("--force", action="store_true", help="recompute runs already in the store")
@@ -509,15 +676,18 @@ def build_parser() -> ArgumentParser:
     reproduce.add_argument("name", help="weng-fig2, weng-fig3, weng-fig4 or weng-figD3")
     reproduce.add_argument("--scale", choices=["quick", "paper"], default="quick")
     reproduce.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
-    reproduce.add_argument("--set", action="append", metavar="NAME=VALUE",
-                           help="override an option, e.g. --set load=0.95 (repeatable)")
-    reproduce.add_argument("--executor", default=None, help="processes (default), processes:N, serial or "
-                           "dask://host:port")
+    reproduce.add_argument(
+        "--set", action="append", metavar="NAME=VALUE", help="override an option, e.g. --set load=0.95 (repeatable)"
+    )
+    reproduce.add_argument(
+        "--executor", default=None, help="processes (default), processes:N, serial or dask://host:port"
+    )
     reproduce.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
     reproduce.set_defaults(handler=command_reproduce)
 
-    graph = commands.add_parser("graph", help="a compatibility graph's statistics, the load it can carry and "
-                                "a search for Assumption 2 of 000")
+    graph = commands.add_parser(
+        "graph", help="a compatibility graph's statistics, the load it can carry and a search for Assumption 2 of 000"
+    )
     add_system_flags(graph)
     graph.add_argument("--assumption2", action="store_true", help="search for the worst D_I of Assumption 2")
     graph.add_argument("--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat)")
@@ -525,25 +695,34 @@ def build_parser() -> ArgumentParser:
     graph.add_argument("--seed", type=int, help="seed of the search's random restarts")
     graph.set_defaults(handler=command_graph)
 
-    tune = commands.add_parser("tune", help="tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with "
-                               "common random numbers")
+    tune = commands.add_parser(
+        "tune", help="tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with common random numbers"
+    )
     add_system_flags(tune)
     tune.add_argument("--grid", type=int, default=6, help="values of p_fast and of p_slow on [0, 1] (default 6)")
     tune.add_argument("--jobs", type=int, default=50_000, help="jobs per grid point (default 50000)")
     tune.add_argument("--warmup", type=float, default=0.0, help="warm-up, time units (default 0)")
     tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument("--max-blocking", type=float, default=1e-3,
-                      help="grid points losing more jobs than this are not eligible (default 0.001)")
+    tune.add_argument(
+        "--max-blocking",
+        type=float,
+        default=1e-3,
+        help="grid points losing more jobs than this are not eligible (default 0.001)",
+    )
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(handler=command_tune)
 
-    diffusion = commands.add_parser("diffusion", help="stationary means of the diffusion limits of 002 (JFSQ, "
-                                    "random ties, JFIQ, ...) in the Halfin-Whitt regime")
+    diffusion = commands.add_parser(
+        "diffusion",
+        help="stationary means of the diffusion limits of 002 (JFSQ, "
+        "random ties, JFIQ, ...) in the Halfin-Whitt regime",
+    )
     diffusion.add_argument("--policy", default="jfsq", help="jfsq, jsq, jsq-lisf, jsq-fiq or jssq (default jfsq)")
     diffusion.add_argument("--uniform", metavar="LOW,HIGH", help="speeds with F = U[LOW, HIGH]")
     diffusion.add_argument("--speeds", help='or pools: the empirical F of speeds such as "250x0.8,250x1.2"')
-    diffusion.add_argument("--excess-capacity", type=float, default=1.0, metavar="C",
-                           help="c = varsigma + nu (default 1)")
+    diffusion.add_argument(
+        "--excess-capacity", type=float, default=1.0, metavar="C", help="c = varsigma + nu (default 1)"
+    )
     diffusion.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
     diffusion.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
     diffusion.add_argument("--seed", type=int, default=0)

@@ -40,21 +40,37 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
             policy = make_policy(policy_id, **params)
             result = simulate(system, policy, jobs=jobs, warmup=WARMUP, replications=replications, seed=2024)
             low, high = result.mean_response_time_ci
-            rows.append({"policy": policy_id, "load": load, "mean_response_time": result.mean_response_time,
-                         "ci_low": low, "ci_high": high, "p_wait": result.p_wait,
-                         "response_time_p99": result.response_time_percentiles["p99"], "lower_bound": bound,
-                         "weighted_random_exact": system.n_servers / ((1 - load) * system.capacity),
-                         "events_per_second": result.events_per_second})
+            rows.append(
+                {
+                    "policy": policy_id,
+                    "load": load,
+                    "mean_response_time": result.mean_response_time,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "p_wait": result.p_wait,
+                    "response_time_p99": result.response_time_percentiles["p99"],
+                    "lower_bound": bound,
+                    "weighted_random_exact": system.n_servers / ((1 - load) * system.capacity),
+                    "events_per_second": result.events_per_second,
+                }
+            )
     write_csv(rows, out / "demo.csv")
     print(format_table(rows))
     series = {}
     for policy_id, _ in POLICIES:
         mine = [r for r in rows if r["policy"] == policy_id]
         series[policy_id] = tuple(np.array([r[k] for r in mine]) for k in ("mean_response_time", "ci_low", "ci_high"))
-    plot_metric(LOADS, series, out / "demo.png", xlabel="load (arrival rate / total capacity)",
-                ylabel="mean response time", bound=[r["lower_bound"] for r in rows if r["policy"] == "jfsq"],
-                bound_label="lower bound C*/lambda (000, Prop. 1)",
-                title="100 servers: 25 each of speed 1, 1/2, 1/4, 1/8", log_y=True)
+    plot_metric(
+        LOADS,
+        series,
+        out / "demo.png",
+        xlabel="load (arrival rate / total capacity)",
+        ylabel="mean response time",
+        bound=[r["lower_bound"] for r in rows if r["policy"] == "jfsq"],
+        bound_label="lower bound C*/lambda (000, Prop. 1)",
+        title="100 servers: 25 each of speed 1, 1/2, 1/4, 1/8",
+        log_y=True,
+    )
     print(f"\nwrote {out / 'demo.csv'} and {out / 'demo.png'}")
     return rows
 
@@ -67,8 +83,10 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = ["mean response time (95% CI half-width) on 100 servers, speeds 25 x {1, 1/2, 1/4, 1/8}",
-             f"{'policy':<16}" + "".join(f"{'load ' + format(load, 'g'):>17}" for load in LOADS)]
+    lines = [
+        "mean response time (95% CI half-width) on 100 servers, speeds 25 x {1, 1/2, 1/4, 1/8}",
+        f"{'policy':<16}" + "".join(f"{'load ' + format(load, 'g'):>17}" for load in LOADS),
+    ]
     for policy_id, _ in POLICIES:
         cells = []
         for load in LOADS:

@@ -27,8 +27,10 @@ class ProgressBar:
         fraction = min(max(fraction, 0.0), 1.0)
         eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
         bar = "#" * int(30 * fraction)
-        self.stream.write(f"\r{self.label}[{bar:<30}] {100 * fraction:5.1f}% {detail} {events / 1e6:8.2f}M events  "
-                          f"{events / max(elapsed, 1e-9) / 1e6:6.2f}M ev/s  eta {eta:6.1f}s ")
+        self.stream.write(
+            f"\r{self.label}[{bar:<30}] {100 * fraction:5.1f}% {detail} {events / 1e6:8.2f}M events  "
+            f"{events / max(elapsed, 1e-9) / 1e6:6.2f}M ev/s  eta {eta:6.1f}s "
+        )
         self.stream.flush()
 
     def close(self) -> None:

@@ -48,14 +48,23 @@ from hetlb.policies import Policy, make_policy
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
 SYSTEM_KEYS = {
-    "continuous": SPEED_KEYS | {"model", "load", "arrival_rate", "excess_capacity", "buffer", "job_sizes", "scv",
-                                "graph", "types"},
-    "slotted": SPEED_KEYS | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals",
-                             "service", "routing", "ties"},
+    "continuous": SPEED_KEYS
+    | {"model", "load", "arrival_rate", "excess_capacity", "buffer", "job_sizes", "scv", "graph", "types"},
+    "slotted": SPEED_KEYS
+    | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals", "service", "routing", "ties"},
 }
 RUN_KEYS = {
-    "continuous": {"jobs", "horizon", "warmup", "replications", "seed", "batches", "occupancy_levels",
-                   "state_distribution", "speed_bins"},
+    "continuous": {
+        "jobs",
+        "horizon",
+        "warmup",
+        "replications",
+        "seed",
+        "batches",
+        "occupancy_levels",
+        "state_distribution",
+        "speed_bins",
+    },
     "slotted": {"slots", "warmup", "replications", "seed", "batches", "preference"},
 }
 """The keys of the [system] and [run] tables of each model (``system.model``, default continuous):
@@ -84,7 +93,7 @@ class Scenario:
         return run(self.system, self.policy, **{**self.run, **overrides})
 
     @classmethod
-    def from_mapping(cls, data: dict) -> "Scenario":
+    def from_mapping(cls, data: dict) -> Scenario:
         unknown = sorted(set(data) - {"system", "policy", "run"})
         if unknown:
             raise InputError(f"scenario.{unknown[0]}", "unknown table; use [system], [policy] and [run]")
@@ -100,7 +109,7 @@ class Scenario:
         return cls(system, build_policy(policy_data), run)
 
     @classmethod
-    def from_toml(cls, path) -> "Scenario":
+    def from_toml(cls, path) -> Scenario:
         return cls.from_mapping(read_toml(path))
 
 
@@ -122,8 +131,13 @@ def check_keys(table: str, data: dict, allowed: set) -> None:
 
 def build_slotted_system(data: dict) -> SlottedSystem:
     options = {key: data[key] for key in ("dispatcher_share", "arrivals", "service", "routing", "ties") if key in data}
-    return SlottedSystem.from_speeds(speeds_of(data), n_dispatchers=data.get("dispatchers", 1),
-                                     arrival_rate=data.get("arrival_rate"), load=data.get("load"), **options)
+    return SlottedSystem.from_speeds(
+        speeds_of(data),
+        n_dispatchers=data.get("dispatchers", 1),
+        arrival_rate=data.get("arrival_rate"),
+        load=data.get("load"),
+        **options,
+    )
 
 
 def build_system(data: dict) -> System:
@@ -131,8 +145,11 @@ def build_system(data: dict) -> System:
     kind = data.get("job_sizes", "exponential")
     job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
     graph, report = data.get("graph"), None
-    rates = {"arrival_rate": data.get("arrival_rate"), "load": data.get("load"),
-             "excess_capacity": data.get("excess_capacity")}
+    rates = {
+        "arrival_rate": data.get("arrival_rate"),
+        "load": data.get("load"),
+        "excess_capacity": data.get("excess_capacity"),
+    }
     n_types = data.get("types", 1)
     if isinstance(graph, dict):
         # a construction needs the ports' rates (and the buffer, for the theorems) first
@@ -143,8 +160,15 @@ def build_system(data: dict) -> System:
         buffer = data.get("buffer")
         graph, report = construct_graph(graph, speeds, port_rates, buffer if isinstance(buffer, int) else None)
         rates = {"arrival_rate": port_rates}
-    return System.from_speeds(speeds, **rates, buffer=data.get("buffer"), graph=graph, n_types=n_types,
-                              job_sizes=job_sizes, graph_construction=report)
+    return System.from_speeds(
+        speeds,
+        **rates,
+        buffer=data.get("buffer"),
+        graph=graph,
+        n_types=n_types,
+        job_sizes=job_sizes,
+        graph_construction=report,
+    )
 
 
 def speeds_of(data: dict) -> np.ndarray:

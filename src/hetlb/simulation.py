@@ -87,8 +87,12 @@ def simulate(
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
-    check_integers(("replications", replications, 1), ("batches", batches, 2),
-                   ("occupancy_levels", occupancy_levels, 1), ("trace", trace, 0))
+    check_integers(
+        ("replications", replications, 1),
+        ("batches", batches, 2),
+        ("occupancy_levels", occupancy_levels, 1),
+        ("trace", trace, 0),
+    )
     root_seed = root_seed_sequence(seed)
     if speed_bins is not None:
         positive_int("speed_bins", speed_bins)
@@ -100,8 +104,17 @@ def simulate(
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
     for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
-        runs.append(run_replication(system, model, seed_sequence, trace, state_distribution, speed_bins,
-                                    lambda done, events: bar.update((replication + done) / replications, events)))
+        runs.append(
+            run_replication(
+                system,
+                model,
+                seed_sequence,
+                trace,
+                state_distribution,
+                speed_bins,
+                lambda done, events, replication=replication: bar.update((replication + done) / replications, events),
+            )
+        )
     bar.close()
     metadata = {
         "system": system.describe(),
@@ -136,8 +149,11 @@ def replication_seeds(root_seed: np.random.SeedSequence, replications: int):
 
 def seed_description(seed, root_seed: np.random.SeedSequence):
     """The seed as result metadata: the integer given, or the SeedSequence's entropy and spawn key."""
-    return seed if isinstance(seed, int) else {"entropy": int(root_seed.entropy),
-                                               "spawn_key": [int(k) for k in root_seed.spawn_key]}
+    return (
+        seed
+        if isinstance(seed, int)
+        else {"entropy": int(root_seed.entropy), "spawn_key": [int(k) for k in root_seed.spawn_key]}
+    )
 
 
 def check_integers(*checks) -> None:
@@ -154,8 +170,9 @@ def check_warmup(warmup) -> float:
 
 
 def check_horizon(horizon, warmup: float) -> float:
-    if isinstance(horizon, bool) or not (isinstance(horizon, (int, float)) and math.isfinite(horizon)
-                                         and horizon > warmup):
+    if isinstance(horizon, bool) or not (
+        isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > warmup
+    ):
         raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
     return float(horizon)
 
@@ -181,9 +198,12 @@ def check_policy_stability(system: System, policy: Policy) -> None:
     if policy.code == rules.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
         fast_capacity = system.speed[system.speed == system.speed.max()].sum()
         if system.total_arrival_rate >= fast_capacity:
-            raise InputError("policy", f"jsq-df-ds with p_fast = 1 and p_slow = 0 sends no job to a slow server, "
-                             f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
-                             f"{system.total_arrival_rate:.6g} (infinite buffers)")
+            raise InputError(
+                "policy",
+                f"jsq-df-ds with p_fast = 1 and p_slow = 0 sends no job to a slow server, "
+                f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
+                f"{system.total_arrival_rate:.6g} (infinite buffers)",
+            )
     if policy.code not in (rules.RANDOM, rules.WEIGHTED_RANDOM):
         return
     graph = system.graph
@@ -195,8 +215,11 @@ def check_policy_stability(system: System, policy: Policy) -> None:
     overloaded = np.flatnonzero(server_rate >= system.speed)
     if len(overloaded):
         s = int(overloaded[0])
-        raise InputError("policy", f"{policy.id} is unstable here: server {s} receives jobs at rate "
-                         f"{server_rate[s]:.6g} >= its speed {system.speed[s]:.6g} (infinite buffers)")
+        raise InputError(
+            "policy",
+            f"{policy.id} is unstable here: server {s} receives jobs at rate "
+            f"{server_rate[s]:.6g} >= its speed {system.speed[s]:.6g} (infinite buffers)",
+        )
 
 
 def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, occupancy_levels):
@@ -205,34 +228,47 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
     class_speed, server_class = system.speed_classes()
     edge_speed = system.speed[graph.indices]
     compat_cumulative_speed = np.cumsum(edge_speed) - np.repeat(
-        np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree())
+        np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree()
+    )
     compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
     if policy.code == rules.JSQ_DF_DS:
         compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
     sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
     finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
-    n_levels = int(min(occupancy_levels, finite_buffer.max())) if len(finite_buffer) == system.n_servers \
-        else occupancy_levels
+    n_levels = (
+        int(min(occupancy_levels, finite_buffer.max())) if len(finite_buffer) == system.n_servers else occupancy_levels
+    )
     if jobs is None:
         batch_ends = warmup + (horizon - warmup) * np.arange(1, batches + 1) / batches
         batch_ends[-1] = horizon
     else:
         batch_ends = np.floor(jobs * np.arange(1, batches + 1) / batches)
     return kernel.KernelModel(
-        speed=system.speed, inv_speed=1.0 / system.speed, buffer=system.buffer,
-        server_class=server_class, n_classes=len(class_speed), class_speed=class_speed,
-        cumulative_type_rate=np.cumsum(system.arrival_rate), total_arrival_rate=system.total_arrival_rate,
-        compat_indptr=graph.indptr, compat_indices=compat_indices, compat_cumulative_speed=compat_cumulative_speed,
+        speed=system.speed,
+        inv_speed=1.0 / system.speed,
+        buffer=system.buffer,
+        server_class=server_class,
+        n_classes=len(class_speed),
+        class_speed=class_speed,
+        cumulative_type_rate=np.cumsum(system.arrival_rate),
+        total_arrival_rate=system.total_arrival_rate,
+        compat_indptr=graph.indptr,
+        compat_indices=compat_indices,
+        compat_cumulative_speed=compat_cumulative_speed,
         compat_first_slow=compat_first_slow,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
-        size_code=system.job_sizes.code, size_params=system.job_sizes.phase_parameters(),
+        size_code=system.job_sizes.code,
+        size_params=system.job_sizes.phase_parameters(),
         policy_code=policy.code,
         sample_sizes=np.array(sample_sizes or [1], np.int64),
         route_probabilities=np.array([policy.params.get("p_fast", 0.0), policy.params.get("p_slow", 0.0)]),
-        n_levels=n_levels, warmup=warmup, horizon=horizon,
+        n_levels=n_levels,
+        warmup=warmup,
+        horizon=horizon,
         target_jobs=np.iinfo(np.int64).max if jobs is None else jobs,
-        batch_ends=batch_ends.astype(np.float64), batch_by_jobs=0 if jobs is None else 1,
+        batch_ends=batch_ends.astype(np.float64),
+        batch_by_jobs=0 if jobs is None else 1,
     )
 
 
@@ -252,12 +288,21 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = rules.selection_keys(model.policy_code, np.zeros(n_servers, np.int64), model.server_class, n_classes,
-                                model.speed, np.zeros(n_servers))
+    keys = rules.selection_keys(
+        model.policy_code,
+        np.zeros(n_servers, np.int64),
+        model.server_class,
+        n_classes,
+        model.speed,
+        np.zeros(n_servers),
+    )
     ranking = model.policy_code in rules.RANKING
     finite = model.buffer[model.buffer != INFINITE_BUFFER]
-    slots = int(finite.sum()) + 1 if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096 \
+    slots = (
+        int(finite.sum()) + 1
+        if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096
         else 2 * n_servers + 4096
+    )
     job_arrival, job_size, job_next = job_pool(slots)
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     complete = model.type_uses_tree.any()
@@ -265,22 +310,34 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
     return kernel.KernelState(
-        counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE), servers=servers,
+        counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE),
+        servers=servers,
         server_key=keys if ranking and not model.type_uses_tree.all() else np.zeros(0),
-        job_arrival=job_arrival, job_size=job_size, job_next=job_next,
+        job_arrival=job_arrival,
+        job_size=job_size,
+        job_next=job_next,
         departures=new_tournament(np.full(n_servers, np.inf)),
         key_tree=new_key_tree(keys) if complete and not bucketed else np.zeros(0, dtype=KEY_NODE_DTYPE),
-        bucket_order=buckets[0], bucket_position=buckets[1], bucket_key=buckets[2], bucket_start=buckets[3],
-        level_count=np.zeros(levels, np.int64), level_area=np.zeros(levels), level_last=np.zeros(levels),
+        bucket_order=buckets[0],
+        bucket_position=buckets[1],
+        bucket_key=buckets[2],
+        bucket_start=buckets[3],
+        level_count=np.zeros(levels, np.int64),
+        level_area=np.zeros(levels),
+        level_last=np.zeros(levels),
         histogram=np.zeros(kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE, np.int64),
         batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
-        trace_time=np.zeros(trace), trace_type=np.zeros(trace, np.int64),
-        trace_server=np.zeros(trace, np.int64), trace_queue=np.zeros(trace, np.int64),
+        trace_time=np.zeros(trace),
+        trace_type=np.zeros(trace, np.int64),
+        trace_server=np.zeros(trace, np.int64),
+        trace_queue=np.zeros(trace, np.int64),
         sample=np.zeros(model.sample_sizes.max(), np.int64),
-        window_job_area=np.zeros(n_servers), window_busy_area=np.zeros(n_servers),
+        window_job_area=np.zeros(n_servers),
+        window_busy_area=np.zeros(n_servers),
         window_level_area=np.zeros(levels),
         batch_close=model.batch_ends.copy() if model.batch_by_jobs == 0 else np.full(len(model.batch_ends), np.inf),
-        jobs_time=np.zeros(distribution_size), waiting_time=np.zeros(distribution_size),
+        jobs_time=np.zeros(distribution_size),
+        waiting_time=np.zeros(distribution_size),
     )
 
 
@@ -288,8 +345,14 @@ def bucket_keys(model, slots: int) -> int:
     """Entries of the bucket boundaries: one past the largest key a server can reach when at most
     ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
     n_classes = model.n_classes
-    most = rules.selection_keys(model.policy_code, np.full(n_classes, slots + 1, np.int64), np.arange(n_classes),
-                                n_classes, model.class_speed, np.zeros(n_classes)).max()
+    most = rules.selection_keys(
+        model.policy_code,
+        np.full(n_classes, slots + 1, np.int64),
+        np.arange(n_classes),
+        n_classes,
+        model.class_speed,
+        np.zeros(n_classes),
+    ).max()
     return int(most) + 2
 
 
@@ -311,13 +374,17 @@ def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
     size[:used] = state.job_size
     next_slot[:used] = state.job_next
     state.counters[0]["free_slot"] = used
-    bucket_start = grow_buckets(state.bucket_start, bucket_keys(model, 2 * used)) if len(state.bucket_start) \
+    bucket_start = (
+        grow_buckets(state.bucket_start, bucket_keys(model, 2 * used))
+        if len(state.bucket_start)
         else state.bucket_start
+    )
     return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start)
 
 
-def run_replication(system: System, model, seed_sequence, trace: int, state_distribution: bool, speed_bins,
-                    report) -> RunResult:
+def run_replication(
+    system: System, model, seed_sequence, trace: int, state_distribution: bool, speed_bins, report
+) -> RunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
     arrival_stream, policy_stream = seed_sequence.spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
@@ -334,8 +401,9 @@ def run_replication(system: System, model, seed_sequence, trace: int, state_dist
         if status == kernel.NEEDS_JOB_SLOTS:
             state = grow_job_pool(model, state)
             counters = state.counters[0]
-        done = counters["now"] / model.horizon if model.batch_by_jobs == 0 else \
-            counters["completed"] / model.target_jobs
+        done = (
+            counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
+        )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
     run = run_result(system, model, state, seed_sequence, wall)
@@ -360,9 +428,14 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
         mean_response_time_ci=interval(response_batches),
-        response_time_std=math.sqrt(max(safe_ratio(c["response_sq_sum"], c["completed"])
-                                        - safe_ratio(c["response_sum"], c["completed"]) ** 2, 0.0))
-        if c["completed"] else math.nan,
+        response_time_std=math.sqrt(
+            max(
+                safe_ratio(c["response_sq_sum"], c["completed"]) - safe_ratio(c["response_sum"], c["completed"]) ** 2,
+                0.0,
+            )
+        )
+        if c["completed"]
+        else math.nan,
         mean_waiting_time=safe_ratio(c["waiting_sum"], c["completed"]),
         mean_waiting_time_ci=interval(waiting_batches),
         p_wait=safe_ratio(c["waited"], c["admitted"]),
@@ -383,17 +456,26 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         end_time=float(c["end_time"]),
         arrivals=int(c["arrivals"]),
         completed_jobs=int(c["completed"]),
-        counters={"arrivals": int(c["arrivals_total"]), "admitted": int(c["admitted_total"]),
-                  "blocked": int(c["blocked_total"]), "departed": int(c["departures_total"]),
-                  "in_system": int(c["in_system"])},
+        counters={
+            "arrivals": int(c["arrivals_total"]),
+            "admitted": int(c["admitted_total"]),
+            "blocked": int(c["blocked_total"]),
+            "departed": int(c["departures_total"]),
+            "in_system": int(c["in_system"]),
+        },
         events=int(c["events"]),
         wall_seconds=wall_seconds,
         batch_response_means=response_batches.tolist(),
         jobs_distribution=state.jobs_time / measured if len(state.jobs_time) else None,
         waiting_distribution=state.waiting_time / measured if len(state.waiting_time) else None,
-        trace={"time": state.trace_time[: c["trace_n"]], "job_type": state.trace_type[: c["trace_n"]],
-               "server": state.trace_server[: c["trace_n"]], "queue_len": state.trace_queue[: c["trace_n"]]}
-        if len(state.trace_time) else None,
+        trace={
+            "time": state.trace_time[: c["trace_n"]],
+            "job_type": state.trace_type[: c["trace_n"]],
+            "server": state.trace_server[: c["trace_n"]],
+            "queue_len": state.trace_queue[: c["trace_n"]],
+        }
+        if len(state.trace_time)
+        else None,
     )
 
 

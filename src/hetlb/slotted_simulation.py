@@ -22,8 +22,7 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation import (check_integers, replication_seeds, root_seed_sequence, safe_ratio,
-                              seed_description)
+from hetlb.simulation import check_integers, replication_seeds, root_seed_sequence, safe_ratio, seed_description
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -35,8 +34,8 @@ INFORMATION = {
     "jsq": "every dispatcher sees the true queues Q(t) at the start of the slot (2N messages per decision)",
     "pod": "the true queues of the d sampled servers at the start of the slot (2d messages per decision)",
     "jiq": "idle tokens: at the end of a slot each server with Q_n(t+1) = 0 and no token out sends one token "
-           "to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen uniformly and discards "
-           "it, one without sends to a server chosen uniformly; tokens may be stale",
+    "to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen uniformly and discards "
+    "it, one without sends to a server chosen uniformly; tokens may be stale",
     "l-jsq": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
     "l-jba": "its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
     "l-pod": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
@@ -72,12 +71,18 @@ def simulate_slotted(
     policy = resolve_policy(policy, policy_params)
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
-        raise InputError("policy", f"{policy.id} has no rule in the slotted model; choose one of: "
-                                   f"{', '.join(slotted_ids)}")
+        raise InputError(
+            "policy", f"{policy.id} has no rule in the slotted model; choose one of: {', '.join(slotted_ids)}"
+        )
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
-    check_integers(("slots", slots, 1), ("warmup", warmup, 0), ("replications", replications, 1),
-                   ("batches", batches, 2), ("trace", trace, 0))
+    check_integers(
+        ("slots", slots, 1),
+        ("warmup", warmup, 0),
+        ("replications", replications, 1),
+        ("batches", batches, 2),
+        ("trace", trace, 0),
+    )
     if slots < batches:
         raise InputError("slots", f"must be at least the number of batches ({batches})")
     if not isinstance(preference, bool):
@@ -89,8 +94,15 @@ def simulate_slotted(
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
     for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
-        runs.append(run_replication(system, model, seed_sequence, trace,
-                                    lambda done, events: bar.update((replication + done) / replications, events)))
+        runs.append(
+            run_replication(
+                system,
+                model,
+                seed_sequence,
+                trace,
+                lambda done, events, replication=replication: bar.update((replication + done) / replications, events),
+            )
+        )
     bar.close()
     metadata = {
         "model": "slotted",
@@ -104,7 +116,8 @@ def simulate_slotted(
         "batches": batches,
         "confidence": 0.95,
         "preference_ranks": "by the dispatcher's information, equal values in a random order the choice agrees with"
-        if preference else None,
+        if preference
+        else None,
         "versions": versions(),
     }
     return SlottedResult(runs, metadata)
@@ -117,25 +130,35 @@ def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
     overloaded = np.flatnonzero(system.total_arrival_rate / system.n_servers >= system.speed)
     if len(overloaded):
         n = int(overloaded[0])
-        raise InputError("policy", f"random is unstable here: server {n} receives "
-                                   f"{system.total_arrival_rate / system.n_servers:.6g} jobs per slot >= its "
-                                   f"speed {system.speed[n]:.6g}")
+        raise InputError(
+            "policy",
+            f"random is unstable here: server {n} receives "
+            f"{system.total_arrival_rate / system.n_servers:.6g} jobs per slot >= its "
+            f"speed {system.speed[n]:.6g}",
+        )
 
 
 def led_parameters(policy: Policy) -> dict:
     """The kernel's values of the update and l-jba parameters of an LED policy (checked by the
     registry)."""
     params = policy.params
-    choice = {name: options.index(params[name]) for name, options in (
-        ("update", local_estimates.UPDATES), ("push_trigger", local_estimates.PUSH_TRIGGERS),
-        ("pull_trigger", local_estimates.PULL_TRIGGERS))}
+    choice = {
+        name: options.index(params[name])
+        for name, options in (
+            ("update", local_estimates.UPDATES),
+            ("push_trigger", local_estimates.PUSH_TRIGGERS),
+            ("pull_trigger", local_estimates.PULL_TRIGGERS),
+        )
+    }
     is_jba = policy.code == local_estimates.L_JBA
     return {
         "update_code": (kernel.UPDATE_PUSH, kernel.UPDATE_PULL)[choice["update"]],
-        "p_hat": float(params["p_hat"]), "push_d": params["push_d"],
+        "p_hat": float(params["p_hat"]),
+        "push_d": params["push_d"],
         "push_every_slot": choice["push_trigger"],
         "pull_trigger": (kernel.PULL_DEPARTURE_SLOT, kernel.PULL_DEPARTURE, kernel.PULL_EVERY_SLOT)[
-            choice["pull_trigger"]],
+            choice["pull_trigger"]
+        ],
         "increment_on_dispatch": int(params["increment_on_dispatch"]),
         "jba_rate_weighted": local_estimates.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
         "jba_inclusive": int(params["inclusive"]) if is_jba else 0,
@@ -143,23 +166,46 @@ def led_parameters(policy: Policy) -> dict:
     }
 
 
-def pack_model(system: SlottedSystem, policy: Policy, slots: int, warmup: int, batches: int,
-               preference: bool) -> kernel.SlottedModel:
+def pack_model(
+    system: SlottedSystem, policy: Policy, slots: int, warmup: int, batches: int, preference: bool
+) -> kernel.SlottedModel:
     """The kernel's read-only arrays for ``system`` under ``policy``."""
     local = policy.code in local_estimates.LOCAL
-    led = led_parameters(policy) if local else {
-        "update_code": kernel.UPDATE_NONE, "p_hat": 0.0, "push_d": 1, "push_every_slot": 0, "pull_trigger": 0,
-        "increment_on_dispatch": 0, "jba_rate_weighted": 0, "jba_inclusive": 0, "jba_fallback_jsq": 0}
+    led = (
+        led_parameters(policy)
+        if local
+        else {
+            "update_code": kernel.UPDATE_NONE,
+            "p_hat": 0.0,
+            "push_d": 1,
+            "push_every_slot": 0,
+            "pull_trigger": 0,
+            "increment_on_dispatch": 0,
+            "jba_rate_weighted": 0,
+            "jba_inclusive": 0,
+            "jba_fallback_jsq": 0,
+        }
+    )
     return kernel.SlottedModel(
-        speed=system.speed, total_speed=system.capacity, cumulative_speed=np.cumsum(system.speed),
-        all_servers=np.arange(system.n_servers, dtype=np.int64), dispatcher_rate=system.dispatcher_rate,
-        arrival_code=system.arrivals.code, arrival_trials=system.arrivals.trials,
-        service_code=system.service.code, service_trials=system.service.trials,
-        per_job=int(system.routing == "job"), policy_code=policy.code, local=int(local),
-        pod_d=int(policy.params.get("d", 1)), measure_preference=int(preference),
-        warmup=warmup, end_slot=warmup + slots,
+        speed=system.speed,
+        total_speed=system.capacity,
+        cumulative_speed=np.cumsum(system.speed),
+        all_servers=np.arange(system.n_servers, dtype=np.int64),
+        dispatcher_rate=system.dispatcher_rate,
+        arrival_code=system.arrivals.code,
+        arrival_trials=system.arrivals.trials,
+        service_code=system.service.code,
+        service_trials=system.service.trials,
+        per_job=int(system.routing == "job"),
+        policy_code=policy.code,
+        local=int(local),
+        pod_d=int(policy.params.get("d", 1)),
+        measure_preference=int(preference),
+        warmup=warmup,
+        end_slot=warmup + slots,
         batch_ends=(warmup + np.floor(slots * np.arange(1, batches + 1) / batches)).astype(np.int64),
-        shared_ties=int(system.ties == "shared"), **led,
+        shared_ties=int(system.ties == "shared"),
+        **led,
     )
 
 
@@ -172,27 +218,34 @@ def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
     preference_ranks = n_servers if model.measure_preference else 0
     return kernel.SlottedState(
         counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE),
-        queue_len=np.zeros(n_servers, np.int64), arrivals_to=np.zeros(n_servers, np.int64),
+        queue_len=np.zeros(n_servers, np.int64),
+        arrivals_to=np.zeros(n_servers, np.int64),
         dispatcher_arrivals=np.zeros(n_dispatchers, np.int64),
         estimate=np.zeros((estimate_rows, n_servers), np.int64),
-        token_server=np.zeros((token_rows, n_servers), np.int64), token_count=np.zeros(n_dispatchers, np.int64),
-        token_held=np.zeros(n_servers, np.uint8), queue_area=np.zeros(n_servers, np.int64),
+        token_server=np.zeros((token_rows, n_servers), np.int64),
+        token_count=np.zeros(n_dispatchers, np.int64),
+        token_held=np.zeros(n_servers, np.uint8),
+        queue_area=np.zeros(n_servers, np.int64),
         preference_count=np.zeros((preference_rows, n_servers), np.int64),
         preference_share=np.zeros((preference_rows, n_servers)),
         batches=np.zeros((n_batches, len(kernel.BATCH_FIELDS))),
         batch_preference_count=np.zeros((n_batches, preference_ranks)),
         batch_preference_share=np.zeros((n_batches, preference_ranks)),
         sample=np.zeros(max(model.pod_d, model.push_d, 1), np.int64),
-        trace_slot=np.zeros(trace, np.int64), trace_dispatcher=np.zeros(trace, np.int64),
-        trace_jobs=np.zeros(trace, np.int64), trace_server=np.zeros(trace, np.int64),
-        trace_seen=np.zeros(trace, np.int64), trace_queue=np.zeros(trace, np.int64),
+        trace_slot=np.zeros(trace, np.int64),
+        trace_dispatcher=np.zeros(trace, np.int64),
+        trace_jobs=np.zeros(trace, np.int64),
+        trace_server=np.zeros(trace, np.int64),
+        trace_seen=np.zeros(trace, np.int64),
+        trace_queue=np.zeros(trace, np.int64),
     )
 
 
 def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, report) -> SlottedRunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
-    environment, dispatch, update, measurement = (np.random.Generator(np.random.PCG64(stream))
-                                                  for stream in seed_sequence.spawn(4))
+    environment, dispatch, update, measurement = (
+        np.random.Generator(np.random.PCG64(stream)) for stream in seed_sequence.spawn(4)
+    )
     state = new_state(model, trace)
     counters = state.counters[0]
     started = time.perf_counter()
@@ -220,14 +273,23 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         selection = state.preference_count.sum(axis=0) / max(c["decisions"], 1)
         share = state.preference_share.sum(axis=0) / max(c["decisions"], 1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            samples = np.diff(state.batch_preference_count - state.batch_preference_share, axis=0, prepend=0.0) \
+            samples = (
+                np.diff(state.batch_preference_count - state.batch_preference_share, axis=0, prepend=0.0)
                 / np.diff(columns["decisions"], prepend=0.0)[:, None]
-        preference = {**preference_report(selection - share, samples), "selection": selection.tolist(),
-                      "share": share.tolist(), "by_dispatcher": by_dispatcher.tolist()}
+            )
+        preference = {
+            **preference_report(selection - share, samples),
+            "selection": selection.tolist(),
+            "share": share.tolist(),
+            "by_dispatcher": by_dispatcher.tolist(),
+        }
     return SlottedRunResult(
         seed_entropy=int(seed_sequence.entropy),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
-        slots=slots, arrivals=int(c["arrivals"]), departures=int(c["departures"]), decisions=int(c["decisions"]),
+        slots=slots,
+        arrivals=int(c["arrivals"]),
+        departures=int(c["departures"]),
+        decisions=int(c["decisions"]),
         mean_number_in_system=safe_ratio(c["queue_area"], slots),
         mean_number_in_system_ci=interval(ratio_per_batch(columns["queue_area"], batch_slots)),
         number_in_system_growth=growth_between_halves(columns["queue_area"], batch_slots),
@@ -235,7 +297,8 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         mean_delay_ci=interval(delay_batches),
         mean_estimate_error=safe_ratio(c["error_area"], slots * pairs),
         mean_estimate_error_ci=interval(ratio_per_batch(columns["error_area"], batch_slots * pairs))
-        if pairs else [math.nan, math.nan],
+        if pairs
+        else [math.nan, math.nan],
         messages=messages,
         messages_per_arrival=safe_ratio(sum(messages.values()), c["arrivals"]),
         messages_per_arrival_ci=interval(ratio_per_batch(batch_messages, columns["arrivals"])),
@@ -243,13 +306,20 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
         mean_queue_length=state.queue_area / slots,
         preference=preference,
         preference_samples=samples,
-        counters={"arrivals": int(c["arrivals_total"]), "departures": int(c["departures_total"]),
-                  "in_system": int(state.queue_len.sum()), "idle_servers": int(np.sum(state.queue_len == 0)),
-                  "tokens_held": int(state.token_count.sum())},
+        counters={
+            "arrivals": int(c["arrivals_total"]),
+            "departures": int(c["departures_total"]),
+            "in_system": int(state.queue_len.sum()),
+            "idle_servers": int(np.sum(state.queue_len == 0)),
+            "tokens_held": int(state.token_count.sum()),
+        },
         slots_run=int(c["slot"]),
         wall_seconds=wall_seconds,
         batch_delay_means=delay_batches.tolist(),
-        trace={name: getattr(state, "trace_" + name)[: c["trace_n"]].copy()
-               for name in ("slot", "dispatcher", "jobs", "server", "seen", "queue")}
-        if len(state.trace_slot) else None,
+        trace={
+            name: getattr(state, "trace_" + name)[: c["trace_n"]].copy()
+            for name in ("slot", "dispatcher", "jobs", "server", "seen", "queue")
+        }
+        if len(state.trace_slot)
+        else None,
     )

@@ -49,14 +49,25 @@ COMMON_OPTIONS = {
 
 
 def base_system(o: dict, n_servers: int, excess_capacity: float) -> dict:
-    return {"n_servers": n_servers, "excess_capacity": excess_capacity,
-            "speed_distribution": {"kind": "uniform", "low": o["low"], "high": o["high"], "seed": o["speed_seed"]}}
+    return {
+        "n_servers": n_servers,
+        "excess_capacity": excess_capacity,
+        "speed_distribution": {"kind": "uniform", "low": o["low"], "high": o["high"], "seed": o["speed_seed"]},
+    }
 
 
 def run_sweep(context, name: str, base: dict, axes: dict):
     """The sweep's result, points with common random numbers across policies."""
-    return context.sweep(SweepSpec(base=base, axes=axes, replications=context.options["replications"],
-                                   seed=context.options["seed"], common_random_numbers=True, name=name))
+    return context.sweep(
+        SweepSpec(
+            base=base,
+            axes=axes,
+            replications=context.options["replications"],
+            seed=context.options["seed"],
+            common_random_numbers=True,
+            name=name,
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,42 +77,82 @@ def run_sweep(context, name: str, base: dict, axes: dict):
 def run_fig41(context) -> Outcome:
     o = context.options
     bins = o["bins"]
-    base = {"system": base_system(o, o["n_servers"], o["excess_capacity"]),
-            "run": {"horizon": o["horizon"], "warmup": o["warmup"], "speed_bins": bins, "state_distribution": True}}
+    base = {
+        "system": base_system(o, o["n_servers"], o["excess_capacity"]),
+        "run": {"horizon": o["horizon"], "warmup": o["warmup"], "speed_bins": bins, "state_distribution": True},
+    }
     table = plain_names(run_sweep(context, "buke-fig41", base, {"policy.id": FIG41_POLICIES}).summary)
     edges = np.linspace(o["low"], o["high"], bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
-    profile = {p: {name: row(table, policy=p)[[f"{name}_bin{i + 1}" for i in range(bins)]].to_numpy(dtype=float)
-                   for name in ("eta", "xi2", "tb_eta")} for p in FIG41_POLICIES}
+    profile = {
+        p: {
+            name: row(table, policy=p)[[f"{name}_bin{i + 1}" for i in range(bins)]].to_numpy(dtype=float)
+            for name in ("eta", "xi2", "tb_eta")
+        }
+        for p in FIG41_POLICIES
+    }
     tb = profile["jsq"]["tb_eta"]
-    series = {name: {LABELS[p]: (profile[p][name], profile[p][name], profile[p][name]) for p in FIG41_POLICIES}
-              for name in ("eta", "xi2")}
-    plot_panels([dict(x=centres, series=series["eta"], xlabel="service rate", ylabel="eta (share of idleness)",
-                      bound=tb, bound_label="TB benchmark (mu dF)", title="(a) fairness measure eta"),
-                 dict(x=centres, series=series["xi2"], xlabel="service rate",
-                      ylabel="xi_2 (n^-1/2 servers with >= 2 jobs)", title="(b) occupancy xi_2")],
-                context.out / "buke-fig41.png",
-                title=f"002 Fig. 4.1: n = {o['n_servers']}, U[{o['low']}, {o['high']}], c = {o['excess_capacity']}, "
-                      f"T = {o['horizon']:g}, T_wu = {o['warmup']:g}, {bins} bins")
+    series = {
+        name: {LABELS[p]: (profile[p][name], profile[p][name], profile[p][name]) for p in FIG41_POLICIES}
+        for name in ("eta", "xi2")
+    }
+    plot_panels(
+        [
+            dict(
+                x=centres,
+                series=series["eta"],
+                xlabel="service rate",
+                ylabel="eta (share of idleness)",
+                bound=tb,
+                bound_label="TB benchmark (mu dF)",
+                title="(a) fairness measure eta",
+            ),
+            dict(
+                x=centres,
+                series=series["xi2"],
+                xlabel="service rate",
+                ylabel="xi_2 (n^-1/2 servers with >= 2 jobs)",
+                title="(b) occupancy xi_2",
+            ),
+        ],
+        context.out / "buke-fig41.png",
+        title=f"002 Fig. 4.1: n = {o['n_servers']}, U[{o['low']}, {o['high']}], c = {o['excess_capacity']}, "
+        f"T = {o['horizon']:g}, T_wu = {o['warmup']:g}, {bins} bins",
+    )
     eta = {p: profile[p]["eta"] for p in FIG41_POLICIES}
     xi2 = {p: profile[p]["xi2"] for p in FIG41_POLICIES}
     xi2_share = {p: xi2[p] / xi2[p].sum() for p in FIG41_POLICIES}
     claims = [
-        Claim("C15", "eta of jfsq and jsq-fiq is concentrated in the slowest bin (more than half of the idleness) "
-                     "and the two profiles nearly coincide (within 0.05 in every bin)",
-              {"eta": {p: eta[p].tolist() for p in ("jfsq", "jsq-fiq")}},
-              eta["jfsq"][0] > 0.5 and eta["jsq-fiq"][0] > 0.5 and np.abs(eta["jfsq"] - eta["jsq-fiq"]).max() <= 0.05),
-        Claim("C15", "eta of jssq is concentrated in the fastest bin (more than half of the idleness)",
-              {"eta": eta["jssq"].tolist()}, eta["jssq"][-1] > 0.5),
-        Claim("C15", "eta of RR (jsq) and LISF follows the TB profile mu dF (within 0.02 in every bin) and increases "
-                     "with the speed", {"eta": {p: eta[p].tolist() for p in ("jsq", "jsq-lisf")}, "tb": tb.tolist()},
-              all(np.abs(eta[p] - tb).max() <= 0.02 for p in ("jsq", "jsq-lisf"))
-              and all(eta[p][-1] > eta[p][0] for p in ("jsq", "jsq-lisf"))),
-        Claim("C16", "xi_2 under jfsq is concentrated in the fastest bin and under jssq in the slowest (more than half "
-                     "of each); under jsq-fiq, RR and LISF no bin holds more than a third",
-              {"xi2": {p: xi2[p].tolist() for p in FIG41_POLICIES}},
-              xi2_share["jfsq"][-1] > 0.5 and xi2_share["jssq"][0] > 0.5
-              and all(xi2_share[p].max() <= 1 / 3 for p in ("jsq-fiq", "jsq", "jsq-lisf"))),
+        Claim(
+            "C15",
+            "eta of jfsq and jsq-fiq is concentrated in the slowest bin (more than half of the idleness) "
+            "and the two profiles nearly coincide (within 0.05 in every bin)",
+            {"eta": {p: eta[p].tolist() for p in ("jfsq", "jsq-fiq")}},
+            eta["jfsq"][0] > 0.5 and eta["jsq-fiq"][0] > 0.5 and np.abs(eta["jfsq"] - eta["jsq-fiq"]).max() <= 0.05,
+        ),
+        Claim(
+            "C15",
+            "eta of jssq is concentrated in the fastest bin (more than half of the idleness)",
+            {"eta": eta["jssq"].tolist()},
+            eta["jssq"][-1] > 0.5,
+        ),
+        Claim(
+            "C15",
+            "eta of RR (jsq) and LISF follows the TB profile mu dF (within 0.02 in every bin) and increases "
+            "with the speed",
+            {"eta": {p: eta[p].tolist() for p in ("jsq", "jsq-lisf")}, "tb": tb.tolist()},
+            all(np.abs(eta[p] - tb).max() <= 0.02 for p in ("jsq", "jsq-lisf"))
+            and all(eta[p][-1] > eta[p][0] for p in ("jsq", "jsq-lisf")),
+        ),
+        Claim(
+            "C16",
+            "xi_2 under jfsq is concentrated in the fastest bin and under jssq in the slowest (more than half "
+            "of each); under jsq-fiq, RR and LISF no bin holds more than a third",
+            {"xi2": {p: xi2[p].tolist() for p in FIG41_POLICIES}},
+            xi2_share["jfsq"][-1] > 0.5
+            and xi2_share["jssq"][0] > 0.5
+            and all(xi2_share[p].max() <= 1 / 3 for p in ("jsq-fiq", "jsq", "jsq-lisf")),
+        ),
         ccdf_claim(table),
     ]
     parameters = dict(o, tb_eta=tb.tolist(), bin_edges=edges.tolist())
@@ -119,8 +170,13 @@ def ccdf_claim(table) -> Claim:
             excess = float((jfsq - other).max())
             measured[f"{measure} jfsq minus {policy}, largest"] = excess
             holds &= excess <= 0.01
-    return Claim("C19", "the CCDFs P(X_{+1} > y) and P(X_{+2} > y) under jfsq lie below those under jsq-fiq, jssq, "
-                        "RR and LISF at every y of the grid (by at most 0.01 above, for sampling noise)", measured, holds)
+    return Claim(
+        "C19",
+        "the CCDFs P(X_{+1} > y) and P(X_{+2} > y) under jfsq lie below those under jsq-fiq, jssq, "
+        "RR and LISF at every y of the grid (by at most 0.01 above, for sampling noise)",
+        measured,
+        holds,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,38 +186,67 @@ def ccdf_claim(table) -> Claim:
 def run_fig42(context) -> Outcome:
     o = context.options
     base = {"system": base_system(o, o["n_servers"], 1.0), "run": {"horizon": o["horizon"], "warmup": o["warmup"]}}
-    runs = run_sweep(context, "buke-fig42", base, {"system.excess_capacity": o["excess_capacities"],
-                                                   "policy.id": ["jfsq", "jsq"]}).runs
+    runs = run_sweep(
+        context, "buke-fig42", base, {"system.excess_capacity": o["excess_capacities"], "policy.id": ["jfsq", "jsq"]}
+    ).runs
     runs = runs.assign(x1=-runs["x1"])  # E|X_1| = -E X_1, as X_1 <= 0
-    differences = {m: plain_names(paired_differences(runs, m, "policy.id", "jfsq", "jsq"))
-                   .rename(columns={f"{m}_difference": "difference"}).sort_values("excess_capacity")
-                   for m in MEASURE_LABELS}
+    differences = {
+        m: plain_names(paired_differences(runs, m, "policy.id", "jfsq", "jsq"))
+        .rename(columns={f"{m}_difference": "difference"})
+        .sort_values("excess_capacity")
+        for m in MEASURE_LABELS
+    }
     cs = differences["x1"]["excess_capacity"].to_numpy()
     table = pd.concat([d.assign(measure=m) for m, d in differences.items()], ignore_index=True)
-    plot_panels([dict(x=cs, series={MEASURE_LABELS[m]: (d["difference"].to_numpy(), d["ci_low"].to_numpy(),
-                                                         d["ci_high"].to_numpy())
-                                     for m, d in differences.items() if m in group},
-                      xlabel="c = varsigma + nu", ylabel="JFSQ - RR (paired)", title=title,
-                      bound=np.zeros(len(cs)), bound_label="0")
-                 for group, title in ((("x1", "x2", "x3"), "(a) E|X_i|"), (("x_plus1", "x_plus2"), "(b) E X_{+i}"))],
-                context.out / "buke-fig42.png",
-                title=f"002 Fig. 4.2: n = {o['n_servers']}, {o['replications']} paired replications, T = {o['horizon']:g}")
+    plot_panels(
+        [
+            dict(
+                x=cs,
+                series={
+                    MEASURE_LABELS[m]: (d["difference"].to_numpy(), d["ci_low"].to_numpy(), d["ci_high"].to_numpy())
+                    for m, d in differences.items()
+                    if m in group
+                },
+                xlabel="c = varsigma + nu",
+                ylabel="JFSQ - RR (paired)",
+                title=title,
+                bound=np.zeros(len(cs)),
+                bound_label="0",
+            )
+            for group, title in ((("x1", "x2", "x3"), "(a) E|X_i|"), (("x_plus1", "x_plus2"), "(b) E X_{+i}"))
+        ],
+        context.out / "buke-fig42.png",
+        title=f"002 Fig. 4.2: n = {o['n_servers']}, {o['replications']} paired replications, T = {o['horizon']:g}",
+    )
     d = {m: differences[m]["difference"].to_numpy() for m in MEASURE_LABELS}
     high = {m: differences[m]["ci_high"].to_numpy() for m in MEASURE_LABELS}
     low = {m: differences[m]["ci_low"].to_numpy() for m in MEASURE_LABELS}
     claims = [
-        Claim("C17", "E|X_1|: JFSQ - RR > 0 at every c (interval above 0), and larger at the largest c than at the "
-                     "smallest", {"difference": d["x1"].tolist(), "c": cs.tolist()},
-              bool(np.all(low["x1"] > 0) and d["x1"][-1] > d["x1"][0])),
-        Claim("C17", "E X_2 and E X_{+2}: JFSQ - RR < 0 at every c (interval below 0), smaller in magnitude at the "
-                     "largest c than at the smallest",
-              {"difference": {m: d[m].tolist() for m in ("x2", "x_plus2")}, "c": cs.tolist()},
-              all(np.all(high[m] < 0) and abs(d[m][-1]) < abs(d[m][0]) for m in ("x2", "x_plus2"))),
-        Claim("C17", "E X_{+1}: JFSQ - RR < 0 at every c (interval below 0), and not monotone in c",
-              {"difference": d["x_plus1"].tolist(), "c": cs.tolist()},
-              bool(np.all(high["x_plus1"] < 0)) and len(set(np.sign(np.diff(d["x_plus1"])))) > 1),
-        Claim("C17", "E X_3: JFSQ - RR <= 0 at every c (interval reaching below 0; X_3 vanishes as n grows, C18)",
-              {"difference": d["x3"].tolist(), "c": cs.tolist()}, bool(np.all(low["x3"] <= 0))),
+        Claim(
+            "C17",
+            "E|X_1|: JFSQ - RR > 0 at every c (interval above 0), and larger at the largest c than at the smallest",
+            {"difference": d["x1"].tolist(), "c": cs.tolist()},
+            bool(np.all(low["x1"] > 0) and d["x1"][-1] > d["x1"][0]),
+        ),
+        Claim(
+            "C17",
+            "E X_2 and E X_{+2}: JFSQ - RR < 0 at every c (interval below 0), smaller in magnitude at the "
+            "largest c than at the smallest",
+            {"difference": {m: d[m].tolist() for m in ("x2", "x_plus2")}, "c": cs.tolist()},
+            all(np.all(high[m] < 0) and abs(d[m][-1]) < abs(d[m][0]) for m in ("x2", "x_plus2")),
+        ),
+        Claim(
+            "C17",
+            "E X_{+1}: JFSQ - RR < 0 at every c (interval below 0), and not monotone in c",
+            {"difference": d["x_plus1"].tolist(), "c": cs.tolist()},
+            bool(np.all(high["x_plus1"] < 0)) and len(set(np.sign(np.diff(d["x_plus1"])))) > 1,
+        ),
+        Claim(
+            "C17",
+            "E X_3: JFSQ - RR <= 0 at every c (interval reaching below 0; X_3 vanishes as n grows, C18)",
+            {"difference": d["x3"].tolist(), "c": cs.tolist()},
+            bool(np.all(low["x3"] <= 0)),
+        ),
     ]
     return Outcome(table, claims, dict(o), ["excess_capacities", "n_servers", "replications"])
 
@@ -176,53 +261,90 @@ def diffusion_means(o: dict, seed: int) -> dict:
     out = {}
     for policy in ("jfsq", "jsq"):
         stationary = stationary_diffusion(policy_diffusion(policy, speeds, o["excess_capacity"]), seed=seed)
-        out[policy] = {"x1": (-stationary.mean["x1"], stationary.standard_error["x1"]),
-                       "x2": (stationary.mean["x2"], stationary.standard_error["x2"]),
-                       "x_plus1": (stationary.mean["x_plus1"], stationary.standard_error["x_plus1"])}
+        out[policy] = {
+            "x1": (-stationary.mean["x1"], stationary.standard_error["x1"]),
+            "x2": (stationary.mean["x2"], stationary.standard_error["x2"]),
+            "x_plus1": (stationary.mean["x_plus1"], stationary.standard_error["x_plus1"]),
+        }
     return out
 
 
 def run_scaling(context) -> Outcome:
     o = context.options
     sizes = o["n_servers"]
-    base = {"system": base_system(o, sizes[0], o["excess_capacity"]),
-            "run": {"horizon": o["horizon"], "warmup": o["warmup"]}}
+    base = {
+        "system": base_system(o, sizes[0], o["excess_capacity"]),
+        "run": {"horizon": o["horizon"], "warmup": o["warmup"]},
+    }
     result = run_sweep(context, "buke-scaling", base, {"system.n_servers": sizes, "policy.id": ["jfsq", "jsq"]})
     table, runs = plain_names(result.summary), plain_names(result.runs)
     runs = runs.assign(x1=-runs["x1"], q3=runs["x3"] * np.sqrt(runs["n_servers"]))
-    stats = {(p, n, m): t_interval(runs[(runs["policy"] == p) & (runs["n_servers"] == n)][m])
-             for p in ("jfsq", "jsq") for n in sizes for m in ("x1", "x2", "x_plus1", "q3")}
+    stats = {
+        (p, n, m): t_interval(runs[(runs["policy"] == p) & (runs["n_servers"] == n)][m])
+        for p in ("jfsq", "jsq")
+        for n in sizes
+        for m in ("x1", "x2", "x_plus1", "q3")
+    }
     limits = diffusion_means(o, o["seed"])
     panels = []
     for measure in ("x1", "x2", "x_plus1"):
-        series = {LABELS[p]: tuple(np.array([f(stats[p, n, measure]) for n in sizes])
-                                   for f in (lambda s: s[0], lambda s: s[0] - s[1], lambda s: s[0] + s[1]))
-                  for p in ("jfsq", "jsq")}
+        series = {
+            LABELS[p]: tuple(
+                np.array([f(stats[p, n, measure]) for n in sizes])
+                for f in (lambda s: s[0], lambda s: s[0] - s[1], lambda s: s[0] + s[1])
+            )
+            for p in ("jfsq", "jsq")
+        }
         for p in ("jfsq", "jsq"):
             series[f"{LABELS[p]} diffusion limit"] = (np.full(len(sizes), limits[p][measure][0]),) * 3
         panels.append(dict(x=sizes, series=series, xlabel="n", ylabel=MEASURE_LABELS[measure], log2_x=True))
-    plot_panels(panels, context.out / "buke-scaling.png",
-                title=f"002: scaling in n at c = {o['excess_capacity']}, U[{o['low']}, {o['high']}]")
+    plot_panels(
+        panels,
+        context.out / "buke-scaling.png",
+        title=f"002: scaling in n at c = {o['excess_capacity']}, U[{o['low']}, {o['high']}]",
+    )
     first, last = sizes[0], sizes[-1]
-    gap = {(p, n, m): abs(stats[p, n, m][0] - limits[p][m][0]) for p in ("jfsq", "jsq") for n in (first, last)
-           for m in ("x1", "x2")}
-    tolerance = {(p, m): math.hypot(stats[p, last, m][1], 1.96 * limits[p][m][1]) for p in ("jfsq", "jsq")
-                 for m in ("x1", "x2")}
+    gap = {
+        (p, n, m): abs(stats[p, n, m][0] - limits[p][m][0])
+        for p in ("jfsq", "jsq")
+        for n in (first, last)
+        for m in ("x1", "x2")
+    }
+    tolerance = {
+        (p, m): math.hypot(stats[p, last, m][1], 1.96 * limits[p][m][1]) for p in ("jfsq", "jsq") for m in ("x1", "x2")
+    }
     claims = [
-        Claim("C18", f"E|X_1| and E X_2 stay O(1): from n = {first} to n = {last} they change by less than a factor 2",
-              {f"{p} {m}": [stats[p, n, m][0] for n in sizes] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
-              all(max(stats[p, n, m][0] for n in sizes) < 2 * min(stats[p, n, m][0] for n in sizes)
-                  for p in ("jfsq", "jsq") for m in ("x1", "x2"))),
-        Claim("C18", "E X_3 falls like n^-1/2: the number of servers with >= 3 jobs (sqrt(n) E X_3) stays below 1 "
-                     "at every n", {f"{p} E Q_3": [stats[p, n, "q3"][0] for n in sizes] for p in ("jfsq", "jsq")},
-              all(stats[p, n, "q3"][0] < 1 for p in ("jfsq", "jsq") for n in sizes)),
-        Claim("diffusion", f"the simulated E|X_1| and E X_2 approach the diffusion limit as n grows: at n = {last} "
-                           f"they are closer to it than at n = {first}, or within the combined 95% half-width",
-              {"limit": {p: {m: limits[p][m][0] for m in ("x1", "x2")} for p in ("jfsq", "jsq")},
-               "gap_first": {f"{p} {m}": gap[p, first, m] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
-               "gap_last": {f"{p} {m}": gap[p, last, m] for p in ("jfsq", "jsq") for m in ("x1", "x2")}},
-              all(gap[p, last, m] < gap[p, first, m] or gap[p, last, m] <= tolerance[p, m]
-                  for p in ("jfsq", "jsq") for m in ("x1", "x2"))),
+        Claim(
+            "C18",
+            f"E|X_1| and E X_2 stay O(1): from n = {first} to n = {last} they change by less than a factor 2",
+            {f"{p} {m}": [stats[p, n, m][0] for n in sizes] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
+            all(
+                max(stats[p, n, m][0] for n in sizes) < 2 * min(stats[p, n, m][0] for n in sizes)
+                for p in ("jfsq", "jsq")
+                for m in ("x1", "x2")
+            ),
+        ),
+        Claim(
+            "C18",
+            "E X_3 falls like n^-1/2: the number of servers with >= 3 jobs (sqrt(n) E X_3) stays below 1 at every n",
+            {f"{p} E Q_3": [stats[p, n, "q3"][0] for n in sizes] for p in ("jfsq", "jsq")},
+            all(stats[p, n, "q3"][0] < 1 for p in ("jfsq", "jsq") for n in sizes),
+        ),
+        Claim(
+            "diffusion",
+            f"the simulated E|X_1| and E X_2 approach the diffusion limit as n grows: at n = {last} "
+            f"they are closer to it than at n = {first}, or within the combined 95% half-width",
+            {
+                "limit": {p: {m: limits[p][m][0] for m in ("x1", "x2")} for p in ("jfsq", "jsq")},
+                "gap_first": {f"{p} {m}": gap[p, first, m] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
+                "gap_last": {f"{p} {m}": gap[p, last, m] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
+            },
+            all(
+                gap[p, last, m] < gap[p, first, m] or gap[p, last, m] <= tolerance[p, m]
+                for p in ("jfsq", "jsq")
+                for m in ("x1", "x2")
+            ),
+        ),
     ]
     claims += [sandwich_claim(o), stability_claim(context)]
     claims += idle_rate_claims(stats, last, o)
@@ -235,60 +357,101 @@ def sandwich_claim(o: dict) -> Claim:
     speed = draw_speeds(n, base_system(o, n, o["excess_capacity"])["speed_distribution"])
     arrival_rate = arrival_rate_for_excess_capacity(speed, o["excess_capacity"])
     check = check_sandwich(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
-    return Claim("C20", f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "
-                        f"every event for jsq, jfsq, jssq, jsq-fiq and jsq-lisf (Prop. 5.1)",
-                 {"ticks": check.ticks,
-                  "lower_violations": dict(zip(check.tie_breaks, check.lower_violations.tolist())),
-                  "upper_violations": dict(zip(check.tie_breaks, check.upper_violations.tolist()))},
-                 bool(check.holds))
+    return Claim(
+        "C20",
+        f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "
+        f"every event for jsq, jfsq, jssq, jsq-fiq and jsq-lisf (Prop. 5.1)",
+        {
+            "ticks": check.ticks,
+            "lower_violations": dict(zip(check.tie_breaks, check.lower_violations.tolist())),
+            "upper_violations": dict(zip(check.tie_breaks, check.upper_violations.tolist())),
+        },
+        bool(check.holds),
+    )
 
 
 def stability_claim(context) -> Claim:
     """C21: stable iff c > 0. Just above and just below capacity (a buffer too large to fill in
     the horizon), the number in system levels off or keeps growing."""
     o = context.options
-    base = {"system": dict(base_system(o, o["stability_servers"], 1.0), buffer=10 * int(o["horizon"])),
-            "policy": {"id": "jfsq"}, "run": {"horizon": o["horizon"], "warmup": o["warmup"]}}
-    table = plain_names(run_sweep(context, "buke-stability", base,
-                                  {"system.excess_capacity": [-0.25, 0.25]}).summary)
+    base = {
+        "system": dict(base_system(o, o["stability_servers"], 1.0), buffer=10 * int(o["horizon"])),
+        "policy": {"id": "jfsq"},
+        "run": {"horizon": o["horizon"], "warmup": o["warmup"]},
+    }
+    table = plain_names(run_sweep(context, "buke-stability", base, {"system.excess_capacity": [-0.25, 0.25]}).summary)
     growth = {float(c): float(row(table, excess_capacity=c)["number_in_system_growth"]) for c in (-0.25, 0.25)}
-    return Claim("C21", "stable iff c > 0: under jfsq the number in system over the second half of the run exceeds "
-                        "the first half's by more than 50% at c = -0.25, and by less than 10% at c = 0.25",
-                 {"growth_by_c": growth}, growth[-0.25] > 0.5 and abs(growth[0.25]) < 0.1)
+    return Claim(
+        "C21",
+        "stable iff c > 0: under jfsq the number in system over the second half of the run exceeds "
+        "the first half's by more than 50% at c = -0.25, and by less than 10% at c = 0.25",
+        {"growth_by_c": growth},
+        growth[-0.25] > 0.5 and abs(growth[0.25]) < 0.1,
+    )
 
 
 def idle_rate_claims(stats: dict, n: int, o: dict) -> list:
     """C22: in stationarity E[-X_1] = c / kappa, kappa the mean-reversion rate of X_1 (Cor. 4.4,
     4.5): mu_min for jfsq (plus the effect of a finite sample's minimum), E[mu^2] / E[mu] for RR."""
     low, high = o["low"], o["high"]
-    rr_rate = (high ** 3 - low ** 3) / 3 / (high - low) / ((low + high) / 2)
+    rr_rate = (high**3 - low**3) / 3 / (high - low) / ((low + high) / 2)
     implied = {p: o["excess_capacity"] / stats[p, n, "x1"][0] for p in ("jfsq", "jsq")}
-    return [Claim("C22", f"at n = {n} the idle servers' mean-reversion rate implied by E|X_1| = c / kappa is "
-                         f"within [mu_min, mu_min + 0.1] = [{low}, {low + 0.1:.2f}] for jfsq and within 5% of "
-                         f"E[mu^2]/E[mu] = {rr_rate:.4f} for RR (jsq)",
-                  {"implied_rate": implied, "rr_rate": rr_rate},
-                  low <= implied["jfsq"] <= low + 0.1 and abs(implied["jsq"] / rr_rate - 1) <= 0.05)]
+    return [
+        Claim(
+            "C22",
+            f"at n = {n} the idle servers' mean-reversion rate implied by E|X_1| = c / kappa is "
+            f"within [mu_min, mu_min + 0.1] = [{low}, {low + 0.1:.2f}] for jfsq and within 5% of "
+            f"E[mu^2]/E[mu] = {rr_rate:.4f} for RR (jsq)",
+            {"implied_rate": implied, "rr_rate": rr_rate},
+            low <= implied["jfsq"] <= low + 0.1 and abs(implied["jsq"] / rr_rate - 1) <= 0.05,
+        )
+    ]
 
 
-register(Reproduction("buke-fig41", "002 Fig. 4.1: where idleness and queues sit, by service rate", run_fig41, {
-    **COMMON_OPTIONS,
-    "n_servers": (500, 500, "n (002 section 4)"),
-    "excess_capacity": (1.0, 1.0, "c = varsigma + nu (002 section 4)"),
-    "bins": (6, 6, "speed bins (lost)"),
-    "replications": (3, 10, "independent replications (lost)"),
-}))
-register(Reproduction("buke-fig42", "002 Fig. 4.2: paired differences JFSQ - RR across c", run_fig42, {
-    **COMMON_OPTIONS,
-    "n_servers": (500, 500, "n (lost; as Fig. 4.1)"),
-    "excess_capacities": ([0.25, 0.5, 1.0, 2.0, 3.0], [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0], "grid of c (lost)"),
-    "replications": (10, 20, "paired replications (lost)"),
-}))
-register(Reproduction("buke-scaling", "002: the measures as n grows, against the diffusion limits", run_scaling, {
-    **COMMON_OPTIONS,
-    "n_servers": ([125, 250, 500, 1000, 2000], [125, 250, 500, 1000, 2000, 4000, 8000], "n"),
-    "excess_capacity": (1.0, 1.0, "c"),
-    "replications": (5, 10, "independent replications"),
-    "sandwich_servers": (100, 200, "n of the coupled sandwich check (C20)"),
-    "sandwich_horizon": (2000.0, 3000.0, "horizon of the coupled sandwich check, time units"),
-    "stability_servers": (500, 500, "n of the stability check at c = -0.25 and 0.25 (C21)"),
-}))
+register(
+    Reproduction(
+        "buke-fig41",
+        "002 Fig. 4.1: where idleness and queues sit, by service rate",
+        run_fig41,
+        {
+            **COMMON_OPTIONS,
+            "n_servers": (500, 500, "n (002 section 4)"),
+            "excess_capacity": (1.0, 1.0, "c = varsigma + nu (002 section 4)"),
+            "bins": (6, 6, "speed bins (lost)"),
+            "replications": (3, 10, "independent replications (lost)"),
+        },
+    )
+)
+register(
+    Reproduction(
+        "buke-fig42",
+        "002 Fig. 4.2: paired differences JFSQ - RR across c",
+        run_fig42,
+        {
+            **COMMON_OPTIONS,
+            "n_servers": (500, 500, "n (lost; as Fig. 4.1)"),
+            "excess_capacities": (
+                [0.25, 0.5, 1.0, 2.0, 3.0],
+                [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
+                "grid of c (lost)",
+            ),
+            "replications": (10, 20, "paired replications (lost)"),
+        },
+    )
+)
+register(
+    Reproduction(
+        "buke-scaling",
+        "002: the measures as n grows, against the diffusion limits",
+        run_scaling,
+        {
+            **COMMON_OPTIONS,
+            "n_servers": ([125, 250, 500, 1000, 2000], [125, 250, 500, 1000, 2000, 4000, 8000], "n"),
+            "excess_capacity": (1.0, 1.0, "c"),
+            "replications": (5, 10, "independent replications"),
+            "sandwich_servers": (100, 200, "n of the coupled sandwich check (C20)"),
+            "sandwich_horizon": (2000.0, 3000.0, "horizon of the coupled sandwich check, time units"),
+            "stability_servers": (500, 500, "n of the stability check at c = -0.25 and 0.25 (C21)"),
+        },
+    )
+)

@@ -60,8 +60,11 @@ def resolve_executor(executor) -> tuple[Executor, int, callable]:
         return dask_executor(executor, close=lambda: None)
     if isinstance(executor, Executor):
         return executor, getattr(executor, "_max_workers", None) or os.cpu_count() or 1, lambda: None
-    raise InputError("executor", "must be 'processes', 'processes:N', 'serial', 'dask://host:port', "
-                                 f"a dask.distributed.Client or a concurrent.futures.Executor, got {executor!r}")
+    raise InputError(
+        "executor",
+        "must be 'processes', 'processes:N', 'serial', 'dask://host:port', "
+        f"a dask.distributed.Client or a concurrent.futures.Executor, got {executor!r}",
+    )
 
 
 def dask_client(address: str):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -89,15 +89,23 @@ def register(reproduction: Reproduction) -> Reproduction:
 def series_of(table, metric: str, by: str, x: str) -> dict:
     """The figure's series: for each value of column ``by``, (mean, ci_low, ci_high) of ``metric``
     ordered by column ``x`` (the ``series`` of hetlb.plots.plot_metric)."""
-    return {label: (rows.sort_values(x)[metric].to_numpy(), rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
-                    rows.sort_values(x)[metric + "_ci_high"].to_numpy())
-            for label, rows in table.groupby(by, sort=False)}
+    return {
+        label: (
+            rows.sort_values(x)[metric].to_numpy(),
+            rows.sort_values(x)[metric + "_ci_low"].to_numpy(),
+            rows.sort_values(x)[metric + "_ci_high"].to_numpy(),
+        )
+        for label, rows in table.groupby(by, sort=False)
+    }
 
 
 def plain_names(table: pd.DataFrame) -> pd.DataFrame:
     """Axis columns without their table: system.n_servers -> n_servers, policy.id -> policy."""
-    return table.rename(columns=lambda c: "policy" if c == "policy.id" else
-                        c.split(".", 1)[1] if c.startswith(("system.", "run.")) else c)
+    return table.rename(
+        columns=lambda c: (
+            "policy" if c == "policy.id" else c.split(".", 1)[1] if c.startswith(("system.", "run.")) else c
+        )
+    )
 
 
 def two_class_speeds(n_servers: int, fast_fraction: float, fast_speed: float, slow_speed: float) -> str:
@@ -135,8 +143,16 @@ def describe_kind(default) -> str:
     return {int: "an integer", float: "a number", str: "a text"}.get(type(default), type(default).__name__)
 
 
-def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store="hetlb-results.sqlite",
-              progress: bool = False, **options) -> dict:
+def reproduce(
+    name: str,
+    *,
+    scale: str = "quick",
+    out=None,
+    executor=None,
+    store="hetlb-results.sqlite",
+    progress: bool = False,
+    **options,
+) -> dict:
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
     (default ``reproductions/NAME``). Options override the scale's defaults (see
     ``REPRODUCTIONS[name].options``). Returns the content of claims.json."""
@@ -151,8 +167,10 @@ def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store
     for key, value in options.items():
         if not same_kind(value, reproduction.options[key][0]):
             raise InputError(key, f"must be {describe_kind(reproduction.options[key][0])}, got {value!r}")
-    values = {key: options.get(key, quick if scale == "quick" else paper)
-              for key, (quick, paper, _) in reproduction.options.items()}
+    values = {
+        key: options.get(key, quick if scale == "quick" else paper)
+        for key, (quick, paper, _) in reproduction.options.items()
+    }
     out = Path(out or Path("reproductions") / name)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -173,5 +191,7 @@ def reproduce(name: str, *, scale: str = "quick", out=None, executor=None, store
         "wall_seconds": time.perf_counter() - started,
         "hetlb": __version__,
     }
-    (out / "claims.json").write_text(json.dumps(finite_or_null(report), indent=2, default=json_default, allow_nan=False) + "\n")
+    (out / "claims.json").write_text(
+        json.dumps(finite_or_null(report), indent=2, default=json_default, allow_nan=False) + "\n"
+    )
     return report

@@ -101,18 +101,23 @@ class SweepSpec:
                 raise InputError(f"axes.{path}", "must be a non-empty list of values")
 
     @classmethod
-    def from_mapping(cls, data: dict) -> "SweepSpec":
+    def from_mapping(cls, data: dict) -> SweepSpec:
         unknown = sorted(set(data) - SPEC_KEYS)
         if unknown:
             raise InputError(unknown[0], f"unknown key in the sweep spec; allowed: {', '.join(sorted(SPEC_KEYS))}")
         if "base" not in data:
             raise InputError("base", "the spec needs a [base] scenario with [base.system]")
-        return cls(base=data["base"], axes=dict(data.get("axes", {})), replications=data.get("replications", 1),
-                   seed=data.get("seed", 0), common_random_numbers=data.get("common_random_numbers", True),
-                   name=str(data.get("name", "sweep")))
+        return cls(
+            base=data["base"],
+            axes=dict(data.get("axes", {})),
+            replications=data.get("replications", 1),
+            seed=data.get("seed", 0),
+            common_random_numbers=data.get("common_random_numbers", True),
+            name=str(data.get("name", "sweep")),
+        )
 
     @classmethod
-    def from_toml(cls, path) -> "SweepSpec":
+    def from_toml(cls, path) -> SweepSpec:
         return cls.from_mapping(read_toml(path))
 
     def points(self) -> list[Point]:
@@ -141,8 +146,15 @@ class SweepSpec:
         for index, point in enumerate(self.points() if points is None else points):
             seed_words = identity_words(point.seed_identity(self.common_random_numbers))
             for replication in range(self.replications):
-                key = content_hash({"scenario": point.scenario, "replication": replication, "seed": self.seed,
-                                    "crn": self.common_random_numbers, "hetlb": __version__})
+                key = content_hash(
+                    {
+                        "scenario": point.scenario,
+                        "replication": replication,
+                        "seed": self.seed,
+                        "crn": self.common_random_numbers,
+                        "hetlb": __version__,
+                    }
+                )
                 units.append(Unit(index, replication, point.scenario, self.seed, (*seed_words, replication), key))
         return units
 

@@ -51,22 +51,24 @@ class ResultStore:
         """Store {key: row} at once (one transaction)."""
         now = time.time()
         with self.connection:
-            self.connection.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
-                                        [(key, json.dumps(row), now) for key, row in rows.items()])
+            self.connection.executemany(
+                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
+                [(key, json.dumps(row), now) for key, row in rows.items()],
+            )
 
     def register(self, name: str, keys: list) -> None:
         """Record that sweep ``name`` consists of the runs ``keys``, in this order."""
         with self.connection:
             self.connection.execute("DELETE FROM sweeps WHERE name = ?", (name,))
-            self.connection.executemany("INSERT INTO sweeps VALUES (?, ?, ?)",
-                                        [(name, key, i) for i, key in enumerate(keys)])
+            self.connection.executemany(
+                "INSERT INTO sweeps VALUES (?, ?, ?)", [(name, key, i) for i, key in enumerate(keys)]
+            )
 
     def sweeps(self) -> list[dict]:
         """Each named sweep with its number of runs and how many are finished."""
         query = """SELECT s.name, COUNT(*), COUNT(r.key) FROM sweeps s LEFT JOIN runs r ON r.key = s.key
                    GROUP BY s.name ORDER BY s.name"""
-        return [{"name": name, "runs": total, "finished": done}
-                for name, total, done in self.connection.execute(query)]
+        return [{"name": name, "runs": total, "finished": done} for name, total, done in self.connection.execute(query)]
 
     def load(self, name: str) -> list[dict]:
         """The finished rows of sweep ``name`` in spec order."""

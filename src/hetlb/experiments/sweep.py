@@ -25,20 +25,35 @@ from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.progress import ProgressBar
-from hetlb.scenario import Scenario
 from hetlb.results.slotted import SCALARS
+from hetlb.scenario import Scenario
 from hetlb.stats import t_interval
 from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf
 
-METRICS = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system",
-           "response_time_p50", "response_time_p95", "response_time_p99", "littles_law_gap",
-           "number_in_system_growth") + MEASURES
+METRICS = (
+    "mean_response_time",
+    "mean_waiting_time",
+    "p_wait",
+    "blocking_probability",
+    "mean_number_in_system",
+    "response_time_p50",
+    "response_time_p95",
+    "response_time_p99",
+    "littles_law_gap",
+    "number_in_system_growth",
+) + MEASURES
 """Per-run figures of the continuous model that the summary gives with 95% intervals (with the
 X measures of 002, hetlb.stats.halfin_whitt)."""
 SLOTTED_METRICS = SCALARS
 """The same for the slotted model (hetlb.simulate_slotted)."""
-INTERVAL_COLUMNS = ("mean_response_time", "mean_waiting_time", "blocking_probability", "mean_number_in_system",
-                    "mean_delay", "messages_per_arrival")
+INTERVAL_COLUMNS = (
+    "mean_response_time",
+    "mean_waiting_time",
+    "blocking_probability",
+    "mean_number_in_system",
+    "mean_delay",
+    "messages_per_arrival",
+)
 """Metrics whose batch-means interval is kept for a point with a single replication."""
 MAX_CLASS_COLUMNS = 16
 """Rows carry s_{m,1}, s_{m,2} and C_m per speed class up to this many classes."""
@@ -64,8 +79,16 @@ class SweepResult:
     wall_seconds: float
 
 
-def sweep(spec: SweepSpec | str | Path, *, executor=None, store="hetlb-results.sqlite", out=None,
-          force: bool = False, progress: bool = False, events_per_task: int = EVENTS_PER_TASK) -> SweepResult:
+def sweep(
+    spec: SweepSpec | str | Path,
+    *,
+    executor=None,
+    store="hetlb-results.sqlite",
+    out=None,
+    force: bool = False,
+    progress: bool = False,
+    events_per_task: int = EVENTS_PER_TASK,
+) -> SweepResult:
     """Run every (point, replication) of ``spec`` not already in ``store`` and return the tables.
 
     executor: see :func:`hetlb.experiments.executors.resolve_executor` (default: all local cores).
@@ -173,8 +196,14 @@ def continuous_row(result, system) -> dict:
     if len(summary["occupancy_by_class"]) <= MAX_CLASS_COLUMNS:
         for m, occupancy in enumerate(summary["occupancy_by_class"], start=1):
             levels = occupancy["s_m"] + [math.nan, math.nan]  # levels the run did not track
-            row.update({f"class{m}_speed": occupancy["speed"], f"class{m}_s1": levels[0],
-                        f"class{m}_s2": levels[1], f"class{m}_C": occupancy["C_m"]})
+            row.update(
+                {
+                    f"class{m}_speed": occupancy["speed"],
+                    f"class{m}_s1": levels[0],
+                    f"class{m}_s2": levels[1],
+                    f"class{m}_C": occupancy["C_m"],
+                }
+            )
     if run.speed_profile is not None:
         for name in ("eta", "xi2", "tb_eta"):
             row.update({f"{name}_bin{i + 1}": value for i, value in enumerate(run.speed_profile[name])})
@@ -192,8 +221,9 @@ def slotted_row(result) -> dict:
     for metric in INTERVAL_COLUMNS:
         if metric + "_ci" in summary:
             row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
-    row.update({f"messages_{kind}": count for kind, count in summary["messages"].items()
-                if isinstance(count, (int, float))})
+    row.update(
+        {f"messages_{kind}": count for kind, count in summary["messages"].items() if isinstance(count, (int, float))}
+    )
     row.update({key: value for key, value in summary.items() if key.startswith("preference_")})
     return row
 
@@ -202,8 +232,15 @@ def runs_table(points, units, done: dict) -> pd.DataFrame:
     records = []
     for unit in units:
         if unit.key in done:
-            records.append({"point": unit.point_index, **points[unit.point_index].values,
-                            "replication": unit.replication, **done[unit.key], "key": unit.key})
+            records.append(
+                {
+                    "point": unit.point_index,
+                    **points[unit.point_index].values,
+                    "replication": unit.replication,
+                    **done[unit.key],
+                    "key": unit.key,
+                }
+            )
     return pd.DataFrame.from_records(records)
 
 
@@ -233,8 +270,11 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
         scenario = Scenario.from_mapping(point.scenario)
         system = scenario.system
         if scenario.model == "continuous":
-            record["speed_lower_bound"] = speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound \
-                if system.total_arrival_rate < system.capacity else math.nan
+            record["speed_lower_bound"] = (
+                speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound
+                if system.total_arrival_rate < system.capacity
+                else math.nan
+            )
         records.append(record)
     return pd.DataFrame.from_records(records)
 
@@ -262,6 +302,13 @@ def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) 
     for group, values in difference.groupby(level=keys) if keys else [((), difference)]:
         mean, half = t_interval(values.to_numpy())
         group = group if isinstance(group, tuple) else (group,)
-        records.append({**dict(zip(keys, group)), "pairs": len(values), f"{metric}_difference": mean,
-                        "ci_low": mean - half, "ci_high": mean + half})
+        records.append(
+            {
+                **dict(zip(keys, group)),
+                "pairs": len(values),
+                f"{metric}_difference": mean,
+                "ci_low": mean - half,
+                "ci_high": mean + half,
+            }
+        )
     return pd.DataFrame.from_records(records)

@@ -34,9 +34,18 @@ class Tuning:
     table: list
 
 
-def tune_jsq_df_ds(system: System, *, grid=DEFAULT_GRID, d_fast: int = 2, d_slow: int = 2, jobs: int = 50_000,
-                   warmup: float = 0.0, replications: int = 1, seed: int = 0,
-                   max_blocking: float = 1e-3) -> Tuning:
+def tune_jsq_df_ds(
+    system: System,
+    *,
+    grid=DEFAULT_GRID,
+    d_fast: int = 2,
+    d_slow: int = 2,
+    jobs: int = 50_000,
+    warmup: float = 0.0,
+    replications: int = 1,
+    seed: int = 0,
+    max_blocking: float = 1e-3,
+) -> Tuning:
     """Grid search of (p_F, p_S) for ``jsq-df-ds`` on ``system``, minimising the mean response
     time among the points whose blocking probability is at most ``max_blocking`` (a point that
     loses jobs would otherwise win by dropping its slowest ones). Points that are unstable with
@@ -47,16 +56,14 @@ def tune_jsq_df_ds(system: System, *, grid=DEFAULT_GRID, d_fast: int = 2, d_slow
     table = []
     for p_fast in values:
         for p_slow in values:
-            policy = make_policy("jsq-df-ds", d_fast=d_fast, d_slow=d_slow, p_fast=float(p_fast),
-                                 p_slow=float(p_slow))
+            policy = make_policy("jsq-df-ds", d_fast=d_fast, d_slow=d_slow, p_fast=float(p_fast), p_slow=float(p_slow))
             try:
                 check_policy_stability(system, policy)
             except InputError:  # slow servers unused with infinite buffers above the fast capacity
                 continue
             result = simulate(system, policy, jobs=jobs, warmup=warmup, replications=replications, seed=seed)
             summary = result.summary()
-            table.append((float(p_fast), float(p_slow), summary["mean_response_time"],
-                          summary["blocking_probability"]))
+            table.append((float(p_fast), float(p_slow), summary["mean_response_time"], summary["blocking_probability"]))
     admissible = [row for row in table if row[3] <= max_blocking]
     if not admissible:
         raise InputError("max_blocking", f"no grid point blocks at most {max_blocking:g} of the jobs")

@@ -18,8 +18,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hetlb.experiments.reproduce import (Claim, Outcome, Reproduction, plain_names, register, row, series_of,
-                                         two_class_speeds)
+from hetlb.experiments.reproduce import (
+    Claim,
+    Outcome,
+    Reproduction,
+    plain_names,
+    register,
+    row,
+    series_of,
+    two_class_speeds,
+)
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.tuning import tune_jsq_df_ds
 from hetlb.model import System, parse_speeds
@@ -50,13 +58,23 @@ GRAPH_OPTIONS = {
 def graph_sweep(context, name: str, job_sizes: dict):
     """Run the Fig. 3 setting over N and the four policies; return (summary, options)."""
     o = context.options
-    sizes = [2 ** k for k in range(int(np.log2(o["n_min"])), int(np.log2(o["n_max"])) + 1)]
+    sizes = [2**k for k in range(int(np.log2(o["n_min"])), int(np.log2(o["n_max"])) + 1)]
     spec = SweepSpec(
-        base={"system": {"speed_mix": FIG3_SPEED_MIX, "load": o["load"], "buffer": o["buffer"], **job_sizes,
-                         "graph": {"kind": "fig3", "ports_exponent": o["ports_exponent"], "seed": o["graph_seed"]}},
-              "run": {"jobs": o["jobs"], "warmup": o["warmup"]}},
+        base={
+            "system": {
+                "speed_mix": FIG3_SPEED_MIX,
+                "load": o["load"],
+                "buffer": o["buffer"],
+                **job_sizes,
+                "graph": {"kind": "fig3", "ports_exponent": o["ports_exponent"], "seed": o["graph_seed"]},
+            },
+            "run": {"jobs": o["jobs"], "warmup": o["warmup"]},
+        },
         axes={"system.n_servers": sizes, "policy.id": FIG3_POLICIES},
-        replications=o["replications"], seed=o["seed"], name=name)
+        replications=o["replications"],
+        seed=o["seed"],
+        name=name,
+    )
     return plain_names(context.sweep(spec).summary)
 
 
@@ -68,12 +86,17 @@ def bound_claim(table) -> Claim:
     """C1: no policy beats C*/lambda where it loses (almost) no job."""
     lossless = table[table["blocking_probability"] <= ESSENTIALLY_ZERO_BLOCKING]
     below = lossless[lossless["mean_response_time_ci_high"] < lossless["speed_lower_bound"]]
-    return Claim("C1", "with blocking about 0, every policy's mean response time is at least C*/lambda "
-                       "(its 95% interval reaches the bound)",
-                 {"points_checked": len(lossless), "points_below_the_bound": len(below),
-                  "smallest_ratio_to_bound": float((lossless["mean_response_time"]
-                                                    / lossless["speed_lower_bound"]).min())},
-                 len(below) == 0)
+    return Claim(
+        "C1",
+        "with blocking about 0, every policy's mean response time is at least C*/lambda "
+        "(its 95% interval reaches the bound)",
+        {
+            "points_checked": len(lossless),
+            "points_below_the_bound": len(below),
+            "smallest_ratio_to_bound": float((lossless["mean_response_time"] / lossless["speed_lower_bound"]).min()),
+        },
+        len(below) == 0,
+    )
 
 
 def convergence_claims(table, n_min: int, n_max: int) -> list:
@@ -91,21 +114,39 @@ def convergence_claims(table, n_min: int, n_max: int) -> list:
     small = intervals(n_min, FIG3_POLICIES)
     falls = {p: interval(row(table, n_servers=n_max, policy=p))[1] < small[p][0] for p in ("jfsq", "jfiq")}
     return [
-        Claim("C2", f"jfsq and jfiq improve as N grows (their interval at N = {n_max} lies below the one "
-                    f"at N = {n_min})", {"falls": falls}, all(falls.values())),
-        Claim("C2", f"at N = {n_paper}, jfsq and jfiq are within 5% of C*/lambda = {bound:.4f} (the 95% "
-                    f"interval of the ratio lies below 1.05)",
-              {"ratio_to_bound_interval": paper,
-               **({f"ratio_to_bound_interval_at_{n_max}": {p: large[p] for p in ("jfsq", "jfiq")}}
-                  if n_max != n_paper else {})},
-              paper["jfsq"][1] <= 1.05 and paper["jfiq"][1] <= 1.05),
-        Claim("C3", f"at N = {n_max}, jsq and jiq stay clearly above the bound (their intervals above 1.05 "
-                    "times it) and above jfsq and jfiq (disjoint intervals)",
-              {"ratio_to_bound_interval": large},
-              min(large["jsq"][0], large["jiq"][0]) > max(1.05, large["jfsq"][1], large["jfiq"][1])),
-        Claim("C4", f"at N = {n_min}, jiq is slower than jsq and jfiq slower than jfsq (disjoint intervals)",
-              {"mean_response_time_interval": small},
-              small["jiq"][0] > small["jsq"][1] and small["jfiq"][0] > small["jfsq"][1]),
+        Claim(
+            "C2",
+            f"jfsq and jfiq improve as N grows (their interval at N = {n_max} lies below the one at N = {n_min})",
+            {"falls": falls},
+            all(falls.values()),
+        ),
+        Claim(
+            "C2",
+            f"at N = {n_paper}, jfsq and jfiq are within 5% of C*/lambda = {bound:.4f} (the 95% "
+            f"interval of the ratio lies below 1.05)",
+            {
+                "ratio_to_bound_interval": paper,
+                **(
+                    {f"ratio_to_bound_interval_at_{n_max}": {p: large[p] for p in ("jfsq", "jfiq")}}
+                    if n_max != n_paper
+                    else {}
+                ),
+            },
+            paper["jfsq"][1] <= 1.05 and paper["jfiq"][1] <= 1.05,
+        ),
+        Claim(
+            "C3",
+            f"at N = {n_max}, jsq and jiq stay clearly above the bound (their intervals above 1.05 "
+            "times it) and above jfsq and jfiq (disjoint intervals)",
+            {"ratio_to_bound_interval": large},
+            min(large["jsq"][0], large["jiq"][0]) > max(1.05, large["jfsq"][1], large["jfiq"][1]),
+        ),
+        Claim(
+            "C4",
+            f"at N = {n_min}, jiq is slower than jsq and jfiq slower than jfsq (disjoint intervals)",
+            {"mean_response_time_interval": small},
+            small["jiq"][0] > small["jsq"][1] and small["jfiq"][0] > small["jfsq"][1],
+        ),
     ]
 
 
@@ -123,24 +164,44 @@ def idleness_claim(table, n_max: int) -> Claim:
     # one server of each type stands for the mix (the types are in equal numbers)
     bound = speed_lower_bound(speed, float(row(table, n_servers=n_max, policy="jfsq")["load"]) * speed.sum())
     measured["mean_field_busy_fraction"] = (bound.c_star_by_type * len(speed)).tolist()
-    return Claim("C7", f"at N = {n_max}, under jfsq and jfiq the busy fraction falls with the type "
-                       "(fastest busiest) and at most 1% of the servers hold a waiting job (s_m2), as in the "
-                       "mean-field picture of eq. (5)", measured, holds)
+    return Claim(
+        "C7",
+        f"at N = {n_max}, under jfsq and jfiq the busy fraction falls with the type "
+        "(fastest busiest) and at most 1% of the servers hold a waiting job (s_m2), as in the "
+        "mean-field picture of eq. (5)",
+        measured,
+        holds,
+    )
 
 
 def blocking_claims(table, n_min: int, n_max: int) -> list:
     """C5: blocking of jiq and jfiq falls with N; jsq and jfsq lose essentially nothing."""
-    at = {p: {int(n): float(row(table, n_servers=n, policy=p)["blocking_probability"])
-              for n in sorted(table["n_servers"].unique())} for p in FIG3_POLICIES}
-    falls = {p: row(table, n_servers=n_max, policy=p)["blocking_probability_ci_high"]
-             < row(table, n_servers=n_min, policy=p)["blocking_probability_ci_low"] for p in ("jiq", "jfiq")}
+    at = {
+        p: {
+            int(n): float(row(table, n_servers=n, policy=p)["blocking_probability"])
+            for n in sorted(table["n_servers"].unique())
+        }
+        for p in FIG3_POLICIES
+    }
+    falls = {
+        p: row(table, n_servers=n_max, policy=p)["blocking_probability_ci_high"]
+        < row(table, n_servers=n_min, policy=p)["blocking_probability_ci_low"]
+        for p in ("jiq", "jfiq")
+    }
     worst = {p: max(at[p].values()) for p in ("jsq", "jfsq")}
     return [
-        Claim("C5", f"blocking of jiq and jfiq falls from N = {n_min} to N = {n_max}",
-              {"blocking": {p: at[p] for p in ("jiq", "jfiq")}, "falls": {p: bool(v) for p, v in falls.items()}},
-              all(falls.values())),
-        Claim("C5", f"blocking of jsq and jfsq is essentially zero (at most {ESSENTIALLY_ZERO_BLOCKING:g}) at "
-                    "every N", {"largest_blocking": worst}, max(worst.values()) <= ESSENTIALLY_ZERO_BLOCKING),
+        Claim(
+            "C5",
+            f"blocking of jiq and jfiq falls from N = {n_min} to N = {n_max}",
+            {"blocking": {p: at[p] for p in ("jiq", "jfiq")}, "falls": {p: bool(v) for p, v in falls.items()}},
+            all(falls.values()),
+        ),
+        Claim(
+            "C5",
+            f"blocking of jsq and jfsq is essentially zero (at most {ESSENTIALLY_ZERO_BLOCKING:g}) at every N",
+            {"largest_blocking": worst},
+            max(worst.values()) <= ESSENTIALLY_ZERO_BLOCKING,
+        ),
     ]
 
 
@@ -156,12 +217,18 @@ def run_fig3(context, *, name="weng-fig3", job_sizes=None, claim_ids=("C1", "C2"
     claims = [bound_claim(table)] + convergence_claims(table, n_min, n_max) + [idleness_claim(table, n_max)]
     x = sorted(table["n_servers"].unique())
     sizes = "hyperexponential job sizes" if job_sizes else "exponential job sizes"
-    plot_metric(x, series_of(table, "mean_response_time", "policy", "n_servers"), context.out / f"{name}.png",
-                xlabel="number of servers N", ylabel="mean response time", log2_x=True,
-                title=f"000 Fig. {'D.3' if job_sizes else '3'}: rho = {o['load']}, b = {o['buffer']}, "
-                      f"L = N^{o['ports_exponent']}, {sizes}",
-                bound=row(table, policy="jfsq", n_servers=n_min)["speed_lower_bound"] * np.ones(len(x)),
-                bound_label="C*/lambda (000, Prop. 1)")
+    plot_metric(
+        x,
+        series_of(table, "mean_response_time", "policy", "n_servers"),
+        context.out / f"{name}.png",
+        xlabel="number of servers N",
+        ylabel="mean response time",
+        log2_x=True,
+        title=f"000 Fig. {'D.3' if job_sizes else '3'}: rho = {o['load']}, b = {o['buffer']}, "
+        f"L = N^{o['ports_exponent']}, {sizes}",
+        bound=row(table, policy="jfsq", n_servers=n_min)["speed_lower_bound"] * np.ones(len(x)),
+        bound_label="C*/lambda (000, Prop. 1)",
+    )
     return Outcome(table, [c for c in claims if c.id in claim_ids], dict(o, **(job_sizes or {})), lost_fig3())
 
 
@@ -170,9 +237,15 @@ def run_fig4(context) -> Outcome:
     table = graph_sweep(context, "weng-fig3", {})
     n_min, n_max = int(table["n_servers"].min()), int(table["n_servers"].max())
     x = sorted(table["n_servers"].unique())
-    plot_metric(x, series_of(table, "blocking_probability", "policy", "n_servers"), context.out / "weng-fig4.png",
-                xlabel="number of servers N", ylabel="blocking probability", log2_x=True,
-                title=f"000 Fig. 4: rho = {o['load']}, b = {o['buffer']}, L = N^{o['ports_exponent']}")
+    plot_metric(
+        x,
+        series_of(table, "blocking_probability", "policy", "n_servers"),
+        context.out / "weng-fig4.png",
+        xlabel="number of servers N",
+        ylabel="blocking probability",
+        log2_x=True,
+        title=f"000 Fig. 4: rho = {o['load']}, b = {o['buffer']}, L = N^{o['ports_exponent']}",
+    )
     return Outcome(table, blocking_claims(table, n_min, n_max), dict(o), lost_fig3())
 
 
@@ -194,28 +267,52 @@ def run_fig2(context) -> Outcome:
     base_system = {"speeds": speeds, "buffer": o["buffer"]}
     run = {"jobs": o["jobs"], "warmup": o["warmup"]}
     common = dict(replications=o["replications"], seed=o["seed"])
-    tables = [context.sweep(SweepSpec(base={"system": base_system, "run": run},
-                                      axes={"system.load": o["loads"], "policy.id": FIG2_POLICIES[:4]},
-                                      name="weng-fig2", **common)).summary]
+    tables = [
+        context.sweep(
+            SweepSpec(
+                base={"system": base_system, "run": run},
+                axes={"system.load": o["loads"], "policy.id": FIG2_POLICIES[:4]},
+                name="weng-fig2",
+                **common,
+            )
+        ).summary
+    ]
     tuned = {}
     for load in o["loads"]:
         system = System.from_speeds(speeds, load=load, buffer=o["buffer"])
-        best = tune_jsq_df_ds(system, grid=np.linspace(0, 1, o["tuning_grid"]), jobs=o["tuning_jobs"],
-                              warmup=o["warmup"], seed=o["seed"] + 1)
+        best = tune_jsq_df_ds(
+            system,
+            grid=np.linspace(0, 1, o["tuning_grid"]),
+            jobs=o["tuning_jobs"],
+            warmup=o["warmup"],
+            seed=o["seed"] + 1,
+        )
         tuned[load] = (best.p_fast, best.p_slow)
         policy = {"id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}
-        tables.append(context.sweep(SweepSpec(base={"system": dict(base_system, load=load), "policy": policy,
-                                                    "run": run}, name=f"weng-fig2-jsq-df-ds-{load}", **common))
-                      .summary.assign(**{"system.load": load, "policy.id": "jsq-df-ds", "p_fast": best.p_fast,
-                                         "p_slow": best.p_slow}))
+        tables.append(
+            context.sweep(
+                SweepSpec(
+                    base={"system": dict(base_system, load=load), "policy": policy, "run": run},
+                    name=f"weng-fig2-jsq-df-ds-{load}",
+                    **common,
+                )
+            ).summary.assign(
+                **{"system.load": load, "policy.id": "jsq-df-ds", "p_fast": best.p_fast, "p_slow": best.p_slow}
+            )
+        )
     table = plain_names(pd.concat(tables, ignore_index=True))
     x = sorted(table["load"].unique())
-    plot_metric(x, series_of(table, "mean_response_time", "policy", "load"), context.out / "weng-fig2.png",
-                xlabel="load", ylabel="mean response time",
-                title=f"000 Fig. 2: {n_fast} fast, {o['n_servers'] - n_fast} slow, speed ratio {o['speed_ratio']}, "
-                      f"b = {o['buffer']}",
-                bound=[float(row(table, load=v, policy="jfsq")["speed_lower_bound"]) for v in x],
-                bound_label="C*/lambda (000, Prop. 1)")
+    plot_metric(
+        x,
+        series_of(table, "mean_response_time", "policy", "load"),
+        context.out / "weng-fig2.png",
+        xlabel="load",
+        ylabel="mean response time",
+        title=f"000 Fig. 2: {n_fast} fast, {o['n_servers'] - n_fast} slow, speed ratio {o['speed_ratio']}, "
+        f"b = {o['buffer']}",
+        bound=[float(row(table, load=v, policy="jfsq")["speed_lower_bound"]) for v in x],
+        bound_label="C*/lambda (000, Prop. 1)",
+    )
     claims = [bound_claim(table)] + two_class_claims(table, x, parse_speeds(speeds), o["fast_fraction"])
     parameters = dict(o, speeds=speeds, tuned_p_fast_p_slow={str(k): v for k, v in tuned.items()})
     return Outcome(table, claims, parameters, ["n_servers", "fast_fraction", "speed_ratio", "buffer", "loads"])
@@ -228,44 +325,82 @@ def two_class_claims(table, loads, speed, fast_fraction) -> list:
     mean = {p: float(row(table, load=lightest, policy=p)["mean_response_time"]) for p in FIG2_POLICIES}
     fast, slow = speed.max(), speed.min()
     blind = fast_fraction / fast + (1 - fast_fraction) / slow
-    closest = all(max(interval(row(table, load=v, policy=p))[1] for p in ("jfsq", "jfiq"))
-                  < min(interval(row(table, load=v, policy=p))[0] for p in ("jsq", "jiq"))
-                  for v in loads)
+    closest = all(
+        max(interval(row(table, load=v, policy=p))[1] for p in ("jfsq", "jfiq"))
+        < min(interval(row(table, load=v, policy=p))[0] for p in ("jsq", "jiq"))
+        for v in loads
+    )
     light = {p: interval(row(table, load=lightest, policy=p)) for p in FIG2_POLICIES}
-    ratio = {p: [float(row(table, load=v, policy=p)["mean_response_time"]
-                       / row(table, load=v, policy=p)["speed_lower_bound"]) for v in loads] for p in ("jfsq", "jfiq")}
+    ratio = {
+        p: [
+            float(
+                row(table, load=v, policy=p)["mean_response_time"] / row(table, load=v, policy=p)["speed_lower_bound"]
+            )
+            for v in loads
+        ]
+        for p in ("jfsq", "jfiq")
+    }
     return [
-        Claim("C6", "at every load jfsq and jfiq are closer to C*/lambda than jsq and jiq (disjoint 95% intervals)",
-              {"ratio_to_bound": ratio, "loads": list(loads)}, closest),
-        Claim("C6", f"at the lightest load ({lightest}) jfsq is about 1/mu_F = {1 / fast:.4f} and jsq and jiq about "
-                    f"the speed-blind mean service time {blind:.4f}, their light-traffic limits (within 10%: at load "
-                    "rho the busy servers shift the mix of idle ones by O(rho))",
-              {"mean_response_time": mean},
-              abs(mean["jfsq"] * fast - 1) <= 0.1 and all(abs(mean[p] / blind - 1) <= 0.1 for p in ("jsq", "jiq"))),
-        Claim("C6", "at the lightest load, tuned jsq-df-ds is competitive (within 10% of jfsq) and jsq and jiq "
-                    "are the slowest policies (disjoint 95% intervals)", {"mean_response_time_interval": light},
-              mean["jsq-df-ds"] <= 1.1 * mean["jfsq"]
-              and min(light["jsq"][0], light["jiq"][0]) > max(light[p][1] for p in ("jfsq", "jfiq", "jsq-df-ds"))),
+        Claim(
+            "C6",
+            "at every load jfsq and jfiq are closer to C*/lambda than jsq and jiq (disjoint 95% intervals)",
+            {"ratio_to_bound": ratio, "loads": list(loads)},
+            closest,
+        ),
+        Claim(
+            "C6",
+            f"at the lightest load ({lightest}) jfsq is about 1/mu_F = {1 / fast:.4f} and jsq and jiq about "
+            f"the speed-blind mean service time {blind:.4f}, their light-traffic limits (within 10%: at load "
+            "rho the busy servers shift the mix of idle ones by O(rho))",
+            {"mean_response_time": mean},
+            abs(mean["jfsq"] * fast - 1) <= 0.1 and all(abs(mean[p] / blind - 1) <= 0.1 for p in ("jsq", "jiq")),
+        ),
+        Claim(
+            "C6",
+            "at the lightest load, tuned jsq-df-ds is competitive (within 10% of jfsq) and jsq and jiq "
+            "are the slowest policies (disjoint 95% intervals)",
+            {"mean_response_time_interval": light},
+            mean["jsq-df-ds"] <= 1.1 * mean["jfsq"]
+            and min(light["jsq"][0], light["jiq"][0]) > max(light[p][1] for p in ("jfsq", "jfiq", "jsq-df-ds")),
+        ),
     ]
 
 
-register(Reproduction("weng-fig2", "000 Fig. 2: two server classes, mean response time against load", run_fig2, {
-    "n_servers": (100, 100, "N (lost)"),
-    "fast_fraction": (0.5, 0.5, "q_F, the fraction of fast servers (lost)"),
-    "speed_ratio": (4.0, 4.0, "mu_F / mu_S, with q_F mu_F + (1 - q_F) mu_S = 1 (lost)"),
-    "buffer": (100, 100, "b, large to mimic the paper's infinite buffers (lost)"),
-    "loads": ([0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], [round(0.05 * k, 2) for k in range(2, 20)], "loads (lost)"),
-    "jobs": (100_000, 1_000_000, "measured jobs per run"),
-    "warmup": (100.0, 100.0, "warm-up, time units"),
-    "replications": (5, 10, "independent replications per point"),
-    "tuning_grid": (6, 11, "p_F and p_S each take this many values on [0, 1]"),
-    "tuning_jobs": (30_000, 200_000, "jobs per tuning run"),
-    "seed": (2000, 2000, "root seed of the runs (tuning uses seed + 1)"),
-}))
-register(Reproduction("weng-fig3", "000 Fig. 3: random bipartite graphs, mean response time against N", run_fig3,
-                      GRAPH_OPTIONS))
-register(Reproduction("weng-fig4", "000 Fig. 4: blocking probability against N (the runs of weng-fig3)", run_fig4,
-                      GRAPH_OPTIONS))
-register(Reproduction("weng-figD3", "000 Fig. D.3: Fig. 3 with hyperexponential job sizes", run_figD3,
-                      dict(GRAPH_OPTIONS, scv=(4.0, 4.0, "squared coefficient of variation of the job sizes "
-                                                         "(lost)"))))
+register(
+    Reproduction(
+        "weng-fig2",
+        "000 Fig. 2: two server classes, mean response time against load",
+        run_fig2,
+        {
+            "n_servers": (100, 100, "N (lost)"),
+            "fast_fraction": (0.5, 0.5, "q_F, the fraction of fast servers (lost)"),
+            "speed_ratio": (4.0, 4.0, "mu_F / mu_S, with q_F mu_F + (1 - q_F) mu_S = 1 (lost)"),
+            "buffer": (100, 100, "b, large to mimic the paper's infinite buffers (lost)"),
+            "loads": ([0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], [round(0.05 * k, 2) for k in range(2, 20)], "loads (lost)"),
+            "jobs": (100_000, 1_000_000, "measured jobs per run"),
+            "warmup": (100.0, 100.0, "warm-up, time units"),
+            "replications": (5, 10, "independent replications per point"),
+            "tuning_grid": (6, 11, "p_F and p_S each take this many values on [0, 1]"),
+            "tuning_jobs": (30_000, 200_000, "jobs per tuning run"),
+            "seed": (2000, 2000, "root seed of the runs (tuning uses seed + 1)"),
+        },
+    )
+)
+register(
+    Reproduction(
+        "weng-fig3", "000 Fig. 3: random bipartite graphs, mean response time against N", run_fig3, GRAPH_OPTIONS
+    )
+)
+register(
+    Reproduction(
+        "weng-fig4", "000 Fig. 4: blocking probability against N (the runs of weng-fig3)", run_fig4, GRAPH_OPTIONS
+    )
+)
+register(
+    Reproduction(
+        "weng-figD3",
+        "000 Fig. D.3: Fig. 3 with hyperexponential job sizes",
+        run_figD3,
+        dict(GRAPH_OPTIONS, scv=(4.0, 4.0, "squared coefficient of variation of the job sizes (lost)")),
+    )
+)

@@ -24,8 +24,16 @@ import pandas as pd
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.experiments.reproduce import (Claim, Outcome, Reproduction, plain_names, register, row, series_of,
-                                         two_class_speeds)
+from hetlb.experiments.reproduce import (
+    Claim,
+    Outcome,
+    Reproduction,
+    plain_names,
+    register,
+    row,
+    series_of,
+    two_class_speeds,
+)
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import paired_differences
 from hetlb.model import parse_speeds
@@ -44,14 +52,27 @@ SLOTTED_OPTIONS = {
     "dispatchers": (10, 10, "M (001 section 6)"),
     "arrivals": ("poisson", "poisson", "law of A_m(t): poisson, bernoulli or binomial:K (lost)"),
     "service": ("poisson", "poisson", "law of S_n(t): poisson, bernoulli or binomial:K (lost)"),
-    "routing": ("slot", "slot", "slot: all of a dispatcher's arrivals of a slot go to one server (001); job: one "
-                                "decision per job"),
-    "ties": ("independent", "independent", "ties among least values (jsq, l-jsq): a draw per decision "
-                                           "(independent) or one per slot for all dispatchers (shared)"),
-    "push_trigger": ("arrival", "arrival", "a push follows each slot with an arrival at the dispatcher, or every "
-                                           "slot (lost)"),
-    "increment_on_dispatch": (False, False, "a dispatcher adds the jobs it sends to its own estimate (not LED; an "
-                                            "LSQ variant)"),
+    "routing": (
+        "slot",
+        "slot",
+        "slot: all of a dispatcher's arrivals of a slot go to one server (001); job: one decision per job",
+    ),
+    "ties": (
+        "independent",
+        "independent",
+        "ties among least values (jsq, l-jsq): a draw per decision "
+        "(independent) or one per slot for all dispatchers (shared)",
+    ),
+    "push_trigger": (
+        "arrival",
+        "arrival",
+        "a push follows each slot with an arrival at the dispatcher, or every slot (lost)",
+    ),
+    "increment_on_dispatch": (
+        False,
+        False,
+        "a dispatcher adds the jobs it sends to its own estimate (not LED; an LSQ variant)",
+    ),
 }
 """Options of every reproduction here: the slotted model's laws and the LED update rule."""
 
@@ -63,8 +84,15 @@ def fast_and_slow_speeds(o: dict) -> str:
 
 def system_table(o: dict, speeds: str) -> dict:
     """The [system] table of the slotted model with the options' dispatchers, laws, routing and ties."""
-    return {"model": "slotted", "speeds": speeds, "dispatchers": o["dispatchers"], "arrivals": o["arrivals"],
-            "service": o["service"], "routing": o["routing"], "ties": o["ties"]}
+    return {
+        "model": "slotted",
+        "speeds": speeds,
+        "dispatchers": o["dispatchers"],
+        "arrivals": o["arrivals"],
+        "service": o["service"],
+        "routing": o["routing"],
+        "ties": o["ties"],
+    }
 
 
 def policy_table(label: str, o: dict) -> dict:
@@ -73,13 +101,21 @@ def policy_table(label: str, o: dict) -> dict:
     pod with d = pod_d; the other baselines are policy ids."""
     policy, _, update = label.rpartition("-")
     if policy in ("l-jsq", "l-jba", "l-pod") and update in ("push", "pull"):
-        table = {"id": policy, "update": update, "p_hat": o["p_hat"], "push_d": o["push_d"],
-                 "push_trigger": o["push_trigger"], "increment_on_dispatch": o["increment_on_dispatch"]}
+        table = {
+            "id": policy,
+            "update": update,
+            "p_hat": o["p_hat"],
+            "push_d": o["push_d"],
+            "push_trigger": o["push_trigger"],
+            "increment_on_dispatch": o["increment_on_dispatch"],
+        }
         return dict(table, d=o["pod_d"]) if policy == "l-pod" else table
     if label in BASELINES:
         return {"id": label, "d": o["pod_d"]} if label == "pod" else {"id": label}
-    raise InputError("policies", f"unknown series {label!r}; use l-jsq, l-jba or l-pod with -push or -pull, or "
-                                 f"one of {', '.join(BASELINES)}")
+    raise InputError(
+        "policies",
+        f"unknown series {label!r}; use l-jsq, l-jba or l-pod with -push or -pull, or one of {', '.join(BASELINES)}",
+    )
 
 
 def series_sweeps(context, name: str, system: dict, series: dict, loads, run: dict):
@@ -89,9 +125,13 @@ def series_sweeps(context, name: str, system: dict, series: dict, loads, run: di
         raise InputError("replications", "must be at least 2: the claims use intervals over replications")
     summaries, runs = [], []
     for label, policy in series.items():
-        spec = SweepSpec(base={"system": system, "policy": policy, "run": run}, axes={"system.load": list(loads)},
-                         replications=context.options["replications"], seed=context.options["seed"],
-                         name=f"{name}-{label}")
+        spec = SweepSpec(
+            base={"system": system, "policy": policy, "run": run},
+            axes={"system.load": list(loads)},
+            replications=context.options["replications"],
+            seed=context.options["seed"],
+            name=f"{name}-{label}",
+        )
         result = context.sweep(spec)
         summaries.append(result.summary.assign(policy=label))
         runs.append(result.runs.assign(policy=label))
@@ -107,8 +147,10 @@ def growing_points(table) -> dict:
 
 def growth_by_load(table) -> dict:
     """Label -> load -> number_in_system_growth."""
-    return {label: {f"{load:g}": float(growth) for load, growth in zip(rows["load"], rows["number_in_system_growth"])}
-            for label, rows in table.groupby("policy", sort=False)}
+    return {
+        label: {f"{load:g}": float(growth) for load, growth in zip(rows["load"], rows["number_in_system_growth"])}
+        for label, rows in table.groupby("policy", sort=False)
+    }
 
 
 def delay_figure(table, path, title: str) -> None:
@@ -116,15 +158,27 @@ def delay_figure(table, path, title: str) -> None:
     stable = table.copy()
     for column in ("mean_delay", "mean_delay_ci_low", "mean_delay_ci_high"):
         stable.loc[stable["grows"], column] = math.nan
-    plot_metric(sorted(table["load"].unique()), series_of(stable, "mean_delay", "policy", "load"), path,
-                xlabel="load lambda_Sigma / mu_Sigma", ylabel="mean delay (slots)", log_y=True,
-                title=title + "\n(points whose number in system grows are left out)")
+    plot_metric(
+        sorted(table["load"].unique()),
+        series_of(stable, "mean_delay", "policy", "load"),
+        path,
+        xlabel="load lambda_Sigma / mu_Sigma",
+        ylabel="mean delay (slots)",
+        log_y=True,
+        title=title + "\n(points whose number in system grows are left out)",
+    )
 
 
 def slotted_system(o: dict, speeds: str, load: float) -> SlottedSystem:
-    return SlottedSystem.from_speeds(parse_speeds(speeds), n_dispatchers=o["dispatchers"], load=load,
-                                     arrivals=o["arrivals"], service=o["service"], routing=o["routing"],
-                                     ties=o["ties"])
+    return SlottedSystem.from_speeds(
+        parse_speeds(speeds),
+        n_dispatchers=o["dispatchers"],
+        load=load,
+        arrivals=o["arrivals"],
+        service=o["service"],
+        routing=o["routing"],
+        ties=o["ties"],
+    )
 
 
 def some_arrival_probability(system: SlottedSystem) -> np.ndarray:
@@ -159,25 +213,38 @@ def messages_per_arrival(label: str, policy: dict, system: SlottedSystem) -> flo
 def message_claim(table, runs, series: dict, o: dict, speeds: str) -> Claim:
     """C10: the measured messages per arrival against their closed forms (Bonferroni 95% intervals
     over replications, one per point), and pull at most one per arrival."""
-    closed_forms = {(label, load): messages_per_arrival(label, series[label], slotted_system(o, speeds, load))
-                    for label, load in zip(table["policy"], table["load"])}
-    checks = {point: expected for point, expected in closed_forms.items()
-              if point[0].endswith("-pull") or expected is not None}
+    closed_forms = {
+        (label, load): messages_per_arrival(label, series[label], slotted_system(o, speeds, load))
+        for label, load in zip(table["policy"], table["load"])
+    }
+    checks = {
+        point: expected
+        for point, expected in closed_forms.items()
+        if point[0].endswith("-pull") or expected is not None
+    }
     confidence = 1 - 0.05 / max(len(checks), 1)
     measured, holds = {}, True
     for (label, load), expected in checks.items():
         samples = runs[(runs["policy"] == label) & (runs["system.load"] == load)]["messages_per_arrival"]
         mean, half = t_interval(samples.to_numpy(), confidence)
         ok = mean - half <= 1.0 if expected is None else abs(mean - expected) <= half
-        measured[f"{label} at load {load}"] = {"measured": mean, "interval": [mean - half, mean + half],
-                                               "closed_form": expected if expected is not None else "<= 1"}
+        measured[f"{label} at load {load}"] = {
+            "measured": mean,
+            "interval": [mean - half, mean + half],
+            "closed_form": expected if expected is not None else "<= 1",
+        }
         holds &= bool(ok)
-    per_decision = {label: float(rows["messages_per_decision"].mean())
-                    for label, rows in table.groupby("policy", sort=False)}
-    return Claim("C10", "messages per arrival match their closed forms (jsq 2N and pod 2d per decision, push "
-                        "2 d p_hat per slot with an arrival, a decision per dispatcher and slot with an arrival; "
-                        "pull at most 1 per arrival): each closed form lies in its Bonferroni 95% interval",
-                 {"points": measured, "mean_messages_per_decision": per_decision}, holds)
+    per_decision = {
+        label: float(rows["messages_per_decision"].mean()) for label, rows in table.groupby("policy", sort=False)
+    }
+    return Claim(
+        "C10",
+        "messages per arrival match their closed forms (jsq 2N and pod 2d per decision, push "
+        "2 d p_hat per slot with an arrival, a decision per dispatcher and slot with an arrival; "
+        "pull at most 1 per arrival): each closed form lies in its Bonferroni 95% interval",
+        {"points": measured, "mean_messages_per_decision": per_decision},
+        holds,
+    )
 
 
 def pod_overload_load(speed, d: int) -> float:
@@ -201,23 +268,33 @@ def herding_claims(table, runs, pod_threshold: float) -> list:
     for label in led:
         differences = paired_differences(runs, "mean_delay", "policy", label, "jsq")
         not_below[label] = [float(load) for load in differences.loc[differences["ci_high"] >= 0, "system.load"]]
-        ratio[label] = {f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]) / jsq_delay[load]
-                        for load in loads}
+        ratio[label] = {
+            f"{load:g}": float(row(table, policy=label, load=load)["mean_delay"]) / jsq_delay[load] for load in loads
+        }
     growing = growing_points(table)
     pod_as_predicted = "pod" not in growing or growing["pod"] == [v for v in loads if v > pod_threshold]
     led_stable = all(not growing[label] for label in led)
     baseline_grows = any(growing.get(label) for label in ("pod", "jiq"))
     return [
-        Claim("C11", "at every load the LED push policies have a lower mean delay than jsq, which herds (the "
-                     "paired 95% interval of LED minus jsq lies below 0)",
-              {"led_over_jsq_mean_delay": ratio, "loads_where_led_is_not_below_jsq": not_below},
-              bool(led) and not any(not_below.values())),
-        Claim("C11", f"the LED push policies are stable at every load (number in system not growing by more "
-                     f"than {GROWTH_LIMIT:.0%} between the halves of a run), while pod or jiq grow; pod grows "
-                     f"exactly at the loads above its static threshold {pod_threshold:.3f}",
-              {"loads_where_the_number_in_system_grows": growing, "pod_static_threshold": pod_threshold,
-               "growth": growth_by_load(table)},
-              led_stable and baseline_grows and pod_as_predicted),
+        Claim(
+            "C11",
+            "at every load the LED push policies have a lower mean delay than jsq, which herds (the "
+            "paired 95% interval of LED minus jsq lies below 0)",
+            {"led_over_jsq_mean_delay": ratio, "loads_where_led_is_not_below_jsq": not_below},
+            bool(led) and not any(not_below.values()),
+        ),
+        Claim(
+            "C11",
+            f"the LED push policies are stable at every load (number in system not growing by more "
+            f"than {GROWTH_LIMIT:.0%} between the halves of a run), while pod or jiq grow; pod grows "
+            f"exactly at the loads above its static threshold {pod_threshold:.3f}",
+            {
+                "loads_where_the_number_in_system_grows": growing,
+                "pod_static_threshold": pod_threshold,
+                "growth": growth_by_load(table),
+            },
+            led_stable and baseline_grows and pod_as_predicted,
+        ),
     ]
 
 
@@ -227,26 +304,35 @@ def run_fig1(context) -> Outcome:
     series = {label: policy_table(label, o) for label in o["policies"]}
     if "jsq" not in series:
         raise InputError("policies", "must include jsq, the policy C11 compares with")
-    table, runs = series_sweeps(context, "zhou-fig1", system_table(o, speeds), series, o["loads"],
-                                {"slots": o["slots"], "warmup": o["warmup"]})
+    table, runs = series_sweeps(
+        context, "zhou-fig1", system_table(o, speeds), series, o["loads"], {"slots": o["slots"], "warmup": o["warmup"]}
+    )
     threshold = pod_overload_load(parse_speeds(speeds), o["pod_d"])
     n_fast = round(o["n_servers"] * o["fast_fraction"])
-    delay_figure(table, context.out / "zhou-fig1.png",
-                 f"001 Fig. 1: M = {o['dispatchers']}, {n_fast} servers of speed {o['fast_speed']:g} and "
-                 f"{o['n_servers'] - n_fast} of {o['fast_speed'] / o['speed_ratio']:g}; push d = {o['push_d']}, "
-                 f"p_hat = {o['p_hat']:g}\nties among least values: {o['ties']}")
+    delay_figure(
+        table,
+        context.out / "zhou-fig1.png",
+        f"001 Fig. 1: M = {o['dispatchers']}, {n_fast} servers of speed {o['fast_speed']:g} and "
+        f"{o['n_servers'] - n_fast} of {o['fast_speed'] / o['speed_ratio']:g}; push d = {o['push_d']}, "
+        f"p_hat = {o['p_hat']:g}\nties among least values: {o['ties']}",
+    )
     claims = [message_claim(table, runs, series, o, speeds)] + herding_claims(table, runs, threshold)
-    return Outcome(table, claims, dict(o, speeds=speeds, pod_static_threshold=threshold),
-                   ["fast_fraction", "fast_speed", "speed_ratio", "loads", "arrivals", "service", "push_trigger",
-                    "policies"])
+    return Outcome(
+        table,
+        claims,
+        dict(o, speeds=speeds, pod_static_threshold=threshold),
+        ["fast_fraction", "fast_speed", "speed_ratio", "loads", "arrivals", "service", "push_trigger", "policies"],
+    )
 
 
 def gap(runs, load: float, better: str) -> dict:
     """Paired difference of mean delay, l-jsq-push minus ``better``, at ``load`` (slots)."""
     at_load = runs[runs["system.load"] == load]
     difference = paired_differences(at_load, "mean_delay", "policy", "l-jsq-push", better).iloc[0]
-    return {"difference": float(difference["mean_delay_difference"]),
-            "interval": [float(difference["ci_low"]), float(difference["ci_high"])]}
+    return {
+        "difference": float(difference["mean_delay_difference"]),
+        "interval": [float(difference["ci_low"]), float(difference["ci_high"])],
+    }
 
 
 def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: dict) -> list:
@@ -258,26 +344,44 @@ def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: d
     never_above = all(g["interval"][1] >= 0 for at in per_load.values() for g in at.values())
     below_at_heaviest = all(g["interval"][0] > 0 for g in per_load[f"{heaviest:g}"].values())
     load = o["corollary_load"]
-    by_p_hat = {f"{p:g}": {label: gap(p_hat_runs[p], load, label) for label in randomised}
-                for p in sorted(p_hat_runs, reverse=True)}
+    by_p_hat = {
+        f"{p:g}": {label: gap(p_hat_runs[p], load, label) for label in randomised}
+        for p in sorted(p_hat_runs, reverse=True)
+    }
     ordered = list(by_p_hat.values())
-    grows_as_p_hat_falls = all(later[label]["interval"][0] > earlier[label]["interval"][1]
-                               for earlier, later in zip(ordered, ordered[1:]) for label in randomised)
+    grows_as_p_hat_falls = all(
+        later[label]["interval"][0] > earlier[label]["interval"][1]
+        for earlier, later in zip(ordered, ordered[1:])
+        for label in randomised
+    )
     with_increment = {label: gap(increment_runs, load, label) for label in randomised}
     vanishes = all(g["interval"][0] <= 0 <= g["interval"][1] for g in with_increment.values())
     return [
-        Claim("C12", f"with p_hat = {o['p_hat']:g}, l-pod-push and l-jba-push are never slower than l-jsq-push "
-                     f"(paired 95% intervals of l-jsq minus them reach 0 or above) and are faster at the heaviest "
-                     f"load {heaviest}",
-              {"l_jsq_minus_policy_mean_delay": per_load}, never_above and below_at_heaviest),
-        Claim("C12", f"(inferred) at load {load}, the gap l-jsq-push minus l-pod-push and minus l-jba-push grows "
-                     f"as p_hat falls through {sorted(p_hat_runs, reverse=True)} (successive intervals disjoint)",
-              {"l_jsq_minus_policy_mean_delay_by_p_hat": by_p_hat}, grows_as_p_hat_falls),
-        Claim("C12", f"(inferred) at load {load} and p_hat = {o['p_hat']:g}, the gap vanishes with "
-                     "increment_on_dispatch (its paired interval contains 0)",
-              {"l_jsq_minus_policy_mean_delay_with_increment": with_increment,
-               "l_jsq_minus_policy_mean_delay_without": per_load.get(f"{load:g}")},
-              vanishes),
+        Claim(
+            "C12",
+            f"with p_hat = {o['p_hat']:g}, l-pod-push and l-jba-push are never slower than l-jsq-push "
+            f"(paired 95% intervals of l-jsq minus them reach 0 or above) and are faster at the heaviest "
+            f"load {heaviest}",
+            {"l_jsq_minus_policy_mean_delay": per_load},
+            never_above and below_at_heaviest,
+        ),
+        Claim(
+            "C12",
+            f"(inferred) at load {load}, the gap l-jsq-push minus l-pod-push and minus l-jba-push grows "
+            f"as p_hat falls through {sorted(p_hat_runs, reverse=True)} (successive intervals disjoint)",
+            {"l_jsq_minus_policy_mean_delay_by_p_hat": by_p_hat},
+            grows_as_p_hat_falls,
+        ),
+        Claim(
+            "C12",
+            f"(inferred) at load {load} and p_hat = {o['p_hat']:g}, the gap vanishes with "
+            "increment_on_dispatch (its paired interval contains 0)",
+            {
+                "l_jsq_minus_policy_mean_delay_with_increment": with_increment,
+                "l_jsq_minus_policy_mean_delay_without": per_load.get(f"{load:g}"),
+            },
+            vanishes,
+        ),
     ]
 
 
@@ -292,20 +396,43 @@ def run_fig2(context) -> Outcome:
     series = {label: policy_table(label, o) for label in FIG2_SERIES}
     load = o["corollary_load"]
     table, runs = series_sweeps(context, "zhou-fig2", system, series, o["loads"], run)
-    p_hat_runs = {p: runs if p == o["p_hat"] and load in o["loads"] else  # the main sweep has that point
-                  series_sweeps(context, f"zhou-fig2-p_hat-{p}", system,
-                                {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES}, [load], run)[1]
-                  for p in o["corollary_p_hats"]}
-    increment_runs = series_sweeps(context, "zhou-fig2-increment", system,
-                                   {label: policy_table(label, dict(o, increment_on_dispatch=True))
-                                    for label in FIG2_SERIES}, [load], run)[1]
-    delay_figure(table, context.out / "zhou-fig2.png",
-                 f"001 Fig. 2: M = {o['dispatchers']}, N = {o['n_servers']} servers of speed {o['server_speed']:g}, "
-                 f"push p_hat = {o['p_hat']:g}, d = {o['push_d']}")
-    claims = [message_claim(table, runs, series, o, speeds)] + stale_information_claims(table, runs, p_hat_runs,
-                                                                                        increment_runs, o)
-    return Outcome(table, claims, dict(o, speeds=speeds),
-                   ["server_speed", "loads", "arrivals", "service", "push_trigger", "corollary_load"])
+    p_hat_runs = {
+        p: runs
+        if p == o["p_hat"] and load in o["loads"]
+        # the main sweep has that point
+        else series_sweeps(
+            context,
+            f"zhou-fig2-p_hat-{p}",
+            system,
+            {label: policy_table(label, dict(o, p_hat=p)) for label in FIG2_SERIES},
+            [load],
+            run,
+        )[1]
+        for p in o["corollary_p_hats"]
+    }
+    increment_runs = series_sweeps(
+        context,
+        "zhou-fig2-increment",
+        system,
+        {label: policy_table(label, dict(o, increment_on_dispatch=True)) for label in FIG2_SERIES},
+        [load],
+        run,
+    )[1]
+    delay_figure(
+        table,
+        context.out / "zhou-fig2.png",
+        f"001 Fig. 2: M = {o['dispatchers']}, N = {o['n_servers']} servers of speed {o['server_speed']:g}, "
+        f"push p_hat = {o['p_hat']:g}, d = {o['push_d']}",
+    )
+    claims = [message_claim(table, runs, series, o, speeds)] + stale_information_claims(
+        table, runs, p_hat_runs, increment_runs, o
+    )
+    return Outcome(
+        table,
+        claims,
+        dict(o, speeds=speeds),
+        ["server_speed", "loads", "arrivals", "service", "push_trigger", "corollary_load"],
+    )
 
 
 def run_heavy_traffic(context) -> Outcome:
@@ -317,30 +444,51 @@ def run_heavy_traffic(context) -> Outcome:
         system = slotted_system(o, speeds, load)
         epsilon = system.capacity - system.total_arrival_rate
         zeta = system.pooled_variance()
-        relaxation = zeta / epsilon ** 2  # slots: the pooled queue's relaxation time
-        run = {"slots": math.ceil(o["relaxation_times"] * relaxation),
-               "warmup": math.ceil(o["warmup_relaxation_times"] * relaxation)}
-        summary, load_runs = series_sweeps(context, f"zhou-heavy-traffic-{load}", system_table(o, speeds), series,
-                                           [load], run)
+        relaxation = zeta / epsilon**2  # slots: the pooled queue's relaxation time
+        run = {
+            "slots": math.ceil(o["relaxation_times"] * relaxation),
+            "warmup": math.ceil(o["warmup_relaxation_times"] * relaxation),
+        }
+        summary, load_runs = series_sweeps(
+            context, f"zhou-heavy-traffic-{load}", system_table(o, speeds), series, [load], run
+        )
         scale = epsilon / (zeta / 2)
-        tables.append(summary.assign(epsilon=epsilon, zeta=zeta, slots=run["slots"], warmup=run["warmup"],
-                                     **{f"scaled_number_in_system{suffix}":
-                                        scale * summary[f"mean_number_in_system{suffix}"]
-                                        for suffix in ("", "_ci_low", "_ci_high")}))
-        runs.append(load_runs.assign(scaled_number_in_system=scale * load_runs["mean_number_in_system"],
-                                     epsilon=epsilon))
+        tables.append(
+            summary.assign(
+                epsilon=epsilon,
+                zeta=zeta,
+                slots=run["slots"],
+                warmup=run["warmup"],
+                **{
+                    f"scaled_number_in_system{suffix}": scale * summary[f"mean_number_in_system{suffix}"]
+                    for suffix in ("", "_ci_low", "_ci_high")
+                },
+            )
+        )
+        runs.append(
+            load_runs.assign(scaled_number_in_system=scale * load_runs["mean_number_in_system"], epsilon=epsilon)
+        )
     table = pd.concat(tables, ignore_index=True)
     runs = pd.concat(runs, ignore_index=True)
-    plot_metric(sorted(table["epsilon"].unique()), series_of(table, "scaled_number_in_system", "policy", "epsilon"),
-                context.out / "zhou-heavy-traffic.png", xlabel="eps = mu_Sigma - lambda_Sigma (jobs per slot)",
-                ylabel="eps E[sum_n Q_n] / (zeta / 2)", log2_x=True, bound=np.ones(table["epsilon"].nunique()),
-                bound_label="resource pooling, zeta / 2 (001 Eq. (4))",
-                title=f"001 Theorem 2: M = {o['dispatchers']}, N = {o['n_servers']} ({speeds}), push d = "
-                      f"{o['push_d']}, p_hat = {o['p_hat']:g}")
+    plot_metric(
+        sorted(table["epsilon"].unique()),
+        series_of(table, "scaled_number_in_system", "policy", "epsilon"),
+        context.out / "zhou-heavy-traffic.png",
+        xlabel="eps = mu_Sigma - lambda_Sigma (jobs per slot)",
+        ylabel="eps E[sum_n Q_n] / (zeta / 2)",
+        log2_x=True,
+        bound=np.ones(table["epsilon"].nunique()),
+        bound_label="resource pooling, zeta / 2 (001 Eq. (4))",
+        title=f"001 Theorem 2: M = {o['dispatchers']}, N = {o['n_servers']} ({speeds}), push d = "
+        f"{o['push_d']}, p_hat = {o['p_hat']:g}",
+    )
     claims = heavy_traffic_claims(table, runs, o["fit_points"]) + [throughput_claim(table)]
-    return Outcome(table, claims, dict(o, speeds=speeds),
-                   ["n_servers", "fast_fraction", "fast_speed", "speed_ratio", "loads", "arrivals", "service",
-                    "push_trigger"])
+    return Outcome(
+        table,
+        claims,
+        dict(o, speeds=speeds),
+        ["n_servers", "fast_fraction", "fast_speed", "speed_ratio", "loads", "arrivals", "service", "push_trigger"],
+    )
 
 
 def intercept_interval(epsilon, samples: list) -> tuple:
@@ -369,30 +517,46 @@ def heavy_traffic_claims(table, runs, fit_points: int) -> list:
         trend[label] = {f"{e:.6g}": value for e, value in zip(rows["epsilon"], rows["scaled_number_in_system"])}
         falls &= bool(high[-1] < low[0] and np.all(low[1:] <= high[:-1]))
         smallest = sorted(rows["epsilon"])[:fit_points]
-        samples = [runs[(runs["policy"] == label) & np.isclose(runs["epsilon"], e)]["scaled_number_in_system"]
-                   .to_numpy() for e in smallest]
+        samples = [
+            runs[(runs["policy"] == label) & np.isclose(runs["epsilon"], e)]["scaled_number_in_system"].to_numpy()
+            for e in smallest
+        ]
         intercept, half, slope = intercept_interval(np.array(smallest), samples)
-        fits[label] = {"intercept": intercept, "interval": [intercept - half, intercept + half], "slope": slope,
-                       "epsilons": smallest}
+        fits[label] = {
+            "intercept": intercept,
+            "interval": [intercept - half, intercept + half],
+            "slope": slope,
+            "epsilons": smallest,
+        }
         extrapolates &= intercept - half <= 1.0 <= intercept + half
     return [
-        Claim("C13", "eps E[sum_n Q_n] / (zeta / 2) falls as eps shrinks (its interval at the smallest eps lies "
-                     "below the one at the largest, and no step up is significant)",
-              {"scaled_number_in_system_by_epsilon": trend}, falls),
-        Claim("C13", f"a weighted linear regression of eps E[sum_n Q_n] / (zeta / 2) on eps over the {fit_points} "
-                     "smallest eps reaches 1 at eps = 0 (its intercept's 95% interval contains 1)",
-              {"regression": fits}, extrapolates),
+        Claim(
+            "C13",
+            "eps E[sum_n Q_n] / (zeta / 2) falls as eps shrinks (its interval at the smallest eps lies "
+            "below the one at the largest, and no step up is significant)",
+            {"scaled_number_in_system_by_epsilon": trend},
+            falls,
+        ),
+        Claim(
+            "C13",
+            f"a weighted linear regression of eps E[sum_n Q_n] / (zeta / 2) on eps over the {fit_points} "
+            "smallest eps reaches 1 at eps = 0 (its intercept's 95% interval contains 1)",
+            {"regression": fits},
+            extrapolates,
+        ),
     ]
 
 
 def throughput_claim(table) -> Claim:
     """C14: no drift at the heaviest loads."""
     growing = growing_points(table)
-    return Claim("C14", f"the number in system does not grow at any load up to {table['load'].max()} (no point's "
-                        f"growth between the halves of a run is significantly above {GROWTH_LIMIT:.0%})",
-                 {"growth": growth_by_load(table),
-                  "loads_where_the_number_in_system_grows": growing},
-                 not any(growing.values()))
+    return Claim(
+        "C14",
+        f"the number in system does not grow at any load up to {table['load'].max()} (no point's "
+        f"growth between the halves of a run is significantly above {GROWTH_LIMIT:.0%})",
+        {"growth": growth_by_load(table), "loads_where_the_number_in_system_grows": growing},
+        not any(growing.values()),
+    )
 
 
 LED_OPTIONS = {
@@ -401,50 +565,87 @@ LED_OPTIONS = {
     "pod_d": (2, 2, "d of pod and l-pod"),
 }
 
-register(Reproduction("zhou-fig1", "001 Fig. 1: LED push policies at Power-of-2's overhead against jsq, pod and jiq, "
-                                   "heterogeneous servers", run_fig1, {
-    **SLOTTED_OPTIONS, **LED_OPTIONS,
-    "n_servers": (100, 100, "N (001 section 6)"),
-    "fast_fraction": (0.5, 0.5, "fraction of fast servers (lost)"),
-    "fast_speed": (1.0, 1.0, "mu_F, mean services per slot of a fast server (lost)"),
-    "speed_ratio": (10.0, 10.0, "mu_F / mu_S (lost)"),
-    "ties": ("shared", "shared", "shared: the dispatchers break ties alike, so under jsq all of them join 'the "
-                                 "single shortest queue' (001 section 6); independent: a draw per decision"),
-    "loads": ([0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], [round(0.05 * k, 2) for k in range(2, 20)] + [0.98],
-              "loads lambda_Sigma / mu_Sigma (lost)"),
-    "policies": (["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"], ["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"],
-                 "the series (lost; l-POLICY-push or -pull, jsq, pod, jiq, weighted-random)"),
-    "slots": (30_000, 200_000, "measured slots per run"),
-    "warmup": (5_000, 20_000, "warm-up slots per run"),
-    "replications": (3, 10, "independent replications per point (at least 2)"),
-}))
-register(Reproduction("zhou-fig2", "001 Fig. 2: stale information, l-jsq against l-pod and l-jba with p_hat = 0.01, "
-                                   "homogeneous servers", run_fig2, {
-    **SLOTTED_OPTIONS, **LED_OPTIONS,
-    "p_hat": (0.01, 0.01, "p_hat (001 section 6)"),
-    "push_d": (2, 2, "d, the servers a push samples (001 section 6)"),
-    "n_servers": (100, 100, "N (001 section 6)"),
-    "server_speed": (1.0, 1.0, "mu_n, mean services per slot of every server (lost)"),
-    "loads": ([0.3, 0.5, 0.6, 0.7, 0.8, 0.9], [round(0.05 * k, 2) for k in range(2, 20)], "loads (lost)"),
-    "corollary_load": (0.8, 0.8, "load of the inferred corollaries (p_hat and increment_on_dispatch)"),
-    "corollary_p_hats": ([1.0, 0.1, 0.01], [1.0, 0.3, 0.1, 0.03, 0.01], "p_hat values of the first corollary"),
-    "slots": (25_000, 200_000, "measured slots per run"),
-    "warmup": (5_000, 20_000, "warm-up slots per run"),
-    "replications": (3, 10, "independent replications per point (at least 2)"),
-}))
-register(Reproduction("zhou-heavy-traffic", "001 Theorem 2: eps E[sum Q] against eps -> 0 for delta-tilted LED "
-                                            "policies, against resource pooling", run_heavy_traffic, {
-    **SLOTTED_OPTIONS, **LED_OPTIONS,
-    "n_servers": (10, 10, "N (the theorem is for fixed N; small N reaches heavy traffic at feasible eps)"),
-    "fast_fraction": (0.5, 0.5, "fraction of fast servers"),
-    "fast_speed": (1.0, 1.0, "mu_F, mean services per slot of a fast server"),
-    "speed_ratio": (2.0, 2.0, "mu_F / mu_S"),
-    "loads": ([0.9, 0.95, 0.975, 0.9875, 0.995], [0.9, 0.95, 0.975, 0.9875, 0.995, 0.9975],
-              "loads 1 - eps / mu_Sigma, eps halving"),
-    "policies": (["l-jsq-push", "l-jba-push"], ["l-jsq-push", "l-jba-push"], "delta-tilted series"),
-    "relaxation_times": (300.0, 3000.0, "measured slots per run, in units of zeta / eps^2 (the pooled queue's "
-                                        "relaxation time)"),
-    "warmup_relaxation_times": (30.0, 100.0, "warm-up slots per run, in units of zeta / eps^2"),
-    "fit_points": (3, 3, "smallest eps values in the regression of C13"),
-    "replications": (4, 10, "independent replications per point (at least 2)"),
-}))
+register(
+    Reproduction(
+        "zhou-fig1",
+        "001 Fig. 1: LED push policies at Power-of-2's overhead against jsq, pod and jiq, heterogeneous servers",
+        run_fig1,
+        {
+            **SLOTTED_OPTIONS,
+            **LED_OPTIONS,
+            "n_servers": (100, 100, "N (001 section 6)"),
+            "fast_fraction": (0.5, 0.5, "fraction of fast servers (lost)"),
+            "fast_speed": (1.0, 1.0, "mu_F, mean services per slot of a fast server (lost)"),
+            "speed_ratio": (10.0, 10.0, "mu_F / mu_S (lost)"),
+            "ties": (
+                "shared",
+                "shared",
+                "shared: the dispatchers break ties alike, so under jsq all of them join 'the "
+                "single shortest queue' (001 section 6); independent: a draw per decision",
+            ),
+            "loads": (
+                [0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95],
+                [round(0.05 * k, 2) for k in range(2, 20)] + [0.98],
+                "loads lambda_Sigma / mu_Sigma (lost)",
+            ),
+            "policies": (
+                ["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"],
+                ["l-jsq-push", "l-jba-push", "jsq", "pod", "jiq"],
+                "the series (lost; l-POLICY-push or -pull, jsq, pod, jiq, weighted-random)",
+            ),
+            "slots": (30_000, 200_000, "measured slots per run"),
+            "warmup": (5_000, 20_000, "warm-up slots per run"),
+            "replications": (3, 10, "independent replications per point (at least 2)"),
+        },
+    )
+)
+register(
+    Reproduction(
+        "zhou-fig2",
+        "001 Fig. 2: stale information, l-jsq against l-pod and l-jba with p_hat = 0.01, homogeneous servers",
+        run_fig2,
+        {
+            **SLOTTED_OPTIONS,
+            **LED_OPTIONS,
+            "p_hat": (0.01, 0.01, "p_hat (001 section 6)"),
+            "push_d": (2, 2, "d, the servers a push samples (001 section 6)"),
+            "n_servers": (100, 100, "N (001 section 6)"),
+            "server_speed": (1.0, 1.0, "mu_n, mean services per slot of every server (lost)"),
+            "loads": ([0.3, 0.5, 0.6, 0.7, 0.8, 0.9], [round(0.05 * k, 2) for k in range(2, 20)], "loads (lost)"),
+            "corollary_load": (0.8, 0.8, "load of the inferred corollaries (p_hat and increment_on_dispatch)"),
+            "corollary_p_hats": ([1.0, 0.1, 0.01], [1.0, 0.3, 0.1, 0.03, 0.01], "p_hat values of the first corollary"),
+            "slots": (25_000, 200_000, "measured slots per run"),
+            "warmup": (5_000, 20_000, "warm-up slots per run"),
+            "replications": (3, 10, "independent replications per point (at least 2)"),
+        },
+    )
+)
+register(
+    Reproduction(
+        "zhou-heavy-traffic",
+        "001 Theorem 2: eps E[sum Q] against eps -> 0 for delta-tilted LED policies, against resource pooling",
+        run_heavy_traffic,
+        {
+            **SLOTTED_OPTIONS,
+            **LED_OPTIONS,
+            "n_servers": (10, 10, "N (the theorem is for fixed N; small N reaches heavy traffic at feasible eps)"),
+            "fast_fraction": (0.5, 0.5, "fraction of fast servers"),
+            "fast_speed": (1.0, 1.0, "mu_F, mean services per slot of a fast server"),
+            "speed_ratio": (2.0, 2.0, "mu_F / mu_S"),
+            "loads": (
+                [0.9, 0.95, 0.975, 0.9875, 0.995],
+                [0.9, 0.95, 0.975, 0.9875, 0.995, 0.9975],
+                "loads 1 - eps / mu_Sigma, eps halving",
+            ),
+            "policies": (["l-jsq-push", "l-jba-push"], ["l-jsq-push", "l-jba-push"], "delta-tilted series"),
+            "relaxation_times": (
+                300.0,
+                3000.0,
+                "measured slots per run, in units of zeta / eps^2 (the pooled queue's relaxation time)",
+            ),
+            "warmup_relaxation_times": (30.0, 100.0, "warm-up slots per run, in units of zeta / eps^2"),
+            "fit_points": (3, 3, "smallest eps values in the regression of C13"),
+            "replications": (4, 10, "independent replications per point (at least 2)"),
+        },
+    )
+)

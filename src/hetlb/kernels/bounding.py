@@ -49,7 +49,7 @@ def with_more_levels(array, needed):
     while size < needed:
         size *= 2
     larger = np.zeros(array.shape[:-1] + (size,), dtype=array.dtype)
-    larger[..., :array.shape[-1]] = array
+    larger[..., : array.shape[-1]] = array
     return larger
 
 
@@ -187,7 +187,7 @@ def departing_server(queue_len, speed, longest, position, rate_at_length):
     """The server of a JSQ system whose speed interval holds ``position`` when the busy servers are
     laid end to end longest queue first, ties by index; -1 if ``position`` lies beyond them.
     ``rate_at_length`` is scratch space of at least ``longest`` + 1 entries."""
-    rate_at_length[:longest + 1] = 0.0
+    rate_at_length[: longest + 1] = 0.0
     for s in range(len(queue_len)):
         rate_at_length[queue_len[s]] += speed[s]
     below = 0.0
@@ -234,8 +234,20 @@ def count_violation(violations, first_violation, policy, bound, now):
 
 
 @njit(cache=True)
-def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate, arrival_rate, buffer,
-                tie_breaks, horizon, warmup, clock_rng, tie_rng):
+def run_coupled(
+    speed,
+    speed_class,
+    n_classes,
+    fsl_served_rate,
+    ssl_served_rate,
+    arrival_rate,
+    buffer,
+    tie_breaks,
+    horizon,
+    warmup,
+    clock_rng,
+    tie_rng,
+):
     """JSQ-FSL, JSQ-SSL and one JSQ system per entry of ``tie_breaks`` (policy codes, whose
     hetlb.policies.rules.selection_key ranks the servers), from empty, on one uniformised clock
     (module doc); times in time units.
@@ -294,8 +306,7 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
                     p = row - FIRST_POLICY_ROW
                     s, _ = least_key_server(candidates, 0, n_servers, key[p], tie_rng)
                     queue_len[p, s] += 1
-                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s],
-                                              now)
+                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s], now)
                 shortest[row], longest[row] = join_shortest(level_count[row], shortest[row], longest[row])
                 jobs[row] += 1
         else:
@@ -308,8 +319,7 @@ def run_coupled(speed, speed_class, n_classes, fsl_served_rate, ssl_served_rate,
                         continue
                     level = queue_len[p, s]
                     queue_len[p, s] -= 1
-                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s],
-                                              now)
+                    key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s], now)
                 else:
                     served_rate = fsl_served_rate if row == FSL_ROW else ssl_served_rate
                     rank = serving_rank(served_rate, position, level_count[row, 1])

@@ -51,19 +51,50 @@ HISTOGRAM_MANTISSA_SHIFT = 52 - 7  # keeps the top 7 = log2(HISTOGRAM_BINS_PER_O
 # columns of a batch's row: the batch holds the jobs that arrive between the end of the previous
 # batch and ``time``; "completed", "response_sum" and "waiting_sum" are those jobs' own sums (added
 # as they leave), the other columns cumulative counts taken at ``time``
-BATCH_FIELDS = ("time", "arrivals", "admitted", "blocked", "waited", "completed",
-                "response_sum", "waiting_sum", "job_area")
+BATCH_FIELDS = (
+    "time",
+    "arrivals",
+    "admitted",
+    "blocked",
+    "waited",
+    "completed",
+    "response_sum",
+    "waiting_sum",
+    "job_area",
+)
 
 PREFETCH_MIN_SERVERS = 16384
 """From this many servers on, the per-server data outgrows the caches and the kernel prefetches."""
 
-KernelModel = namedtuple("KernelModel", [
-    "speed", "inv_speed", "buffer", "server_class", "n_classes", "class_speed",
-    "cumulative_type_rate", "total_arrival_rate",
-    "compat_indptr", "compat_indices", "compat_cumulative_speed", "compat_first_slow", "type_uses_tree",
-    "size_code", "size_params", "policy_code", "sample_sizes", "route_probabilities",
-    "n_levels", "warmup", "horizon", "target_jobs", "batch_ends", "batch_by_jobs",
-])
+KernelModel = namedtuple(
+    "KernelModel",
+    [
+        "speed",
+        "inv_speed",
+        "buffer",
+        "server_class",
+        "n_classes",
+        "class_speed",
+        "cumulative_type_rate",
+        "total_arrival_rate",
+        "compat_indptr",
+        "compat_indices",
+        "compat_cumulative_speed",
+        "compat_first_slow",
+        "type_uses_tree",
+        "size_code",
+        "size_params",
+        "policy_code",
+        "sample_sizes",
+        "route_probabilities",
+        "n_levels",
+        "warmup",
+        "horizon",
+        "target_jobs",
+        "batch_ends",
+        "batch_by_jobs",
+    ],
+)
 KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model).
 
 ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
@@ -71,13 +102,41 @@ KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.s
 ``compat_first_slow[k]`` is the position of type k's first slow server (empty for other policies)."""
 
 
-class KernelState(namedtuple("KernelState", [
-    "counters", "servers", "server_key", "job_arrival", "job_size", "job_next", "departures", "key_tree",
-    "bucket_order", "bucket_position", "bucket_key", "bucket_start",
-    "level_count", "level_area", "level_last",
-    "histogram", "batches", "trace_time", "trace_type", "trace_server", "trace_queue", "sample",
-    "window_job_area", "window_busy_area", "window_level_area", "batch_close", "jobs_time", "waiting_time",
-])):
+class KernelState(
+    namedtuple(
+        "KernelState",
+        [
+            "counters",
+            "servers",
+            "server_key",
+            "job_arrival",
+            "job_size",
+            "job_next",
+            "departures",
+            "key_tree",
+            "bucket_order",
+            "bucket_position",
+            "bucket_key",
+            "bucket_start",
+            "level_count",
+            "level_area",
+            "level_last",
+            "histogram",
+            "batches",
+            "trace_time",
+            "trace_type",
+            "trace_server",
+            "trace_queue",
+            "sample",
+            "window_job_area",
+            "window_busy_area",
+            "window_level_area",
+            "batch_close",
+            "jobs_time",
+            "waiting_time",
+        ],
+    )
+):
     """Mutable state of one run: ``counters`` is a one-record array of COUNTER_DTYPE, ``servers``
     one SERVER_DTYPE record per server, ``server_key`` each server's selection key
     (hetlb.policies.rules.selection_key) for the job types that scan their servers (empty when
@@ -96,26 +155,58 @@ class KernelState(namedtuple("KernelState", [
         return self.servers["peak_queue"].astype(np.int64)
 
 
-SERVER_DTYPE = np.dtype([
-    ("queue_len", "i4"), ("speed_class", "i4"), ("peak_queue", "i4"), ("last_waiting", "i4"),
-    ("inv_speed", "f8"), ("service_arrival", "f8"), ("service_size", "f8"),
-    ("last_change", "f8"), ("job_area", "f8"), ("busy_area", "f8"),
-])
+SERVER_DTYPE = np.dtype(
+    [
+        ("queue_len", "i4"),
+        ("speed_class", "i4"),
+        ("peak_queue", "i4"),
+        ("last_waiting", "i4"),
+        ("inv_speed", "f8"),
+        ("service_arrival", "f8"),
+        ("service_size", "f8"),
+        ("last_change", "f8"),
+        ("job_area", "f8"),
+        ("busy_area", "f8"),
+    ]
+)
 """One server, 64 bytes (a cache line): jobs held (counting the one in service), speed class m,
 peak number of jobs, the job slot of its last waiting job, 1/speed, arrival time and size of
 the job in service, and the time its number of jobs last changed with the integrals of that
 number and of busy time."""
 
-COUNTER_DTYPE = np.dtype([
-    ("now", "f8"), ("next_arrival", "f8"), ("end_time", "f8"), ("last_total_change", "f8"),
-    ("measuring", "i8"), ("free_slot", "i8"), ("in_system", "i8"), ("events", "i8"),
-    ("arrivals_total", "i8"), ("admitted_total", "i8"), ("blocked_total", "i8"), ("departures_total", "i8"),
-    ("arrivals", "i8"), ("admitted", "i8"), ("blocked", "i8"), ("waited", "i8"), ("completed", "i8"),
-    ("response_sum", "f8"), ("response_sq_sum", "f8"), ("waiting_sum", "f8"), ("job_area", "f8"),
-    ("batch_index", "i8"), ("trace_n", "i8"),
-    ("tagging", "i8"), ("window_end", "f8"), ("tagged_in_system", "i8"), ("window_job_area", "f8"), ("busy", "i8"),
-    ("last_state_time", "f8"),
-])
+COUNTER_DTYPE = np.dtype(
+    [
+        ("now", "f8"),
+        ("next_arrival", "f8"),
+        ("end_time", "f8"),
+        ("last_total_change", "f8"),
+        ("measuring", "i8"),
+        ("free_slot", "i8"),
+        ("in_system", "i8"),
+        ("events", "i8"),
+        ("arrivals_total", "i8"),
+        ("admitted_total", "i8"),
+        ("blocked_total", "i8"),
+        ("departures_total", "i8"),
+        ("arrivals", "i8"),
+        ("admitted", "i8"),
+        ("blocked", "i8"),
+        ("waited", "i8"),
+        ("completed", "i8"),
+        ("response_sum", "f8"),
+        ("response_sq_sum", "f8"),
+        ("waiting_sum", "f8"),
+        ("job_area", "f8"),
+        ("batch_index", "i8"),
+        ("trace_n", "i8"),
+        ("tagging", "i8"),
+        ("window_end", "f8"),
+        ("tagged_in_system", "i8"),
+        ("window_job_area", "f8"),
+        ("busy", "i8"),
+        ("last_state_time", "f8"),
+    ]
+)
 """Scalars of a run. The measured jobs are those that arrive in the window [warmup, window_end]
 (``tagging`` while it is open); the window closes at the horizon, or at the arrival that brings the
 admitted jobs to the target, and the run goes on until every measured job has left
@@ -212,8 +303,19 @@ def begin_measurement(c, at, servers, level_area, level_last):
 
 
 @njit(cache=True)
-def close_window(c, at, servers, level_count, level_area, level_last, window_job_area, window_busy_area,
-                 window_level_area, jobs_time, waiting_time):
+def close_window(
+    c,
+    at,
+    servers,
+    level_count,
+    level_area,
+    level_last,
+    window_job_area,
+    window_busy_area,
+    window_level_area,
+    jobs_time,
+    waiting_time,
+):
     """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]."""
     integrate_total(c, at)
     if len(jobs_time) > 0:
@@ -251,16 +353,22 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     buffer, class_speed = model.buffer, model.class_speed
     finite_buffers = buffer.min() < INFINITE_BUFFER
     n_classes, policy_code = model.n_classes, model.policy_code
-    sample_sizes, route_probabilities, compat_first_slow = (model.sample_sizes, model.route_probabilities,
-                                                            model.compat_first_slow)
+    sample_sizes, route_probabilities, compat_first_slow = (
+        model.sample_sizes,
+        model.route_probabilities,
+        model.compat_first_slow,
+    )
     compat_indptr, compat_indices = model.compat_indptr, model.compat_indices
     compat_cumulative_speed, type_uses_tree = model.compat_cumulative_speed, model.type_uses_tree
     cumulative_type_rate, total_arrival_rate = model.cumulative_type_rate, model.total_arrival_rate
     mean_interarrival = 1.0 / total_arrival_rate
     n_types = len(cumulative_type_rate)
     size_code = model.size_code
-    first_phase_probability, first_phase_rate, second_phase_rate = (model.size_params[0], model.size_params[1],
-                                                                    model.size_params[2])
+    first_phase_probability, first_phase_rate, second_phase_rate = (
+        model.size_params[0],
+        model.size_params[1],
+        model.size_params[2],
+    )
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
@@ -269,17 +377,28 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     departures, key_tree = state.departures, state.key_tree
-    bucket_order, bucket_position, bucket_key, bucket_start = (state.bucket_order, state.bucket_position,
-                                                               state.bucket_key, state.bucket_start)
+    bucket_order, bucket_position, bucket_key, bucket_start = (
+        state.bucket_order,
+        state.bucket_position,
+        state.bucket_key,
+        state.bucket_start,
+    )
     # keep the keys for scans, for the tree, for the buckets
     scanned, keyed, bucketed = len(server_key) > 0, len(key_tree) > 0, len(bucket_order) > 0
     level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
     n_levels = level_count.shape[1] - 1
     histogram, batches, batch_close, sample = state.histogram, state.batches, state.batch_close, state.sample
-    trace_time, trace_type, trace_server, trace_queue = (state.trace_time, state.trace_type, state.trace_server,
-                                                         state.trace_queue)
-    window_job_area, window_busy_area, window_level_area = (state.window_job_area, state.window_busy_area,
-                                                            state.window_level_area)
+    trace_time, trace_type, trace_server, trace_queue = (
+        state.trace_time,
+        state.trace_type,
+        state.trace_server,
+        state.trace_queue,
+    )
+    window_job_area, window_busy_area, window_level_area = (
+        state.window_job_area,
+        state.window_busy_area,
+        state.window_level_area,
+    )
     jobs_time, waiting_time = state.jobs_time, state.waiting_time
     distributions = len(jobs_time) > 0
 
@@ -291,8 +410,19 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
                 begin_measurement(c, warmup, servers, level_area, level_last)
-            close_window(c, horizon, servers, level_count, level_area, level_last, window_job_area,
-                         window_busy_area, window_level_area, jobs_time, waiting_time)
+            close_window(
+                c,
+                horizon,
+                servers,
+                level_count,
+                level_area,
+                level_last,
+                window_job_area,
+                window_busy_area,
+                window_level_area,
+                jobs_time,
+                waiting_time,
+            )
             if c.tagged_in_system == 0:
                 finish(c, horizon, batches, batch_close)
                 return FINISHED
@@ -323,8 +453,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if n_types == 1:
                 job_type = 0
             else:
-                job_type = min(np.searchsorted(cumulative_type_rate, arrival_rng.random() * total_arrival_rate,
-                                               side="right"), n_types - 1)
+                job_type = min(
+                    np.searchsorted(cumulative_type_rate, arrival_rng.random() * total_arrival_rate, side="right"),
+                    n_types - 1,
+                )
 
             # the server it is sent to (whether or not its buffer has room)
             lo = compat_indptr[job_type]
@@ -336,8 +468,17 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             elif policy_code == rules.POD:
                 s = rules.power_of_d_server(compat_indices, lo, hi, sample_sizes[0], queue_len, sample, policy_rng)
             elif policy_code == rules.JSQ_DF_DS:
-                s = rules.fast_slow_server(compat_indices, lo, compat_first_slow[job_type], hi, sample_sizes,
-                                           route_probabilities, queue_len, sample, policy_rng)
+                s = rules.fast_slow_server(
+                    compat_indices,
+                    lo,
+                    compat_first_slow[job_type],
+                    hi,
+                    sample_sizes,
+                    route_probabilities,
+                    queue_len,
+                    sample,
+                    policy_rng,
+                )
             else:
                 if type_uses_tree[job_type] and bucketed:
                     s, least_bucket = random_least_server(bucket_order, bucket_key, bucket_start, policy_rng)
@@ -379,8 +520,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if q + 1 <= n_levels:
                 move_level(server.speed_class, q + 1, 1, now, level_count, level_area, level_last)
             if scanned or keyed or bucketed:
-                key = rules.selection_key(policy_code, q + 1, server.speed_class, n_classes,
-                                          class_speed[server.speed_class], now)
+                key = rules.selection_key(
+                    policy_code, q + 1, server.speed_class, n_classes, class_speed[server.speed_class], now
+                )
                 if scanned:
                     server_key[s] = key
                 if keyed:
@@ -409,8 +551,19 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 integrate_total(c, now)
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
-                close_window(c, now, servers, level_count, level_area, level_last, window_job_area,
-                             window_busy_area, window_level_area, jobs_time, waiting_time)
+                close_window(
+                    c,
+                    now,
+                    servers,
+                    level_count,
+                    level_area,
+                    level_last,
+                    window_job_area,
+                    window_busy_area,
+                    window_level_area,
+                    jobs_time,
+                    waiting_time,
+                )
         else:
             # a departure from the server with the earliest completion
             s = departures[1].leaf
@@ -439,8 +592,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if q + 1 <= n_levels:
                 move_level(server.speed_class, q + 1, -1, now, level_count, level_area, level_last)
             if scanned or keyed or bucketed:
-                key = rules.selection_key(policy_code, q, server.speed_class, n_classes,
-                                          class_speed[server.speed_class], now)
+                key = rules.selection_key(
+                    policy_code, q, server.speed_class, n_classes, class_speed[server.speed_class], now
+                )
                 if scanned:
                     server_key[s] = key
                 if keyed:

@@ -51,33 +51,100 @@ PULL_DEPARTURE_SLOT = 0
 PULL_DEPARTURE = 1
 PULL_EVERY_SLOT = 2
 
-BATCH_FIELDS = ("slot", "arrivals", "departures", "decisions", "queue_area", "error_area",
-                "probes", "replies", "reports", "tokens")
+BATCH_FIELDS = (
+    "slot",
+    "arrivals",
+    "departures",
+    "decisions",
+    "queue_area",
+    "error_area",
+    "probes",
+    "replies",
+    "reports",
+    "tokens",
+)
 """Columns of the cumulative snapshot taken at the end of each batch of slots."""
 
-COUNTER_DTYPE = np.dtype([
-    ("slot", "i8"), ("arrivals", "i8"), ("departures", "i8"), ("decisions", "i8"),
-    ("queue_area", "i8"), ("error_area", "i8"),
-    ("probes", "i8"), ("replies", "i8"), ("reports", "i8"), ("tokens", "i8"),
-    ("arrivals_total", "i8"), ("departures_total", "i8"), ("batch_index", "i8"), ("trace_n", "i8"),
-])
+COUNTER_DTYPE = np.dtype(
+    [
+        ("slot", "i8"),
+        ("arrivals", "i8"),
+        ("departures", "i8"),
+        ("decisions", "i8"),
+        ("queue_area", "i8"),
+        ("error_area", "i8"),
+        ("probes", "i8"),
+        ("replies", "i8"),
+        ("reports", "i8"),
+        ("tokens", "i8"),
+        ("arrivals_total", "i8"),
+        ("departures_total", "i8"),
+        ("batch_index", "i8"),
+        ("trace_n", "i8"),
+    ]
+)
 """``slot`` is the next slot to run; the counts without ``_total`` cover the measured slots only."""
 
-SlottedModel = namedtuple("SlottedModel", [
-    "speed", "total_speed", "cumulative_speed", "all_servers", "dispatcher_rate",
-    "arrival_code", "arrival_trials", "service_code", "service_trials", "per_job",
-    "policy_code", "local", "pod_d", "update_code", "p_hat", "push_d", "push_every_slot", "pull_trigger",
-    "increment_on_dispatch", "shared_ties", "jba_rate_weighted", "jba_inclusive", "jba_fallback_jsq",
-    "measure_preference", "warmup", "end_slot", "batch_ends",
-])
+SlottedModel = namedtuple(
+    "SlottedModel",
+    [
+        "speed",
+        "total_speed",
+        "cumulative_speed",
+        "all_servers",
+        "dispatcher_rate",
+        "arrival_code",
+        "arrival_trials",
+        "service_code",
+        "service_trials",
+        "per_job",
+        "policy_code",
+        "local",
+        "pod_d",
+        "update_code",
+        "p_hat",
+        "push_d",
+        "push_every_slot",
+        "pull_trigger",
+        "increment_on_dispatch",
+        "shared_ties",
+        "jba_rate_weighted",
+        "jba_inclusive",
+        "jba_fallback_jsq",
+        "measure_preference",
+        "warmup",
+        "end_slot",
+        "batch_ends",
+    ],
+)
 SlottedModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.slotted_simulation.pack_model)."""
 
-SlottedState = namedtuple("SlottedState", [
-    "counters", "queue_len", "arrivals_to", "dispatcher_arrivals", "estimate",
-    "token_server", "token_count", "token_held", "queue_area",
-    "preference_count", "preference_share", "batches", "batch_preference_count", "batch_preference_share",
-    "sample", "trace_slot", "trace_dispatcher", "trace_jobs", "trace_server", "trace_seen", "trace_queue",
-])
+SlottedState = namedtuple(
+    "SlottedState",
+    [
+        "counters",
+        "queue_len",
+        "arrivals_to",
+        "dispatcher_arrivals",
+        "estimate",
+        "token_server",
+        "token_count",
+        "token_held",
+        "queue_area",
+        "preference_count",
+        "preference_share",
+        "batches",
+        "batch_preference_count",
+        "batch_preference_share",
+        "sample",
+        "trace_slot",
+        "trace_dispatcher",
+        "trace_jobs",
+        "trace_server",
+        "trace_seen",
+        "trace_queue",
+    ],
+)
 SlottedState.__doc__ = """Mutable state of one run. ``estimate[m, n]`` is Q~^m_n (LED policies; no rows
 otherwise); ``token_server[m, :token_count[m]]`` are the idle tokens dispatcher m holds and
 ``token_held[n]`` marks a server whose token is out (jiq); ``queue_area[n]`` sums Q_n(t+1) over the
@@ -209,16 +276,32 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     The arrays are taken out of the namedtuples once, here, so that the loop does no reference
     counting (as in hetlb.kernels.continuous)."""
     c = state.counters[0]
-    speed, total_speed, cumulative_speed, all_servers = (model.speed, model.total_speed, model.cumulative_speed,
-                                                         model.all_servers)
-    dispatcher_rate, per_job, local, code, pod_d = (model.dispatcher_rate, model.per_job, model.local,
-                                                    model.policy_code, model.pod_d)
-    jba_rate_weighted, jba_inclusive, jba_fallback_jsq = (model.jba_rate_weighted, model.jba_inclusive,
-                                                          model.jba_fallback_jsq)
+    speed, total_speed, cumulative_speed, all_servers = (
+        model.speed,
+        model.total_speed,
+        model.cumulative_speed,
+        model.all_servers,
+    )
+    dispatcher_rate, per_job, local, code, pod_d = (
+        model.dispatcher_rate,
+        model.per_job,
+        model.local,
+        model.policy_code,
+        model.pod_d,
+    )
+    jba_rate_weighted, jba_inclusive, jba_fallback_jsq = (
+        model.jba_rate_weighted,
+        model.jba_inclusive,
+        model.jba_fallback_jsq,
+    )
     update_code, p_hat, push_d, push_every_slot = model.update_code, model.p_hat, model.push_d, model.push_every_slot
     shared_ties = model.shared_ties
-    queue_len, arrivals_to, dispatcher_arrivals, estimate = (state.queue_len, state.arrivals_to,
-                                                             state.dispatcher_arrivals, state.estimate)
+    queue_len, arrivals_to, dispatcher_arrivals, estimate = (
+        state.queue_len,
+        state.arrivals_to,
+        state.dispatcher_arrivals,
+        state.estimate,
+    )
     token_server, token_count, token_held = state.token_server, state.token_count, state.token_held
     queue_area, sample = state.queue_area, state.sample
     preference_count, preference_share = state.preference_count, state.preference_share
@@ -236,8 +319,9 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
 
         # 1. arrivals and decisions on the information at the start of the slot
         for m in range(n_dispatchers):
-            dispatcher_arrivals[m] = draw_count(model.arrival_code, model.arrival_trials, dispatcher_rate[m],
-                                                environment_rng)
+            dispatcher_arrivals[m] = draw_count(
+                model.arrival_code, model.arrival_trials, dispatcher_rate[m], environment_rng
+            )
         arrivals_to[:] = 0
         slot_tie = dispatch_rng.random() if shared_ties else 0.0
         for m in range(n_dispatchers):
@@ -281,8 +365,9 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                     c.probes += exact_messages
                     c.replies += exact_messages
                     if model.measure_preference:
-                        rank = rank_of_choice(view, s, code, pod_d, jba_fallback_jsq and not jba_inclusive, sample,
-                                              measurement_rng)
+                        rank = rank_of_choice(
+                            view, s, code, pod_d, jba_fallback_jsq and not jba_inclusive, sample, measurement_rng
+                        )
                         preference_count[m, rank] += 1
                         add_rank_shares(view, speed, total_speed, preference_share[m])
                 arrivals_to[s] += jobs
@@ -333,6 +418,12 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             c.error_area += estimate_error(queue_len, estimate)
         c.slot += 1
         if c.batch_index < n_batches and c.slot == batch_ends[c.batch_index]:
-            snapshot_batch(c, state.batches, preference_count, preference_share, state.batch_preference_count,
-                           state.batch_preference_share)
+            snapshot_batch(
+                c,
+                state.batches,
+                preference_count,
+                preference_share,
+                state.batch_preference_count,
+                state.batch_preference_share,
+            )
     return FINISHED if c.slot >= model.end_slot else RUNNING

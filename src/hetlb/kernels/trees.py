@@ -36,19 +36,22 @@ def prefetch(typingctx, array, index):
     """Ask the CPU to start loading ``array[index]`` into cache, without waiting for it; no effect
     on results. Lets the memory reads of a large system overlap. Covers the element when it
     starts a cache line (see cache_aligned_zeros)."""
+
     def codegen(context, builder, signature, args):
         array_type = signature.args[0]
         data = context.make_array(array_type)(context, builder, args[0])
         pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
         byte_pointer = ir.PointerType(ir.IntType(8))
         llvm_prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer] + 3 * [ir.IntType(32)]), "llvm.prefetch.p0")
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer] + 3 * [ir.IntType(32)]), "llvm.prefetch.p0"
+        )
         itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
         for offset in range(0, itemsize, CACHE_LINE):
             line = builder.gep(builder.bitcast(pointer, byte_pointer), [ir.Constant(ir.IntType(64), offset)])
             # read, keep in all cache levels, data
             builder.call(llvm_prefetch, [line] + [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)])
         return context.get_dummy_value()
+
     return types.void(array, index), codegen
 
 
@@ -77,6 +80,7 @@ def levels_bottom_up(width: int):
 
 
 # --- the least-key tree ---------------------------------------------------------------------
+
 
 def new_key_tree(keys: np.ndarray) -> np.ndarray:
     """A least-key tree over ``keys``; ``tree[1]`` holds the least key and its multiplicity."""
@@ -143,6 +147,7 @@ def random_least_leaf(tree, rng, leaf_records):
 
 
 # --- the tournament tree --------------------------------------------------------------------
+
 
 def new_tournament(times: np.ndarray) -> np.ndarray:
     """A tournament tree over ``times``; ``tree[1]`` holds the least time and the first leaf

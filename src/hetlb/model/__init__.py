@@ -6,5 +6,12 @@ from hetlb.model.job_sizes import JobSizes
 from hetlb.model.slotted import CountDistribution, SlottedSystem
 from hetlb.model.system import INFINITE_BUFFER, System, parse_speeds
 
-__all__ = ["CompatibilityGraph", "CountDistribution", "INFINITE_BUFFER", "JobSizes", "SlottedSystem", "System",
-           "parse_speeds"]
+__all__ = [
+    "CompatibilityGraph",
+    "CountDistribution",
+    "INFINITE_BUFFER",
+    "JobSizes",
+    "SlottedSystem",
+    "System",
+    "parse_speeds",
+]

@@ -15,10 +15,10 @@ from numba import njit
 
 from hetlb.errors import InputError
 from hetlb.model.constructions import _count_values, _generator, assumption2_parameters
-from hetlb.model.system import positive_finite_array
 from hetlb.model.graph import CompatibilityGraph
+from hetlb.model.system import positive_finite_array
 
-_FLOW_SCALE = float(2 ** 55)
+_FLOW_SCALE = float(2**55)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,17 +55,37 @@ def routable_load(graph: CompatibilityGraph, arrival_rate, speed, *, tolerance: 
     degree = graph.degree()
     result = {
         "method": "max-flow on integer-scaled capacities (Dinic, greedy start), Dinkelbach iterations on "
-                  "mu(N(A)) / lambda(A)",
+        "mu(N(A)) / lambda(A)",
         "offered_load_fraction": total_rate / total_speed,
         "iterations": 0,
     }
     if np.any(degree == 0):
         ports = np.flatnonzero(degree == 0)
-        return _routable_result(result, 0.0, 0.0, "ports without server", len(ports), 0,
-                                float(rates[ports].sum()), 0.0, total_rate, total_speed)
+        return _routable_result(
+            result,
+            0.0,
+            0.0,
+            "ports without server",
+            len(ports),
+            0,
+            float(rates[ports].sum()),
+            0.0,
+            total_rate,
+            total_speed,
+        )
     if graph.is_complete():
-        return _routable_result(result, total_speed / total_rate, total_speed / total_rate, "all ports",
-                                graph.n_types, graph.n_servers, total_rate, total_speed, total_rate, total_speed)
+        return _routable_result(
+            result,
+            total_speed / total_rate,
+            total_speed / total_rate,
+            "all ports",
+            graph.n_types,
+            graph.n_servers,
+            total_rate,
+            total_speed,
+            total_rate,
+            total_speed,
+        )
     indptr, indices = graph.indptr, graph.indices
     server_degree = _count_values(indices, graph.n_servers)
     used = server_degree > 0
@@ -104,15 +124,22 @@ def routable_load(graph: CompatibilityGraph, arrival_rate, speed, *, tolerance: 
 
 
 def _routable_result(result, theta, theta_lower, kind, n_ports, n_servers, rate, capacity, total_rate, total_speed):
-    result.update({
-        "theta": theta,
-        "theta_lower": theta_lower,
-        "relative_gap": 0.0 if theta == 0 else 1.0 - theta_lower / theta,
-        "max_load_fraction": theta * total_rate / total_speed,
-        "can_carry_offered_load": bool(theta > 1.0),
-        "bottleneck": {"kind": kind, "ports": int(n_ports), "servers": int(n_servers),
-                       "arrival_rate": rate, "capacity": capacity},
-    })
+    result.update(
+        {
+            "theta": theta,
+            "theta_lower": theta_lower,
+            "relative_gap": 0.0 if theta == 0 else 1.0 - theta_lower / theta,
+            "max_load_fraction": theta * total_rate / total_speed,
+            "can_carry_offered_load": bool(theta > 1.0),
+            "bottleneck": {
+                "kind": kind,
+                "ports": int(n_ports),
+                "servers": int(n_servers),
+                "arrival_rate": rate,
+                "capacity": capacity,
+            },
+        }
+    )
     return result
 
 
@@ -282,7 +309,8 @@ def _max_flow(indptr, indices, n_servers, supply, capacity):
                                     if j % 2 == 0:
                                         flow[e] += amount
                                         list_edge, list_port, n_list = _list_flow_edge(
-                                            e, path_node[j], listed, list_edge, list_port, n_list)
+                                            e, path_node[j], listed, list_edge, list_port, n_list
+                                        )
                                     else:
                                         flow[e] -= amount
                                 excess[source] -= amount
@@ -349,10 +377,23 @@ def _grown(array):
 # Well-connectedness (Assumption 2 of paper 000)
 
 
-def well_connectedness(graph: CompatibilityGraph, arrival_rate, speed, epsilon: float | None, b: int,
-                       restarts: int = 8, rng=0, *, c1: float = 6.0, c2: float = 12.0,
-                       d1_b_power: float = 2.0, c_d2: float = 2.0, c_p2: float = 1.0,
-                       max_swaps: int = 200, exhaustive_limit: int = 100_000) -> dict:
+def well_connectedness(
+    graph: CompatibilityGraph,
+    arrival_rate,
+    speed,
+    epsilon: float | None,
+    b: int,
+    restarts: int = 8,
+    rng=0,
+    *,
+    c1: float = 6.0,
+    c2: float = 12.0,
+    d1_b_power: float = 2.0,
+    c_d2: float = 2.0,
+    c_p2: float = 1.0,
+    max_swaps: int = 200,
+    exhaustive_limit: int = 100_000,
+) -> dict:
     """Search for subsets violating Assumption 2 of paper 000 (MODEL-SPEC 1.4).
 
     Condition j = 1: D_I <= N d~_1 for every I within the servers of types < K (R_{K-1}) with
@@ -376,8 +417,9 @@ def well_connectedness(graph: CompatibilityGraph, arrival_rate, speed, epsilon: 
     max_swaps = _non_negative_int("max_swaps", max_swaps)
     exhaustive_limit = _non_negative_int("exhaustive_limit", exhaustive_limit)
     generator, seed = _generator(rng)
-    params = assumption2_parameters(rates, speeds, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power,
-                                    c_d2=c_d2, c_p2=c_p2)
+    params = assumption2_parameters(
+        rates, speeds, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power, c_d2=c_d2, c_p2=c_p2
+    )
     server_type = params.pop("server_type")
     k = params["K"] - 1
     indptr, indices = graph.indptr, graph.indices
@@ -388,12 +430,27 @@ def well_connectedness(graph: CompatibilityGraph, arrival_rate, speed, epsilon: 
         size = params["min_subset_size"][j]
         threshold = params["thresholds"][j]
         n_candidates = int(candidates.sum())
-        entry = {"condition": j + 1, "servers": label, "candidate_servers": n_candidates,
-                 "min_subset_size": size, "threshold": threshold, "p": params["p"][j],
-                 "d_tilde": params["d_tilde"][j]}
+        entry = {
+            "condition": j + 1,
+            "servers": label,
+            "candidate_servers": n_candidates,
+            "min_subset_size": size,
+            "threshold": threshold,
+            "p": params["p"][j],
+            "d_tilde": params["d_tilde"][j],
+        }
         if n_candidates == 0 or size > n_candidates:
-            entry.update({"vacuous": True, "worst_D_found": None, "worst_subset": [], "exhaustive": True,
-                          "subsets_evaluated": 0, "found_by": None, "holds_for_subsets_tried": True})
+            entry.update(
+                {
+                    "vacuous": True,
+                    "worst_D_found": None,
+                    "worst_subset": [],
+                    "exhaustive": True,
+                    "subsets_evaluated": 0,
+                    "found_by": None,
+                    "holds_for_subsets_tried": True,
+                }
+            )
             groups.append(entry)
             continue
         n_subsets = math.comb(n_candidates, size)
@@ -401,26 +458,32 @@ def well_connectedness(graph: CompatibilityGraph, arrival_rate, speed, epsilon: 
             best, subset = _exhaustive(indptr, indices, s_indptr, s_ports, rates, np.flatnonzero(candidates), size)
             found_by, exhaustive, evaluated = "exhaustive", True, n_subsets
         else:
-            best, subset, found_by, evaluated = _search(indptr, indices, s_indptr, s_ports, rates, candidates, size,
-                                                        restarts, max_swaps, generator)
+            best, subset, found_by, evaluated = _search(
+                indptr, indices, s_indptr, s_ports, rates, candidates, size, restarts, max_swaps, generator
+            )
             exhaustive = False
-        entry.update({
-            "vacuous": False,
-            "worst_D_found": best,
-            "worst_D_over_threshold": best / threshold,
-            "worst_D_fraction_of_total_rate": best / total_rate,
-            "worst_subset": subset.tolist(),
-            "exhaustive": exhaustive,
-            "subsets_evaluated": int(evaluated),
-            "found_by": found_by,
-            "holds_for_subsets_tried": bool(best <= threshold * (1.0 + 1e-12)),
-        })
+        entry.update(
+            {
+                "vacuous": False,
+                "worst_D_found": best,
+                "worst_D_over_threshold": best / threshold,
+                "worst_D_fraction_of_total_rate": best / total_rate,
+                "worst_subset": subset.tolist(),
+                "exhaustive": exhaustive,
+                "subsets_evaluated": int(evaluated),
+                "found_by": found_by,
+                "holds_for_subsets_tried": bool(best <= threshold * (1.0 + 1e-12)),
+            }
+        )
         groups.append(entry)
     holds = all(g["holds_for_subsets_tried"] for g in groups)
     proof = all(g["exhaustive"] for g in groups)
-    note = ("every subset of the minimum size was evaluated: the result is exact" if proof else
-            "adversarial search (greedy, randomised restarts, local swaps), not a proof: a pass means no "
-            "violating subset was found, a failure exhibits one")
+    note = (
+        "every subset of the minimum size was evaluated: the result is exact"
+        if proof
+        else "adversarial search (greedy, randomised restarts, local swaps), not a proof: a pass means no "
+        "violating subset was found, a failure exhibits one"
+    )
     return {
         "holds_for_subsets_tried": holds,
         "note": note,
@@ -454,7 +517,9 @@ def _search(indptr, indices, s_indptr, s_ports, rates, candidates, size, restart
         else:
             noise = 1.0 + 0.2 * rng.random(n_ports) if randomised else np.ones(n_ports)
             in_set, cover = _shrink(indptr, indices, s_indptr, s_ports, rates, candidates, size, noise)
-        value, swaps = _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, cover, tie, max_swaps)
+        value, swaps = _local_swaps(
+            indptr, indices, s_indptr, s_ports, rates, candidates, in_set, cover, tie, max_swaps
+        )
         evaluated += 1 + swaps
         label = kind + (f" (restart {index + 1})" if randomised else "") + (f" + {swaps} swaps" if swaps else "")
         if value > best:
@@ -467,7 +532,7 @@ def _search(indptr, indices, s_indptr, s_ports, rates, candidates, size, restart
 def _uncovered_rate(indptr, indices, s_indptr, s_ports, rates, subset) -> float:
     covered = np.zeros(len(rates), dtype=bool)
     for r in subset:
-        covered[s_ports[s_indptr[r]:s_indptr[r + 1]]] = True
+        covered[s_ports[s_indptr[r] : s_indptr[r + 1]]] = True
     return float(rates[~covered].sum())
 
 
@@ -625,7 +690,7 @@ def _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, 
                 tried[n_members] = False
                 n_members += 1
         improved = False
-        for t in range(min(8, n_members)):
+        for _t in range(min(8, n_members)):
             best_i = -1
             for i in range(n_members):
                 if not tried[i] and (best_i < 0 or alone[i] > alone[best_i]):
@@ -637,7 +702,11 @@ def _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, 
             pick = -1
             for r in range(n_servers):
                 if candidates[r] and not in_set[r] and r != out:
-                    if pick < 0 or marginal[r] < marginal[pick] or (marginal[r] == marginal[pick] and tie[r] < tie[pick]):
+                    if (
+                        pick < 0
+                        or marginal[r] < marginal[pick]
+                        or (marginal[r] == marginal[pick] and tie[r] < tie[pick])
+                    ):
                         pick = r
             if pick < 0:
                 _add_server(out, indptr, indices, s_indptr, s_ports, rates, candidates, cover, marginal)

@@ -74,8 +74,9 @@ def complete_graph(n_types: int, n_servers: int) -> tuple[CompatibilityGraph, di
     return graph, _report("complete", {"n_types": n_types, "n_servers": n_servers}, None, graph, None, 0)
 
 
-def explicit_graph(servers_by_type=None, *, edges=None, n_types: int | None = None,
-                   n_servers: int) -> tuple[CompatibilityGraph, dict]:
+def explicit_graph(
+    servers_by_type=None, *, edges=None, n_types: int | None = None, n_servers: int
+) -> tuple[CompatibilityGraph, dict]:
     """A given graph: one list of server indices per port, or (port, server) ``edges`` with
     ``n_types``. Every port needs at least one server."""
     n_servers = _positive_int("n_servers", n_servers)
@@ -104,8 +105,9 @@ def fig3_edge_probability(n_servers: int, load: float) -> float:
     return min(1.0, p)
 
 
-def random_bipartite(n_types: int, n_servers: int, p: float, rng, empty_ports: str = "resample", *,
-                     max_edges: int = DEFAULT_MAX_EDGES) -> tuple[CompatibilityGraph, dict]:
+def random_bipartite(
+    n_types: int, n_servers: int, p: float, rng, empty_ports: str = "resample", *, max_edges: int = DEFAULT_MAX_EDGES
+) -> tuple[CompatibilityGraph, dict]:
     """Each port-server pair is an edge independently with probability ``p`` (0 < p <= 1).
 
     rng: a ``numpy.random.Generator`` or an int seed.
@@ -137,9 +139,18 @@ def random_bipartite(n_types: int, n_servers: int, p: float, rng, empty_ports: s
 # Theorems 2 and 3 of paper 000
 
 
-def assumption2_parameters(arrival_rate, speed, epsilon: float | None, b: int, *, c1: float = 6.0,
-                           c2: float = 12.0, d1_b_power: float = 2.0, c_d2: float = 2.0,
-                           c_p2: float = 1.0) -> dict:
+def assumption2_parameters(
+    arrival_rate,
+    speed,
+    epsilon: float | None,
+    b: int,
+    *,
+    c1: float = 6.0,
+    c2: float = 12.0,
+    d1_b_power: float = 2.0,
+    c_d2: float = 2.0,
+    c_p2: float = 1.0,
+) -> dict:
     """K, beta, beta_hat and the constants p_j, d~_j of Assumption 2 of paper 000 (MODEL-SPEC 1.3,
     1.4) for ports with rates ``arrival_rate`` (lambda_l) and servers with speeds ``speed`` (mu).
 
@@ -189,7 +200,7 @@ def assumption2_parameters(arrival_rate, speed, epsilon: float | None, b: int, *
     mu_k = float(class_speed[k])
     tau_k = float(class_speed[0]) / mu_k
     p = [epsilon / (c1 * b), c_p2 * beta_hat]
-    d_tilde = [epsilon * mu_k / (c2 * b ** d1_b_power), epsilon * mu_k / (c_d2 * b)]
+    d_tilde = [epsilon * mu_k / (c2 * b**d1_b_power), epsilon * mu_k / (c_d2 * b)]
     return {
         "n_ports": len(arrival_rate),
         "n_servers": n_servers,
@@ -213,10 +224,22 @@ def assumption2_parameters(arrival_rate, speed, epsilon: float | None, b: int, *
     }
 
 
-def theorem2_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: float = 2.0, *,
-                   c1: float = 6.0, c2: float = 12.0, d1_b_power: float = 2.0, c_d2: float = 2.0,
-                   c_p2: float = 1.0, empty_ports: str = "resample",
-                   max_edges: int = DEFAULT_MAX_EDGES) -> tuple[CompatibilityGraph, dict]:
+def theorem2_graph(
+    arrival_rate,
+    speed,
+    epsilon: float | None,
+    b: int,
+    rng,
+    c: float = 2.0,
+    *,
+    c1: float = 6.0,
+    c2: float = 12.0,
+    d1_b_power: float = 2.0,
+    c_d2: float = 2.0,
+    c_p2: float = 1.0,
+    empty_ports: str = "resample",
+    max_edges: int = DEFAULT_MAX_EDGES,
+) -> tuple[CompatibilityGraph, dict]:
     """The random graph of Theorem 2 of paper 000 (heterogeneous port rates, MODEL-SPEC 1.6).
 
     H_j = c (N + L) / (N p_j) for j = 1, 2. The constant c was lost; c = 2 satisfies the proof's
@@ -232,17 +255,30 @@ def theorem2_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: f
     c = _number("c", c)
     if not c > 0:
         raise InputError("c", f"must be > 0, got {c!r}")
-    params = assumption2_parameters(arrival_rate, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power,
-                                    c_d2=c_d2, c_p2=c_p2)
+    params = assumption2_parameters(
+        arrival_rate, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power, c_d2=c_d2, c_p2=c_p2
+    )
     n, n_ports = params["n_servers"], params["n_ports"]
     h = [c * (n + n_ports) / (n * pj) for pj in params["p"]]
     return _theorem_graph("theorem2", params, h, {"c": c}, arrival_rate, rng, empty_ports, max_edges)
 
 
-def theorem3_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: float = 6.0, *,
-                   c1: float = 6.0, c2: float = 12.0, d1_b_power: float = 2.0, c_d2: float = 2.0,
-                   c_p2: float = 1.0, empty_ports: str = "resample",
-                   max_edges: int = DEFAULT_MAX_EDGES) -> tuple[CompatibilityGraph, dict]:
+def theorem3_graph(
+    arrival_rate,
+    speed,
+    epsilon: float | None,
+    b: int,
+    rng,
+    c: float = 6.0,
+    *,
+    c1: float = 6.0,
+    c2: float = 12.0,
+    d1_b_power: float = 2.0,
+    c_d2: float = 2.0,
+    c_p2: float = 1.0,
+    empty_ports: str = "resample",
+    max_edges: int = DEFAULT_MAX_EDGES,
+) -> tuple[CompatibilityGraph, dict]:
     """The random graph of Theorem 3 of paper 000 (all ports share one rate lambda_bar).
 
     The construction of :func:`theorem2_graph` with
@@ -257,12 +293,13 @@ def theorem3_graph(arrival_rate, speed, epsilon: float | None, b: int, rng, c: f
     rates = positive_finite_array("arrival_rate", arrival_rate)
     if rates.max() - rates.min() > 1e-9 * rates.max():
         raise InputError("arrival_rate", "Theorem 3 needs every port to have the same rate; use theorem2_graph")
-    params = assumption2_parameters(rates, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power,
-                                    c_d2=c_d2, c_p2=c_p2)
+    params = assumption2_parameters(rates, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power, c_d2=c_d2, c_p2=c_p2)
     lam_bar = float(rates.mean())
     mu_1 = params["type_speeds"][0]
-    h = [c * (-math.log(pj) + dj / (pj * lam_bar) * math.log(mu_1 / dj))
-         for pj, dj in zip(params["p"], params["d_tilde"])]
+    h = [
+        c * (-math.log(pj) + dj / (pj * lam_bar) * math.log(mu_1 / dj))
+        for pj, dj in zip(params["p"], params["d_tilde"])
+    ]
     if min(h) <= 0:
         raise InputError("epsilon", f"gives H_j = {h} <= 0 (p_j must be < 1 and d~_j < mu_1)")
     return _theorem_graph("theorem3", params, h, {"c": c, "lambda_bar": lam_bar}, rates, rng, empty_ports, max_edges)
@@ -294,26 +331,35 @@ def _theorem_graph(name, params, h, extra, arrival_rate, rng, empty_ports, max_e
     parameters.update(params["constants"])
     report = _report(name, parameters, seed, graph, empty_ports, affected)
     variance = float((prob * (1.0 - prob) * group_size).sum())
-    report.update({
-        "K": params["K"],
-        "beta": params["beta"],
-        "beta_hat": params["beta_hat"],
-        "tau_K": params["tau_K"],
-        "assumption1_lower_bound_holds": params["assumption1_lower_bound_holds"],
-        "p": params["p"],
-        "d_tilde": params["d_tilde"],
-        "H": h,
-        "thresholds": params["thresholds"],
-        "min_subset_size": params["min_subset_size"],
-        "group_sizes": {"types_below_K": int(group_size[0]), "type_K": int(group_size[1]),
-                        "unused_types_above_K": int(n - group_size.sum())},
-        "edge_probability": [_summary(prob[:, j]) for j in range(2)],
-        "ports_fully_connected": [int(np.count_nonzero(prob[:, j] >= 1.0)) if group_size[j] else 0 for j in range(2)],
-        "expected_edges": expected,
-        "expected_edges_sd": math.sqrt(variance),
-        # the proof of Theorem 2 uses p_1 < p_2, d~_1 < d~_2 and z_{l,1} >= z_{l,2} for every port
-        "proof_orderings_hold": bool(params["ordering_holds"] and h[0] / params["d_tilde"][0] >= h[1] / params["d_tilde"][1]),
-    })
+    report.update(
+        {
+            "K": params["K"],
+            "beta": params["beta"],
+            "beta_hat": params["beta_hat"],
+            "tau_K": params["tau_K"],
+            "assumption1_lower_bound_holds": params["assumption1_lower_bound_holds"],
+            "p": params["p"],
+            "d_tilde": params["d_tilde"],
+            "H": h,
+            "thresholds": params["thresholds"],
+            "min_subset_size": params["min_subset_size"],
+            "group_sizes": {
+                "types_below_K": int(group_size[0]),
+                "type_K": int(group_size[1]),
+                "unused_types_above_K": int(n - group_size.sum()),
+            },
+            "edge_probability": [_summary(prob[:, j]) for j in range(2)],
+            "ports_fully_connected": [
+                int(np.count_nonzero(prob[:, j] >= 1.0)) if group_size[j] else 0 for j in range(2)
+            ],
+            "expected_edges": expected,
+            "expected_edges_sd": math.sqrt(variance),
+            # the proof of Theorem 2 uses p_1 < p_2, d~_1 < d~_2 and z_{l,1} >= z_{l,2} for every port
+            "proof_orderings_hold": bool(
+                params["ordering_holds"] and h[0] / params["d_tilde"][0] >= h[1] / params["d_tilde"][1]
+            ),
+        }
+    )
     return graph, report
 
 
@@ -391,8 +437,11 @@ def _draw_graph(counts, group_size, groups, n_servers, rng, max_edges) -> Compat
     np.cumsum(seg_count[:-1], out=seg_start[1:])
     indices = np.empty(n_edges, dtype=np.int64)
     _draw_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, indices, rng)
-    ordered = all(len(groups[j]) == 0 or len(groups[i]) == 0 or groups[i][-1] < groups[j][0]
-                  for i in range(n_groups) for j in range(i + 1, n_groups))
+    ordered = all(
+        len(groups[j]) == 0 or len(groups[i]) == 0 or groups[i][-1] < groups[j][0]
+        for i in range(n_groups)
+        for j in range(i + 1, n_groups)
+    )
     if not ordered:
         _sort_rows(indptr, indices)
     return CompatibilityGraph(indptr, indices, int(n_servers))
@@ -407,7 +456,7 @@ def _draw_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, rng) -> No
     width = np.ceil(np.log2(np.maximum(seg_n, 2))).astype(np.int64)
     per_word = 64 // width
     safe_n = np.maximum(seg_n, 1)
-    draws = take * (2.0 ** width / safe_n) * (1.0 + take / safe_n)
+    draws = take * (2.0**width / safe_n) * (1.0 + take / safe_n)
     words = np.cumsum(draws / per_word + 0.05)
     bitmap = np.zeros((int(seg_n.max(initial=1)) + 63) // 64, dtype=np.uint64)
     summary = np.zeros((len(bitmap) + 63) // 64, dtype=np.uint64)
@@ -419,8 +468,9 @@ def _draw_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, rng) -> No
         last = min(max(last, first + 1), n_seg)
         size = int((words[last - 1] - done_words) * 1.1 * boost) + 64
         block = rng.integers(0, np.iinfo(np.uint64).max, size=size, dtype=np.uint64, endpoint=True)
-        reached, _ = _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, block, bitmap, summary,
-                                   first, _CTZ_TABLE)
+        reached, _ = _fill_subsets(
+            seg_count, seg_n, seg_map, col_ids, seg_start, out, block, bitmap, summary, first, _CTZ_TABLE
+        )
         boost = boost * 2.0 if reached == first else 1.0
         first = reached
 
@@ -579,7 +629,7 @@ def _count_values(values, size):
 @njit(cache=True)
 def _sort_rows(indptr, indices):
     for row in range(indptr.shape[0] - 1):
-        indices[indptr[row]:indptr[row + 1]].sort()
+        indices[indptr[row] : indptr[row + 1]].sort()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,8 +648,20 @@ _GRAPH_KEYS = {
     "explicit": {"servers", "edges", "ports"},
     "random": {"p", "ports", "ports_exponent", "seed", "empty_ports"},
     "fig3": {"ports", "ports_exponent", "seed", "empty_ports"},
-    "theorem2": {"epsilon", "b", "c", "c1", "c2", "d1_b_power", "c_d2", "c_p2", "ports", "ports_exponent", "seed",
-                 "empty_ports"},
+    "theorem2": {
+        "epsilon",
+        "b",
+        "c",
+        "c1",
+        "c2",
+        "d1_b_power",
+        "c_d2",
+        "c_p2",
+        "ports",
+        "ports_exponent",
+        "seed",
+        "empty_ports",
+    },
 }
 _GRAPH_KEYS["theorem3"] = _GRAPH_KEYS["theorem2"]
 
@@ -618,7 +680,7 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
         exponent = _number("system.graph.ports_exponent", spec["ports_exponent"])
         if exponent < 0:
             raise InputError("system.graph.ports_exponent", f"must be >= 0, got {exponent!r}")
-        return max(1, round(n_servers ** exponent))
+        return max(1, round(n_servers**exponent))
     return None
 
 
@@ -626,8 +688,9 @@ _RECENT_GRAPHS: dict = {}
 _RECENT_GRAPHS_KEPT = 4
 
 
-def construct_graph(spec: dict, speed: np.ndarray, arrival_rate: np.ndarray,
-                    buffer: int | None) -> tuple[CompatibilityGraph, dict]:
+def construct_graph(
+    spec: dict, speed: np.ndarray, arrival_rate: np.ndarray, buffer: int | None
+) -> tuple[CompatibilityGraph, dict]:
     """Build the graph a scenario's ``[system.graph]`` table describes (``kind`` one of
     GRAPH_KINDS), for servers of speeds ``speed`` and ports of rates ``arrival_rate`` (lambda_l);
     ``buffer`` is the default b of the theorem constructions. Random kinds take ``seed``
@@ -646,8 +709,10 @@ def _construct(spec, speed, arrival_rate, buffer):
     kind = _graph_kind(spec)
     unknown = sorted(set(spec) - _GRAPH_KEYS[kind] - {"kind"})
     if unknown:
-        raise InputError(f"system.graph.{unknown[0]}", f"unknown key for kind {kind!r}; allowed: "
-                                                       f"{', '.join(sorted(_GRAPH_KEYS[kind]))}")
+        raise InputError(
+            f"system.graph.{unknown[0]}",
+            f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(_GRAPH_KEYS[kind]))}",
+        )
     n_servers, n_ports = len(speed), len(arrival_rate)
     if kind == "complete":
         return complete_graph(n_ports, n_servers)
@@ -721,8 +786,11 @@ def _check_rule(rule) -> None:
 
 def _check_size(edges: float, max_edges) -> None:
     if edges > max_edges:
-        raise InputError("max_edges", f"the construction would have about {edges:.4g} edges, more than "
-                                      f"max_edges = {max_edges:.4g}; raise max_edges if memory allows (8 bytes an edge)")
+        raise InputError(
+            "max_edges",
+            f"the construction would have about {edges:.4g} edges, more than "
+            f"max_edges = {max_edges:.4g}; raise max_edges if memory allows (8 bytes an edge)",
+        )
 
 
 def _min_subset_size(n_servers: int, p: float) -> int:
@@ -737,8 +805,10 @@ def _positive_int(name: str, value) -> int:
 
 
 def _number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(value)
+    ):
         raise InputError(name, f"must be a finite number, got {value!r}")
     return float(value)
-
-

@@ -67,14 +67,14 @@ class CompatibilityGraph:
         }
 
     @classmethod
-    def complete(cls, n_types: int, n_servers: int) -> "CompatibilityGraph":
+    def complete(cls, n_types: int, n_servers: int) -> CompatibilityGraph:
         """Every job type may use every server."""
         indptr = np.arange(n_types + 1, dtype=np.int64) * n_servers
         indices = np.tile(np.arange(n_servers, dtype=np.int64), n_types)
         return cls(indptr, indices, n_servers)
 
     @classmethod
-    def from_lists(cls, servers_by_type, n_servers: int) -> "CompatibilityGraph":
+    def from_lists(cls, servers_by_type, n_servers: int) -> CompatibilityGraph:
         """From one list of server indices per job type."""
         lists = [np.asarray(servers, dtype=np.int64).ravel() for servers in servers_by_type]
         return cls.from_csr(
@@ -84,7 +84,7 @@ class CompatibilityGraph:
         )
 
     @classmethod
-    def from_edges(cls, edges, n_types: int, n_servers: int) -> "CompatibilityGraph":
+    def from_edges(cls, edges, n_types: int, n_servers: int) -> CompatibilityGraph:
         """From (job type, server) pairs."""
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         check_index_range("graph.edges job type", edges[:, 0], n_types)
@@ -95,7 +95,7 @@ class CompatibilityGraph:
         return cls.from_csr(indptr, edges[:, 1], n_servers)
 
     @classmethod
-    def from_csr(cls, indptr, indices, n_servers: int) -> "CompatibilityGraph":
+    def from_csr(cls, indptr, indices, n_servers: int) -> CompatibilityGraph:
         """From CSR arrays; checks them and sorts each type's servers."""
         indptr = np.asarray(indptr, dtype=np.int64)
         indices = np.asarray(indices, dtype=np.int64)
@@ -106,7 +106,9 @@ class CompatibilityGraph:
         check_index_range("graph server index", indices, n_servers)
         empty = np.flatnonzero(np.diff(indptr) == 0)
         if len(empty):
-            raise InputError("graph", f"job type {int(empty[0])} has no compatible server (every type needs at least one)")
+            raise InputError(
+                "graph", f"job type {int(empty[0])} has no compatible server (every type needs at least one)"
+            )
         rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
         indices = indices[np.lexsort((indices, rows))]
         repeated = np.flatnonzero((rows[1:] == rows[:-1]) & (indices[1:] == indices[:-1]))

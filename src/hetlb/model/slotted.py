@@ -44,7 +44,7 @@ class CountDistribution:
             raise InputError("trials", f"only a binomial has a number of trials, not a {self.kind}")
 
     @classmethod
-    def parse(cls, value) -> "CountDistribution":
+    def parse(cls, value) -> CountDistribution:
         """A CountDistribution, or its kind name, with "binomial:K" for K trials."""
         if isinstance(value, cls):
             return value
@@ -78,19 +78,29 @@ class CountDistribution:
 class SlottedSystem(ServerSpeeds):
     """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
 
-    speed: np.ndarray               # mu_n: mean offered service per slot (jobs per slot)
-    n_dispatchers: int              # M
-    total_arrival_rate: float       # lambda_Sigma: mean arrivals per slot, all dispatchers
-    dispatcher_share: np.ndarray    # p_m, summing to 1: lambda_m = p_m lambda_Sigma
-    arrivals: CountDistribution     # law of A_m(t)
-    service: CountDistribution      # law of S_n(t)
-    routing: str = "slot"           # "slot": one server per dispatcher and slot; "job": one per job
-    ties: str = "independent"       # "independent": a draw per decision; "shared": one draw per slot
+    speed: np.ndarray  # mu_n: mean offered service per slot (jobs per slot)
+    n_dispatchers: int  # M
+    total_arrival_rate: float  # lambda_Sigma: mean arrivals per slot, all dispatchers
+    dispatcher_share: np.ndarray  # p_m, summing to 1: lambda_m = p_m lambda_Sigma
+    arrivals: CountDistribution  # law of A_m(t)
+    service: CountDistribution  # law of S_n(t)
+    routing: str = "slot"  # "slot": one server per dispatcher and slot; "job": one per job
+    ties: str = "independent"  # "independent": a draw per decision; "shared": one draw per slot
 
     @classmethod
-    def from_speeds(cls, speed, *, n_dispatchers: int = 1, arrival_rate: float | None = None,
-                    load: float | None = None, dispatcher_share=None, arrivals="poisson", service="poisson",
-                    routing: str = "slot", ties: str = "independent") -> "SlottedSystem":
+    def from_speeds(
+        cls,
+        speed,
+        *,
+        n_dispatchers: int = 1,
+        arrival_rate: float | None = None,
+        load: float | None = None,
+        dispatcher_share=None,
+        arrivals="poisson",
+        service="poisson",
+        routing: str = "slot",
+        ties: str = "independent",
+    ) -> SlottedSystem:
         """Build and validate a slotted system.
 
         speed: mu_n, mean offered service of each server per slot (jobs per slot).
@@ -112,15 +122,19 @@ class SlottedSystem(ServerSpeeds):
         value = positive_number(name, value)
         total = float(value * speed.sum()) if name == "load" else value
         if total >= speed.sum():
-            raise InputError(name, f"the arrival rate {total:.6g} per slot must be below the total service rate "
-                                   f"{speed.sum():.6g} per slot (load < 1), or the queues grow without bound")
+            raise InputError(
+                name,
+                f"the arrival rate {total:.6g} per slot must be below the total service rate "
+                f"{speed.sum():.6g} per slot (load < 1), or the queues grow without bound",
+            )
         if dispatcher_share is None:
             share = np.full(n_dispatchers, 1.0 / n_dispatchers)
         else:
             share = positive_finite_array("dispatcher_share", dispatcher_share)
             if len(share) != n_dispatchers:
-                raise InputError("dispatcher_share", f"needs one share per dispatcher ({n_dispatchers}), "
-                                                     f"got {len(share)}")
+                raise InputError(
+                    "dispatcher_share", f"needs one share per dispatcher ({n_dispatchers}), got {len(share)}"
+                )
             share = share / share.sum()
         arrivals = CountDistribution.parse(arrivals)
         service = CountDistribution.parse(service)
@@ -130,11 +144,16 @@ class SlottedSystem(ServerSpeeds):
             raise InputError("ties", f"must be one of {', '.join(TIES)}, got {ties!r}")
         largest_rate = float((share * total).max())
         if largest_rate > arrivals.max_mean:
-            raise InputError("arrivals", f"a {arrivals.kind} count has mean <= {arrivals.max_mean:g}, but a "
-                                         f"dispatcher receives {largest_rate:.6g} jobs per slot")
+            raise InputError(
+                "arrivals",
+                f"a {arrivals.kind} count has mean <= {arrivals.max_mean:g}, but a "
+                f"dispatcher receives {largest_rate:.6g} jobs per slot",
+            )
         if speed.max() > service.max_mean:
-            raise InputError("service", f"a {service.kind} count has mean <= {service.max_mean:g}, but a "
-                                        f"server has speed {speed.max():.6g}")
+            raise InputError(
+                "service",
+                f"a {service.kind} count has mean <= {service.max_mean:g}, but a server has speed {speed.max():.6g}",
+            )
         return cls(speed, n_dispatchers, total, share, arrivals, service, routing, ties)
 
     @property

@@ -42,13 +42,16 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
     """``n_servers`` speeds drawn i.i.d. from the distribution a ``speed_distribution`` table names."""
     kind = spec.get("kind")
     if kind not in SPEED_DISTRIBUTIONS:
-        raise InputError("system.speed_distribution.kind",
-                         f"must be one of {', '.join(SPEED_DISTRIBUTIONS)}, got {kind!r}")
+        raise InputError(
+            "system.speed_distribution.kind", f"must be one of {', '.join(SPEED_DISTRIBUTIONS)}, got {kind!r}"
+        )
     allowed = SPEED_DISTRIBUTIONS[kind] | {"kind", "seed"}
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise InputError(f"system.speed_distribution.{unknown[0]}",
-                         f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}")
+        raise InputError(
+            f"system.speed_distribution.{unknown[0]}",
+            f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}",
+        )
     seed = spec.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError("system.speed_distribution.seed", f"must be an integer >= 0, got {seed!r}")
@@ -62,8 +65,9 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
         speeds = _positive_list(spec, "speeds")
         probabilities = np.asarray(spec.get("probabilities", []), dtype=float)
         if len(probabilities) != len(speeds) or np.any(probabilities <= 0) or not np.isclose(probabilities.sum(), 1):
-            raise InputError("system.speed_distribution.probabilities",
-                             "needs one probability > 0 per speed, summing to 1")
+            raise InputError(
+                "system.speed_distribution.probabilities", "needs one probability > 0 per speed, summing to 1"
+            )
         return rng.choice(speeds, size=n_servers, p=probabilities / probabilities.sum())
     if kind == "lognormal":
         mean, cv = _positive(spec, "mean"), _positive(spec, "cv")

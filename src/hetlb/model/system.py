@@ -82,7 +82,7 @@ class System(ServerSpeeds):
         n_types: int = 1,
         job_sizes: JobSizes | str | None = None,
         graph_construction: dict | None = None,
-    ) -> "System":
+    ) -> System:
         """Build and validate a system.
 
         speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
@@ -115,8 +115,9 @@ class System(ServerSpeeds):
         arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load, excess_capacity)
         if isinstance(job_sizes, str):
             job_sizes = JobSizes(job_sizes)
-        system = cls(speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes(),
-                     graph_construction)
+        system = cls(
+            speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes(), graph_construction
+        )
         system.check_stability()
         return system
 
@@ -163,7 +164,13 @@ class System(ServerSpeeds):
             "n_types": self.n_types,
             "total_arrival_rate": self.total_arrival_rate,
             "load": self.load,
-            "buffer": None if len(finite) == 0 else (int(finite[0]) if len(finite) == self.n_servers and np.all(finite == finite[0]) else self.buffer.tolist()),
+            "buffer": None
+            if len(finite) == 0
+            else (
+                int(finite[0])
+                if len(finite) == self.n_servers and np.all(finite == finite[0])
+                else self.buffer.tolist()
+            ),
             "graph": self.graph.describe(),
             "job_sizes": self.job_sizes.describe(),
             **({"graph_construction": self.graph_construction} if self.graph_construction else {}),
@@ -176,18 +183,25 @@ def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     buffers the system is stable iff c > 0 (System refuses c <= 0 then); with finite buffers any c
     is allowed."""
     speed = np.asarray(speed, dtype=float)
-    if not (isinstance(excess_capacity, (int, float)) and not isinstance(excess_capacity, bool)
-            and math.isfinite(excess_capacity)):
+    if not (
+        isinstance(excess_capacity, (int, float))
+        and not isinstance(excess_capacity, bool)
+        and math.isfinite(excess_capacity)
+    ):
         raise InputError("excess_capacity", f"must be a finite number, got {excess_capacity!r}")
     rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
     if rate <= 0:
-        raise InputError("excess_capacity", f"c sqrt(n) = {excess_capacity * math.sqrt(len(speed)):.6g} leaves no "
-                                            f"arrivals (total speed {speed.sum():.6g})")
+        raise InputError(
+            "excess_capacity",
+            f"c sqrt(n) = {excess_capacity * math.sqrt(len(speed)):.6g} leaves no "
+            f"arrivals (total speed {speed.sum():.6g})",
+        )
     return rate
 
 
-def port_arrival_rates(speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None,
-                       excess_capacity: float | None = None) -> np.ndarray:
+def port_arrival_rates(
+    speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None, excess_capacity: float | None = None
+) -> np.ndarray:
     """lambda_l of each of ``n_types`` job types: ``arrival_rate`` (one total rate, split equally,
     or one per type), ``load`` rho = lambda_Sigma / sum(speed), or ``excess_capacity`` c
     (:func:`arrival_rate_for_excess_capacity`), split equally."""
@@ -220,8 +234,12 @@ def positive_finite_array(name: str, values) -> np.ndarray:
 
 def positive_number(name: str, value) -> float:
     """A finite number > 0 (not a bool), as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise InputError(name, f"must be a finite number > 0, got {value!r}")
     return float(value)
 
@@ -259,7 +277,9 @@ def parse_speeds(text: str) -> np.ndarray:
         try:
             count_int, speed = int(count), float(value)
         except ValueError:
-            raise InputError("speeds", f"each item must be a speed or COUNTxSPEED (e.g. 50x0.5), got {item!r}") from None
+            raise InputError(
+                "speeds", f"each item must be a speed or COUNTxSPEED (e.g. 50x0.5), got {item!r}"
+            ) from None
         if count_int < 1:
             raise InputError("speeds", f"a count must be >= 1, got {item!r}")
         speeds.extend([speed] * count_int)

@@ -8,8 +8,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def draw_metric(axes, x, series: dict, *, xlabel: str, ylabel: str, title: str = "", bound=None,
-                bound_label: str = "lower bound", log_y: bool = False, log2_x: bool = False) -> None:
+def draw_metric(
+    axes,
+    x,
+    series: dict,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    bound=None,
+    bound_label: str = "lower bound",
+    log_y: bool = False,
+    log2_x: bool = False,
+) -> None:
     """Draw on ``axes``: ``series`` maps a label to (means, ci_low, ci_high) over ``x``;
     ``bound`` is an optional curve over ``x`` drawn dashed; ``log_y`` for a logarithmic y axis,
     ``log2_x`` for a base-2 logarithmic x axis (numbers of servers)."""

@@ -8,7 +8,6 @@ model) :func:`least_value_server`; ``l-jba`` :func:`below_average_server`.
 
 from numba import njit
 
-
 L_JSQ = 20
 L_JBA = 21
 L_POD = 22

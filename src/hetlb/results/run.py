@@ -31,7 +31,7 @@ class RunResult:
     seed_key: tuple
     mean_response_time: float
     mean_response_time_ci: list
-    response_time_std: float           # standard deviation of the response times of counted jobs
+    response_time_std: float  # standard deviation of the response times of counted jobs
     mean_waiting_time: float
     mean_waiting_time_ci: list
     p_wait: float
@@ -39,27 +39,27 @@ class RunResult:
     blocking_probability_ci: list
     mean_number_in_system: float
     mean_number_in_system_ci: list
-    number_in_system_growth: float     # mean number in system over the second half of the batches / first half - 1
-    utilisation: np.ndarray            # per server, fraction of time busy
-    mean_queue_length: np.ndarray      # per server, time-average jobs (incl. in service)
-    peak_queue_length: np.ndarray      # per server, most jobs ever held (whole run)
-    class_speed: np.ndarray            # mu_m, decreasing
-    class_count: np.ndarray            # N_m
-    occupancy: np.ndarray              # s_{m,i} of 000: [m, i-1] = time-average fraction of all N servers of class m with >= i jobs
-    class_jobs: np.ndarray             # C_m of 000: time-average jobs at class-m servers / N
-    histogram: np.ndarray              # response-time counts (see response_time_quantile)
+    number_in_system_growth: float  # mean number in system over the second half of the batches / first half - 1
+    utilisation: np.ndarray  # per server, fraction of time busy
+    mean_queue_length: np.ndarray  # per server, time-average jobs (incl. in service)
+    peak_queue_length: np.ndarray  # per server, most jobs ever held (whole run)
+    class_speed: np.ndarray  # mu_m, decreasing
+    class_count: np.ndarray  # N_m
+    occupancy: np.ndarray  # s_{m,i} of 000: [m, i-1] = time-average fraction of all N servers of class m with >= i jobs
+    class_jobs: np.ndarray  # C_m of 000: time-average jobs at class-m servers / N
+    histogram: np.ndarray  # response-time counts (see response_time_quantile)
     measured_time: float
     end_time: float
     arrivals: int
     completed_jobs: int
-    counters: dict                     # whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system
+    counters: dict  # whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system
     events: int
     wall_seconds: float
     batch_response_means: list = field(default_factory=list)  # mean response time of each batch
-    trace: dict | None = None           # the first routing decisions, when asked for
-    jobs_distribution: np.ndarray | None = None     # time fraction with j jobs in system (state_distribution)
+    trace: dict | None = None  # the first routing decisions, when asked for
+    jobs_distribution: np.ndarray | None = None  # time fraction with j jobs in system (state_distribution)
     waiting_distribution: np.ndarray | None = None  # time fraction with j waiting jobs (state_distribution)
-    speed_profile: dict | None = None   # eta and xi_2 of 002 by speed bin (speed_bins)
+    speed_profile: dict | None = None  # eta and xi_2 of 002 by speed bin (speed_bins)
 
     @property
     def events_per_second(self) -> float:
@@ -146,13 +146,18 @@ class ReplicatedResult:
         """Everything, JSON-ready: the summary, the details, the metadata and each replication
         (per-server arrays by default only up to 1000 servers)."""
         per_server = self.n_servers <= 1000 if per_server is None else per_server
-        return {**self.summary(), **self.details(), "metadata": self.metadata,
-                "runs": [run.to_dict(per_server=per_server) for run in self.runs]}
+        return {
+            **self.summary(),
+            **self.details(),
+            "metadata": self.metadata,
+            "runs": [run.to_dict(per_server=per_server) for run in self.runs],
+        }
 
     def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
         """Strict JSON: numpy values become numbers and non-finite floats become null."""
-        return json.dumps(finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default,
-                          allow_nan=False)
+        return json.dumps(
+            finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default, allow_nan=False
+        )
 
 
 @dataclass
@@ -206,8 +211,13 @@ class SimulationResult(ReplicatedResult):
     def summary(self) -> dict:
         """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``)."""
         out = {}
-        for name in ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability",
-                     "mean_number_in_system"):
+        for name in (
+            "mean_response_time",
+            "mean_waiting_time",
+            "p_wait",
+            "blocking_probability",
+            "mean_number_in_system",
+        ):
             value, ci = self._across(name)
             out[name] = value
             if ci is not None:
@@ -220,7 +230,8 @@ class SimulationResult(ReplicatedResult):
         out["halfin_whitt"] = {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
         occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
         out["occupancy_by_class"] = occupancy_table(
-            first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0))
+            first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0)
+        )
         out["replications"] = self.replications
         out["events"] = self.events
         out["events_per_second"] = self.events_per_second
@@ -241,8 +252,13 @@ def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
     """Per speed class: mu_m, N_m, busy fraction, s_{m,i} for i = 1.., and C_m (000)."""
     n_servers = int(np.sum(class_count))
     return [
-        {"speed": float(speed), "servers": int(count), "utilisation": float(occupancy[m][0] * n_servers / count),
-         "s_m": [float(x) for x in occupancy[m]], "C_m": float(class_jobs[m])}
+        {
+            "speed": float(speed),
+            "servers": int(count),
+            "utilisation": float(occupancy[m][0] * n_servers / count),
+            "s_m": [float(x) for x in occupancy[m]],
+            "C_m": float(class_jobs[m]),
+        }
         for m, (speed, count) in enumerate(zip(class_speed, class_count))
     ]
 
@@ -292,5 +308,10 @@ def versions() -> dict:
 
     from hetlb import __version__
 
-    return {"hetlb": __version__, "numpy": np.__version__, "numba": numba.__version__,
-            "scipy": scipy.__version__, "python": platform.python_version()}
+    return {
+        "hetlb": __version__,
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }

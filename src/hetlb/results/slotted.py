@@ -17,8 +17,14 @@ import numpy as np
 from hetlb.results.run import ReplicatedResult, mean_over_runs
 from hetlb.stats import preference_report
 
-SCALARS = ("mean_number_in_system", "mean_delay", "mean_estimate_error", "messages_per_arrival",
-           "messages_per_decision", "number_in_system_growth")
+SCALARS = (
+    "mean_number_in_system",
+    "mean_delay",
+    "mean_estimate_error",
+    "messages_per_arrival",
+    "messages_per_decision",
+    "number_in_system_growth",
+)
 
 
 @dataclass
@@ -27,31 +33,31 @@ class SlottedRunResult:
 
     seed_entropy: int
     seed_key: tuple
-    slots: int                          # measured slots
-    arrivals: int                       # jobs arrived in the measured slots
+    slots: int  # measured slots
+    arrivals: int  # jobs arrived in the measured slots
     departures: int
-    decisions: int                      # dispatching decisions (one per dispatcher and slot with arrivals,
-                                        # one per job with routing="job")
-    mean_number_in_system: float        # time-average sum_n Q_n
+    decisions: int  # dispatching decisions (one per dispatcher and slot with arrivals,
+    # one per job with routing="job")
+    mean_number_in_system: float  # time-average sum_n Q_n
     mean_number_in_system_ci: list
-    number_in_system_growth: float      # time-average sum_n Q_n over the second half of the measured slots divided
-                                        # by that over the first half, minus 1: about 0 when stable, > 0 when the
-                                        # queues grow (or the warm-up was too short)
-    mean_delay: float                   # slots, by Little's law
+    number_in_system_growth: float  # time-average sum_n Q_n over the second half of the measured slots divided
+    # by that over the first half, minus 1: about 0 when stable, > 0 when the
+    # queues grow (or the warm-up was too short)
+    mean_delay: float  # slots, by Little's law
     mean_delay_ci: list
-    mean_estimate_error: float          # time-average of |Q_n - Q~^m_n| over dispatchers and servers (LED only)
+    mean_estimate_error: float  # time-average of |Q_n - Q~^m_n| over dispatchers and servers (LED only)
     mean_estimate_error_ci: list
-    messages: dict                      # probes, replies, reports, tokens in the measured slots
+    messages: dict  # probes, replies, reports, tokens in the measured slots
     messages_per_arrival: float
     messages_per_arrival_ci: list
     messages_per_decision: float
-    mean_queue_length: np.ndarray       # per server, time-average Q_n
-    preference: dict | None             # preference_report of Delta_r, with the per-rank "selection" frequency and
-                                        # "share" E[mu_sigma(r)] / mu_Sigma, and Delta^m_r "by_dispatcher"
+    mean_queue_length: np.ndarray  # per server, time-average Q_n
+    preference: dict | None  # preference_report of Delta_r, with the per-rank "selection" frequency and
+    # "share" E[mu_sigma(r)] / mu_Sigma, and Delta^m_r "by_dispatcher"
     preference_samples: np.ndarray | None  # per batch, Delta_r
-    counters: dict                      # whole run from slot 0: arrivals, departures; at the end: in_system,
-                                        # idle_servers, tokens_held (jiq)
-    slots_run: int                      # warm-up included
+    counters: dict  # whole run from slot 0: arrivals, departures; at the end: in_system,
+    # idle_servers, tokens_held (jiq)
+    slots_run: int  # warm-up included
     wall_seconds: float
     batch_delay_means: list = field(default_factory=list)
     trace: dict | None = None
@@ -76,11 +82,17 @@ class SlottedRunResult:
             **{name + "_ci": getattr(self, name + "_ci") for name in SCALARS if hasattr(self, name + "_ci")},
             "messages": self.messages,
             "preference": self.preference,
-            "slots": self.slots, "arrivals": self.arrivals, "departures": self.departures,
-            "decisions": self.decisions, "counters": self.counters,
+            "slots": self.slots,
+            "arrivals": self.arrivals,
+            "departures": self.departures,
+            "decisions": self.decisions,
+            "counters": self.counters,
             "batch_delay_means": self.batch_delay_means,
-            "slots_run": self.slots_run, "events": self.events, "wall_seconds": self.wall_seconds,
-            "slots_per_second": self.slots_per_second, "events_per_second": self.events_per_second,
+            "slots_run": self.slots_run,
+            "events": self.events,
+            "wall_seconds": self.wall_seconds,
+            "slots_per_second": self.slots_per_second,
+            "events_per_second": self.events_per_second,
         }
         if per_server:
             out["mean_queue_length"] = self.mean_queue_length.tolist()
@@ -92,8 +104,10 @@ def _over_runs(name: str, doc: str):
 
 
 def _interval_over_runs(name: str):
-    return property(lambda self: mean_over_runs(self.runs, name)[1],
-                    doc=f"95% interval of {name}: batch means of one run, or over replications")
+    return property(
+        lambda self: mean_over_runs(self.runs, name)[1],
+        doc=f"95% interval of {name}: batch means of one run, or over replications",
+    )
 
 
 @dataclass
@@ -102,8 +116,9 @@ class SlottedResult(ReplicatedResult):
 
     mean_number_in_system = _over_runs("mean_number_in_system", "time-average sum_n Q_n")
     mean_number_in_system_ci = _interval_over_runs("mean_number_in_system")
-    number_in_system_growth = _over_runs("number_in_system_growth",
-                                         "second half's time-average sum_n Q_n over the first half's, minus 1")
+    number_in_system_growth = _over_runs(
+        "number_in_system_growth", "second half's time-average sum_n Q_n over the first half's, minus 1"
+    )
     mean_delay = _over_runs("mean_delay", "mean delay in slots (Little's law)")
     mean_delay_ci = _interval_over_runs("mean_delay")
     mean_estimate_error = _over_runs("mean_estimate_error", "time-average |Q_n - Q~^m_n| (LED policies)")
@@ -131,9 +146,13 @@ class SlottedResult(ReplicatedResult):
         if len(self.runs) == 1:
             return self.runs[0].preference
         deltas = np.array([run.preference["delta"] for run in self.runs])
-        return {**preference_report(deltas.mean(axis=0), deltas),
-                **{key: np.mean([run.preference[key] for run in self.runs], axis=0).tolist()
-                   for key in ("selection", "share")}}
+        return {
+            **preference_report(deltas.mean(axis=0), deltas),
+            **{
+                key: np.mean([run.preference[key] for run in self.runs], axis=0).tolist()
+                for key in ("selection", "share")
+            },
+        }
 
     @property
     def slots_per_second(self) -> float:
@@ -151,8 +170,12 @@ class SlottedResult(ReplicatedResult):
         preference = self.preference
         if preference is not None:
             out.update({f"preference_{key}": preference[key] for key in ("tilted", "delta_tilted", "delta_min")})
-        out.update(replications=self.replications, wall_seconds=self.wall_seconds,
-                   slots_per_second=self.slots_per_second, events_per_second=self.events_per_second)
+        out.update(
+            replications=self.replications,
+            wall_seconds=self.wall_seconds,
+            slots_per_second=self.slots_per_second,
+            events_per_second=self.events_per_second,
+        )
         return out
 
     @property

@@ -26,9 +26,13 @@ def scaled_measures(run, n_servers: int) -> dict:
     levels = run.occupancy.sum(axis=0) * n_servers  # E Q_i, i = 1, 2, ...
     level = lambda i: float(levels[i - 1]) if len(levels) >= i else math.nan  # noqa: E731
     busy = level(1)
-    return {"x1": (busy - n_servers) / root, "x2": level(2) / root, "x3": level(3) / root,
-            "x_plus1": (run.mean_number_in_system - n_servers) / root,
-            "x_plus2": (run.mean_number_in_system - busy) / root}
+    return {
+        "x1": (busy - n_servers) / root,
+        "x2": level(2) / root,
+        "x3": level(3) / root,
+        "x_plus1": (run.mean_number_in_system - n_servers) / root,
+        "x_plus2": (run.mean_number_in_system - busy) / root,
+    }
 
 
 def scaled_ccdf(run, n_servers: int, measure: str, y) -> np.ndarray:
@@ -54,8 +58,9 @@ def speed_profile(run, speed, bins: int) -> dict:
     server_bin = np.clip(np.searchsorted(edges, speed, side="right") - 1, 0, bins - 1)
     idle = np.clip(1.0 - run.utilisation, 0.0, None)
     class_bin = np.clip(np.searchsorted(edges, run.class_speed, side="right") - 1, 0, bins - 1)
-    waiting_servers = run.occupancy[:, 1] * n_servers if run.occupancy.shape[1] >= 2 else np.full(len(class_bin),
-                                                                                                   np.nan)
+    waiting_servers = (
+        run.occupancy[:, 1] * n_servers if run.occupancy.shape[1] >= 2 else np.full(len(class_bin), np.nan)
+    )
     return {
         "edges": edges.tolist(),
         "eta": (np.bincount(server_bin, weights=idle, minlength=bins) / idle.sum()).tolist(),

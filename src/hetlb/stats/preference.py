@@ -32,7 +32,7 @@ def preference_report(delta, samples, confidence: float = CONFIDENCE) -> dict:
     # a rank with no spread in its samples is exactly its value
     low = np.where(np.isnan(simultaneous[:, 0]), delta, simultaneous[:, 0])
     high = np.where(np.isnan(simultaneous[:, 1]), delta, simultaneous[:, 1])
-    head_ok = np.concatenate([[True], np.cumprod(high >= 0).astype(bool)])        # ranks < k not negative
+    head_ok = np.concatenate([[True], np.cumprod(high >= 0).astype(bool)])  # ranks < k not negative
     tail_ok = np.concatenate([np.cumprod((low <= 0)[::-1])[::-1].astype(bool), [True]])  # ranks >= k not positive
     tilted = bool(np.any(head_ok & tail_ok))
     return {

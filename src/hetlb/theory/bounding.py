@@ -17,8 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb.errors import InputError
-from hetlb.theory.exact import (MAX_STATES, _check_integer, _check_positive_rates, _stationary_distribution,
-                                generator_from_transitions)
+from hetlb.theory.exact import (
+    MAX_STATES,
+    _check_integer,
+    _check_positive_rates,
+    _stationary_distribution,
+    generator_from_transitions,
+)
 
 __all__ = ["BoundingStationary", "solve_bounding_system"]
 
@@ -63,8 +68,13 @@ def solve_bounding_system(speeds, arrival_rate, kind, buffer, max_states=MAX_STA
         raise InputError("buffer", f"the chain has {n_states} states, above max_states = {max_states}")
 
     rank_speed = np.sort(speed)[::-1] if kind == "fsl" else np.sort(speed)
-    states = np.array(sorted(itertools.combinations_with_replacement(range(capacity, -1, -1), n),
-                             key=lambda lengths: (sum(lengths), lengths[::-1])), dtype=np.int64)
+    states = np.array(
+        sorted(
+            itertools.combinations_with_replacement(range(capacity, -1, -1), n),
+            key=lambda lengths: (sum(lengths), lengths[::-1]),
+        ),
+        dtype=np.int64,
+    )
     index = {tuple(state): j for j, state in enumerate(states)}
     transitions = []  # (from, to, rate)
     for j, state in enumerate(states):
@@ -85,10 +95,15 @@ def solve_bounding_system(speeds, arrival_rate, kind, buffer, max_states=MAX_STA
     jobs = states.sum(axis=1)
     waiting = jobs - (states >= 1).sum(axis=1)
     return BoundingStationary(
-        kind=kind, states=states, stationary=pi, level_means=level_means,
-        mean_jobs=float(pi @ jobs), mean_waiting=float(pi @ waiting),
+        kind=kind,
+        states=states,
+        stationary=pi,
+        level_means=level_means,
+        mean_jobs=float(pi @ jobs),
+        mean_waiting=float(pi @ waiting),
         loss_probability=float(pi[states[:, -1] == capacity].sum()),
-        jobs_law=np.bincount(jobs, weights=pi), waiting_law=np.bincount(waiting, weights=pi),
+        jobs_law=np.bincount(jobs, weights=pi),
+        waiting_law=np.bincount(waiting, weights=pi),
         full_probability=float(pi[states[:, 0] == capacity].sum()),
         residual=residual,
     )

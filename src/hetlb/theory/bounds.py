@@ -65,8 +65,7 @@ def speed_lower_bound(speed, total_arrival_rate) -> SpeedLowerBound:
 
     # capacity_up_to[k] = sum_{m <= k} mu_m alpha_m; K is the first k where it exceeds lambda.
     capacity_up_to = np.cumsum(type_speeds * type_fractions)
-    last = min(int(np.searchsorted(capacity_up_to, arrival_rate_per_server, side="right")),
-               type_speeds.size - 1)
+    last = min(int(np.searchsorted(capacity_up_to, arrival_rate_per_server, side="right")), type_speeds.size - 1)
     c_star_by_type = np.zeros(type_speeds.size)
     c_star_by_type[:last] = type_fractions[:last]
     carried_by_faster = capacity_up_to[last - 1] if last > 0 else 0.0

@@ -48,11 +48,11 @@ __all__ = [
 DIFFUSION_POLICIES: dict[str, str] = {
     "jfsq": "Corollary 4.4: eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u delta_{mu_max}",
     "jsq": "Corollary 4.5 / 4.6 ('RR', random ties): eta = mu dF / mu_bar "
-           "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
+    "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
     "jsq-lisf": "Corollaries 4.5 / 4.6 with longest-idle-first among idle servers: the same limit as jsq",
     "jsq-fiq": "Corollary 4.7 ('JFIQ' of 002): eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u F",
     "jssq": "Theorem 4.1 with Proposition 3.7: eta = delta_{mu_max} (idle rate mu_max), "
-            "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
+    "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
 }
 
 _RANDOM_BLOCK_STEPS = 512
@@ -195,8 +195,9 @@ class DiffusionLimit:
             raise InputError("idle_rate", f"must be positive (per time unit), got {self.idle_rate}")
         if self.noise_variance <= 0:
             raise InputError("noise_variance", f"must be positive, got {self.noise_variance}")
-        vectors = {name: np.array(getattr(self, name), dtype=float)
-                   for name in ("routing", "departure_weight", "count_weight")}
+        vectors = {
+            name: np.array(getattr(self, name), dtype=float) for name in ("routing", "departure_weight", "count_weight")
+        }
         matrix = np.array(self.level_matrix, dtype=float)
         m = vectors["routing"].size
         if matrix.shape != (m, m):
@@ -283,14 +284,14 @@ def reflected_ou_stationary(excess_capacity, idle_rate, noise_variance) -> Refle
 
     Arguments are c (any real), kappa > 0 (per time unit) and sigma^2 > 0.
     """
-    limit = DiffusionLimit(excess_capacity, idle_rate, noise_variance, np.zeros(0), np.zeros((0, 0)),
-                           np.zeros(0), np.zeros(0), buffer=1)
+    limit = DiffusionLimit(
+        excess_capacity, idle_rate, noise_variance, np.zeros(0), np.zeros((0, 0)), np.zeros(0), np.zeros(0), buffer=1
+    )
     centre = -limit.excess_capacity / limit.idle_rate
     scale = np.sqrt(limit.noise_variance / (2.0 * limit.idle_rate))
     law = stats.truncnorm(-np.inf, (0.0 - centre) / scale, loc=centre, scale=scale)
     loss_rate = 0.5 * limit.noise_variance * float(law.pdf(0.0))
-    return ReflectedOUStationary(mean_x1=float(law.mean()), std_x1=float(law.std()),
-                                 loss_rate=loss_rate, law=law)
+    return ReflectedOUStationary(mean_x1=float(law.mean()), std_x1=float(law.std()), loss_rate=loss_rate, law=law)
 
 
 def stationary_mean_x1(limit: DiffusionLimit) -> float:
@@ -310,8 +311,9 @@ def _require_stationary(limit: DiffusionLimit) -> None:
     if not isinstance(limit, DiffusionLimit):
         raise InputError("limit", "must be a DiffusionLimit, e.g. from policy_diffusion()")
     if limit.n_coordinates > 0 and limit.excess_capacity <= 0:
-        raise InputError("excess_capacity",
-                         f"must be > 0 for a stationary regime (Lemma 3.10 of 002), got {limit.excess_capacity}")
+        raise InputError(
+            "excess_capacity", f"must be > 0 for a stationary regime (Lemma 3.10 of 002), got {limit.excess_capacity}"
+        )
 
 
 # --- the integrator ------------------------------------------------------------------------------
@@ -337,8 +339,11 @@ def _checked_step(limit: DiffusionLimit, step) -> float:
         return default_step(limit)
     step = _positive_float("step", step)
     if step * _fastest_rate(limit) >= 0.5:
-        raise InputError("step", f"must be below 0.5 / {_fastest_rate(limit):.6g} (half the fastest time scale "
-                                 f"of the SDE) for a stable explicit step, got {step}")
+        raise InputError(
+            "step",
+            f"must be below 0.5 / {_fastest_rate(limit):.6g} (half the fastest time scale "
+            f"of the SDE) for a stable explicit step, got {step}",
+        )
     return step
 
 
@@ -356,8 +361,7 @@ def relaxation_time(limit: DiffusionLimit) -> float:
     return max(1.0 / slowest_rate, limit.noise_variance / (2.0 * limit.excess_capacity**2))
 
 
-def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng,
-             sample_every: int = 0):
+def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng, sample_every: int = 0):
     """Advance X_1 (paths,) and Y (paths, m) in place by n_steps steps of length ``step``.
 
     Each step freezes the drift b of X_1 at the start of the step and moves X_1 by the exact
@@ -472,8 +476,9 @@ class DiffusionStationary:
         return self.samples[measure]
 
 
-def stationary_diffusion(limit: DiffusionLimit, *, n_paths=256, step=None, burn_in=None, horizon=None,
-                         n_snapshots=200, seed=0) -> DiffusionStationary:
+def stationary_diffusion(
+    limit: DiffusionLimit, *, n_paths=256, step=None, burn_in=None, horizon=None, n_snapshots=200, seed=0
+) -> DiffusionStationary:
     """Stationary means, standard errors and distributions of the diffusion ``limit`` by simulation.
 
     ``n_paths`` independent paths start from X_1 = 0, xi_2 = 0, run ``burn_in`` time units
@@ -540,8 +545,17 @@ class DiffusionPaths:
     u1: np.ndarray
 
 
-def diffusion_paths(limit: DiffusionLimit, horizon, *, x1_start=0.0, level_start=None, n_paths=16,
-                    step=None, record_interval=None, seed=0) -> DiffusionPaths:
+def diffusion_paths(
+    limit: DiffusionLimit,
+    horizon,
+    *,
+    x1_start=0.0,
+    level_start=None,
+    n_paths=16,
+    step=None,
+    record_interval=None,
+    seed=0,
+) -> DiffusionPaths:
     """Simulate the process-level limit of Theorem 4.1 on [0, horizon] from X_1(0), Y(0).
 
     ``x1_start`` is X_1(0) <= 0, ``level_start`` the coordinates Y(0) of xi_2(0) (zero by default),

@@ -188,9 +188,11 @@ def _jsq_df_ds(queue_len, speed, is_fast, params):
     p_fast = 0.0 if fast.size == 0 else 1.0 if slow.size == 0 else params.p_fast
     no_fast_idle = 1.0 - fast_idle.sum(axis=1, keepdims=True)
     some_slow_idle = slow_idle.sum(axis=1, keepdims=True)
-    return (fast_idle
-            + no_fast_idle * (p_slow * slow_idle + (1.0 - p_fast) * slow_shortest)
-            + ((1.0 - p_slow) * some_slow_idle + p_fast * (1.0 - some_slow_idle)) * fast_shortest)
+    return (
+        fast_idle
+        + no_fast_idle * (p_slow * slow_idle + (1.0 - p_fast) * slow_shortest)
+        + ((1.0 - p_slow) * some_slow_idle + p_fast * (1.0 - some_slow_idle)) * fast_shortest
+    )
 
 
 def _sed(queue_len, speed, is_fast, params):
@@ -289,8 +291,9 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
 # --- routing ---------------------------------------------------------------------------------
 
 
-def routing_probabilities(policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2, p_fast=0.5,
-                          p_slow=0.5, idle_order=None) -> np.ndarray:
+def routing_probabilities(
+    policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2, p_fast=0.5, p_slow=0.5, idle_order=None
+) -> np.ndarray:
     """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
 
     ``q[s]`` is the queue length of server s, the job in service included; ``speed[s]`` its rate
@@ -346,12 +349,10 @@ def _custom_routing_table(routing, k, states, compatible) -> np.ndarray:
     for i, state in enumerate(states):
         q = tuple(int(x) for x in state)
         row = np.asarray(routing(q, k), dtype=float)
-        if (row.shape != (n_servers,) or not np.all(np.isfinite(row)) or np.any(row < 0)
-                or abs(row.sum() - 1.0) > 1e-9):
+        if row.shape != (n_servers,) or not np.all(np.isfinite(row)) or np.any(row < 0) or abs(row.sum() - 1.0) > 1e-9:
             raise InputError(
                 "routing",
-                f"must return {n_servers} non-negative probabilities summing to 1; "
-                f"got {row.tolist()} for q={q}, k={k}",
+                f"must return {n_servers} non-negative probabilities summing to 1; got {row.tolist()} for q={q}, k={k}",
             )
         if np.any(row[incompatible] > 0):
             raise InputError("routing", f"sends job type {k} to a server outside compat[{k}] at q={q}")
@@ -424,9 +425,10 @@ def generator_from_transitions(rows, cols, rates, n_states: int) -> sp.csr_matri
     at rates[k]: the off-diagonal rates plus the diagonal minus each state's total out-rate."""
     index = np.arange(n_states)
     out_rate = np.bincount(rows, weights=rates, minlength=n_states)
-    return sp.csr_matrix((np.concatenate([rates, -out_rate]), (np.concatenate([rows, index]),
-                                                               np.concatenate([cols, index]))),
-                         shape=(n_states, n_states))
+    return sp.csr_matrix(
+        (np.concatenate([rates, -out_rate]), (np.concatenate([rows, index]), np.concatenate([cols, index]))),
+        shape=(n_states, n_states),
+    )
 
 
 def _stationary_distribution(generator: sp.csr_matrix) -> tuple[np.ndarray, float]:
@@ -493,8 +495,11 @@ def _idle_order_chain(buffer, covered):
     """
     n_servers = buffer.size
     start_order = sorted(range(n_servers), key=lambda s: (bool(covered[s]), s))
-    keys = [(q, order) for q in itertools.product(*(range(int(b) + 1) for b in buffer))
-            for order in itertools.permutations([s for s in start_order if q[s] == 0])]
+    keys = [
+        (q, order)
+        for q in itertools.product(*(range(int(b) + 1) for b in buffer))
+        for order in itertools.permutations([s for s in start_order if q[s] == 0])
+    ]
     index = {key: i for i, key in enumerate(keys)}
     idle_rank = np.zeros((len(keys), n_servers), dtype=np.int64)
     after_departure = np.zeros((len(keys), n_servers), dtype=np.int64)
@@ -504,14 +509,27 @@ def _idle_order_chain(buffer, covered):
         for s in range(n_servers):
             if q[s] >= 1:
                 order_after = order + (s,) if q[s] == 1 else order
-                after_departure[i, s] = index[(q[:s] + (q[s] - 1,) + q[s + 1:], order_after)]
+                after_departure[i, s] = index[(q[:s] + (q[s] - 1,) + q[s + 1 :], order_after)]
             if q[s] < buffer[s]:
-                after_arrival[i, s] = index[(q[:s] + (q[s] + 1,) + q[s + 1:], tuple(x for x in order if x != s))]
+                after_arrival[i, s] = index[(q[:s] + (q[s] + 1,) + q[s + 1 :], tuple(x for x in order if x != s))]
     return np.array([q for q, _ in keys], dtype=np.int64), idle_rank, after_departure, after_arrival
 
 
-def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=None,
-                max_states=MAX_STATES, *, d_fast=2, d_slow=2, p_fast=0.5, p_slow=0.5) -> ExactSolution:
+def solve_exact(
+    speed,
+    arrival_rate,
+    compat,
+    buffer,
+    policy="jsq",
+    d=2,
+    routing=None,
+    max_states=MAX_STATES,
+    *,
+    d_fast=2,
+    d_slow=2,
+    p_fast=0.5,
+    p_slow=0.5,
+) -> ExactSolution:
     """Exact stationary performance of a small system under a routing policy.
 
     ``speed[s]``: service rate of server s (mu in 000), jobs per unit time.
@@ -558,12 +576,13 @@ def solve_exact(speed, arrival_rate, compat, buffer, policy="jsq", d=2, routing=
         states, idle_rank, after_departure, after_arrival = _idle_order_chain(buffer, covered)
     else:
         states, idle_rank = queue_vectors, None
-        stride = np.array([math.prod(shape[s + 1:]) for s in range(n_servers)], dtype=np.int64)
+        stride = np.array([math.prod(shape[s + 1 :]) for s in range(n_servers)], dtype=np.int64)
         index = np.arange(n_states)[:, None]
         after_departure, after_arrival = index - stride, index + stride
     if routing is None:
-        tables = [_policy_routing_table(policy, states, compat[k], speed, params, idle_rank)
-                  for k in range(n_job_types)]
+        tables = [
+            _policy_routing_table(policy, states, compat[k], speed, params, idle_rank) for k in range(n_job_types)
+        ]
     else:
         tables = [_custom_routing_table(routing, k, states, compat[k]) for k in range(n_job_types)]
         policy = "custom"
