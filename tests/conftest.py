@@ -17,6 +17,6 @@ def bonferroni_t_halfwidth(samples, family_alpha: float, comparisons: int) -> fl
 @pytest.fixture
 def tree_everywhere(monkeypatch):
     """Route complete job types through the O(log N) tree even on tiny systems."""
-    from hetlb import simulation
+    from hetlb.simulation import continuous as simulation
 
     monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 1)

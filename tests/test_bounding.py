@@ -8,9 +8,9 @@ import pytest
 from conftest import bonferroni_t_halfwidth
 from scipy import stats
 
-from hetlb.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
 from hetlb.kernels.bounding import FIRST_POLICY_ROW, length_of_rank, sandwich_violations, serving_rank
+from hetlb.simulation.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
 from hetlb.theory import solve_exact
 from hetlb.theory.bounding import solve_bounding_system
 

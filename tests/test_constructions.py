@@ -1,4 +1,4 @@
-"""Graph constructions (hetlb.model.constructions) and graph properties (hetlb.model.connectivity).
+"""Graph constructions (hetlb.graphs.constructions) and graph properties (hetlb.graphs.connectivity).
 
 Random constructions are checked against their laws: counts against Binomial means with
 tolerances from the binomial standard deviation (5 sd, or a Bonferroni-corrected quantile when
@@ -15,8 +15,8 @@ import pytest
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.model.connectivity import routable_load, well_connectedness
-from hetlb.model.constructions import (
+from hetlb.graphs.connectivity import routable_load, well_connectedness
+from hetlb.graphs.constructions import (
     assumption2_parameters,
     complete_graph,
     explicit_graph,
@@ -26,7 +26,7 @@ from hetlb.model.constructions import (
     theorem2_graph,
     theorem3_graph,
 )
-from hetlb.model.graph import CompatibilityGraph
+from hetlb.graphs.graph import CompatibilityGraph
 
 FIG3_SPEEDS = (1.0, 0.5, 0.25, 0.125)
 Z = 5.0  # standard deviations allowed for a single count

@@ -61,7 +61,7 @@ def build(name):
 
 @pytest.mark.parametrize("name,policy,params,path", CASES)
 def test_mean_response_time_and_blocking_match_exact(name, policy, params, path, monkeypatch):
-    from hetlb import simulation
+    from hetlb.simulation import continuous as simulation
 
     monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 10**9 if path == "scan" else 1)
     monkeypatch.setattr(simulation, "BUCKET_MAX_CLASSES", 10**9 if path == "buckets" else -1)

@@ -31,7 +31,7 @@ def small_systems(draw):
     path=st.sampled_from(["scan", "tree", "buckets"]),
 )
 def test_decisions_respect_graph_and_buffers_and_jobs_are_conserved(system, policy, seed, path):
-    from hetlb import simulation
+    from hetlb.simulation import continuous as simulation
 
     thresholds = simulation.TREE_MIN_SERVERS, simulation.BUCKET_MAX_CLASSES
     simulation.TREE_MIN_SERVERS = 10**9 if path == "scan" else 1
@@ -111,7 +111,7 @@ def test_common_random_numbers_across_policies():
 
 
 def test_progress_chunks_do_not_change_results(monkeypatch):
-    from hetlb import simulation
+    from hetlb.simulation import continuous as simulation
 
     system = hetlb.System.from_speeds([1.0] * 30, load=0.9)
     whole = hetlb.simulate(system, "jsq", jobs=5_000, seed=3)
@@ -123,7 +123,7 @@ def test_progress_chunks_do_not_change_results(monkeypatch):
 
 def test_job_pool_grows_without_changing_results(monkeypatch):
     """Starting from a pool of 3 job slots, the pool doubles as needed and nothing else changes."""
-    from hetlb import simulation
+    from hetlb.simulation import continuous as simulation
 
     system = hetlb.System.from_speeds([1.0, 1.0, 0.5], load=0.95)
     roomy = hetlb.simulate(system, "jsq", jobs=30_000, seed=1)

@@ -18,7 +18,7 @@ import hetlb
 from hetlb import InputError, SlottedSystem, simulate_slotted
 from hetlb.policies import POLICIES
 from hetlb.policies.local_estimates import below_average_server
-from hetlb.slotted_simulation import INFORMATION
+from hetlb.simulation.slotted import INFORMATION
 
 FAMILY_ALPHA = 0.01
 

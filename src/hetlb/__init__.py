@@ -8,12 +8,12 @@ check them against.
 
 __version__ = "0.2.0"
 
-from hetlb.bounding import check_sandwich, simulate_bounding_system
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
-from hetlb.simulation import simulate
-from hetlb.slotted_simulation import simulate_slotted
+from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+from hetlb.simulation.continuous import simulate
+from hetlb.simulation.slotted import simulate_slotted
 
 __all__ = [
     "CompatibilityGraph",

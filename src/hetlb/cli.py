@@ -489,8 +489,8 @@ def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
 
 
 def command_graph(args) -> int:
-    from hetlb.model.connectivity import routable_load, well_connectedness
-    from hetlb.model.constructions import graph_statistics
+    from hetlb.graphs.connectivity import routable_load, well_connectedness
+    from hetlb.graphs.constructions import graph_statistics
     from hetlb.results.run import json_default
 
     scenario = scenario_from_args(args, continuous_only=True)

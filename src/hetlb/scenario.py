@@ -12,7 +12,7 @@ A scenario file has three tables::
     job_sizes = "hyperexponential"
     scv = 4.0
     graph = [[0, 1], [1, 2]]      # servers of each job type; omit for the complete graph;
-                                  # or a construction (hetlb.model.constructions.GRAPH_KINDS):
+                                  # or a construction (hetlb.graphs.constructions.GRAPH_KINDS):
                                   # graph = {kind = "fig3", ports_exponent = 1.2, seed = 0}
 
     [policy]
@@ -38,12 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.graphs.constructions import construct_graph, graph_ports
 from hetlb.model import JobSizes, System, parse_speeds
-from hetlb.model.constructions import construct_graph, graph_ports
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
-from hetlb.model.system import port_arrival_rates, positive_int
+from hetlb.model.system import port_arrival_rates
 from hetlb.policies import Policy, make_policy
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
@@ -86,8 +87,8 @@ class Scenario:
 
     def simulate(self, **overrides):
         """Run the scenario (``overrides`` replace run keys, e.g. ``seed``)."""
-        from hetlb.simulation import simulate
-        from hetlb.slotted_simulation import simulate_slotted
+        from hetlb.simulation.continuous import simulate
+        from hetlb.simulation.slotted import simulate_slotted
 
         run = simulate_slotted if self.model == "slotted" else simulate
         return run(self.system, self.policy, **{**self.run, **overrides})
@@ -156,7 +157,7 @@ def build_system(data: dict) -> System:
         ports = graph_ports(graph, len(speeds))
         if ports is None:
             ports = len(rates["arrival_rate"]) if np.ndim(rates["arrival_rate"]) == 1 else n_types
-        port_rates = port_arrival_rates(speeds, positive_int("system.types", ports), **rates)
+        port_rates = port_arrival_rates(speeds, validation.integer("system.types", ports), **rates)
         buffer = data.get("buffer")
         graph, report = construct_graph(graph, speeds, port_rates, buffer if isinstance(buffer, int) else None)
         rates = {"arrival_rate": port_rates}
@@ -182,11 +183,11 @@ def speeds_of(data: dict) -> np.ndarray:
         spec = data["speed_distribution"]
         if not isinstance(spec, dict):
             raise InputError("system.speed_distribution", "must be a table with a kind")
-        return draw_speeds(positive_int("system.n_servers", data.get("n_servers")), spec)
+        return draw_speeds(validation.integer("system.n_servers", data.get("n_servers")), spec)
     if "speeds" in data:
         speeds = data["speeds"]
         return parse_speeds(speeds) if isinstance(speeds, str) else np.asarray(speeds, dtype=float)
-    n_servers = positive_int("system.n_servers", data.get("n_servers"))
+    n_servers = validation.integer("system.n_servers", data.get("n_servers"))
     try:
         mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
     except (TypeError, ValueError):

@@ -24,13 +24,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from hetlb.bounding import check_sandwich
 from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, plain_names, register, row
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import CCDF_GRID, paired_differences
 from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import arrival_rate_for_excess_capacity
 from hetlb.plots import plot_panels
+from hetlb.simulation.bounding import check_sandwich
 from hetlb.stats import t_interval
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
 

@@ -15,7 +15,7 @@ from hetlb.errors import InputError
 def warm_kernels() -> None:
     """Load (or compile) the event kernel in this process with a tiny run."""
     from hetlb.model import System
-    from hetlb.simulation import simulate
+    from hetlb.simulation.continuous import simulate
 
     simulate(System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=20)
 

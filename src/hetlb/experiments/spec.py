@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb import __version__
+from hetlb import __version__, validation
 from hetlb.errors import InputError
 from hetlb.scenario import Scenario, read_toml
 
@@ -90,10 +90,8 @@ class SweepSpec:
     name: str = "sweep"
 
     def __post_init__(self):
-        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
-            raise InputError("replications", f"must be an integer >= 1, got {self.replications!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        validation.integer("replications", self.replications)
+        validation.seed("seed", self.seed)
         for path, values in self.axes.items():
             if path.split(".")[0] not in ("system", "policy", "run") or "." not in path:
                 raise InputError(f"axes.{path}", "must be a dotted path starting with system., policy. or run.")

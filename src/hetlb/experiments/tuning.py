@@ -17,7 +17,7 @@ import numpy as np
 from hetlb.errors import InputError
 from hetlb.model import System
 from hetlb.policies import make_policy
-from hetlb.simulation import check_policy_stability, simulate
+from hetlb.simulation.continuous import check_policy_stability, simulate
 
 DEFAULT_GRID = tuple(np.round(np.linspace(0.0, 1.0, 6), 10))
 """p_F and p_S each take these values (0, 0.2, ..., 1)."""

@@ -28,9 +28,9 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from hetlb.constants import INFINITE_BUFFER
 from hetlb.kernels.buckets import move_key, random_least_server
 from hetlb.kernels.trees import lower_time, prefetch, prefetch_path, random_least_leaf, set_key, set_time
-from hetlb.model.system import INFINITE_BUFFER
 from hetlb.policies import rules
 
 # advance() return status

@@ -33,15 +33,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
 from hetlb.policies import rules
 from hetlb.policies.local_estimates import L_JBA, L_JSQ, L_POD, below_average_server, least_value_server
 
 RUNNING = 0
 FINISHED = 1
-
-COUNT_POISSON = 0
-COUNT_BERNOULLI = 1
-COUNT_BINOMIAL = 2
 
 UPDATE_NONE = 0
 UPDATE_PUSH = 1
@@ -117,7 +114,7 @@ SlottedModel = namedtuple(
         "batch_ends",
     ],
 )
-SlottedModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.slotted_simulation.pack_model)."""
+SlottedModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulation.slotted.pack_model)."""
 
 SlottedState = namedtuple(
     "SlottedState",

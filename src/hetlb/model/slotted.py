@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetlb import validation
+from hetlb.constants import COUNT_KINDS
 from hetlb.errors import InputError
-from hetlb.kernels.slotted import COUNT_BERNOULLI, COUNT_BINOMIAL, COUNT_POISSON
-from hetlb.model.system import ServerSpeeds, positive_finite_array, positive_int, positive_number
+from hetlb.model.system import ServerSpeeds
 
-COUNT_KINDS = {"poisson": COUNT_POISSON, "bernoulli": COUNT_BERNOULLI, "binomial": COUNT_BINOMIAL}
 ROUTINGS = ("slot", "job")
 TIES = ("independent", "shared")
 
@@ -39,7 +39,7 @@ class CountDistribution:
         if self.kind not in COUNT_KINDS:
             raise InputError("distribution", f"must be one of {', '.join(COUNT_KINDS)}, got {self.kind!r}")
         if self.kind == "binomial":
-            positive_int("trials", self.trials)
+            validation.integer("trials", self.trials)
         elif self.trials != 1:
             raise InputError("trials", f"only a binomial has a number of trials, not a {self.kind}")
 
@@ -114,12 +114,12 @@ class SlottedSystem(ServerSpeeds):
         ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
             uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
         """
-        speed = positive_finite_array("speed", speed)
-        n_dispatchers = positive_int("n_dispatchers", n_dispatchers)
+        speed = validation.positive_finite_array("speed", speed)
+        n_dispatchers = validation.integer("n_dispatchers", n_dispatchers)
         if (arrival_rate is None) == (load is None):
             raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
         name, value = ("load", load) if load is not None else ("arrival_rate", arrival_rate)
-        value = positive_number(name, value)
+        value = validation.positive_number(name, value)
         total = float(value * speed.sum()) if name == "load" else value
         if total >= speed.sum():
             raise InputError(
@@ -130,7 +130,7 @@ class SlottedSystem(ServerSpeeds):
         if dispatcher_share is None:
             share = np.full(n_dispatchers, 1.0 / n_dispatchers)
         else:
-            share = positive_finite_array("dispatcher_share", dispatcher_share)
+            share = validation.positive_finite_array("dispatcher_share", dispatcher_share)
             if len(share) != n_dispatchers:
                 raise InputError(
                     "dispatcher_share", f"needs one share per dispatcher ({n_dispatchers}), got {len(share)}"

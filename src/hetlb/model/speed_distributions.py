@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.system import positive_number
 
 SPEED_DISTRIBUTIONS = {
     "uniform": {"low", "high"},
@@ -53,9 +53,7 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
             f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}",
         )
     seed = spec.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError("system.speed_distribution.seed", f"must be an integer >= 0, got {seed!r}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validation.seed("system.speed_distribution.seed", seed))
     if kind == "uniform":
         low, high = _positive(spec, "low"), _positive(spec, "high")
         if not low < high:
@@ -80,7 +78,7 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
 
 
 def _positive(spec: dict, key: str) -> float:
-    return positive_number(f"system.speed_distribution.{key}", spec.get(key))
+    return validation.positive_number(f"system.speed_distribution.{key}", spec.get(key))
 
 
 def _positive_list(spec: dict, key: str) -> np.ndarray:

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hetlb import validation
+from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
-from hetlb.model.graph import CompatibilityGraph
+from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.model.job_sizes import JobSizes
-
-INFINITE_BUFFER = np.iinfo(np.int64).max
-"""Value of ``buffer[s]`` for a server without a buffer limit."""
 
 
 class ServerSpeeds:
@@ -98,9 +97,9 @@ class System(ServerSpeeds):
         n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
         job_sizes: a :class:`JobSizes` or its kind name.
         graph_construction: the report of the construction that built ``graph``
-            (:mod:`hetlb.model.constructions`), kept in the result's metadata.
+            (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
         """
-        speed = positive_finite_array("speed", parse_speeds(speed) if isinstance(speed, str) else speed)
+        speed = validation.positive_finite_array("speed", parse_speeds(speed) if isinstance(speed, str) else speed)
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
             pass
@@ -109,7 +108,7 @@ class System(ServerSpeeds):
         if graph is None:
             if arrival_rate is not None and np.ndim(arrival_rate) == 1:
                 n_types = len(arrival_rate)
-            graph = CompatibilityGraph.complete(positive_int("n_types", n_types), n_servers)
+            graph = CompatibilityGraph.complete(validation.integer("n_types", n_types), n_servers)
         if graph.n_servers != n_servers:
             raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
         arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load, excess_capacity)
@@ -136,10 +135,10 @@ class System(ServerSpeeds):
 
     def max_routable_scale(self) -> float:
         """Largest theta such that theta * arrival_rate can be routed through the graph without
-        exceeding any server's speed (a max-flow, :func:`hetlb.model.connectivity.routable_load`)."""
+        exceeding any server's speed (a max-flow, :func:`hetlb.graphs.connectivity.routable_load`)."""
         if self.graph.is_complete():
             return self.capacity / self.total_arrival_rate
-        from hetlb.model.connectivity import routable_load
+        from hetlb.graphs.connectivity import routable_load
 
         return routable_load(self.graph, self.arrival_rate, self.speed)["theta"]
 
@@ -183,12 +182,7 @@ def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     buffers the system is stable iff c > 0 (System refuses c <= 0 then); with finite buffers any c
     is allowed."""
     speed = np.asarray(speed, dtype=float)
-    if not (
-        isinstance(excess_capacity, (int, float))
-        and not isinstance(excess_capacity, bool)
-        and math.isfinite(excess_capacity)
-    ):
-        raise InputError("excess_capacity", f"must be a finite number, got {excess_capacity!r}")
+    excess_capacity = validation.number("excess_capacity", excess_capacity)
     rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
     if rate <= 0:
         raise InputError(
@@ -210,44 +204,13 @@ def port_arrival_rates(
     if excess_capacity is not None:
         arrival_rate = arrival_rate_for_excess_capacity(speed, excess_capacity)
     elif load is not None:
-        arrival_rate = positive_number("load", load) * speed.sum()
-    rates = positive_finite_array("arrival_rate", arrival_rate)
+        arrival_rate = validation.positive_number("load", load) * speed.sum()
+    rates = validation.positive_finite_array("arrival_rate", arrival_rate)
     if len(rates) == 1 and n_types > 1:
         return np.full(n_types, rates[0] / n_types)
     if len(rates) != n_types:
         raise InputError("arrival_rate", f"needs one rate per job type ({n_types}), got {len(rates)}")
     return rates
-
-
-def positive_finite_array(name: str, values) -> np.ndarray:
-    try:
-        array = np.atleast_1d(np.asarray(values, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise InputError(name, f"must be numbers, got {values!r}") from None
-    if array.ndim != 1 or len(array) == 0:
-        raise InputError(name, "must be a non-empty list of numbers")
-    bad = array[~(np.isfinite(array) & (array > 0))]
-    if len(bad):
-        raise InputError(name, f"every value must be finite and > 0, got {bad[0]}")
-    return array
-
-
-def positive_number(name: str, value) -> float:
-    """A finite number > 0 (not a bool), as a float."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise InputError(name, f"must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(name, f"must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def buffer_array(buffer, n_servers: int) -> np.ndarray:
@@ -262,9 +225,9 @@ def buffer_array(buffer, n_servers: int) -> np.ndarray:
         if value is None or (isinstance(value, (float, np.floating)) and math.isinf(value)):
             sizes.append(INFINITE_BUFFER)
         elif isinstance(value, (float, np.floating)) and float(value).is_integer():
-            sizes.append(positive_int("buffer", int(value)))
+            sizes.append(validation.integer("buffer", int(value)))
         else:
-            sizes.append(positive_int("buffer", value))
+            sizes.append(validation.integer("buffer", value))
     return np.broadcast_to(np.array(sizes, dtype=np.int64), (n_servers,)).copy()
 
 
@@ -283,4 +246,4 @@ def parse_speeds(text: str) -> np.ndarray:
         if count_int < 1:
             raise InputError("speeds", f"a count must be >= 1, got {item!r}")
         speeds.extend([speed] * count_int)
-    return positive_finite_array("speeds", speeds)
+    return validation.positive_finite_array("speeds", speeds)

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.theory.exact import (
     MAX_STATES,
-    _check_integer,
-    _check_positive_rates,
     _stationary_distribution,
     generator_from_transitions,
 )
@@ -55,13 +54,13 @@ def solve_bounding_system(speeds, arrival_rate, kind, buffer, max_states=MAX_STA
     speeds: mu_k of the n servers (jobs per time unit); arrival_rate: n lambda, the total rate;
     buffer: b, the jobs a buffer holds. The chain has C(b + n, n) states.
     """
-    speed = _check_positive_rates("speeds", speeds)
+    speed = validation.positive_finite_array("speeds", speeds)
     arrival_rate = float(arrival_rate)
     if not (math.isfinite(arrival_rate) and arrival_rate > 0):
         raise InputError("arrival_rate", f"must be a positive finite rate, got {arrival_rate}")
     if kind not in ("fsl", "ssl"):
         raise InputError("kind", f"unknown bounding system {kind!r}; choose one of: fsl, ssl")
-    capacity = _check_integer("buffer", buffer, 1)
+    capacity = validation.integer("buffer", buffer, low=1)
     n = speed.size
     n_states = math.comb(capacity + n, n)
     if n_states > max_states:

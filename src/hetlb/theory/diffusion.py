@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.system import positive_finite_array
-from hetlb.theory.exact import _check_integer
 
 __all__ = [
     "DIFFUSION_POLICIES",
@@ -59,23 +58,6 @@ _RANDOM_BLOCK_STEPS = 512
 
 
 # --- validation ----------------------------------------------------------------------------------
-
-
-def _finite_float(name: str, value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise InputError(name, f"must be a number, got {value!r}") from None
-    if not np.isfinite(value):
-        raise InputError(name, f"must be finite, got {value}")
-    return value
-
-
-def _positive_float(name: str, value, allow_zero: bool = False) -> float:
-    value = _finite_float(name, value)
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InputError(name, f"must be {'>= 0' if allow_zero else '> 0'} and finite, got {value}")
-    return value
 
 
 # --- the speed distribution F --------------------------------------------------------------------
@@ -124,11 +106,11 @@ def speed_pools(rate, fraction=None) -> SpeedLaw:
     gamma_j (positive, summing to 1). Without ``fraction``, ``rate`` lists the speeds of individual
     servers and F is their empirical distribution F_n (equal speeds pooled).
     """
-    rate = positive_finite_array("rate", rate)
+    rate = validation.positive_finite_array("rate", rate)
     if fraction is None:
         rate, counts = np.unique(rate, return_counts=True)
         return _frozen_speed_law(rate, counts / counts.sum(), rate[0], rate[-1])
-    fraction = positive_finite_array("fraction", fraction)
+    fraction = validation.positive_finite_array("fraction", fraction)
     if fraction.size != rate.size:
         raise InputError("fraction", f"must have one entry per pool rate ({rate.size}), got {fraction.size}")
     if abs(fraction.sum() - 1.0) > 1e-9:
@@ -145,12 +127,12 @@ def continuous_speeds(low, high, density=None, n_nodes=8) -> SpeedLaw:
     on S = [0.7, 1.3].
     mu_min = low and mu_max = high are the support ends, not the outermost nodes.
     """
-    low, high = _finite_float("low", low), _finite_float("high", high)
+    low, high = validation.number("low", low), validation.number("high", high)
     if low <= 0:
         raise InputError("low", f"must be a positive finite rate (jobs per time unit), got {low}")
     if high <= low:
         raise InputError("high", f"must be finite and above low = {low}, got {high}")
-    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(_check_integer("n_nodes", n_nodes, 1))
+    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(validation.integer("n_nodes", n_nodes, low=1))
     rate = low + (high - low) * (unit_nodes + 1.0) / 2.0
     weight = unit_weights.copy()
     if density is not None:
@@ -190,7 +172,7 @@ class DiffusionLimit:
 
     def __post_init__(self):
         for name in ("excess_capacity", "idle_rate", "noise_variance"):
-            object.__setattr__(self, name, _finite_float(name, getattr(self, name)))
+            object.__setattr__(self, name, validation.number(name, getattr(self, name)))
         if self.idle_rate <= 0:
             raise InputError("idle_rate", f"must be positive (per time unit), got {self.idle_rate}")
         if self.noise_variance <= 0:
@@ -232,7 +214,7 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         raise InputError("policy", f"unknown policy {policy!r}; choose one of: {', '.join(DIFFUSION_POLICIES)}")
     if not isinstance(speeds, SpeedLaw):
         raise InputError("speeds", "must be a SpeedLaw from speed_pools() or continuous_speeds()")
-    buffer = None if buffer is None else _check_integer("buffer", buffer, 1)
+    buffer = None if buffer is None else validation.integer("buffer", buffer, low=1)
     idle_rate = {
         "jfsq": speeds.rate_min,
         "jsq-fiq": speeds.rate_min,
@@ -337,7 +319,7 @@ def default_step(limit: DiffusionLimit) -> float:
 def _checked_step(limit: DiffusionLimit, step) -> float:
     if step is None:
         return default_step(limit)
-    step = _positive_float("step", step)
+    step = validation.positive_number("step", step)
     if step * _fastest_rate(limit) >= 0.5:
         raise InputError(
             "step",
@@ -489,11 +471,11 @@ def stationary_diffusion(
     ``seed`` (int or SeedSequence) seeds the one numpy Generator used.
     """
     _require_stationary(limit)
-    n_paths = _check_integer("n_paths", n_paths, 2)
-    n_snapshots = _check_integer("n_snapshots", n_snapshots, 1)
+    n_paths = validation.integer("n_paths", n_paths, low=2)
+    n_snapshots = validation.integer("n_snapshots", n_snapshots, low=1)
     step = _checked_step(limit, step)
-    burn_in = 20.0 * relaxation_time(limit) if burn_in is None else _positive_float("burn_in", burn_in, True)
-    horizon = 100.0 * relaxation_time(limit) if horizon is None else _positive_float("horizon", horizon)
+    burn_in = 20.0 * relaxation_time(limit) if burn_in is None else validation.number("burn_in", burn_in, 0.0)
+    horizon = 100.0 * relaxation_time(limit) if horizon is None else validation.positive_number("horizon", horizon)
     n_steps = max(n_snapshots, int(round(horizon / step)))
     sample_every = max(1, n_steps // n_snapshots)
     rng = np.random.default_rng(seed)
@@ -564,10 +546,12 @@ def diffusion_paths(
     """
     if not isinstance(limit, DiffusionLimit):
         raise InputError("limit", "must be a DiffusionLimit, e.g. from policy_diffusion()")
-    horizon = _positive_float("horizon", horizon)
-    n_paths = _check_integer("n_paths", n_paths, 1)
+    horizon = validation.positive_number("horizon", horizon)
+    n_paths = validation.integer("n_paths", n_paths, low=1)
     step = _checked_step(limit, step)
-    record_interval = horizon / 200 if record_interval is None else _positive_float("record_interval", record_interval)
+    record_interval = (
+        horizon / 200 if record_interval is None else validation.positive_number("record_interval", record_interval)
+    )
     sample_every = max(1, int(round(record_interval / step)))
     n_steps = sample_every * max(1, int(round(horizon / (sample_every * step))))
     x1, level = _initial_state(limit, n_paths, x1_start, level_start)

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import LinearOperator, bicgstab, spsolve
 
+from hetlb import validation
 from hetlb.errors import InputError
 
 __all__ = [
@@ -237,21 +238,6 @@ def _check_policy(policy) -> str:
     return policy
 
 
-def _check_positive_rates(field: str, values) -> np.ndarray:
-    values = np.asarray(values, dtype=float)
-    if values.ndim != 1 or values.size == 0:
-        raise InputError(field, "must be a non-empty one-dimensional list of rates")
-    if not np.all(np.isfinite(values) & (values > 0)):
-        raise InputError(field, "every rate must be positive and finite (jobs per unit time)")
-    return values
-
-
-def _check_integer(field: str, value, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_probability(field: str, value) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:
         raise InputError(field, f"must be a probability in [0, 1], got {value!r}")
@@ -260,9 +246,9 @@ def _check_probability(field: str, value) -> float:
 
 def _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow) -> _PolicyParameters:
     return _PolicyParameters(
-        d=_check_integer("d", d, 1),
-        d_fast=_check_integer("d_fast", d_fast, 1),
-        d_slow=_check_integer("d_slow", d_slow, 1),
+        d=validation.integer("d", d, low=1),
+        d_fast=validation.integer("d_fast", d_fast, low=1),
+        d_slow=validation.integer("d_slow", d_slow, low=1),
         p_fast=_check_probability("p_fast", p_fast),
         p_slow=_check_probability("p_slow", p_slow),
     )
@@ -273,7 +259,7 @@ def _check_server_set(field: str, servers, n_servers: int) -> np.ndarray:
     if not servers:
         raise InputError(field, "must list at least one compatible server")
     for s in servers:
-        _check_integer(field, s, 0)
+        validation.integer(field, s, low=0)
         if s >= n_servers:
             raise InputError(field, f"server index {s} is out of range 0..{n_servers - 1}")
     if len(set(servers)) != len(servers):
@@ -285,7 +271,7 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
     sizes = [buffer] * n_servers if np.ndim(buffer) == 0 else list(buffer)
     if len(sizes) != n_servers:
         raise InputError("buffer", f"must be one integer or one per server ({n_servers}), got {len(sizes)}")
-    return np.array([_check_integer("buffer", b, 1) for b in sizes], dtype=np.int64)
+    return np.array([validation.integer("buffer", b, low=1) for b in sizes], dtype=np.int64)
 
 
 # --- routing ---------------------------------------------------------------------------------
@@ -303,7 +289,7 @@ def routing_probabilities(
     time 0, so tied). Returns a length-N vector that sums to 1 and is zero outside ``compat_k``.
     """
     _check_policy(policy)
-    speed = _check_positive_rates("speed", speed)
+    speed = validation.positive_finite_array("speed", speed)
     n_servers = speed.size
     queue_len = np.asarray(q)
     if queue_len.shape != (n_servers,) or not np.issubdtype(queue_len.dtype, np.integer) or np.any(queue_len < 0):
@@ -319,7 +305,7 @@ def _idle_rank(idle_order, queue_len) -> np.ndarray:
     rank = np.zeros((1, queue_len.size), dtype=np.int64)
     if idle_order is None:
         return rank
-    order = [_check_integer("idle_order", s, 0) for s in idle_order]
+    order = [validation.integer("idle_order", s, low=0) for s in idle_order]
     if sorted(order) != np.flatnonzero(queue_len == 0).tolist():
         raise InputError("idle_order", f"must list each idle server (q[s] == 0) once, got {order}")
     rank[0, order] = np.arange(len(order))
@@ -545,8 +531,8 @@ def solve_exact(
     ``max_states``: the largest number of states of the chain accepted: prod_s (buffer[s] + 1),
     or for ``jsq-lisf`` the count of (q, idle order) states in the module docstring.
     """
-    speed = _check_positive_rates("speed", speed)
-    arrival_rate = _check_positive_rates("arrival_rate", arrival_rate)
+    speed = validation.positive_finite_array("speed", speed)
+    arrival_rate = validation.positive_finite_array("arrival_rate", arrival_rate)
     n_servers, n_job_types = speed.size, arrival_rate.size
     if len(compat) != n_job_types:
         raise InputError("compat", f"must list the compatible servers of each of the {n_job_types} job types")

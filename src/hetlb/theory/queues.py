@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 
 __all__ = [
@@ -31,26 +32,9 @@ __all__ = [
 ]
 
 
-def _positive_rate(field: str, value) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise InputError(field, f"must be a positive finite rate (jobs per unit time), got {value}")
-    return value
-
-
-def _integer_at_least(field: str, value, minimum: int) -> int:
-    try:
-        is_integer = not isinstance(value, bool) and float(value).is_integer()
-    except (TypeError, ValueError):
-        is_integer = False
-    if not is_integer or value < minimum:
-        raise InputError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _stable_rates(arrival_rate, service_rate, n_servers: int = 1) -> tuple[float, float]:
-    lam = _positive_rate("arrival_rate", arrival_rate)
-    mu = _positive_rate("service_rate", service_rate)
+    lam = validation.positive_number("arrival_rate", arrival_rate)
+    mu = validation.positive_number("service_rate", service_rate)
     if lam >= n_servers * mu:
         raise InputError(
             "arrival_rate",
@@ -105,9 +89,9 @@ def mm1k_stationary_distribution(arrival_rate, service_rate, buffer) -> np.ndarr
     ``buffer`` is K, the most jobs the station holds, the one in service included (b in 000).
     pi_n is proportional to rho^n; any load rho > 0 is allowed.
     """
-    lam = _positive_rate("arrival_rate", arrival_rate)
-    mu = _positive_rate("service_rate", service_rate)
-    capacity = _integer_at_least("buffer", buffer, 1)
+    lam = validation.positive_number("arrival_rate", arrival_rate)
+    mu = validation.positive_number("service_rate", service_rate)
+    capacity = validation.integer("buffer", buffer, low=1)
     log_weight = np.arange(capacity + 1) * math.log(lam / mu)
     weight = np.exp(log_weight - log_weight.max())
     return weight / weight.sum()
@@ -145,8 +129,8 @@ def erlang_b(n_servers, offered_load) -> float:
 
     Uses the recursion B(0) = 1, B(j) = a B(j-1) / (j + a B(j-1)), stable for any c.
     """
-    c = _integer_at_least("n_servers", n_servers, 1)
-    a = _positive_rate("offered_load", offered_load)
+    c = validation.integer("n_servers", n_servers, low=1)
+    a = validation.positive_number("offered_load", offered_load)
     blocking = 1.0
     for j in range(1, c + 1):
         blocking = a * blocking / (j + a * blocking)
@@ -155,7 +139,7 @@ def erlang_b(n_servers, offered_load) -> float:
 
 def erlang_c(n_servers, arrival_rate, service_rate) -> float:
     """Erlang C: probability that an arrival to M/M/c waits, C = B / (1 - rho (1 - B))."""
-    c = _integer_at_least("n_servers", n_servers, 1)
+    c = validation.integer("n_servers", n_servers, low=1)
     lam, mu = _stable_rates(arrival_rate, service_rate, c)
     rho = lam / (c * mu)
     blocking = erlang_b(c, lam / mu)

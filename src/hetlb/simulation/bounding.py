@@ -9,7 +9,7 @@ buffers (SSL). Q_i is the number of buffers holding >= i jobs, Q_{+i} = sum_{j >
 the scaling of 002 X_1 = n^{-1/2} (Q_1 - n), X_i = n^{-1/2} Q_i (i >= 2), X_{+i} = sum_{j >= i} X_j.
 
 >>> import numpy as np
->>> from hetlb.bounding import simulate_bounding_system
+>>> from hetlb.simulation.bounding import simulate_bounding_system
 >>> speeds = np.linspace(0.7, 1.3, 50)
 >>> result = simulate_bounding_system(speeds, speeds.sum() - np.sqrt(50), kind="fsl", buffer=2,
 ...                                   horizon=200.0, warmup=20.0, replications=3, seed=1)
@@ -25,11 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetlb import validation
+from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
-from hetlb.model.system import INFINITE_BUFFER, positive_finite_array, positive_int, positive_number, speed_classes
+from hetlb.model.system import speed_classes
 from hetlb.policies import rules
-from hetlb.simulation import check_horizon, check_warmup, root_seed_sequence
+from hetlb.simulation.replications import check_horizon, check_warmup, root_seed_sequence
 from hetlb.stats import t_interval
 
 __all__ = [
@@ -162,9 +164,7 @@ def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
                 f"buffers (excess capacity c = varsigma + nu > 0), got {arrival_rate}",
             )
         return INFINITE_BUFFER
-    if isinstance(buffer, bool) or not isinstance(buffer, (int, np.integer)) or buffer < 1:
-        raise InputError("buffer", f"must be an integer >= 1, or None (or math.inf) for infinite, got {buffer!r}")
-    return int(buffer)
+    return validation.integer("buffer", buffer)
 
 
 def served_rate(speeds, kind: str) -> np.ndarray:
@@ -173,7 +173,7 @@ def served_rate(speeds, kind: str) -> np.ndarray:
     descending for FSL), so the buffers holding >= i jobs are served at rate served_rate[Q_i]."""
     if kind not in BOUNDING_KINDS:
         raise InputError("kind", f"unknown bounding system {kind!r}; choose one of: {', '.join(BOUNDING_KINDS)}")
-    ordered = np.sort(positive_finite_array("speeds", speeds))
+    ordered = np.sort(validation.positive_finite_array("speeds", speeds))
     if kind == "fsl":
         ordered = ordered[::-1]
     return np.concatenate([[0.0], np.cumsum(ordered)])
@@ -202,13 +202,13 @@ def simulate_bounding_system(
     replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     Cost per event O(log n + log of the longest buffer).
     """
-    speed = positive_finite_array("speeds", speeds)
-    arrival_rate = positive_number("arrival_rate", arrival_rate)
+    speed = validation.positive_finite_array("speeds", speeds)
+    arrival_rate = validation.positive_number("arrival_rate", arrival_rate)
     rates = served_rate(speed, kind)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
     horizon = check_horizon(horizon, warmup)
-    replications = positive_int("replications", replications)
+    replications = validation.integer("replications", replications)
     root = root_seed_sequence(seed)
     n = speed.size
     measured_time = horizon - warmup
@@ -308,8 +308,8 @@ def check_sandwich(
     clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
     """
-    speed = positive_finite_array("speeds", speeds)
-    arrival_rate = positive_number("arrival_rate", arrival_rate)
+    speed = validation.positive_finite_array("speeds", speeds)
+    arrival_rate = validation.positive_number("arrival_rate", arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
     horizon = check_horizon(horizon, warmup)

@@ -13,10 +13,10 @@ import math
 import numpy as np
 from numba import njit
 
+from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.constructions import _count_values, _generator, assumption2_parameters
-from hetlb.model.graph import CompatibilityGraph
-from hetlb.model.system import positive_finite_array
+from hetlb.graphs.constructions import _count_values, _generator, assumption2_parameters
+from hetlb.graphs.graph import CompatibilityGraph
 
 _FLOW_SCALE = float(2**55)
 
@@ -399,7 +399,7 @@ def well_connectedness(
     Condition j = 1: D_I <= N d~_1 for every I within the servers of types < K (R_{K-1}) with
     |I| >= N p_1; condition j = 2: D_I <= N d~_2 for every I within the servers of types <= K
     (R_K) with |I| >= N p_2. D_I is the total arrival rate of the ports with no neighbour in I.
-    p_j, d~_j and the constants are those of :func:`~hetlb.model.constructions.assumption2_parameters`.
+    p_j, d~_j and the constants are those of :func:`~hetlb.graphs.constructions.assumption2_parameters`.
 
     D_I only shrinks as I grows, so the search looks at |I| = ceil(N p_j) and tries to make D_I
     large: a greedy that grows I with the server covering the least new port rate; a greedy that
@@ -413,9 +413,9 @@ def well_connectedness(
     a proof: a pass means no violating subset was found.
     """
     rates, speeds = _check_graph_arrays(graph, arrival_rate, speed)
-    restarts = _non_negative_int("restarts", restarts)
-    max_swaps = _non_negative_int("max_swaps", max_swaps)
-    exhaustive_limit = _non_negative_int("exhaustive_limit", exhaustive_limit)
+    restarts = validation.integer("restarts", restarts, low=0)
+    max_swaps = validation.integer("max_swaps", max_swaps, low=0)
+    exhaustive_limit = validation.integer("exhaustive_limit", exhaustive_limit, low=0)
     generator, seed = _generator(rng)
     params = assumption2_parameters(
         rates, speeds, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power, c_d2=c_d2, c_p2=c_p2
@@ -783,19 +783,13 @@ def _enumerate(s_indptr, s_ports, rates, ids, size):
 def _check_graph_arrays(graph, arrival_rate, speed):
     if not isinstance(graph, CompatibilityGraph):
         raise InputError("graph", f"must be a CompatibilityGraph, got {type(graph).__name__}")
-    rates = positive_finite_array("arrival_rate", arrival_rate)
-    speeds = positive_finite_array("speed", speed)
+    rates = validation.positive_finite_array("arrival_rate", arrival_rate)
+    speeds = validation.positive_finite_array("speed", speed)
     if len(rates) != graph.n_types:
         raise InputError("arrival_rate", f"needs one rate per port ({graph.n_types}), got {len(rates)}")
     if len(speeds) != graph.n_servers:
         raise InputError("speed", f"needs one speed per server ({graph.n_servers}), got {len(speeds)}")
     return rates, speeds
-
-
-def _non_negative_int(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise InputError(name, f"must be an integer >= 0, got {value!r}")
-    return int(value)
 
 
 @njit(cache=True)

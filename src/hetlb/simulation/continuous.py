@@ -14,15 +14,24 @@ import time
 
 import numpy as np
 
+from hetlb import validation
+from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
-from hetlb.model.system import INFINITE_BUFFER, System, positive_int
+from hetlb.model.system import System
 from hetlb.policies import rules
 from hetlb.policies.registry import Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
+from hetlb.simulation.replications import (
+    replication_seeds,
+    root_seed_sequence,
+    safe_ratio,
+    seed_description,
+    stopping_rule,
+)
 from hetlb.stats import growth_between_halves, interval, ratio_per_batch
 from hetlb.stats.halfin_whitt import speed_profile
 
@@ -87,15 +96,13 @@ def simulate(
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
-    check_integers(
-        ("replications", replications, 1),
-        ("batches", batches, 2),
-        ("occupancy_levels", occupancy_levels, 1),
-        ("trace", trace, 0),
-    )
+    validation.integer("replications", replications)
+    validation.integer("batches", batches, low=2)
+    validation.integer("occupancy_levels", occupancy_levels)
+    validation.integer("trace", trace, low=0)
     root_seed = root_seed_sequence(seed)
     if speed_bins is not None:
-        positive_int("speed_bins", speed_bins)
+        validation.integer("speed_bins", speed_bins)
     if jobs is not None and jobs < batches:
         raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
@@ -128,66 +135,6 @@ def simulate(
         "versions": versions(),
     }
     return SimulationResult(runs, metadata)
-
-
-def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError("seed", f"must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
-    return int(seed)
-
-
-def root_seed_sequence(seed) -> np.random.SeedSequence:
-    """The SeedSequence the replications spawn from: ``seed`` itself, or one made from an integer."""
-    return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(check_seed(seed))
-
-
-def replication_seeds(root_seed: np.random.SeedSequence, replications: int):
-    """Replication r's SeedSequence(root entropy, spawn_key=(*root spawn_key, r)), r = 0, 1, ..."""
-    for replication in range(replications):
-        yield np.random.SeedSequence(root_seed.entropy, spawn_key=(*root_seed.spawn_key, replication))
-
-
-def seed_description(seed, root_seed: np.random.SeedSequence):
-    """The seed as result metadata: the integer given, or the SeedSequence's entropy and spawn key."""
-    return (
-        seed
-        if isinstance(seed, int)
-        else {"entropy": int(root_seed.entropy), "spawn_key": [int(k) for k in root_seed.spawn_key]}
-    )
-
-
-def check_integers(*checks) -> None:
-    """Each (name, value, low): ``value`` must be an integer >= low."""
-    for name, value, low in checks:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise InputError(name, f"must be an integer >= {low}, got {value!r}")
-
-
-def check_warmup(warmup) -> float:
-    if isinstance(warmup, bool) or not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
-        raise InputError("warmup", f"must be a finite time >= 0, got {warmup!r}")
-    return float(warmup)
-
-
-def check_horizon(horizon, warmup: float) -> float:
-    if isinstance(horizon, bool) or not (
-        isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > warmup
-    ):
-        raise InputError("horizon", f"must be a finite time greater than the warm-up ({warmup}), got {horizon!r}")
-    return float(horizon)
-
-
-def stopping_rule(jobs, horizon, warmup):
-    """Check the stopping rule; return (jobs or None, horizon or inf, warmup)."""
-    if jobs is not None and horizon is not None:
-        raise InputError("jobs", "give either jobs or horizon, not both")
-    warmup = check_warmup(warmup)
-    if horizon is not None:
-        return None, check_horizon(horizon, warmup), warmup
-    jobs = 100_000 if jobs is None else jobs
-    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
-        raise InputError("jobs", f"must be an integer >= 1, got {jobs!r}")
-    return int(jobs), math.inf, float(warmup)
 
 
 def check_policy_stability(system: System, policy: Policy) -> None:
@@ -477,7 +424,3 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         if len(state.trace_time)
         else None,
     )
-
-
-def safe_ratio(numerator, denominator) -> float:
-    return float(numerator) / float(denominator) if denominator else math.nan

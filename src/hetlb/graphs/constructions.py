@@ -33,9 +33,9 @@ import math
 import numpy as np
 from numba import njit
 
+from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.graph import CompatibilityGraph
-from hetlb.model.system import positive_finite_array
+from hetlb.graphs.graph import CompatibilityGraph
 
 EMPTY_PORT_RULES = ("resample", "add-edge")
 """How a port left without any server is handled (see the module docstring)."""
@@ -68,8 +68,8 @@ def graph_statistics(graph: CompatibilityGraph) -> dict:
 
 def complete_graph(n_types: int, n_servers: int) -> tuple[CompatibilityGraph, dict]:
     """Every port may use every server."""
-    n_types = _positive_int("n_types", n_types)
-    n_servers = _positive_int("n_servers", n_servers)
+    n_types = validation.integer("n_types", n_types)
+    n_servers = validation.integer("n_servers", n_servers)
     graph = CompatibilityGraph.complete(n_types, n_servers)
     return graph, _report("complete", {"n_types": n_types, "n_servers": n_servers}, None, graph, None, 0)
 
@@ -79,11 +79,11 @@ def explicit_graph(
 ) -> tuple[CompatibilityGraph, dict]:
     """A given graph: one list of server indices per port, or (port, server) ``edges`` with
     ``n_types``. Every port needs at least one server."""
-    n_servers = _positive_int("n_servers", n_servers)
+    n_servers = validation.integer("n_servers", n_servers)
     if (servers_by_type is None) == (edges is None):
         raise InputError("graph", "give exactly one of servers_by_type and edges")
     if edges is not None:
-        graph = CompatibilityGraph.from_edges(edges, _positive_int("n_types", n_types), n_servers)
+        graph = CompatibilityGraph.from_edges(edges, validation.integer("n_types", n_types), n_servers)
     else:
         graph = CompatibilityGraph.from_lists(servers_by_type, n_servers)
     return graph, _report("explicit", {"n_types": graph.n_types, "n_servers": n_servers}, None, graph, None, 0)
@@ -97,8 +97,8 @@ def fig3_edge_probability(n_servers: int, load: float) -> float:
     """p = sqrt(ln N) / (N (1 - rho)) * ln(1 / (1 - rho)), capped at 1: the edge probability of
     Fig. 3 of paper 000 (section 6.2, "according to Theorem 3"; MODEL-SPEC 1.7). ``load`` is
     rho = lambda_Sigma / sum(speed), written lambda in that section."""
-    n_servers = _positive_int("n_servers", n_servers)
-    load = _number("load", load)
+    n_servers = validation.integer("n_servers", n_servers)
+    load = validation.number("load", load)
     if not 0.0 < load < 1.0:
         raise InputError("load", f"must lie in (0, 1), got {load!r}")
     p = math.sqrt(math.log(n_servers)) / (n_servers * (1.0 - load)) * math.log(1.0 / (1.0 - load))
@@ -115,9 +115,9 @@ def random_bipartite(
         uniformly random server); the report says which and how many ports were affected.
     max_edges: refuse (InputError) when the expected number of edges exceeds it.
     """
-    n_types = _positive_int("n_types", n_types)
-    n_servers = _positive_int("n_servers", n_servers)
-    p = _number("p", p)
+    n_types = validation.integer("n_types", n_types)
+    n_servers = validation.integer("n_servers", n_servers)
+    p = validation.number("p", p)
     if not 0.0 < p <= 1.0:
         raise InputError("p", f"must lie in (0, 1], got {p!r}")
     _check_rule(empty_ports)
@@ -173,11 +173,11 @@ def assumption2_parameters(
     d_tilde = [d~_1, d~_2], thresholds = [N d~_1, N d~_2], min_subset_size = ceil(N p_j), the
     constants, and ``server_type`` (a numpy array, each server's type index, 0 = fastest).
     """
-    arrival_rate = positive_finite_array("arrival_rate", arrival_rate)
-    speed = positive_finite_array("speed", speed)
-    b = _positive_int("b", b)
+    arrival_rate = validation.positive_finite_array("arrival_rate", arrival_rate)
+    speed = validation.positive_finite_array("speed", speed)
+    b = validation.integer("b", b)
     for name, value in (("c1", c1), ("c2", c2), ("d1_b_power", d1_b_power), ("c_d2", c_d2), ("c_p2", c_p2)):
-        if not (_number(name, value) > 0):
+        if not (validation.number(name, value) > 0):
             raise InputError(name, f"must be > 0, got {value!r}")
     n_servers = len(speed)
     class_speed, server_class = np.unique(-speed, return_inverse=True)
@@ -194,7 +194,7 @@ def assumption2_parameters(
     beta_hat = beta * float(alpha[: k + 1].sum())
     if epsilon is None:
         epsilon = beta_hat
-    epsilon = _number("epsilon", epsilon)
+    epsilon = validation.number("epsilon", epsilon)
     if not 0.0 < epsilon <= beta_hat * (1.0 + 1e-12):
         raise InputError("epsilon", f"must lie in (0, beta_hat = {beta_hat:.6g}], got {epsilon!r}")
     mu_k = float(class_speed[k])
@@ -252,7 +252,7 @@ def theorem2_graph(
     c1, c2, d1_b_power, c_d2, c_p2 as in :func:`assumption2_parameters`; rng: Generator or int
     seed; empty_ports as in :func:`random_bipartite` (the added server is drawn from types <= K).
     """
-    c = _number("c", c)
+    c = validation.number("c", c)
     if not c > 0:
         raise InputError("c", f"must be > 0, got {c!r}")
     params = assumption2_parameters(
@@ -287,10 +287,10 @@ def theorem3_graph(
     probability >= 1 - 1/binom(N, N p_1) the graph satisfies Assumption 2. ``arrival_rate`` is one
     rate per port, all equal (or a list of equal rates).
     """
-    c = _number("c", c)
+    c = validation.number("c", c)
     if not c > 0:
         raise InputError("c", f"must be > 0, got {c!r}")
-    rates = positive_finite_array("arrival_rate", arrival_rate)
+    rates = validation.positive_finite_array("arrival_rate", arrival_rate)
     if rates.max() - rates.min() > 1e-9 * rates.max():
         raise InputError("arrival_rate", "Theorem 3 needs every port to have the same rate; use theorem2_graph")
     params = assumption2_parameters(rates, speed, epsilon, b, c1=c1, c2=c2, d1_b_power=d1_b_power, c_d2=c_d2, c_p2=c_p2)
@@ -308,7 +308,7 @@ def theorem3_graph(
 def _theorem_graph(name, params, h, extra, arrival_rate, rng, empty_ports, max_edges):
     _check_rule(empty_ports)
     generator, seed = _generator(rng)
-    rates = positive_finite_array("arrival_rate", arrival_rate)
+    rates = validation.positive_finite_array("arrival_rate", arrival_rate)
     n = params["n_servers"]
     server_type = params.pop("server_type")
     k = params["K"] - 1
@@ -675,9 +675,9 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
     if "ports" in spec and "ports_exponent" in spec:
         raise InputError("system.graph.ports", "give ports or ports_exponent, not both")
     if "ports" in spec:
-        return _positive_int("system.graph.ports", spec["ports"])
+        return validation.integer("system.graph.ports", spec["ports"])
     if "ports_exponent" in spec:
-        exponent = _number("system.graph.ports_exponent", spec["ports_exponent"])
+        exponent = validation.number("system.graph.ports_exponent", spec["ports_exponent"])
         if exponent < 0:
             raise InputError("system.graph.ports_exponent", f"must be >= 0, got {exponent!r}")
         return max(1, round(n_servers**exponent))
@@ -774,7 +774,7 @@ def _plain(value):
 def _generator(rng) -> tuple[np.random.Generator, int | None]:
     if isinstance(rng, np.random.Generator):
         return rng, None
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+    if validation.is_integer(rng) and rng >= 0:
         return np.random.default_rng(int(rng)), int(rng)
     raise InputError("rng", f"must be a numpy.random.Generator or an int seed >= 0, got {rng!r}")
 
@@ -796,19 +796,3 @@ def _check_size(edges: float, max_edges) -> None:
 def _min_subset_size(n_servers: int, p: float) -> int:
     """Smallest integer size with |I| >= N p (at least 1)."""
     return max(1, int(math.ceil(n_servers * p - 1e-9)))
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(name, f"must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _number(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not math.isfinite(value)
-    ):
-        raise InputError(name, f"must be a finite number, got {value!r}")
-    return float(value)

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
@@ -22,7 +23,7 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation import check_integers, replication_seeds, root_seed_sequence, safe_ratio, seed_description
+from hetlb.simulation.replications import replication_seeds, root_seed_sequence, safe_ratio, seed_description
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -76,21 +77,18 @@ def simulate_slotted(
         )
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
-    check_integers(
-        ("slots", slots, 1),
-        ("warmup", warmup, 0),
-        ("replications", replications, 1),
-        ("batches", batches, 2),
-        ("trace", trace, 0),
-    )
+    slots = validation.integer("slots", slots)
+    warmup = validation.integer("warmup", warmup, low=0)
+    validation.integer("replications", replications)
+    validation.integer("batches", batches, low=2)
+    validation.integer("trace", trace, low=0)
     if slots < batches:
         raise InputError("slots", f"must be at least the number of batches ({batches})")
-    if not isinstance(preference, bool):
-        raise InputError("preference", f"must be True or False, got {preference!r}")
+    validation.flag("preference", preference)
     root_seed = root_seed_sequence(seed)
     check_static_stability(system, policy)
 
-    model = pack_model(system, policy, int(slots), int(warmup), batches, preference)
+    model = pack_model(system, policy, slots, warmup, batches, preference)
     bar = ProgressBar(f"{policy.id} ", enabled=progress)
     runs = []
     for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):

@@ -1,0 +1,15 @@
+"""Codes shared by the model (which writes them) and the kernels (which read them).
+
+They live below both layers, so that neither imports the other for a number.
+"""
+
+import numpy as np
+
+INFINITE_BUFFER = int(np.iinfo(np.int64).max)
+"""Value of ``buffer[s]`` for a server without a buffer limit."""
+
+COUNT_POISSON = 0
+COUNT_BERNOULLI = 1
+COUNT_BINOMIAL = 2
+COUNT_KINDS = {"poisson": COUNT_POISSON, "bernoulli": COUNT_BERNOULLI, "binomial": COUNT_BINOMIAL}
+"""Laws of the number of arrivals (or service completions) in one slot of the slotted model (001)."""

@@ -1,0 +1,1 @@
+"""The simulation entry points: continuous time, slotted time and the bounding systems."""
