@@ -11,7 +11,7 @@ from scipy import stats
 from hetlb.errors import InputError
 from hetlb.kernels.bounding import FIRST_POLICY_ROW, length_of_rank, sandwich_violations, serving_rank
 from hetlb.simulation.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
-from hetlb.theory import solve_exact
+from hetlb.theory import solve_exact_arrays
 from hetlb.theory.bounding import solve_bounding_system
 
 ALPHA = 0.001
@@ -109,7 +109,7 @@ def test_equal_speeds_give_homogeneous_jsq(buffer):
     """With one speed FSL and SSL are ordinary JSQ on homogeneous servers (exact solver of JSQ)."""
     speeds, arrival_rate = [1.0, 1.0, 1.0], 2.4
     exact_buffer = 2 if buffer else 16
-    exact = solve_exact(speeds, [arrival_rate], [[0, 1, 2]], exact_buffer, policy="jsq")
+    exact = solve_exact_arrays(speeds, [arrival_rate], [[0, 1, 2]], exact_buffer, policy="jsq")
     for kind in ("fsl", "ssl"):
         result = simulate_bounding_system(
             speeds, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0, replications=20, seed=21
@@ -164,7 +164,9 @@ def test_coupled_jsq_systems_have_the_right_marginals():
     ]
     exact = {kind: solve_bounding_system(TWO_POOLS, arrival_rate, kind, buffer).mean_jobs for kind in ("fsl", "ssl")}
     for policy in runs[0].tie_breaks:
-        exact[policy] = solve_exact(TWO_POOLS, [arrival_rate], [[0, 1, 2, 3]], buffer, policy).mean_number_in_system
+        exact[policy] = solve_exact_arrays(
+            TWO_POOLS, [arrival_rate], [[0, 1, 2, 3]], buffer, policy
+        ).mean_number_in_system
     for name, value in exact.items():
         assert_matches([run.mean_jobs[name] for run in runs], value, len(exact), name)
 

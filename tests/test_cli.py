@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hetlb.cli import main
-from hetlb.theory import solve_exact, speed_lower_bound
+from hetlb.theory import solve_exact_arrays, speed_lower_bound
 
 REQUIRED_KEYS = {
     "mean_response_time",
@@ -99,7 +99,7 @@ def test_exact_command(capsys):
     out = run_json(
         capsys, ["exact", "--speeds", "2,1", "--arrival-rate", "2.0", "--buffer", "3", "--policy", "jfsq", "--json"]
     )
-    solution = solve_exact([2.0, 1.0], [2.0], [[0, 1]], 3, policy="jfsq")
+    solution = solve_exact_arrays([2.0, 1.0], [2.0], [[0, 1]], 3, policy="jfsq")
     assert np.isclose(out["mean_response_time"], solution.mean_response_time)
     assert out["n_states"] == 16
 

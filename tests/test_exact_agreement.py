@@ -10,25 +10,15 @@ import pytest
 from conftest import bonferroni_t_halfwidth
 
 import hetlb
-from hetlb.theory import solve_exact
+from hetlb.policies.registry import policies_where
+from hetlb.theory import EXACT_POLICIES, solve_exact
 
 FAMILY_ALPHA = 0.01
-POLICIES = [
-    ("random", {}),
-    ("weighted-random", {}),
-    ("jsq", {}),
-    ("jfsq", {}),
-    ("jssq", {}),
-    ("jiq", {}),
-    ("jfiq", {}),
-    ("pod", {"d": 2}),
-    ("sed", {}),
-    ("jsq-fiq", {}),
-    ("jsq-lisf", {}),
-    ("jsq-df-ds", {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3}),
-]
-RANKING = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "sed", "jsq-fiq", "jsq-lisf"}
-INTEGER_KEYS = {"jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq"}  # hetlb.policies.rules.INTEGER_KEYS
+PARAMETERS = {"pod": {"d": 2}, "jsq-df-ds": {"d_fast": 1, "d_slow": 2, "p_fast": 0.7, "p_slow": 0.3}}
+"""Non-default parameters where they make the test stronger; every policy the solver covers runs."""
+POLICIES = [(policy_id, PARAMETERS.get(policy_id, {})) for policy_id in EXACT_POLICIES]
+RANKING = policies_where(ranks_whole_set=True)
+INTEGER_KEYS = policies_where(integer_keys=True)
 
 SYSTEMS = {
     # three speeds, equal buffers, one job type, complete graph
@@ -66,9 +56,7 @@ def test_mean_response_time_and_blocking_match_exact(name, policy, params, path,
     monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 10**9 if path == "scan" else 1)
     monkeypatch.setattr(simulation, "BUCKET_MAX_CLASSES", 10**9 if path == "buckets" else -1)
     system = build(name)
-    exact = solve_exact(
-        system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy, **params
-    )
+    exact = solve_exact(system, policy, **params)
     result = hetlb.simulate(system, policy, jobs=JOBS, warmup=50.0, replications=REPLICATIONS, seed=11, **params)
     for metric in ("mean_response_time", "blocking_probability"):
         samples = [getattr(run, metric) for run in result.runs]
@@ -81,7 +69,7 @@ def test_mean_response_time_and_blocking_match_exact(name, policy, params, path,
 @pytest.mark.parametrize("policy", ["jsq", "jfsq", "jfiq", "sed"])
 def test_waiting_probability_and_number_in_system_match_exact(policy):
     system = build("three-speeds")
-    exact = solve_exact(system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy)
+    exact = solve_exact(system, policy)
     result = hetlb.simulate(system, policy, jobs=JOBS, warmup=50.0, replications=REPLICATIONS, seed=5)
     for metric in ("p_wait", "mean_number_in_system", "mean_waiting_time"):
         samples = [getattr(run, metric) for run in result.runs]

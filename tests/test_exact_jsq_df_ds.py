@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.theory import routing_probabilities, solve_exact
+from hetlb.theory import routing_probabilities, solve_exact_arrays
 
 FAMILY_ALPHA = 0.01
 TWO_FAST_TWO_SLOW = [2.0, 2.0, 1.0, 1.0]  # servers 0, 1 are fast; 2, 3 slow
@@ -162,8 +162,8 @@ def test_one_speed_is_pod_with_d_fast(d_fast):
 
 def test_one_speed_solves_like_pod():
     args = ([1.0, 1.0, 1.0], [2.4], [[0, 1, 2]], 3)
-    pod = solve_exact(*args, policy="pod", d=2)
-    jsq_df_ds = solve_exact(*args, policy="jsq-df-ds", d_fast=2, d_slow=3, p_fast=0.1, p_slow=0.8)
+    pod = solve_exact_arrays(*args, policy="pod", d=2)
+    jsq_df_ds = solve_exact_arrays(*args, policy="jsq-df-ds", d_fast=2, d_slow=3, p_fast=0.1, p_slow=0.8)
     np.testing.assert_allclose(jsq_df_ds.stationary, pod.stationary, atol=1e-13)
 
 
@@ -244,7 +244,7 @@ def test_solver_admission_and_blocking_match_monte_carlo_arrivals():
     # count where the job is admitted or whether it is lost
     speed, arrival_rate, buffer = [2.0, 2.0, 1.0, 0.5], 3.5, 2
     params = dict(d_fast=1, d_slow=2, p_fast=0.6, p_slow=0.3)
-    solution = solve_exact(speed, [arrival_rate], [[0, 1, 2, 3]], buffer, policy="jsq-df-ds", **params)
+    solution = solve_exact_arrays(speed, [arrival_rate], [[0, 1, 2, 3]], buffer, policy="jsq-df-ds", **params)
     rng = np.random.default_rng(7)
     queue_len = solution.states[rng.choice(solution.n_states, size=MC_DRAWS, p=solution.stationary)]
     chosen = sample_jsq_df_ds(rng, queue_len, [0, 1, 2, 3], speed, **params)
@@ -259,7 +259,7 @@ def test_solver_admission_and_blocking_match_monte_carlo_arrivals():
 
 def test_two_job_types_on_a_sparse_graph_with_finite_buffers():
     speed, arrival_rate = np.array([2.0, 2.0, 1.0, 1.0, 0.5]), np.array([2.0, 1.5])
-    solution = solve_exact(
+    solution = solve_exact_arrays(
         speed,
         arrival_rate,
         [[0, 2, 3], [1, 3, 4]],
@@ -299,5 +299,6 @@ def test_invalid_parameters_name_their_field(params, field):
     with pytest.raises(InputError) as routing_error:
         jsq_df_ds_routing([0, 0, 0, 0], ALL, TWO_FAST_TWO_SLOW, **params)
     with pytest.raises(InputError) as solver_error:
-        solve_exact(TWO_FAST_TWO_SLOW, [1.0], [ALL], 2, policy="jsq-df-ds", **params)
-    assert routing_error.value.field == solver_error.value.field == field
+        solve_exact_arrays(TWO_FAST_TWO_SLOW, [1.0], [ALL], 2, policy="jsq-df-ds", **params)
+    # named as hetlb.simulate names them: the policy and its parameter
+    assert routing_error.value.field == solver_error.value.field == f"policy jsq-df-ds.{field}"

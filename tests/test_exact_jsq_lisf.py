@@ -12,7 +12,7 @@ import pytest
 from conftest import bonferroni_t_halfwidth
 
 from hetlb.errors import InputError
-from hetlb.theory import routing_probabilities, solve_exact
+from hetlb.theory import routing_probabilities, solve_exact_arrays
 
 FAMILY_ALPHA = 0.01
 SAME_LAW_TOLERANCE = 1e-10
@@ -55,9 +55,11 @@ def test_invalid_idle_order_names_its_field(idle_order):
 
 def test_state_limit_counts_idle_orders():
     # 3 servers with buffer 2: 27 queue-length vectors but 38 (q, idle order) states
-    assert solve_exact([1.0] * 3, [1.0], [[0, 1, 2]], 2, policy="jsq-lisf").n_states == count_states([2] * 3) == 38
+    assert (
+        solve_exact_arrays([1.0] * 3, [1.0], [[0, 1, 2]], 2, policy="jsq-lisf").n_states == count_states([2] * 3) == 38
+    )
     with pytest.raises(InputError, match="max_states"):
-        solve_exact([1.0] * 3, [1.0], [[0, 1, 2]], 2, policy="jsq-lisf", max_states=30)
+        solve_exact_arrays([1.0] * 3, [1.0], [[0, 1, 2]], 2, policy="jsq-lisf", max_states=30)
 
 
 # --- the chain -----------------------------------------------------------------------------------
@@ -71,7 +73,7 @@ def test_two_servers_by_hand():
     # E -> D, F -> C, G -> E at 2; E -> C, G -> F at 1. Balance gives
     # (A, B, C, D, E, F, G) = (26, 28, 28, 52, 50, 5, 20) / 209. Blocking (E / 2 + G) = 45/209;
     # throughput 2 (1 - 45/209) = 328/209; L = C + D + 2 (E + F) + 3 G = 250/209; T = 125/164.
-    solution = solve_exact([2.0, 1.0], [2.0], [[0, 1]], [2, 1], policy="jsq-lisf")
+    solution = solve_exact_arrays([2.0, 1.0], [2.0], [[0, 1]], [2, 1], policy="jsq-lisf")
     assert solution.n_states == 7
     # C order over (q_0, q_1): (0,0) = A + B, (0,1) = D, (1,0) = C, (1,1) = E, (2,0) = F, (2,1) = G
     np.testing.assert_allclose(solution.stationary, np.array([54, 52, 28, 50, 5, 20]) / 209, atol=1e-15)
@@ -79,7 +81,7 @@ def test_two_servers_by_hand():
     assert solution.mean_response_time == pytest.approx(125 / 164, abs=1e-15)
     np.testing.assert_allclose(solution.utilisation, [103 / 209, 122 / 209], atol=1e-15)
     # random ties among the idle servers (jsq) give another law
-    jsq = solve_exact([2.0, 1.0], [2.0], [[0, 1]], [2, 1], policy="jsq")
+    jsq = solve_exact_arrays([2.0, 1.0], [2.0], [[0, 1]], [2, 1], policy="jsq")
     assert abs(jsq.utilisation[0] - 103 / 209) > 1e-3
 
 
@@ -88,8 +90,8 @@ def test_identical_servers_have_the_law_of_jsq(speed, arrival_rate, buffer):
     # with identical servers, which idle server gets the job does not change the number-in-system
     # process, and both laws are symmetric in the servers
     compat = [list(range(len(speed)))]
-    lisf = solve_exact(speed, [arrival_rate], compat, buffer, policy="jsq-lisf")
-    jsq = solve_exact(speed, [arrival_rate], compat, buffer, policy="jsq")
+    lisf = solve_exact_arrays(speed, [arrival_rate], compat, buffer, policy="jsq-lisf")
+    jsq = solve_exact_arrays(speed, [arrival_rate], compat, buffer, policy="jsq")
     assert lisf.n_states == count_states([buffer] * len(speed))
     for metric in ("mean_response_time", "blocking_probability", "p_wait"):
         assert getattr(lisf, metric) == pytest.approx(getattr(jsq, metric), abs=SAME_LAW_TOLERANCE)
@@ -105,15 +107,15 @@ SPARSE_GRAPH = dict(
 
 def test_different_speeds_differ_from_jsq():
     # far beyond the agreement of identical servers with jsq above
-    lisf = solve_exact(policy="jsq-lisf", **THREE_SPEEDS)
-    jsq = solve_exact(policy="jsq", **THREE_SPEEDS)
+    lisf = solve_exact_arrays(policy="jsq-lisf", **THREE_SPEEDS)
+    jsq = solve_exact_arrays(policy="jsq", **THREE_SPEEDS)
     assert abs(lisf.mean_response_time - jsq.mean_response_time) > 1e4 * SAME_LAW_TOLERANCE
     assert np.abs(lisf.utilisation - jsq.utilisation).max() > 1e4 * SAME_LAW_TOLERANCE
 
 
 @pytest.mark.parametrize("system", [THREE_SPEEDS, SPARSE_GRAPH], ids=["three-speeds", "sparse-graph"])
 def test_conservation(system):
-    solution = solve_exact(policy="jsq-lisf", **system)
+    solution = solve_exact_arrays(policy="jsq-lisf", **system)
     arrival_rate, speed = np.array(system["arrival_rate"]), np.array(system["speed"])
     assert solution.residual < 1e-9
     assert np.all(solution.stationary >= 0)
@@ -125,8 +127,8 @@ def test_conservation(system):
 
 
 def test_two_job_types_on_a_sparse_graph_with_unequal_buffers():
-    lisf = solve_exact(policy="jsq-lisf", **SPARSE_GRAPH)
-    jsq = solve_exact(policy="jsq", **SPARSE_GRAPH)
+    lisf = solve_exact_arrays(policy="jsq-lisf", **SPARSE_GRAPH)
+    jsq = solve_exact_arrays(policy="jsq", **SPARSE_GRAPH)
     assert lisf.n_states == count_states(SPARSE_GRAPH["buffer"])
     assert lisf.stationary.shape == jsq.stationary.shape == (3 * 4 * 5 * 3,)
     assert np.all(lisf.blocking_probability_by_type > 0)
@@ -135,8 +137,10 @@ def test_two_job_types_on_a_sparse_graph_with_unequal_buffers():
 
 def test_a_server_no_job_type_uses_changes_nothing():
     # server 1 never receives a job, so it stays idle and the others behave as without it
-    with_unused = solve_exact([2.0, 1.5, 1.0, 0.5], [1.6, 1.4], [[0, 2], [2, 3]], [2, 3, 4, 2], policy="jsq-lisf")
-    without = solve_exact([2.0, 1.0, 0.5], [1.6, 1.4], [[0, 1], [1, 2]], [2, 4, 2], policy="jsq-lisf")
+    with_unused = solve_exact_arrays(
+        [2.0, 1.5, 1.0, 0.5], [1.6, 1.4], [[0, 2], [2, 3]], [2, 3, 4, 2], policy="jsq-lisf"
+    )
+    without = solve_exact_arrays([2.0, 1.0, 0.5], [1.6, 1.4], [[0, 1], [1, 2]], [2, 4, 2], policy="jsq-lisf")
     assert with_unused.utilisation[1] == 0.0
     np.testing.assert_allclose(with_unused.utilisation[[0, 2, 3]], without.utilisation, atol=1e-12)
     np.testing.assert_allclose(
@@ -211,7 +215,7 @@ WARMUP, HORIZON = 50.0, 15_050.0
 
 
 def test_solution_matches_a_simulation_of_the_rule():
-    exact = solve_exact(policy="jsq-lisf", **THREE_SPEEDS)
+    exact = solve_exact_arrays(policy="jsq-lisf", **THREE_SPEEDS)
     speed, (arrival_rate,), buffer = THREE_SPEEDS["speed"], THREE_SPEEDS["arrival_rate"], THREE_SPEEDS["buffer"]
     runs = [simulate_jsq_lisf(seed, speed, arrival_rate, buffer, WARMUP, HORIZON) for seed in range(REPLICATIONS)]
     samples = {

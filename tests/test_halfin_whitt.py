@@ -13,7 +13,7 @@ from conftest import bonferroni_t_halfwidth
 
 import hetlb
 from hetlb.stats.halfin_whitt import scaled_ccdf, scaled_measures
-from hetlb.theory import solve_exact
+from hetlb.theory import solve_exact_arrays
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
 
 FAMILY_ALPHA = 0.01
@@ -23,7 +23,7 @@ FAMILY_ALPHA = 0.01
 def test_measures_match_the_exact_stationary_law(policy):
     speed = np.array([2.0, 1.5, 1.0, 0.5])
     system = hetlb.System.from_speeds(speed, arrival_rate=3.6, buffer=4)
-    exact = solve_exact(speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy)
+    exact = solve_exact_arrays(speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy)
     states, probability = exact.states, exact.stationary
     n, root = len(speed), math.sqrt(len(speed))
     level = lambda i: float(probability @ (states >= i).sum(axis=1))  # noqa: E731  (E Q_i)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import hetlb
 from hetlb.policies import POLICIES, rules
+from hetlb.policies.registry import policies_where
 
 POLICY_IDS = [spec.id for spec in POLICIES.values() if "continuous" in spec.models]
 
@@ -66,7 +67,7 @@ def test_rules_choose_inside_the_candidate_range(queue_len, data):
     lo, hi = 0, len(candidates)
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
     idle_since = np.array(data.draw(st.lists(st.floats(0, 1e6), min_size=n, max_size=n)))
-    for code in rules.RANKING:
+    for code in [POLICIES[policy_id].code for policy_id in policies_where(ranks_whole_set=True)]:
         keys = rules.selection_keys(code, queue_len, server_class.astype(np.int64), len(classes), speed, idle_since)
         server, least = rules.least_key_server(candidates, lo, hi, keys, rng)
         assert server in candidates

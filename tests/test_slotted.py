@@ -16,9 +16,7 @@ from scipy import stats
 
 import hetlb
 from hetlb import InputError, SlottedSystem, simulate_slotted
-from hetlb.policies import POLICIES
 from hetlb.policies.local_estimates import below_average_server
-from hetlb.simulation.slotted import INFORMATION
 
 FAMILY_ALPHA = 0.01
 
@@ -348,12 +346,6 @@ def test_result_serialises_with_its_metadata():
     assert data["metadata"]["system"]["dispatcher_share"] == [0.75, 0.25]
     assert data["preference"]["tilted"] in (True, False) and len(data["runs"]) == 2
     assert result.slots_per_second > 0 and data["mean_delay"] == pytest.approx(result.mean_delay)
-
-
-def test_registry_lists_the_slotted_policies():
-    slotted = {spec.id for spec in POLICIES.values() if "slotted" in spec.models}
-    assert slotted == set(INFORMATION) == {"random", "weighted-random", "jsq", "pod", "jiq", "l-jsq", "l-jba", "l-pod"}
-    assert POLICIES["l-jba"].models == ("slotted",)
 
 
 # ------------------------------------------------------------------------------------------------

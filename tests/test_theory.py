@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scipy.special import gammaln, logsumexp
 
 from hetlb.errors import InputError
+from hetlb.policies import POLICIES
 from hetlb.theory import (
     EXACT_POLICIES,
     erlang_b,
@@ -29,7 +30,7 @@ from hetlb.theory import (
     mmc_mean_waiting_time,
     mmc_p_wait,
     routing_probabilities,
-    solve_exact,
+    solve_exact_arrays,
     speed_lower_bound,
 )
 
@@ -239,7 +240,8 @@ def routing_cases(draw):
 @given(routing_cases())
 def test_routing_probabilities_are_distributions_on_compat(case):
     policy, q, compat_k, speed, d = case
-    probability = routing_probabilities(policy, q, compat_k, speed, d)
+    sample_size = {"d": d} if "d" in POLICIES[policy].parameters else {}
+    probability = routing_probabilities(policy, q, compat_k, speed, **sample_size)
     outside = np.setdiff1d(np.arange(len(speed)), compat_k)
     assert probability.sum() == pytest.approx(1.0)
     assert np.all(probability >= 0)
@@ -276,7 +278,7 @@ def test_routing_probabilities_reject_invalid_input():
 @pytest.mark.parametrize("arrival_rate, buffer", [(0.3, 1), (0.8, 4), (1.0, 6), (1.7, 3)])
 def test_one_server_is_mm1k(policy, arrival_rate, buffer):
     service_rate = 1.25
-    solution = solve_exact([service_rate], [arrival_rate], [[0]], buffer, policy=policy)
+    solution = solve_exact_arrays([service_rate], [arrival_rate], [[0]], buffer, policy=policy)
     args = (arrival_rate, service_rate, buffer)
     assert solution.blocking_probability == pytest.approx(mm1k_blocking_probability(*args))
     assert solution.mean_response_time == pytest.approx(mm1k_mean_response_time(*args))
@@ -287,7 +289,7 @@ def test_one_server_is_mm1k(policy, arrival_rate, buffer):
 
 
 def test_one_server_with_large_buffer_approaches_mm1():
-    solution = solve_exact([1.0], [0.6], [[0]], 60)
+    solution = solve_exact_arrays([1.0], [0.6], [[0]], 60)
     assert solution.blocking_probability < 1e-12
     assert solution.mean_response_time == pytest.approx(mm1_mean_response_time(0.6, 1.0), rel=1e-9)
     assert solution.mean_waiting_time == pytest.approx(mm1_mean_waiting_time(0.6, 1.0), rel=1e-9)
@@ -296,7 +298,7 @@ def test_one_server_with_large_buffer_approaches_mm1():
 
 def test_random_on_identical_servers_is_independent_mm1k():
     n_servers, arrival_rate, service_rate, buffer = 3, 2.4, 1.0, 4
-    solution = solve_exact([service_rate] * n_servers, [arrival_rate], [[0, 1, 2]], buffer, policy="random")
+    solution = solve_exact_arrays([service_rate] * n_servers, [arrival_rate], [[0, 1, 2]], buffer, policy="random")
     args = (arrival_rate / n_servers, service_rate, buffer)
     assert solution.blocking_probability == pytest.approx(mm1k_blocking_probability(*args))
     assert solution.mean_response_time == pytest.approx(mm1k_mean_response_time(*args))
@@ -306,7 +308,7 @@ def test_random_on_identical_servers_is_independent_mm1k():
 
 def test_weighted_random_is_independent_mm1k_per_server():
     speed, arrival_rate, buffer = np.array([2.0, 1.0, 0.5]), 3.0, [3, 5, 2]
-    solution = solve_exact(speed, [arrival_rate], [[0, 1, 2]], buffer, policy="weighted-random")
+    solution = solve_exact_arrays(speed, [arrival_rate], [[0, 1, 2]], buffer, policy="weighted-random")
     server_rate = arrival_rate * speed / speed.sum()
     blocked = np.array([mm1k_blocking_probability(r, mu, b) for r, mu, b in zip(server_rate, speed, buffer)])
     number = np.array([mm1k_mean_number_in_system(r, mu, b) for r, mu, b in zip(server_rate, speed, buffer)])
@@ -321,7 +323,7 @@ def test_weighted_random_is_independent_mm1k_per_server():
 @pytest.mark.parametrize("policy", ["jsq", "jiq", "jfiq", "sed"])
 def test_loss_system_is_erlang_b(n_servers, offered_load, policy):
     # buffer 1 and a policy that finds any idle server: blocked exactly when all are busy
-    solution = solve_exact([1.0] * n_servers, [offered_load], [list(range(n_servers))], 1, policy=policy)
+    solution = solve_exact_arrays([1.0] * n_servers, [offered_load], [list(range(n_servers))], 1, policy=policy)
     assert solution.blocking_probability == pytest.approx(erlang_b(n_servers, offered_load))
     assert solution.p_wait == 0.0
 
@@ -330,8 +332,8 @@ def test_two_server_loss_system_by_hand():
     # speeds (2, 1), buffer 1, lambda = 1; states (0,0), (1,0), (0,1), (1,1). Balance equations:
     #   jfsq: pi = (5, 2, 1, 1) / 9,  blocking 1/9,  L = 5/9,   T = 5/8
     #   jssq: pi = (10, 1, 8, 3) / 22, blocking 3/22, L = 15/22, T = 15/19
-    fast_first = solve_exact([2.0, 1.0], [1.0], [[0, 1]], 1, policy="jfsq")
-    slow_first = solve_exact([2.0, 1.0], [1.0], [[0, 1]], 1, policy="jssq")
+    fast_first = solve_exact_arrays([2.0, 1.0], [1.0], [[0, 1]], 1, policy="jfsq")
+    slow_first = solve_exact_arrays([2.0, 1.0], [1.0], [[0, 1]], 1, policy="jssq")
     np.testing.assert_allclose(fast_first.stationary, np.array([5, 1, 2, 1]) / 9)  # C order: (0,0),(0,1),(1,0),(1,1)
     np.testing.assert_allclose(slow_first.stationary, np.array([10, 8, 1, 3]) / 22)
     assert fast_first.blocking_probability == pytest.approx(1 / 9)
@@ -352,7 +354,7 @@ HETEROGENEOUS = dict(
 
 @pytest.mark.parametrize("policy", EXACT_POLICIES)
 def test_conservation_laws(policy):
-    solution = solve_exact(policy=policy, **HETEROGENEOUS)
+    solution = solve_exact_arrays(policy=policy, **HETEROGENEOUS)
     speed = np.array(HETEROGENEOUS["speed"])
     arrival_rate = np.array(HETEROGENEOUS["arrival_rate"])
     offered = arrival_rate.sum()
@@ -377,7 +379,7 @@ def test_conservation_laws(policy):
 
 def test_speed_aware_tie_breaking_helps():
     # the same system; only the tie-break differs
-    results = {p: solve_exact(policy=p, **HETEROGENEOUS).mean_response_time for p in ("jfsq", "jsq", "jssq")}
+    results = {p: solve_exact_arrays(policy=p, **HETEROGENEOUS).mean_response_time for p in ("jfsq", "jsq", "jssq")}
     assert results["jfsq"] < results["jsq"] < results["jssq"]
 
 
@@ -388,7 +390,7 @@ def test_lower_bound_holds_with_large_buffers():
     bound = speed_lower_bound(speed, total_arrival_rate)
     assert bound.K == 2 and bound.lower_bound == pytest.approx(1.4 / 1.2)
     for policy in set(EXACT_POLICIES) - {"random"}:
-        solution = solve_exact(speed, [total_arrival_rate], [[0, 1, 2]], 12, policy=policy)
+        solution = solve_exact_arrays(speed, [total_arrival_rate], [[0, 1, 2]], 12, policy=policy)
         assert solution.blocking_probability < 1e-2
         assert solution.mean_response_time >= bound.lower_bound
 
@@ -396,8 +398,10 @@ def test_lower_bound_holds_with_large_buffers():
 def test_custom_routing_matches_named_policy():
     speed = HETEROGENEOUS["speed"]
     compat = HETEROGENEOUS["compat"]
-    named = solve_exact(policy="pod", d=2, **HETEROGENEOUS)
-    custom = solve_exact(routing=lambda q, k: routing_probabilities("pod", q, compat[k], speed, d=2), **HETEROGENEOUS)
+    named = solve_exact_arrays(policy="pod", d=2, **HETEROGENEOUS)
+    custom = solve_exact_arrays(
+        routing=lambda q, k: routing_probabilities("pod", q, compat[k], speed, d=2), **HETEROGENEOUS
+    )
     assert custom.mean_response_time == pytest.approx(named.mean_response_time)
     assert custom.blocking_probability == pytest.approx(named.blocking_probability)
     np.testing.assert_allclose(custom.stationary, named.stationary, atol=1e-12)
@@ -405,7 +409,7 @@ def test_custom_routing_matches_named_policy():
 
 def test_many_state_system_solves_accurately():
     speed = [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    solution = solve_exact(speed, [1.2, 0.5], [list(range(6)), [2, 3, 4]], 4, policy="jsq")
+    solution = solve_exact_arrays(speed, [1.2, 0.5], [list(range(6)), [2, 3, 4]], 4, policy="jsq")
     assert solution.n_states == 5**6
     assert solution.residual < 1e-9
     assert solution.throughput == pytest.approx(np.dot(speed, solution.utilisation), rel=1e-8)
@@ -426,7 +430,8 @@ def test_many_state_system_solves_accurately():
         (dict(buffer=[2, 2.5]), "buffer"),
         (dict(buffer=[2, 2, 2]), "buffer"),
         (dict(buffer=1000, max_states=10_000), "buffer"),
-        (dict(policy="pod", d=0), "d"),
+        (dict(policy="pod", d=0), "policy pod.d"),
+        (dict(policy="jsq", job=10), "job"),
         (dict(routing=lambda q, k: np.array([0.5, 0.6])), "routing"),
         (dict(compat=[[0]], routing=lambda q, k: np.array([0.5, 0.5])), "routing"),
     ],
@@ -434,10 +439,10 @@ def test_many_state_system_solves_accurately():
 def test_solver_rejects_invalid_input(kwargs, field):
     arguments = dict(speed=[1.0, 0.5], arrival_rate=[1.0], compat=[[0, 1]], buffer=2) | kwargs
     with pytest.raises(InputError) as error:
-        solve_exact(**arguments)
+        solve_exact_arrays(**arguments)
     assert error.value.field == field
 
 
 def test_state_space_limit_is_named():
     with pytest.raises(InputError, match="max_states"):
-        solve_exact([1.0] * 8, [1.0], [list(range(8))], 9)
+        solve_exact_arrays([1.0] * 8, [1.0], [list(range(8))], 9)

@@ -25,6 +25,7 @@ __all__ = [
     "SlottedSystem",
     "System",
     "__version__",
+    "check_policy",
     "check_sandwich",
     "make_policy",
     "parse_speeds",
@@ -32,3 +33,12 @@ __all__ = [
     "simulate_bounding_system",
     "simulate_slotted",
 ]
+
+
+def __getattr__(name):
+    # the conformance check imports the exact solver and scipy.stats: loaded when first asked for
+    if name == "check_policy":
+        from hetlb.conformance import check_policy
+
+        return check_policy
+    raise AttributeError(f"module 'hetlb' has no attribute {name!r}")

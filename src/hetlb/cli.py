@@ -289,13 +289,7 @@ def command_exact(args) -> int:
 
     scenario = scenario_from_args(args, continuous_only=True)
     system, policy = scenario.system, scenario.policy
-    if system.job_sizes.kind != "exponential":
-        raise InputError("job_sizes", "the exact solver needs exponential job sizes")
-    if not np.all(system.buffer < np.iinfo(np.int64).max):
-        raise InputError("buffer", "the exact solver needs a finite buffer on every server")
-    solution = solve_exact(
-        system.speed, system.arrival_rate, system.graph.to_lists(), system.buffer, policy=policy.id, **policy.params
-    )
+    solution = solve_exact(system, policy)
     values = {
         "policy": policy.id,
         "n_states": solution.n_states,

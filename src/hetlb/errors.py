@@ -16,3 +16,8 @@ class InputError(ValueError):
     def __reduce__(self):
         # rebuilt from (field, rule) when it crosses a process boundary (a sweep's workers)
         return type(self), (self.field, self.rule)
+
+
+class UnexpectedKeyword(InputError, TypeError):
+    """A keyword argument that the function does not take (nor the chosen policy): a TypeError, as
+    Python raises for an unexpected keyword, and an InputError, so the command line prints one line."""

@@ -34,8 +34,9 @@ import numpy as np
 from numba import njit
 
 from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
-from hetlb.policies import rules
-from hetlb.policies.local_estimates import L_JBA, L_JSQ, L_POD, below_average_server, least_value_server
+from hetlb.policies import codes, rules
+from hetlb.policies.codes import L_JBA, L_JSQ, L_POD
+from hetlb.policies.local_estimates import below_average_server, least_value_server
 
 RUNNING = 0
 FINISHED = 1
@@ -180,9 +181,9 @@ def tied_candidates(code, view, chosen, ties, pod_d, jba_jsq_fallback, sample):
     the order of its information: all of them for jsq and l-jsq (and l-jba's l-jsq fallback, taken
     when every value is equal), the sampled ones (``sample``) for pod and l-pod, and the chosen one
     alone for every other rule."""
-    if code == rules.JSQ or code == L_JSQ or (code == L_JBA and jba_jsq_fallback and ties == len(view)):
+    if code == codes.JSQ or code == L_JSQ or (code == L_JBA and jba_jsq_fallback and ties == len(view)):
         return ties
-    if code == rules.POD or code == L_POD:
+    if code == codes.POD or code == L_POD:
         count = 0
         for i in range(min(pod_d, len(view))):
             count += 1 if view[sample[i]] == view[chosen] else 0
@@ -306,8 +307,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     trace_server, trace_seen, trace_queue = state.trace_server, state.trace_seen, state.trace_queue
     batch_ends = model.batch_ends
     n_servers, n_dispatchers, n_batches = len(speed), len(dispatcher_rate), len(batch_ends)
-    tokens = code == rules.JIQ
-    exact_messages = n_servers if code == rules.JSQ else (min(pod_d, n_servers) if code == rules.POD else 0)
+    tokens = code == codes.JIQ
+    exact_messages = n_servers if code == codes.JSQ else (min(pod_d, n_servers) if code == codes.POD else 0)
 
     for _ in range(max_slots):
         if c.slot >= model.end_slot:
@@ -330,13 +331,13 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             for _ in range(decisions):
                 # the rules of DESIGN.md on ``view``; jiq without tokens and l-jba with no estimate below
                 # the mean (s = -1) fall back to uniform, and to weighted-random or l-jsq, below
-                if code == rules.RANDOM:
+                if code == codes.RANDOM:
                     s = rules.uniform_index(dispatch_rng, n_servers)
-                elif code == rules.WEIGHTED_RANDOM:
+                elif code == codes.WEIGHTED_RANDOM:
                     s = rules.speed_weighted_server(all_servers, 0, n_servers, cumulative_speed, dispatch_rng)
-                elif code == rules.POD or code == L_POD:
+                elif code == codes.POD or code == L_POD:
                     s = rules.power_of_d_server(all_servers, 0, n_servers, pod_d, view, sample, dispatch_rng)
-                elif code == rules.JIQ:
+                elif code == codes.JIQ:
                     s = take_token(m, token_server, token_count, token_held, dispatch_rng)
                     if s < 0:
                         s = rules.uniform_index(dispatch_rng, n_servers)

@@ -8,18 +8,6 @@ model) :func:`least_value_server`; ``l-jba`` :func:`below_average_server`.
 
 from numba import njit
 
-L_JSQ = 20
-L_JBA = 21
-L_POD = 22
-LOCAL = (L_JSQ, L_JBA, L_POD)
-"""The policies that decide on local estimates (codes apart from the continuous ones)."""
-
-UPDATES = ("push", "pull")
-PUSH_TRIGGERS = ("arrival", "every-slot")
-PULL_TRIGGERS = ("departure-slot", "departure", "every-slot")
-JBA_AVERAGES = ("plain", "rate-weighted")
-JBA_EMPTY_SET = ("weighted-random", "l-jsq")
-
 
 @njit(cache=True)
 def is_below(scaled_estimate, total, inclusive):

@@ -1,28 +1,82 @@
-"""Named routing policies: each id maps to an integer code, its parameters and its definition.
+"""Named routing policies: one :class:`PolicySpec` holds everything hetlb knows of a policy.
 
-Policies are data (DESIGN.md, principle 3): the kernel branches on ``Policy.code``; the
-decision rules themselves are the @njit functions of :mod:`hetlb.policies.rules`.
+Policies are data: the kernels branch on the integer ``code`` (:mod:`hetlb.policies.codes`) and
+rank servers by :func:`hetlb.policies.rules.selection_key`; everything else (which models run the
+policy, its parameters, whether its keys are integers, its exact routing rule, what the bounding
+systems, the diffusion limits and the slotted model say of it) is a field of its entry below, and
+every table of policies elsewhere in hetlb is derived from this registry. Adding a policy takes its
+entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hetlb.errors import InputError
-from hetlb.policies import local_estimates, rules
+from hetlb import validation
+from hetlb.errors import InputError, UnexpectedKeyword
+from hetlb.policies import codes, exact_rules
+
+CONTINUOUS, SLOTTED = "continuous", "slotted"
+MODELS = (CONTINUOUS, SLOTTED)
+"""Where a policy can run: the continuous-time simulator (hetlb.simulate) and the slotted
+multi-dispatcher model of 001 (hetlb.simulate_slotted)."""
+
+COUNT = "an integer >= 1"
+PROBABILITY = "a number in [0, 1]"
+POSITIVE_PROBABILITY = "a number in (0, 1]"
+FLAG = "true or false"
+"""Kinds of parameter values; a tuple of strings is a choice among them."""
 
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A registered policy: id, kernel code, definition and its source."""
+    """A registered policy.
+
+    ``parameters``: name -> (default, description, kind), the kind one of COUNT, PROBABILITY,
+    POSITIVE_PROBABILITY, FLAG or a tuple of allowed strings.
+    ``ranks_whole_set``: joins a least-key server of the whole compatible set (the keys of
+    rules.selection_key), so the complete graph can use the O(log N) tree.
+    ``integer_keys``: its selection keys are integers >= 0, so the key buckets can serve it.
+    ``idle_order``: decides also on the order in which servers became idle.
+    ``on_local_estimates``: decides on a dispatcher's local estimates (the LED policies of 001).
+    ``exact_rule``: its routing probabilities for the exact solver (hetlb.policies.exact_rules), or
+    None where the solver does not cover it.
+    ``tie_break``: for a JSQ variant of 002, its rule among the shortest queues; the bounding
+    systems' coupled check (hetlb.check_sandwich) runs every policy that has one.
+    ``diffusion_limit``: the result of 002 giving its Halfin-Whitt diffusion limit, or None.
+    ``slotted_information``: what a dispatcher decides on in the slotted model (None: not there).
+    """
 
     id: str
     code: int
     definition: str
     reference: str
-    parameters: dict = field(default_factory=dict)  # name -> (default, description, kind: COUNT or PROBABILITY)
-    ranks_whole_set: bool = False  # chooses by a key over every compatible server
-    models: tuple = ("continuous",)  # where it runs: "continuous" (hetlb.simulate), "slotted" (hetlb.simulate_slotted)
+    parameters: dict = field(default_factory=dict)
+    models: tuple = (CONTINUOUS,)
+    ranks_whole_set: bool = False
+    integer_keys: bool = False
+    idle_order: bool = False
+    on_local_estimates: bool = False
+    exact_rule: Callable | None = None
+    tie_break: str | None = None
+    diffusion_limit: str | None = None
+    slotted_information: str | None = None
+
+    def __post_init__(self):
+        unknown = set(self.models) - set(MODELS)
+        if unknown:
+            raise ValueError(f"policy {self.id}: unknown models {sorted(unknown)}")
+        if (SLOTTED in self.models) != (self.slotted_information is not None):
+            raise ValueError(f"policy {self.id}: slotted_information goes with the slotted model")
+        if (self.integer_keys or self.idle_order or self.tie_break) and not self.ranks_whole_set:
+            raise ValueError(f"policy {self.id}: integer keys, idle order and tie-breaks belong to ranking policies")
+        if self.diffusion_limit is not None and self.tie_break is None:
+            raise ValueError(f"policy {self.id}: a diffusion limit of 002 is one of a JSQ tie-breaking rule")
+
+    def defaults(self) -> dict:
+        """The default value of every parameter."""
+        return {name: default for name, (default, _, _) in self.parameters.items()}
 
 
 @dataclass(frozen=True)
@@ -44,142 +98,179 @@ class Policy:
         return {"id": self.id, **self.params}
 
 
-COUNT = "an integer >= 1"
-PROBABILITY = "a number in [0, 1]"
-POSITIVE_PROBABILITY = "a number in (0, 1]"
-FLAG = "true or false"
-"""Kinds of parameter values; a tuple of strings is a choice among them."""
-
-
 def valid_parameter(kind, value) -> bool:
     if isinstance(kind, tuple):
         return value in kind
     if kind == FLAG:
         return isinstance(value, bool)
     if kind == COUNT:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return number and (0.0 < value <= 1.0 if kind == POSITIVE_PROBABILITY else 0.0 <= value <= 1.0)
+        return validation.is_integer(value) and value >= 1
+    if not validation.is_real(value):
+        return False
+    return 0.0 < value <= 1.0 if kind == POSITIVE_PROBABILITY else 0.0 <= value <= 1.0
 
 
 def describe_kind(kind) -> str:
     return f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind
 
 
-BOTH_MODELS = ("continuous", "slotted")
+BOTH_MODELS = (CONTINUOUS, SLOTTED)
 
 LED_UPDATE_PARAMETERS = {
     "update": (
         "push",
         "push: the dispatcher probes push_d sampled servers; pull: servers report to a random dispatcher",
-        local_estimates.UPDATES,
+        codes.UPDATES,
     ),
     "p_hat": (1.0, "probability of an update at each trigger", POSITIVE_PROBABILITY),
     "push_d": (2, "servers a push samples, without replacement", COUNT),
     "push_trigger": (
         "arrival",
         "push after each slot with >= 1 arrival at the dispatcher, or every slot",
-        local_estimates.PUSH_TRIGGERS,
+        codes.PUSH_TRIGGERS,
     ),
     "pull_trigger": (
         "departure-slot",
         "pull after each slot with >= 1 departure at the server, after each departure, or every slot",
-        local_estimates.PULL_TRIGGERS,
+        codes.PULL_TRIGGERS,
     ),
     "increment_on_dispatch": (False, "add the jobs a dispatcher sends to its own estimate (an LSQ variant)", FLAG),
 }
-"""Parameters shared by the LED policies: the update strategy of 001 section 5 (MODEL-SPEC 2.4)."""
+"""Parameters shared by the LED policies: the update strategy of 001 section 5
+(docs/reference/slotted.md)."""
+
+LED_INFORMATION = "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy"
 
 POLICIES: dict[str, PolicySpec] = {
     spec.id: spec
     for spec in [
         PolicySpec(
             "random",
-            rules.RANDOM,
+            codes.RANDOM,
             "a compatible server chosen uniformly at random",
             "baseline; 001 section 5",
             models=BOTH_MODELS,
+            exact_rule=exact_rules.random,
+            slotted_information="no information",
         ),
         PolicySpec(
             "weighted-random",
-            rules.WEIGHTED_RANDOM,
+            codes.WEIGHTED_RANDOM,
             "a compatible server chosen with probability proportional to its speed",
             "baseline; the Delta = 0 reference of 001 section 3",
             models=BOTH_MODELS,
+            exact_rule=exact_rules.weighted_random,
+            slotted_information="the speeds mu_n",
         ),
         PolicySpec(
             "jsq",
-            rules.JSQ,
+            codes.JSQ,
             "join a shortest compatible queue (queue length counts the job in service); ties uniformly at random",
             "000 section 6 (JSQ); 002 ('RR', random tie-breaking)",
-            ranks_whole_set=True,
             models=BOTH_MODELS,
+            ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jsq,
+            tie_break="shortest queue, ties uniformly at random ('RR' in 002)",
+            diffusion_limit="Corollary 4.5 / 4.6 ('RR', random ties): eta = mu dF / mu_bar "
+            "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
+            slotted_information="every dispatcher sees the true queues Q(t) at the start of the slot "
+            "(2N messages per decision)",
         ),
         PolicySpec(
             "jfsq",
-            rules.JFSQ,
+            codes.JFSQ,
             "join a shortest compatible queue; ties to the fastest server, remaining ties at random",
             "000 section 3 (JFSQ); 002 (JFSQ, speed-aware JSQ)",
             ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jfsq,
+            tie_break="shortest queue, ties to the fastest server, then at random",
+            diffusion_limit="Corollary 4.4: eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u delta_{mu_max}",
         ),
         PolicySpec(
             "jssq",
-            rules.JSSQ,
+            codes.JSSQ,
             "join a shortest compatible queue; ties to the slowest server, remaining ties at random",
             "002 (JSSQ)",
             ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jssq,
+            tie_break="shortest queue, ties to the slowest server, then at random",
+            diffusion_limit="Theorem 4.1 with Proposition 3.7: eta = delta_{mu_max} (idle rate mu_max), "
+            "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
         ),
         PolicySpec(
             "jiq",
-            rules.JIQ,
+            codes.JIQ,
             "a compatible idle server uniformly at random; if none is idle, a compatible server uniformly at random",
             "000 section 6 (JIQ)",
-            ranks_whole_set=True,
             models=BOTH_MODELS,
+            ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jiq,
+            slotted_information="idle tokens: at the end of a slot each server with Q_n(t+1) = 0 and no token "
+            "out sends one token to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen "
+            "uniformly and discards it, one without sends to a server chosen uniformly; tokens may be stale",
         ),
         PolicySpec(
             "jfiq",
-            rules.JFIQ,
+            codes.JFIQ,
             "the fastest compatible idle server (ties at random); if none is idle, a compatible server "
             "uniformly at random, whatever its queue",
             "000 section 3 (JFIQ); not the JFIQ of 002, which is jsq-fiq",
             ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jfiq,
         ),
         PolicySpec(
             "pod",
-            rules.POD,
+            codes.POD,
             "power-of-d: sample min(d, degree) distinct compatible servers uniformly without replacement, "
             "join the shortest, ties at random",
             "Mitzenmacher; 001 (Pod)",
             {"d": (2, "number of servers sampled", COUNT)},
             models=BOTH_MODELS,
+            exact_rule=exact_rules.pod,
+            slotted_information="the true queues of the d sampled servers at the start of the slot "
+            "(2d messages per decision)",
         ),
         PolicySpec(
             "sed",
-            rules.SED,
+            codes.SED,
             "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
             "practitioners' baseline",
             ranks_whole_set=True,
+            exact_rule=exact_rules.sed,
         ),
         PolicySpec(
             "jsq-fiq",
-            rules.JSQ_FIQ,
+            codes.JSQ_FIQ,
             "join a shortest compatible queue; among idle servers the fastest (ties at random); when none "
             "is idle, ties among the shortest at random",
             "002 (its JFIQ); not the jfiq of 000",
             ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jsq_fiq,
+            tie_break="the fastest idle server (ties at random), else a shortest queue at random ('JFIQ' of 002)",
+            diffusion_limit="Corollary 4.7 ('JFIQ' of 002): eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u F",
         ),
         PolicySpec(
             "jsq-lisf",
-            rules.JSQ_LISF,
+            codes.JSQ_LISF,
             "join a shortest compatible queue; among idle servers the one idle longest; when none is idle, "
             "ties among the shortest at random",
             "002 (LISF)",
             ranks_whole_set=True,
+            idle_order=True,
+            exact_rule=exact_rules.jsq_lisf,
+            tie_break="the idle server that became idle first (the initial idle servers tie, at random), "
+            "else a shortest queue at random ('LISF' of 002)",
+            diffusion_limit="Corollaries 4.5 / 4.6 with longest-idle-first among idle servers: the same limit as jsq",
         ),
         PolicySpec(
             "jsq-df-ds",
-            rules.JSQ_DF_DS,
+            codes.JSQ_DF_DS,
             "JSQ(d_F, d_S): sample d_F fast and d_S slow compatible servers (fast = the fastest speed of "
             "the system, slow = the rest) and take the shortest of each sample, ties at random; an idle "
             "fast one gets the job; else an idle slow one gets it with probability p_S (else the fast "
@@ -195,55 +286,74 @@ POLICIES: dict[str, PolicySpec] = {
                     PROBABILITY,
                 ),
             },
+            exact_rule=exact_rules.jsq_df_ds,
+        ),
+        PolicySpec(
+            "l-jsq",
+            codes.L_JSQ,
+            "LED: each dispatcher joins a server with the least local estimate, ties at random; estimates "
+            "change only at updates",
+            "001 section 5 (L-JSQ); LSQ of Vargaftik et al.",
+            dict(LED_UPDATE_PARAMETERS),
+            models=(SLOTTED,),
+            on_local_estimates=True,
+            slotted_information=LED_INFORMATION,
+        ),
+        PolicySpec(
+            "l-jba",
+            codes.L_JBA,
+            "LED: a server whose local estimate is below the mean estimate, with probability proportional "
+            "to its speed among those; if none is below, the empty_set rule",
+            "001 section 5 (L-JBA); the rule is inferred (docs/reference/slotted.md)",
+            {
+                **LED_UPDATE_PARAMETERS,
+                "average": (
+                    "plain",
+                    "plain mean of the estimates, or rate-weighted (sum mu_n Q~_n / mu_Sigma)",
+                    codes.JBA_AVERAGES,
+                ),
+                "inclusive": (False, "below means <= instead of <", FLAG),
+                "empty_set": (
+                    "weighted-random",
+                    "when no estimate is below: weighted-random or l-jsq",
+                    codes.JBA_EMPTY_SET,
+                ),
+            },
+            models=(SLOTTED,),
+            on_local_estimates=True,
+            slotted_information="its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
+        ),
+        PolicySpec(
+            "l-pod",
+            codes.L_POD,
+            "LED: sample min(d, N) distinct servers uniformly, join the least local estimate, ties at random",
+            "001 section 5 (L-Pod)",
+            {**LED_UPDATE_PARAMETERS, "d": (2, "number of servers sampled", COUNT)},
+            models=(SLOTTED,),
+            on_local_estimates=True,
+            slotted_information=LED_INFORMATION,
         ),
     ]
 }
-POLICIES.update(
-    {
-        spec.id: spec
-        for spec in [
-            PolicySpec(
-                "l-jsq",
-                local_estimates.L_JSQ,
-                "LED: each dispatcher joins a server with the least local estimate, ties at random; estimates "
-                "change only at updates",
-                "001 section 5 (L-JSQ); LSQ of Vargaftik et al.",
-                dict(LED_UPDATE_PARAMETERS),
-                models=("slotted",),
-            ),
-            PolicySpec(
-                "l-jba",
-                local_estimates.L_JBA,
-                "LED: a server whose local estimate is below the mean estimate, with probability proportional "
-                "to its speed among those; if none is below, the empty_set rule",
-                "001 section 5 (L-JBA); rule inferred, MODEL-SPEC 2.3",
-                {
-                    **LED_UPDATE_PARAMETERS,
-                    "average": (
-                        "plain",
-                        "plain mean of the estimates, or rate-weighted (sum mu_n Q~_n / mu_Sigma)",
-                        local_estimates.JBA_AVERAGES,
-                    ),
-                    "inclusive": (False, "below means <= instead of <", FLAG),
-                    "empty_set": (
-                        "weighted-random",
-                        "when no estimate is below: weighted-random or l-jsq",
-                        local_estimates.JBA_EMPTY_SET,
-                    ),
-                },
-                models=("slotted",),
-            ),
-            PolicySpec(
-                "l-pod",
-                local_estimates.L_POD,
-                "LED: sample min(d, N) distinct servers uniformly, join the least local estimate, ties at random",
-                "001 section 5 (L-Pod)",
-                {**LED_UPDATE_PARAMETERS, "d": (2, "number of servers sampled", COUNT)},
-                models=("slotted",),
-            ),
-        ]
-    }
-)
+
+BY_CODE: dict[int, PolicySpec] = {spec.code: spec for spec in POLICIES.values()}
+"""The registered policies by kernel code."""
+
+
+def policies_where(**fields) -> tuple[str, ...]:
+    """The ids of the registered policies whose spec has every given field value, e.g.
+    ``policies_where(ranks_whole_set=True)``; a value of True also matches any truthy field (a rule,
+    a text), and ``model="slotted"`` selects the policies that run in that model."""
+    model = fields.pop("model", None)
+    return tuple(
+        spec.id
+        for spec in POLICIES.values()
+        if (model is None or model in spec.models)
+        and all(
+            bool(getattr(spec, name)) == value if isinstance(value, bool) else getattr(spec, name) == value
+            for name, value in fields.items()
+        )
+    )
 
 
 def make_policy(policy_id: str, **params) -> Policy:
@@ -262,8 +372,21 @@ def make_policy(policy_id: str, **params) -> Policy:
     return Policy(policy_id, values)
 
 
-def resolve_policy(policy, policy_params: dict) -> Policy:
-    """The Policy a simulation runs: a policy id with its parameters as keywords, or a Policy."""
+def resolve_policy(policy, policy_params: dict, caller: str = "simulate") -> Policy:
+    """The Policy that ``caller`` runs: a policy id with its parameters as keywords, or a Policy.
+
+    A keyword that is no parameter of any policy is an unexpected argument of ``caller`` and
+    raises :class:`hetlb.errors.UnexpectedKeyword` (a TypeError too), as Python would.
+    """
+    strangers = sorted(name for name in policy_params if not any(name in spec.parameters for spec in POLICIES.values()))
+    if strangers:
+        policy_id = policy if isinstance(policy, str) else getattr(policy, "id", policy)
+        own = POLICIES[policy_id].parameters if policy_id in POLICIES else {}
+        raise UnexpectedKeyword(
+            strangers[0],
+            f"unexpected keyword argument of hetlb.{caller}, and no parameter of policy {policy_id} "
+            f"(its parameters: {', '.join(own) or 'none'})",
+        )
     if isinstance(policy, str):
         return make_policy(policy, **policy_params)
     if policy_params:

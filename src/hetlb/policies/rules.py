@@ -15,24 +15,7 @@ error model, which has no exception path.
 import numpy as np
 from numba import njit
 
-RANDOM = 0
-WEIGHTED_RANDOM = 1
-JSQ = 2
-JFSQ = 3
-JSSQ = 4
-JIQ = 5
-JFIQ = 6
-POD = 7
-SED = 8
-JSQ_DF_DS = 9
-JSQ_FIQ = 10
-JSQ_LISF = 11
-
-RANKING = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
-"""The policies that join a least-key server."""
-
-INTEGER_KEYS = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, JSQ_FIQ)
-"""The ranking policies whose selection keys are integers >= 0 (every one but sed)."""
+from hetlb.policies.codes import JFIQ, JFSQ, JIQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
 
 
 @njit(cache=True, error_model="numpy")

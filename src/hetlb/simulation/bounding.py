@@ -30,7 +30,7 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
 from hetlb.model.system import speed_classes
-from hetlb.policies import rules
+from hetlb.policies.registry import POLICIES, policies_where
 from hetlb.simulation.replications import check_horizon, check_warmup, root_seed_sequence
 from hetlb.stats import t_interval
 
@@ -53,22 +53,9 @@ BOUNDING_KINDS = {
     "the upper bound of Prop 5.1 (002)",
 }
 
-TIE_BREAKS = {
-    "jsq": (rules.JSQ, "shortest queue, ties uniformly at random ('RR' in 002)"),
-    "jfsq": (rules.JFSQ, "shortest queue, ties to the fastest server, then at random"),
-    "jssq": (rules.JSSQ, "shortest queue, ties to the slowest server, then at random"),
-    "jsq-fiq": (
-        rules.JSQ_FIQ,
-        "the fastest idle server (ties at random), else a shortest queue at random ('JFIQ' of 002)",
-    ),
-    "jsq-lisf": (
-        rules.JSQ_LISF,
-        "the idle server that became idle first (the initial idle servers tie, "
-        "at random), else a shortest queue at random ('LISF' of 002)",
-    ),
-}
-"""The JSQ tie-breaking rules of the coupled check: id -> (policy code, whose
-hetlb.policies.rules.selection_key ranks the servers; definition)."""
+TIE_BREAKS = policies_where(tie_break=True)
+"""The JSQ tie-breaking rules of the coupled check: the policies with a PolicySpec.tie_break, whose
+hetlb.policies.rules.selection_key ranks the servers."""
 
 MEASURES = ("Q_1", "Q_2", "Q_3", "Q_+1", "Q_+2", "X_1", "X_2", "X_3", "X_+1", "X_+2", "loss_fraction")
 
@@ -332,7 +319,7 @@ def check_sandwich(
         served_rate(speed, "ssl"),
         arrival_rate,
         capacity,
-        np.array([TIE_BREAKS[t][0] for t in tie_breaks], dtype=np.int64),
+        np.array([POLICIES[t].code for t in tie_breaks], dtype=np.int64),
         horizon,
         warmup,
         np.random.default_rng(clock_seed),

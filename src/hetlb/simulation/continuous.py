@@ -21,8 +21,8 @@ from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
 from hetlb.model.system import System
-from hetlb.policies import rules
-from hetlb.policies.registry import Policy, resolve_policy
+from hetlb.policies import codes, rules
+from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
@@ -45,7 +45,7 @@ STATE_DISTRIBUTION_SIZE_PER_SERVER = 2
 last one collects the time spent at that number or more."""
 
 BUCKET_MAX_CLASSES = 4
-"""A policy whose keys are integers (hetlb.policies.rules.INTEGER_KEYS) routes the job types that
+"""A policy whose keys are integers (PolicySpec.integer_keys) routes the job types that
 may use every server through key buckets, O(1) per decision, instead of the tree when the
 servers have at most this many speed classes (a jfsq key moves by the number of classes per
 event, one bucket per step); the tests run both paths."""
@@ -142,7 +142,7 @@ def check_policy_stability(system: System, policy: Policy) -> None:
     jsq-df-ds with p_F = 1 and p_S = 0 never uses its slow servers."""
     if not system.has_infinite_buffers:
         return
-    if policy.code == rules.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
+    if policy.code == codes.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
         fast_capacity = system.speed[system.speed == system.speed.max()].sum()
         if system.total_arrival_rate >= fast_capacity:
             raise InputError(
@@ -151,11 +151,11 @@ def check_policy_stability(system: System, policy: Policy) -> None:
                 f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
                 f"{system.total_arrival_rate:.6g} (infinite buffers)",
             )
-    if policy.code not in (rules.RANDOM, rules.WEIGHTED_RANDOM):
+    if policy.code not in (codes.RANDOM, codes.WEIGHTED_RANDOM):
         return
     graph = system.graph
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
-    weight = np.ones(graph.n_edges) if policy.code == rules.RANDOM else system.speed[graph.indices]
+    weight = np.ones(graph.n_edges) if policy.code == codes.RANDOM else system.speed[graph.indices]
     type_weight = np.bincount(edge_type, weights=weight, minlength=system.n_types)
     edge_rate = system.arrival_rate[edge_type] * weight / type_weight[edge_type]
     server_rate = np.bincount(graph.indices, weights=edge_rate, minlength=system.n_servers)
@@ -178,7 +178,7 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree()
     )
     compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
-    if policy.code == rules.JSQ_DF_DS:
+    if policy.code == codes.JSQ_DF_DS:
         compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
     sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
@@ -243,7 +243,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         model.speed,
         np.zeros(n_servers),
     )
-    ranking = model.policy_code in rules.RANKING
+    spec = BY_CODE[model.policy_code]
     finite = model.buffer[model.buffer != INFINITE_BUFFER]
     slots = (
         int(finite.sum()) + 1
@@ -253,13 +253,13 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     job_arrival, job_size, job_next = job_pool(slots)
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     complete = model.type_uses_tree.any()
-    bucketed = complete and model.policy_code in rules.INTEGER_KEYS and n_classes <= BUCKET_MAX_CLASSES
+    bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
     buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
     return kernel.KernelState(
         counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE),
         servers=servers,
-        server_key=keys if ranking and not model.type_uses_tree.all() else np.zeros(0),
+        server_key=keys if spec.ranks_whole_set and not model.type_uses_tree.all() else np.zeros(0),
         job_arrival=job_arrival,
         job_size=job_size,
         job_next=job_next,

@@ -18,7 +18,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
-from hetlb.policies import local_estimates, rules
+from hetlb.policies import codes
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
@@ -28,20 +28,6 @@ from hetlb.stats import growth_between_halves, interval, preference_report, rati
 
 SLOTS_PER_CALL = 200_000
 """Slots per kernel call between progress updates (does not change results)."""
-
-INFORMATION = {
-    "random": "no information",
-    "weighted-random": "the speeds mu_n",
-    "jsq": "every dispatcher sees the true queues Q(t) at the start of the slot (2N messages per decision)",
-    "pod": "the true queues of the d sampled servers at the start of the slot (2d messages per decision)",
-    "jiq": "idle tokens: at the end of a slot each server with Q_n(t+1) = 0 and no token out sends one token "
-    "to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen uniformly and discards "
-    "it, one without sends to a server chosen uniformly; tokens may be stale",
-    "l-jsq": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
-    "l-jba": "its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
-    "l-pod": "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy",
-}
-"""What a dispatcher decides on under each policy of the slotted model."""
 
 
 def simulate_slotted(
@@ -69,7 +55,7 @@ def simulate_slotted(
     trace: record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true queue).
     policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod.
     """
-    policy = resolve_policy(policy, policy_params)
+    policy = resolve_policy(policy, policy_params, "simulate_slotted")
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
         raise InputError(
@@ -107,7 +93,7 @@ def simulate_slotted(
         "system": system.describe(),
         "policy": policy.describe(),
         "policy_definition": policy.spec.definition,
-        "information": INFORMATION[policy.id],
+        "information": policy.spec.slotted_information,
         "seed": seed_description(seed, root_seed),
         "replications": replications,
         "stopping": {"slots": int(slots), "warmup": int(warmup)},
@@ -123,7 +109,7 @@ def simulate_slotted(
 
 def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
     """random overloads a server whose share lambda_Sigma / N of the arrivals reaches its speed."""
-    if policy.code != rules.RANDOM:
+    if policy.code != codes.RANDOM:
         return
     overloaded = np.flatnonzero(system.total_arrival_rate / system.n_servers >= system.speed)
     if len(overloaded):
@@ -143,12 +129,12 @@ def led_parameters(policy: Policy) -> dict:
     choice = {
         name: options.index(params[name])
         for name, options in (
-            ("update", local_estimates.UPDATES),
-            ("push_trigger", local_estimates.PUSH_TRIGGERS),
-            ("pull_trigger", local_estimates.PULL_TRIGGERS),
+            ("update", codes.UPDATES),
+            ("push_trigger", codes.PUSH_TRIGGERS),
+            ("pull_trigger", codes.PULL_TRIGGERS),
         )
     }
-    is_jba = policy.code == local_estimates.L_JBA
+    is_jba = policy.code == codes.L_JBA
     return {
         "update_code": (kernel.UPDATE_PUSH, kernel.UPDATE_PULL)[choice["update"]],
         "p_hat": float(params["p_hat"]),
@@ -158,9 +144,9 @@ def led_parameters(policy: Policy) -> dict:
             choice["pull_trigger"]
         ],
         "increment_on_dispatch": int(params["increment_on_dispatch"]),
-        "jba_rate_weighted": local_estimates.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
+        "jba_rate_weighted": codes.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
         "jba_inclusive": int(params["inclusive"]) if is_jba else 0,
-        "jba_fallback_jsq": local_estimates.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
+        "jba_fallback_jsq": codes.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
     }
 
 
@@ -168,7 +154,7 @@ def pack_model(
     system: SlottedSystem, policy: Policy, slots: int, warmup: int, batches: int, preference: bool
 ) -> kernel.SlottedModel:
     """The kernel's read-only arrays for ``system`` under ``policy``."""
-    local = policy.code in local_estimates.LOCAL
+    local = policy.spec.on_local_estimates
     led = (
         led_parameters(policy)
         if local
@@ -211,7 +197,7 @@ def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
     """An empty system at slot 0: every queue and estimate 0, no tokens out."""
     n_servers, n_dispatchers, n_batches = len(model.speed), len(model.dispatcher_rate), len(model.batch_ends)
     estimate_rows = n_dispatchers if model.local else 0
-    token_rows = n_dispatchers if model.policy_code == rules.JIQ else 0
+    token_rows = n_dispatchers if model.policy_code == codes.JIQ else 0
     preference_rows = n_dispatchers if model.measure_preference else 0
     preference_ranks = n_servers if model.measure_preference else 0
     return kernel.SlottedState(

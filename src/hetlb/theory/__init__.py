@@ -28,6 +28,7 @@ from hetlb.theory.exact import (
     ExactSolution,
     routing_probabilities,
     solve_exact,
+    solve_exact_arrays,
 )
 from hetlb.theory.queues import (
     erlang_b,
@@ -83,6 +84,7 @@ __all__ = [
     "relaxation_time",
     "routing_probabilities",
     "solve_exact",
+    "solve_exact_arrays",
     "speed_lower_bound",
     "speed_pools",
     "stationary_diffusion",

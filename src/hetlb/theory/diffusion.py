@@ -25,6 +25,7 @@ from scipy import stats
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.policies.registry import POLICIES, policies_where
 
 __all__ = [
     "DIFFUSION_POLICIES",
@@ -45,14 +46,9 @@ __all__ = [
 ]
 
 DIFFUSION_POLICIES: dict[str, str] = {
-    "jfsq": "Corollary 4.4: eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u delta_{mu_max}",
-    "jsq": "Corollary 4.5 / 4.6 ('RR', random ties): eta = mu dF / mu_bar "
-    "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
-    "jsq-lisf": "Corollaries 4.5 / 4.6 with longest-idle-first among idle servers: the same limit as jsq",
-    "jsq-fiq": "Corollary 4.7 ('JFIQ' of 002): eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u F",
-    "jssq": "Theorem 4.1 with Proposition 3.7: eta = delta_{mu_max} (idle rate mu_max), "
-    "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
+    policy_id: POLICIES[policy_id].diffusion_limit for policy_id in policies_where(diffusion_limit=True)
 }
+"""The policies with a diffusion limit in 002 (PolicySpec.diffusion_limit): id -> the result giving it."""
 
 _RANDOM_BLOCK_STEPS = 512
 

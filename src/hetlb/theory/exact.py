@@ -40,7 +40,6 @@ of that closed class.
 import itertools
 import math
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,7 +47,10 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import LinearOperator, bicgstab, spsolve
 
 from hetlb import validation
+from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
+from hetlb.model.system import System
+from hetlb.policies.registry import Policy, policies_where, resolve_policy
 
 __all__ = [
     "EXACT_POLICIES",
@@ -56,6 +58,7 @@ __all__ = [
     "ExactSolution",
     "routing_probabilities",
     "solve_exact",
+    "solve_exact_arrays",
 ]
 
 MAX_STATES = 250_000
@@ -65,193 +68,18 @@ _RESIDUAL_TOLERANCE = 1e-9
 _DIRECT_SOLVE_LIMIT = 3000
 
 
-# --- policies: each maps queue lengths (n_states, m) of the m compatible servers, their speeds
-# --- (m,), whether each has the largest speed in the system (m,) and the policy parameters to
-# --- routing probabilities (n_states, m) ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _PolicyParameters:
-    """Sample sizes and routing probabilities of the sampling policies."""
-
-    d: int
-    d_fast: int
-    d_slow: int
-    p_fast: float
-    p_slow: float
-
-
-def _uniform_over(mask: np.ndarray) -> np.ndarray:
-    """Uniform probabilities over the True entries of each row."""
-    return mask / mask.sum(axis=1, keepdims=True)
-
-
-def _shortest(value: np.ndarray) -> np.ndarray:
-    """Mask of the row-wise minima (all tied entries)."""
-    return value == value.min(axis=1, keepdims=True)
-
-
-def _join_shortest(queue_len: np.ndarray) -> np.ndarray:
-    """Uniform probabilities over the shortest queues of each row."""
-    return _uniform_over(_shortest(queue_len))
-
-
-def _join_idle(queue_len: np.ndarray) -> np.ndarray:
-    """Uniform probabilities over the idle servers of each row; a zero row where none is idle."""
-    idle = queue_len == 0
-    return idle / np.maximum(idle.sum(axis=1, keepdims=True), 1)
-
-
-def _join_shortest_if_none_idle(queue_len: np.ndarray) -> np.ndarray:
-    """Uniform probabilities over the shortest queues of each row; a zero row where one is idle."""
-    return _join_shortest(queue_len) * (queue_len.min(axis=1, keepdims=True) > 0)
-
-
-def _mean_over_samples(queue_len: np.ndarray, columns: np.ndarray, size: int, rule) -> np.ndarray:
-    """Mean of ``rule`` over the samples of min(size, len(columns)) distinct ``columns``.
-
-    Every such sample is equally likely (uniform sampling without replacement); ``rule`` maps the
-    sampled queue lengths to probabilities. Returns zeros when ``columns`` is empty.
-    """
-    probability = np.zeros(queue_len.shape)
-    if columns.size == 0:
-        return probability
-    subsets = list(itertools.combinations(columns, min(size, columns.size)))
-    for subset in subsets:
-        sampled = list(subset)
-        probability[:, sampled] += rule(queue_len[:, sampled])
-    return probability / len(subsets)
-
-
-def _keep_extreme_speed(mask: np.ndarray, speed: np.ndarray, fastest: bool) -> np.ndarray:
-    """Among the True entries of each row of ``mask``, keep the fastest (or slowest) servers."""
-    masked = np.where(mask, speed, -np.inf if fastest else np.inf)
-    extreme = masked.max(axis=1, keepdims=True) if fastest else masked.min(axis=1, keepdims=True)
-    return mask & (masked == extreme)
-
-
-def _random(queue_len, speed, is_fast, params):
-    return _uniform_over(np.ones(queue_len.shape, dtype=bool))
-
-
-def _weighted_random(queue_len, speed, is_fast, params):
-    return np.broadcast_to(speed / speed.sum(), queue_len.shape).copy()
-
-
-def _jsq(queue_len, speed, is_fast, params):
-    return _join_shortest(queue_len)
-
-
-def _jfsq(queue_len, speed, is_fast, params):
-    return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=True))
-
-
-def _jssq(queue_len, speed, is_fast, params):
-    return _uniform_over(_keep_extreme_speed(_shortest(queue_len), speed, fastest=False))
-
-
-def _idle_first(queue_len, speed, fastest_idle: bool, fallback: np.ndarray):
-    """An idle server if there is one (the fastest, or any), otherwise one from ``fallback``."""
-    idle = queue_len == 0
-    chosen = _keep_extreme_speed(idle, speed, fastest=True) if fastest_idle else idle
-    return _uniform_over(np.where(idle.any(axis=1, keepdims=True), chosen, fallback))
-
-
-def _jiq(queue_len, speed, is_fast, params):
-    return _idle_first(queue_len, speed, False, np.ones(queue_len.shape, dtype=bool))
-
-
-def _jfiq(queue_len, speed, is_fast, params):
-    return _idle_first(queue_len, speed, True, np.ones(queue_len.shape, dtype=bool))
-
-
-def _jsq_fiq(queue_len, speed, is_fast, params):
-    return _idle_first(queue_len, speed, True, _shortest(queue_len))
-
-
-def _pod(queue_len, speed, is_fast, params):
-    return _mean_over_samples(queue_len, np.arange(queue_len.shape[1]), params.d, _join_shortest)
-
-
-def _jsq_df_ds(queue_len, speed, is_fast, params):
-    """Exact JSQ-(d_F, d_S) probabilities (module docstring).
-
-    The fast and slow samples are independent, so with the means over samples of: an idle fast
-    choice (X), a shortest fast choice when none is idle (Z), and likewise for slow (Y, W),
-    P = X + P(no fast idle) (p_S Y + (1 - p_F) W) + (P(slow idle) (1 - p_S) + P(no slow idle) p_F) Z.
-    """
-    fast, slow = np.flatnonzero(is_fast), np.flatnonzero(~is_fast)
-    fast_idle = _mean_over_samples(queue_len, fast, params.d_fast, _join_idle)
-    fast_shortest = _mean_over_samples(queue_len, fast, params.d_fast, _join_shortest_if_none_idle)
-    slow_idle = _mean_over_samples(queue_len, slow, params.d_slow, _join_idle)
-    slow_shortest = _mean_over_samples(queue_len, slow, params.d_slow, _join_shortest_if_none_idle)
-    p_slow = 1.0 if fast.size == 0 else params.p_slow
-    p_fast = 0.0 if fast.size == 0 else 1.0 if slow.size == 0 else params.p_fast
-    no_fast_idle = 1.0 - fast_idle.sum(axis=1, keepdims=True)
-    some_slow_idle = slow_idle.sum(axis=1, keepdims=True)
-    return (
-        fast_idle
-        + no_fast_idle * (p_slow * slow_idle + (1.0 - p_fast) * slow_shortest)
-        + ((1.0 - p_slow) * some_slow_idle + p_fast * (1.0 - some_slow_idle)) * fast_shortest
-    )
-
-
-def _sed(queue_len, speed, is_fast, params):
-    return _uniform_over(_shortest((queue_len + 1) / speed))
-
-
-def _jsq_lisf(queue_len, idle_rank):
-    """The idle server of least ``idle_rank`` (ties at random) if one is idle, otherwise jsq.
-
-    ``idle_rank`` is each server's position in the order in which the idle servers became idle;
-    it is ignored for busy servers.
-    """
-    idle = queue_len == 0
-    longest_idle = _shortest(np.where(idle, idle_rank, np.inf))
-    return _uniform_over(np.where(idle.any(axis=1, keepdims=True), longest_idle, _shortest(queue_len)))
-
-
-_POLICY_RULES = {
-    "random": _random,
-    "weighted-random": _weighted_random,
-    "jsq": _jsq,
-    "jfsq": _jfsq,
-    "jssq": _jssq,
-    "jiq": _jiq,
-    "jfiq": _jfiq,
-    "jsq-fiq": _jsq_fiq,
-    "pod": _pod,
-    "sed": _sed,
-    "jsq-df-ds": _jsq_df_ds,
-}
-
-EXACT_POLICIES = (*_POLICY_RULES, "jsq-lisf")
-"""Policy ids that the exact solver implements; ``jsq-lisf`` also routes on the idle order."""
+EXACT_POLICIES = policies_where(exact_rule=True)
+"""Policy ids that the exact solver implements (those with a PolicySpec.exact_rule)."""
 
 
 # --- validation ------------------------------------------------------------------------------
 
 
-def _check_policy(policy) -> str:
-    if not isinstance(policy, str) or policy not in EXACT_POLICIES:
-        raise InputError("policy", f"unknown policy {policy!r}; must be one of: {', '.join(EXACT_POLICIES)}")
+def _exact_policy(policy, policy_params: dict, caller: str) -> Policy:
+    policy = resolve_policy(policy, policy_params, caller)
+    if policy.spec.exact_rule is None:
+        raise InputError("policy", f"{policy.id} has no exact rule; the solver covers: {', '.join(EXACT_POLICIES)}")
     return policy
-
-
-def _check_probability(field: str, value) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:
-        raise InputError(field, f"must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow) -> _PolicyParameters:
-    return _PolicyParameters(
-        d=validation.integer("d", d, low=1),
-        d_fast=validation.integer("d_fast", d_fast, low=1),
-        d_slow=validation.integer("d_slow", d_slow, low=1),
-        p_fast=_check_probability("p_fast", p_fast),
-        p_slow=_check_probability("p_slow", p_slow),
-    )
 
 
 def _check_server_set(field: str, servers, n_servers: int) -> np.ndarray:
@@ -277,27 +105,24 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
 # --- routing ---------------------------------------------------------------------------------
 
 
-def routing_probabilities(
-    policy, q, compat_k, speed, d=2, *, d_fast=2, d_slow=2, p_fast=0.5, p_slow=0.5, idle_order=None
-) -> np.ndarray:
+def routing_probabilities(policy, q, compat_k, speed, *, idle_order=None, **policy_params) -> np.ndarray:
     """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
 
     ``q[s]`` is the queue length of server s, the job in service included; ``speed[s]`` its rate
-    (jobs per unit time); ``d`` the number of servers sampled by ``pod``; ``d_fast``, ``d_slow``,
-    ``p_fast`` and ``p_slow`` the d_F, d_S, p_F and p_S of ``jsq-df-ds``; ``idle_order`` the idle
-    servers of ``jsq-lisf`` from the longest idle to the most recently idle (None: all idle since
-    time 0, so tied). Returns a length-N vector that sums to 1 and is zero outside ``compat_k``.
+    (jobs per unit time); ``policy_params`` the policy's parameters (e.g. ``d`` of ``pod``);
+    ``idle_order`` the idle servers of ``jsq-lisf`` from the longest idle to the most recently idle
+    (None: all idle since time 0, so tied). Returns a length-N vector that sums to 1 and is zero
+    outside ``compat_k``.
     """
-    _check_policy(policy)
+    policy = _exact_policy(policy, policy_params, "theory.routing_probabilities")
     speed = validation.positive_finite_array("speed", speed)
     n_servers = speed.size
     queue_len = np.asarray(q)
     if queue_len.shape != (n_servers,) or not np.issubdtype(queue_len.dtype, np.integer) or np.any(queue_len < 0):
         raise InputError("q", f"must be {n_servers} non-negative integer queue lengths, one per server")
     compatible = _check_server_set("compat_k", compat_k, n_servers)
-    params = _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow)
-    idle_rank = _idle_rank(idle_order, queue_len) if policy == "jsq-lisf" else None
-    return _policy_routing_table(policy, queue_len[None, :], compatible, speed, params, idle_rank)[0]
+    idle_rank = _idle_rank(idle_order, queue_len) if policy.spec.idle_order else None
+    return _policy_routing_table(policy, queue_len[None, :], compatible, speed, idle_rank)[0]
 
 
 def _idle_rank(idle_order, queue_len) -> np.ndarray:
@@ -312,17 +137,20 @@ def _idle_rank(idle_order, queue_len) -> np.ndarray:
     return rank
 
 
-def _policy_routing_table(policy, states, compatible, speed, params, idle_rank) -> np.ndarray:
+def _policy_routing_table(policy: Policy, states, compatible, speed, idle_rank) -> np.ndarray:
     """Routing probabilities (n_states, N) of one job type in every state.
 
-    ``idle_rank`` (n_states, N) gives the idle order of ``jsq-lisf`` and is None for the others.
+    ``idle_rank`` (n_states, N) gives the idle order of a policy that decides on it, else None.
     """
     table = np.zeros(states.shape, dtype=float)
-    if policy == "jsq-lisf":
-        table[:, compatible] = _jsq_lisf(states[:, compatible], idle_rank[:, compatible])
-    else:
-        is_fast = speed[compatible] == speed.max()
-        table[:, compatible] = _POLICY_RULES[policy](states[:, compatible], speed[compatible], is_fast, params)
+    is_fast = speed[compatible] == speed.max()
+    table[:, compatible] = policy.spec.exact_rule(
+        states[:, compatible],
+        speed[compatible],
+        is_fast,
+        policy.params,
+        None if idle_rank is None else idle_rank[:, compatible],
+    )
     return table
 
 
@@ -501,31 +329,52 @@ def _idle_order_chain(buffer, covered):
     return np.array([q for q, _ in keys], dtype=np.int64), idle_rank, after_departure, after_arrival
 
 
-def solve_exact(
+def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_STATES, **policy_params) -> ExactSolution:
+    """Exact stationary performance of ``system`` under ``policy``, as :func:`hetlb.simulate` takes them.
+
+    ``system``: a :class:`hetlb.System` with finite buffers and exponential job sizes.
+    ``policy``: a policy id of EXACT_POLICIES or a :class:`hetlb.Policy`; ``policy_params`` its
+    parameters (e.g. ``d=3`` for ``pod``). ``routing`` and ``max_states`` as in
+    :func:`solve_exact_arrays`.
+    """
+    if not isinstance(system, System):
+        raise InputError("system", "must be a hetlb.System (or use solve_exact_arrays with the speeds and rates)")
+    if np.any(system.buffer == INFINITE_BUFFER):
+        raise InputError("buffer", "the exact solver needs a finite buffer on every server")
+    if system.job_sizes.kind != "exponential":
+        raise InputError("job_sizes", "the exact solver needs exponential job sizes")
+    return solve_exact_arrays(
+        system.speed,
+        system.arrival_rate,
+        system.graph.to_lists(),
+        system.buffer,
+        policy,
+        routing=routing,
+        max_states=max_states,
+        **policy_params,
+    )
+
+
+def solve_exact_arrays(
     speed,
     arrival_rate,
     compat,
     buffer,
     policy="jsq",
-    d=2,
+    *,
     routing=None,
     max_states=MAX_STATES,
-    *,
-    d_fast=2,
-    d_slow=2,
-    p_fast=0.5,
-    p_slow=0.5,
+    **policy_params,
 ) -> ExactSolution:
-    """Exact stationary performance of a small system under a routing policy.
+    """Exact stationary performance of a small system given by its arrays.
 
     ``speed[s]``: service rate of server s (mu in 000), jobs per unit time.
     ``arrival_rate[k]``: Poisson rate of job type k (lambda_l in 000), jobs per unit time.
     ``compat[k]``: the servers job type k may use (N_L(l) in 000).
     ``buffer``: the most jobs a server holds, the one in service included (b in 000); one integer
     for all servers or one per server.
-    ``policy``: one of EXACT_POLICIES; ``d`` is the sample size of ``pod``; ``d_fast``, ``d_slow``
-    (sample sizes) and ``p_fast``, ``p_slow`` (probabilities) are the d_F, d_S, p_F, p_S of
-    ``jsq-df-ds``.
+    ``policy``: a policy id of EXACT_POLICIES or a :class:`hetlb.Policy`; ``policy_params`` its
+    parameters (e.g. ``d`` of ``pod``; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` of ``jsq-df-ds``).
     ``routing``: optional callable (q, k) -> length-N probabilities that replaces ``policy``;
     ``q`` is a tuple of queue lengths and ``k`` the job type.
     ``max_states``: the largest number of states of the chain accepted: prod_s (buffer[s] + 1),
@@ -539,12 +388,11 @@ def solve_exact(
     compat = [_check_server_set(f"compat[{k}]", servers, n_servers) for k, servers in enumerate(compat)]
     buffer = _check_buffer(buffer, n_servers)
     if routing is None:
-        policy = _check_policy(policy)
-        params = _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow)
+        policy = _exact_policy(policy, policy_params, "theory.solve_exact_arrays")
     elif not callable(routing):
         raise InputError("routing", "must be a callable (q, k) -> routing probabilities, or None")
     shape = tuple(int(b) + 1 for b in buffer)
-    tracks_idle_order = routing is None and policy == "jsq-lisf"
+    tracks_idle_order = routing is None and policy.spec.idle_order
     if tracks_idle_order:
         n_states, how_counted = _idle_order_state_count(buffer), "(queue lengths, idle order) pairs"
     else:
@@ -566,9 +414,7 @@ def solve_exact(
         index = np.arange(n_states)[:, None]
         after_departure, after_arrival = index - stride, index + stride
     if routing is None:
-        tables = [
-            _policy_routing_table(policy, states, compat[k], speed, params, idle_rank) for k in range(n_job_types)
-        ]
+        tables = [_policy_routing_table(policy, states, compat[k], speed, idle_rank) for k in range(n_job_types)]
     else:
         tables = [_custom_routing_table(routing, k, states, compat[k]) for k in range(n_job_types)]
         policy = "custom"
@@ -589,7 +435,7 @@ def solve_exact(
     p_wait = float(pi @ np.where(busy, admitted, 0.0).sum(axis=1)) / throughput
 
     return ExactSolution(
-        policy=policy,
+        policy=policy if isinstance(policy, str) else policy.id,
         mean_response_time=mean_response,
         mean_waiting_time=mean_response - mean_service,
         mean_service_time=mean_service,

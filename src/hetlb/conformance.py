@@ -1,0 +1,199 @@
+"""The conformance check of a registered policy: does every part of hetlb agree on its definition?
+
+:func:`check_policy` runs, for one policy id, the checks that apply to it:
+
+- ``registry``: its entry is consistent (a unique code, valid defaults, a definition and a source);
+- ``selection keys``: for a ranking policy, the servers of least key (hetlb.policies.rules, what the
+  kernels use) are exactly the servers its exact routing rule (hetlb.policies.exact_rules, written
+  from the definition alone) can choose, on random states; integer keys are integers >= 0;
+- ``continuous invariants``: a traced run on a small sparse system with finite buffers routes every
+  job to a compatible server, blocks exactly the jobs sent to a full server, and conserves jobs
+  (admitted = departed + in system);
+- ``exact agreement``: the simulated mean response time and blocking probability on a small
+  heterogeneous system with two job types and finite buffers lie within Student-t intervals
+  (Bonferroni over the two measures, family level ``alpha``) of the exact CTMC solution;
+- ``slotted invariants``: a run of the slotted model conserves jobs and routes within range.
+
+The tests run it over every registered policy, so a new policy is checked as soon as it has an
+entry (docs/how-to/add-a-policy.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from hetlb.errors import InputError
+from hetlb.model.slotted import SlottedSystem
+from hetlb.model.system import System, speed_classes
+from hetlb.policies import rules
+from hetlb.policies.registry import BY_CODE, CONTINUOUS, POLICIES, SLOTTED, make_policy
+from hetlb.simulation.continuous import simulate
+from hetlb.simulation.slotted import simulate_slotted
+from hetlb.theory.exact import solve_exact
+
+SPARSE_SPEEDS = [2.0, 1.0, 1.0, 0.5]
+SPARSE_RATES = [1.5, 1.2]
+SPARSE_GRAPH = [[0, 1, 2], [1, 2, 3]]
+SPARSE_BUFFERS = [2, 3, 4, 2]
+"""The small system of the invariants and the exact agreement: four servers of three speeds, two
+job types on a non-complete graph, unequal finite buffers, load 0.6 of the total speed."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One conformance check: its name, whether it passed, and what was measured."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    """The checks run on one policy."""
+
+    policy: str
+    checks: list = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    def summary(self) -> str:
+        lines = [f"{self.policy}: {'conforms' if self.passed else 'FAILS'}"]
+        lines += [f"  {'ok  ' if c.passed else 'FAIL'} {c.name}: {c.detail}" for c in self.checks]
+        return "\n".join(lines)
+
+
+def check_policy(policy_id: str, *, seed: int = 0, alpha: float = 1e-3) -> ConformanceReport:
+    """Run every conformance check that applies to ``policy_id`` (module docstring).
+
+    ``alpha``: family error level of the statistical comparison with the exact solution.
+    """
+    if policy_id not in POLICIES:
+        raise InputError("policy", f"unknown policy {policy_id!r}; choose one of: {', '.join(POLICIES)}")
+    spec = POLICIES[policy_id]
+    checks = [_registry(policy_id)]
+    if spec.ranks_whole_set and spec.exact_rule is not None:
+        checks.append(_selection_keys(policy_id, seed))
+    if CONTINUOUS in spec.models:
+        checks.append(_continuous_invariants(policy_id, seed))
+        if spec.exact_rule is not None:
+            checks.append(_exact_agreement(policy_id, seed, alpha))
+    if SLOTTED in spec.models:
+        checks.append(_slotted_invariants(policy_id, seed))
+    return ConformanceReport(policy_id, checks)
+
+
+def _registry(policy_id: str) -> Check:
+    spec = POLICIES[policy_id]
+    problems = []
+    if BY_CODE.get(spec.code) is not spec:
+        problems.append(f"code {spec.code} is shared")
+    if not spec.definition or not spec.reference:
+        problems.append("no definition or source")
+    try:
+        make_policy(policy_id)
+    except InputError as error:
+        problems.append(f"invalid defaults ({error})")
+    return Check("registry", not problems, "; ".join(problems) or f"code {spec.code}, defaults valid")
+
+
+def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
+    """The least-key servers equal the support of the exact rule, on random states."""
+    spec = POLICIES[policy_id]
+    rng = np.random.default_rng(seed)
+    params = make_policy(policy_id).params
+    for _ in range(n_states):
+        n = int(rng.integers(1, 7))
+        speed = rng.choice([0.25, 0.5, 1.0, 2.0], size=n)
+        queue_len = rng.integers(0, 4, size=n) * (rng.random(n) < 0.8)
+        _, server_class = speed_classes(speed)
+        n_classes = int(server_class.max()) + 1
+        idle_rank = np.where(queue_len == 0, rng.permutation(n), 0)
+        keys = rules.selection_keys(
+            spec.code,
+            queue_len,
+            server_class,
+            n_classes,
+            speed,
+            idle_rank.astype(float) if spec.idle_order else np.zeros(n),
+        )
+        least = set(np.flatnonzero(keys == keys.min()).tolist())
+        probability = spec.exact_rule(
+            queue_len[None, :], speed, speed == speed.max(), params, idle_rank[None, :] if spec.idle_order else None
+        )[0]
+        support = set(np.flatnonzero(probability > 0).tolist())
+        if least != support:
+            return Check(
+                "selection keys",
+                False,
+                f"q={queue_len.tolist()}, speed={speed.tolist()}: keys choose "
+                f"{sorted(least)}, the exact rule {sorted(support)}",
+            )
+        if spec.integer_keys and not (np.all(keys >= 0) and np.all(keys == np.floor(keys))):
+            return Check("selection keys", False, f"keys {keys.tolist()} are not integers >= 0")
+    return Check("selection keys", True, f"least keys = exact rule's support on {n_states} random states")
+
+
+def _sparse_system() -> System:
+    return System.from_speeds(SPARSE_SPEEDS, arrival_rate=SPARSE_RATES, graph=SPARSE_GRAPH, buffer=SPARSE_BUFFERS)
+
+
+def _continuous_invariants(policy_id: str, seed: int, jobs: int = 3000) -> Check:
+    system = _sparse_system()
+    run = simulate(system, policy_id, jobs=jobs, seed=seed, trace=10 * jobs).runs[0]
+    trace, counters = run.trace, run.counters
+    compatible = np.zeros((system.n_types, system.n_servers), dtype=bool)
+    for k, servers in enumerate(SPARSE_GRAPH):
+        compatible[k, servers] = True
+    problems = []
+    if len(trace["server"]) != counters["arrivals"]:
+        problems.append(f"traced {len(trace['server'])} of {counters['arrivals']} decisions")
+    if not compatible[trace["job_type"], trace["server"]].all():
+        problems.append("a job went to an incompatible server")
+    sent_to_full = int(np.sum(trace["queue_len"] >= system.buffer[trace["server"]]))
+    if sent_to_full != counters["blocked"]:
+        problems.append(f"{counters['blocked']} blocked, {sent_to_full} sent to a full server")
+    if counters["admitted"] != counters["departed"] + counters["in_system"]:
+        problems.append(f"admitted {counters['admitted']} != departed + in system")
+    if counters["arrivals"] != counters["admitted"] + counters["blocked"]:
+        problems.append("arrivals != admitted + blocked")
+    return Check(
+        "continuous invariants",
+        not problems,
+        "; ".join(problems) or f"{counters['arrivals']} decisions compatible, blocking and conservation exact",
+    )
+
+
+def _exact_agreement(policy_id: str, seed: int, alpha: float, replications: int = 8, jobs: int = 20_000) -> Check:
+    system = _sparse_system()
+    exact = solve_exact(system, policy_id)
+    result = simulate(system, policy_id, jobs=jobs, warmup=20.0, replications=replications, seed=seed)
+    quantile = stats.t.ppf(1.0 - alpha / 4.0, replications - 1)
+    details, passed = [], True
+    for measure in ("mean_response_time", "blocking_probability"):
+        samples = np.array([getattr(run, measure) for run in result.runs])
+        half_width = quantile * samples.std(ddof=1) / math.sqrt(replications)
+        ok = abs(samples.mean() - getattr(exact, measure)) <= half_width
+        passed &= bool(ok)
+        details.append(f"{measure} {samples.mean():.5g} +- {half_width:.2g}, exact {getattr(exact, measure):.5g}")
+    return Check("exact agreement", passed, "; ".join(details))
+
+
+def _slotted_invariants(policy_id: str, seed: int, slots: int = 2000) -> Check:
+    system = SlottedSystem.from_speeds([1.0, 0.5, 0.5, 0.5], n_dispatchers=2, load=0.6)
+    run = simulate_slotted(system, policy_id, slots=slots, seed=seed, trace=10 * slots).runs[0]
+    counters, trace = run.counters, run.trace
+    problems = []
+    if counters["arrivals"] != counters["departures"] + counters["in_system"]:
+        problems.append("arrivals != departures + in system")
+    if len(trace["server"]) and not (np.all(trace["server"] >= 0) and np.all(trace["server"] < system.n_servers)):
+        problems.append("a decision outside the servers")
+    return Check(
+        "slotted invariants", not problems, "; ".join(problems) or f"{counters['arrivals']} arrivals conserved"
+    )

@@ -1,0 +1,52 @@
+"""The conformance check runs over every registered policy, and it can fail."""
+
+import dataclasses
+
+import pytest
+
+import hetlb
+from hetlb import conformance
+from hetlb.errors import InputError, UnexpectedKeyword
+from hetlb.policies import POLICIES, exact_rules
+from hetlb.policies.registry import PolicySpec
+
+
+@pytest.mark.parametrize("policy_id", list(POLICIES))
+def test_every_registered_policy_conforms(policy_id):
+    report = hetlb.check_policy(policy_id, seed=3)
+    assert report.passed, report.summary()
+    names = {check.name for check in report.checks}
+    spec = POLICIES[policy_id]
+    assert ("exact agreement" in names) == ("continuous" in spec.models and spec.exact_rule is not None)
+    assert ("slotted invariants" in names) == ("slotted" in spec.models)
+
+
+def test_a_key_that_contradicts_the_definition_is_caught(monkeypatch):
+    # jfsq's kernel key with jssq's definition: the keys send ties to the fastest, the rule to the slowest
+    wrong = dataclasses.replace(POLICIES["jfsq"], exact_rule=exact_rules.jssq)
+    monkeypatch.setitem(POLICIES, "jfsq", wrong)
+    monkeypatch.setitem(conformance.BY_CODE, wrong.code, wrong)
+    report = hetlb.check_policy("jfsq")
+    failed = {check.name for check in report.checks if not check.passed}
+    assert "selection keys" in failed and not report.passed
+    assert "FAILS" in report.summary()
+
+
+def test_an_inconsistent_entry_is_refused_when_it_is_declared():
+    with pytest.raises(ValueError, match="slotted_information"):
+        PolicySpec("x", 99, "a rule", "nowhere", models=("slotted",))
+    with pytest.raises(ValueError, match="ranking"):
+        PolicySpec("x", 99, "a rule", "nowhere", integer_keys=True)
+
+
+def test_unknown_policy_and_unknown_keyword_are_one_line_errors():
+    with pytest.raises(InputError, match="unknown policy"):
+        hetlb.check_policy("jsqq")
+    system = hetlb.System.from_speeds([2.0, 1.0], load=0.5)
+    with pytest.raises(TypeError, match="job: unexpected keyword argument of hetlb.simulate") as caught:
+        hetlb.simulate(system, "jsq", job=1000)
+    assert isinstance(caught.value, UnexpectedKeyword) and "\n" not in str(caught.value)
+    assert "its parameters: none" in str(caught.value)
+    # a parameter of another policy is no stranger: the chosen policy refuses it by name
+    with pytest.raises(InputError, match="policy jsq: has no parameter 'd'"):
+        hetlb.simulate(system, "jsq", d=2)
