@@ -31,7 +31,7 @@ from numba import njit
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.kernels.buckets import move_key, random_least_server
 from hetlb.kernels.trees import lower_time, prefetch, prefetch_path, random_least_leaf, set_key, set_time
-from hetlb.policies import codes, rules
+from hetlb.policies import registry, rules
 
 # advance() return status
 RUNNING = 0
@@ -461,13 +461,13 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             # the server it is sent to (whether or not its buffer has room)
             lo = compat_indptr[job_type]
             hi = compat_indptr[job_type + 1]
-            if policy_code == codes.RANDOM:
+            if policy_code == registry.RANDOM:
                 s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
-            elif policy_code == codes.WEIGHTED_RANDOM:
+            elif policy_code == registry.WEIGHTED_RANDOM:
                 s = rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_speed, policy_rng)
-            elif policy_code == codes.POD:
+            elif policy_code == registry.POD:
                 s = rules.power_of_d_server(compat_indices, lo, hi, sample_sizes[0], queue_len, sample, policy_rng)
-            elif policy_code == codes.JSQ_DF_DS:
+            elif policy_code == registry.JSQ_DF_DS:
                 s = rules.fast_slow_server(
                     compat_indices,
                     lo,

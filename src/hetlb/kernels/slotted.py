@@ -34,9 +34,9 @@ import numpy as np
 from numba import njit
 
 from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
-from hetlb.policies import codes, rules
-from hetlb.policies.codes import L_JBA, L_JSQ, L_POD
+from hetlb.policies import registry, rules
 from hetlb.policies.local_estimates import below_average_server, least_value_server
+from hetlb.policies.registry import L_JBA, L_JSQ, L_POD
 
 RUNNING = 0
 FINISHED = 1
@@ -181,9 +181,9 @@ def tied_candidates(code, view, chosen, ties, pod_d, jba_jsq_fallback, sample):
     the order of its information: all of them for jsq and l-jsq (and l-jba's l-jsq fallback, taken
     when every value is equal), the sampled ones (``sample``) for pod and l-pod, and the chosen one
     alone for every other rule."""
-    if code == codes.JSQ or code == L_JSQ or (code == L_JBA and jba_jsq_fallback and ties == len(view)):
+    if code == registry.JSQ or code == L_JSQ or (code == L_JBA and jba_jsq_fallback and ties == len(view)):
         return ties
-    if code == codes.POD or code == L_POD:
+    if code == registry.POD or code == L_POD:
         count = 0
         for i in range(min(pod_d, len(view))):
             count += 1 if view[sample[i]] == view[chosen] else 0
@@ -307,8 +307,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     trace_server, trace_seen, trace_queue = state.trace_server, state.trace_seen, state.trace_queue
     batch_ends = model.batch_ends
     n_servers, n_dispatchers, n_batches = len(speed), len(dispatcher_rate), len(batch_ends)
-    tokens = code == codes.JIQ
-    exact_messages = n_servers if code == codes.JSQ else (min(pod_d, n_servers) if code == codes.POD else 0)
+    tokens = code == registry.JIQ
+    exact_messages = n_servers if code == registry.JSQ else (min(pod_d, n_servers) if code == registry.POD else 0)
 
     for _ in range(max_slots):
         if c.slot >= model.end_slot:
@@ -331,13 +331,13 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             for _ in range(decisions):
                 # the rules of DESIGN.md on ``view``; jiq without tokens and l-jba with no estimate below
                 # the mean (s = -1) fall back to uniform, and to weighted-random or l-jsq, below
-                if code == codes.RANDOM:
+                if code == registry.RANDOM:
                     s = rules.uniform_index(dispatch_rng, n_servers)
-                elif code == codes.WEIGHTED_RANDOM:
+                elif code == registry.WEIGHTED_RANDOM:
                     s = rules.speed_weighted_server(all_servers, 0, n_servers, cumulative_speed, dispatch_rng)
-                elif code == codes.POD or code == L_POD:
+                elif code == registry.POD or code == L_POD:
                     s = rules.power_of_d_server(all_servers, 0, n_servers, pod_d, view, sample, dispatch_rng)
-                elif code == codes.JIQ:
+                elif code == registry.JIQ:
                     s = take_token(m, token_server, token_count, token_held, dispatch_rng)
                     if s < 0:
                         s = rules.uniform_index(dispatch_rng, n_servers)

@@ -1,4 +1,4 @@
-"""LED dispatching on local estimates (paper 001, MODEL-SPEC section 2.2-2.4): codes and rules.
+"""LED dispatching on local estimates (paper 001 section 5): the decision rules of l-jsq, l-jba and l-pod.
 
 Dispatcher m decides on its own estimates Q~^m_n of the queue lengths (``estimate``) and the known
 speeds mu_n; messages are exchanged only by the update strategy, after the decision. ``l-pod``

@@ -1,10 +1,11 @@
 """Named routing policies: one :class:`PolicySpec` holds everything hetlb knows of a policy.
 
-Policies are data: the kernels branch on the integer ``code`` (:mod:`hetlb.policies.codes`) and
+Policies are data: the kernels branch on the integer ``code`` (the constants below) and
 rank servers by :func:`hetlb.policies.rules.selection_key`; everything else (which models run the
 policy, its parameters, whether its keys are integers, its exact routing rule, what the bounding
 systems, the diffusion limits and the slotted model say of it) is a field of its entry below, and
-every table of policies elsewhere in hetlb is derived from this registry. Adding a policy takes its
+every table of policies elsewhere in hetlb is derived from this registry. This module is plain
+Python, so the theory can read it without compiling a kernel. Adding a policy takes its code and
 entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md).
 """
 
@@ -15,7 +16,36 @@ from dataclasses import dataclass, field
 
 from hetlb import validation
 from hetlb.errors import InputError, UnexpectedKeyword
-from hetlb.policies import codes, exact_rules
+from hetlb.policies import exact_rules
+
+# --- kernel codes: the kernels branch on these (``policy_code == JSQ``) ---------------------------
+
+RANDOM = 0
+WEIGHTED_RANDOM = 1
+JSQ = 2
+JFSQ = 3
+JSSQ = 4
+JIQ = 5
+JFIQ = 6
+POD = 7
+SED = 8
+JSQ_DF_DS = 9
+JSQ_FIQ = 10
+JSQ_LISF = 11
+
+L_JSQ = 20
+L_JBA = 21
+L_POD = 22
+"""The LED policies of 001, which decide on a dispatcher's local estimates."""
+
+UPDATES = ("push", "pull")
+PUSH_TRIGGERS = ("arrival", "every-slot")
+PULL_TRIGGERS = ("departure-slot", "departure", "every-slot")
+JBA_AVERAGES = ("plain", "rate-weighted")
+JBA_EMPTY_SET = ("weighted-random", "l-jsq")
+"""Option values of the LED update strategies and of l-jba."""
+
+# --- the registry --------------------------------------------------------------------------------
 
 CONTINUOUS, SLOTTED = "continuous", "slotted"
 MODELS = (CONTINUOUS, SLOTTED)
@@ -120,19 +150,19 @@ LED_UPDATE_PARAMETERS = {
     "update": (
         "push",
         "push: the dispatcher probes push_d sampled servers; pull: servers report to a random dispatcher",
-        codes.UPDATES,
+        UPDATES,
     ),
     "p_hat": (1.0, "probability of an update at each trigger", POSITIVE_PROBABILITY),
     "push_d": (2, "servers a push samples, without replacement", COUNT),
     "push_trigger": (
         "arrival",
         "push after each slot with >= 1 arrival at the dispatcher, or every slot",
-        codes.PUSH_TRIGGERS,
+        PUSH_TRIGGERS,
     ),
     "pull_trigger": (
         "departure-slot",
         "pull after each slot with >= 1 departure at the server, after each departure, or every slot",
-        codes.PULL_TRIGGERS,
+        PULL_TRIGGERS,
     ),
     "increment_on_dispatch": (False, "add the jobs a dispatcher sends to its own estimate (an LSQ variant)", FLAG),
 }
@@ -146,7 +176,7 @@ POLICIES: dict[str, PolicySpec] = {
     for spec in [
         PolicySpec(
             "random",
-            codes.RANDOM,
+            RANDOM,
             "a compatible server chosen uniformly at random",
             "baseline; 001 section 5",
             models=BOTH_MODELS,
@@ -155,7 +185,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "weighted-random",
-            codes.WEIGHTED_RANDOM,
+            WEIGHTED_RANDOM,
             "a compatible server chosen with probability proportional to its speed",
             "baseline; the Delta = 0 reference of 001 section 3",
             models=BOTH_MODELS,
@@ -164,7 +194,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jsq",
-            codes.JSQ,
+            JSQ,
             "join a shortest compatible queue (queue length counts the job in service); ties uniformly at random",
             "000 section 6 (JSQ); 002 ('RR', random tie-breaking)",
             models=BOTH_MODELS,
@@ -179,7 +209,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jfsq",
-            codes.JFSQ,
+            JFSQ,
             "join a shortest compatible queue; ties to the fastest server, remaining ties at random",
             "000 section 3 (JFSQ); 002 (JFSQ, speed-aware JSQ)",
             ranks_whole_set=True,
@@ -190,7 +220,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jssq",
-            codes.JSSQ,
+            JSSQ,
             "join a shortest compatible queue; ties to the slowest server, remaining ties at random",
             "002 (JSSQ)",
             ranks_whole_set=True,
@@ -202,7 +232,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jiq",
-            codes.JIQ,
+            JIQ,
             "a compatible idle server uniformly at random; if none is idle, a compatible server uniformly at random",
             "000 section 6 (JIQ)",
             models=BOTH_MODELS,
@@ -215,7 +245,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jfiq",
-            codes.JFIQ,
+            JFIQ,
             "the fastest compatible idle server (ties at random); if none is idle, a compatible server "
             "uniformly at random, whatever its queue",
             "000 section 3 (JFIQ); not the JFIQ of 002, which is jsq-fiq",
@@ -225,7 +255,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "pod",
-            codes.POD,
+            POD,
             "power-of-d: sample min(d, degree) distinct compatible servers uniformly without replacement, "
             "join the shortest, ties at random",
             "Mitzenmacher; 001 (Pod)",
@@ -237,7 +267,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "sed",
-            codes.SED,
+            SED,
             "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
             "practitioners' baseline",
             ranks_whole_set=True,
@@ -245,7 +275,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jsq-fiq",
-            codes.JSQ_FIQ,
+            JSQ_FIQ,
             "join a shortest compatible queue; among idle servers the fastest (ties at random); when none "
             "is idle, ties among the shortest at random",
             "002 (its JFIQ); not the jfiq of 000",
@@ -257,7 +287,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jsq-lisf",
-            codes.JSQ_LISF,
+            JSQ_LISF,
             "join a shortest compatible queue; among idle servers the one idle longest; when none is idle, "
             "ties among the shortest at random",
             "002 (LISF)",
@@ -270,7 +300,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "jsq-df-ds",
-            codes.JSQ_DF_DS,
+            JSQ_DF_DS,
             "JSQ(d_F, d_S): sample d_F fast and d_S slow compatible servers (fast = the fastest speed of "
             "the system, slow = the rest) and take the shortest of each sample, ties at random; an idle "
             "fast one gets the job; else an idle slow one gets it with probability p_S (else the fast "
@@ -290,7 +320,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "l-jsq",
-            codes.L_JSQ,
+            L_JSQ,
             "LED: each dispatcher joins a server with the least local estimate, ties at random; estimates "
             "change only at updates",
             "001 section 5 (L-JSQ); LSQ of Vargaftik et al.",
@@ -301,7 +331,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "l-jba",
-            codes.L_JBA,
+            L_JBA,
             "LED: a server whose local estimate is below the mean estimate, with probability proportional "
             "to its speed among those; if none is below, the empty_set rule",
             "001 section 5 (L-JBA); the rule is inferred (docs/reference/slotted.md)",
@@ -310,13 +340,13 @@ POLICIES: dict[str, PolicySpec] = {
                 "average": (
                     "plain",
                     "plain mean of the estimates, or rate-weighted (sum mu_n Q~_n / mu_Sigma)",
-                    codes.JBA_AVERAGES,
+                    JBA_AVERAGES,
                 ),
                 "inclusive": (False, "below means <= instead of <", FLAG),
                 "empty_set": (
                     "weighted-random",
                     "when no estimate is below: weighted-random or l-jsq",
-                    codes.JBA_EMPTY_SET,
+                    JBA_EMPTY_SET,
                 ),
             },
             models=(SLOTTED,),
@@ -325,7 +355,7 @@ POLICIES: dict[str, PolicySpec] = {
         ),
         PolicySpec(
             "l-pod",
-            codes.L_POD,
+            L_POD,
             "LED: sample min(d, N) distinct servers uniformly, join the least local estimate, ties at random",
             "001 section 5 (L-Pod)",
             {**LED_UPDATE_PARAMETERS, "d": (2, "number of servers sampled", COUNT)},

@@ -15,7 +15,7 @@ error model, which has no exception path.
 import numpy as np
 from numba import njit
 
-from hetlb.policies.codes import JFIQ, JFSQ, JIQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
+from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
 
 
 @njit(cache=True, error_model="numpy")

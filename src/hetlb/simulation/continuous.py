@@ -21,7 +21,7 @@ from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
 from hetlb.model.system import System
-from hetlb.policies import codes, rules
+from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
@@ -142,7 +142,7 @@ def check_policy_stability(system: System, policy: Policy) -> None:
     jsq-df-ds with p_F = 1 and p_S = 0 never uses its slow servers."""
     if not system.has_infinite_buffers:
         return
-    if policy.code == codes.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
+    if policy.code == registry.JSQ_DF_DS and policy.params["p_fast"] == 1 and policy.params["p_slow"] == 0:
         fast_capacity = system.speed[system.speed == system.speed.max()].sum()
         if system.total_arrival_rate >= fast_capacity:
             raise InputError(
@@ -151,11 +151,11 @@ def check_policy_stability(system: System, policy: Policy) -> None:
                 f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
                 f"{system.total_arrival_rate:.6g} (infinite buffers)",
             )
-    if policy.code not in (codes.RANDOM, codes.WEIGHTED_RANDOM):
+    if policy.code not in (registry.RANDOM, registry.WEIGHTED_RANDOM):
         return
     graph = system.graph
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
-    weight = np.ones(graph.n_edges) if policy.code == codes.RANDOM else system.speed[graph.indices]
+    weight = np.ones(graph.n_edges) if policy.code == registry.RANDOM else system.speed[graph.indices]
     type_weight = np.bincount(edge_type, weights=weight, minlength=system.n_types)
     edge_rate = system.arrival_rate[edge_type] * weight / type_weight[edge_type]
     server_rate = np.bincount(graph.indices, weights=edge_rate, minlength=system.n_servers)
@@ -178,7 +178,7 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree()
     )
     compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
-    if policy.code == codes.JSQ_DF_DS:
+    if policy.code == registry.JSQ_DF_DS:
         compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
     sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS

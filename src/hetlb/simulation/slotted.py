@@ -18,7 +18,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
-from hetlb.policies import codes
+from hetlb.policies import registry
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
@@ -109,7 +109,7 @@ def simulate_slotted(
 
 def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
     """random overloads a server whose share lambda_Sigma / N of the arrivals reaches its speed."""
-    if policy.code != codes.RANDOM:
+    if policy.code != registry.RANDOM:
         return
     overloaded = np.flatnonzero(system.total_arrival_rate / system.n_servers >= system.speed)
     if len(overloaded):
@@ -129,12 +129,12 @@ def led_parameters(policy: Policy) -> dict:
     choice = {
         name: options.index(params[name])
         for name, options in (
-            ("update", codes.UPDATES),
-            ("push_trigger", codes.PUSH_TRIGGERS),
-            ("pull_trigger", codes.PULL_TRIGGERS),
+            ("update", registry.UPDATES),
+            ("push_trigger", registry.PUSH_TRIGGERS),
+            ("pull_trigger", registry.PULL_TRIGGERS),
         )
     }
-    is_jba = policy.code == codes.L_JBA
+    is_jba = policy.code == registry.L_JBA
     return {
         "update_code": (kernel.UPDATE_PUSH, kernel.UPDATE_PULL)[choice["update"]],
         "p_hat": float(params["p_hat"]),
@@ -144,9 +144,9 @@ def led_parameters(policy: Policy) -> dict:
             choice["pull_trigger"]
         ],
         "increment_on_dispatch": int(params["increment_on_dispatch"]),
-        "jba_rate_weighted": codes.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
+        "jba_rate_weighted": registry.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
         "jba_inclusive": int(params["inclusive"]) if is_jba else 0,
-        "jba_fallback_jsq": codes.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
+        "jba_fallback_jsq": registry.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
     }
 
 
@@ -197,7 +197,7 @@ def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
     """An empty system at slot 0: every queue and estimate 0, no tokens out."""
     n_servers, n_dispatchers, n_batches = len(model.speed), len(model.dispatcher_rate), len(model.batch_ends)
     estimate_rows = n_dispatchers if model.local else 0
-    token_rows = n_dispatchers if model.policy_code == codes.JIQ else 0
+    token_rows = n_dispatchers if model.policy_code == registry.JIQ else 0
     preference_rows = n_dispatchers if model.measure_preference else 0
     preference_ranks = n_servers if model.measure_preference else 0
     return kernel.SlottedState(
