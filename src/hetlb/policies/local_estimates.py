@@ -1,4 +1,4 @@
-"""LED dispatching on local estimates (paper 001, MODEL-SPEC section 2.2-2.4): codes and rules.
+"""LED dispatching on local estimates (paper 001 sections 3 and 5; docs/reference/slotted.md): codes and rules.
 
 Dispatcher m decides on its own estimates Q~^m_n of the queue lengths (``estimate``) and the known
 speeds mu_n; messages are exchanged only by the update strategy, after the decision. ``l-pod``

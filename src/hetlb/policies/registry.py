@@ -1,6 +1,6 @@
 """Named routing policies: each id maps to an integer code, its parameters and its definition.
 
-Policies are data (DESIGN.md, principle 3): the kernel branches on ``Policy.code``; the
+Policies are data (docs/background/design.md): the kernel branches on ``Policy.code``; the
 decision rules themselves are the @njit functions of :mod:`hetlb.policies.rules`.
 """
 
@@ -88,7 +88,7 @@ LED_UPDATE_PARAMETERS = {
     ),
     "increment_on_dispatch": (False, "add the jobs a dispatcher sends to its own estimate (an LSQ variant)", FLAG),
 }
-"""Parameters shared by the LED policies: the update strategy of 001 section 5 (MODEL-SPEC 2.4)."""
+"""Parameters shared by the LED policies: the update strategy of 001 section 5 (docs/reference/slotted.md)."""
 
 POLICIES: dict[str, PolicySpec] = {
     spec.id: spec
@@ -216,7 +216,7 @@ POLICIES.update(
                 local_estimates.L_JBA,
                 "LED: a server whose local estimate is below the mean estimate, with probability proportional "
                 "to its speed among those; if none is below, the empty_set rule",
-                "001 section 5 (L-JBA); rule inferred, MODEL-SPEC 2.3",
+                "001 section 5 (L-JBA); rule inferred, see docs/reference/slotted.md",
                 {
                     **LED_UPDATE_PARAMETERS,
                     "average": (
