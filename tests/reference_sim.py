@@ -4,7 +4,7 @@ It is written for clarity, not speed: plain Python, a ``heapq`` event list and o
 ``numpy.random.Generator`` for sampling. It shares no code with ``hetlb`` so that the two can be
 compared against each other.
 
-Model (continuous time, see MODEL-SPEC.md section 1.1-1.2 and DESIGN.md "Policy names"):
+Model (continuous time: paper 000 section 3 and docs/reference/policies.md):
 
 - ``n`` servers; server ``s`` has speed ``speed[s] > 0`` and its own FCFS queue whose buffer
   ``buffer[s]`` counts the job in service (``None`` or ``math.inf`` means infinite).

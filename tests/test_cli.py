@@ -92,7 +92,7 @@ def test_bound_matches_theory(capsys):
     expected = speed_lower_bound(np.repeat([1, 0.5, 0.25, 0.125], 25), 0.9 * 46.875)
     assert out["K"] == expected.K == 3
     assert np.isclose(out["lower_bound"], expected.lower_bound)
-    assert round(out["lower_bound"], 3) == 1.630  # MODEL-SPEC 1.3 worked table
+    assert round(out["lower_bound"], 3) == 1.630  # the table of docs/reference/model.md
 
 
 def test_exact_command(capsys):

@@ -171,7 +171,7 @@ def test_complete_and_explicit_graphs():
 
 
 def spec_parameters(rates, speeds, epsilon, b):
-    """Assumption 2's quantities computed here from MODEL-SPEC 1.3-1.4, with the default constants
+    """Assumption 2's quantities computed here from 000 section 4, with the default constants
     (c1 = 6, d~_1 = eps mu_K / (12 b^2), d~_2 = eps mu_K / (2 b), p_2 = beta_hat)."""
     mu = np.unique(speeds)[::-1]
     count = np.array([np.count_nonzero(speeds == m) for m in mu])

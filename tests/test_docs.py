@@ -1,16 +1,26 @@
 """The documentation runs: every python block of the pages below executes, in order, in one
-namespace per page; and the policy reference covers every registered policy."""
+namespace per page (from the project's root, so paths such as examples/ resolve); the policy
+reference covers every registered policy; and the scenario reference covers every key a scenario
+file accepts, with examples that load."""
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from hetlb.experiments.spec import SPEC_KEYS, SweepSpec
+from hetlb.graphs.constructions import _GRAPH_KEYS, GRAPH_KINDS
+from hetlb.model.speed_distributions import SPEED_DISTRIBUTIONS
 from hetlb.policies import POLICIES
+from hetlb.scenario import RUN_KEYS, SYSTEM_KEYS, Scenario
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+EXAMPLE_SCENARIO = ROOT / "examples" / "scenario.toml"
 PAGES_WITH_CODE = [
     "tutorial.md",
+    "reference/scenario.md",
     "reference/diffusion.md",
     "reference/slotted.md",
     "reference/bounding-systems.md",
@@ -20,7 +30,8 @@ PAGES_WITH_CODE = [
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
-def test_python_blocks_run(page):
+def test_python_blocks_run(page, monkeypatch):
+    monkeypatch.chdir(ROOT)
     text = (DOCS / page).read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks
@@ -33,3 +44,37 @@ def test_policy_reference_lists_every_policy():
     text = (DOCS / "reference" / "policies.md").read_text()
     for policy_id in POLICIES:
         assert f"| `{policy_id}` |" in text
+
+
+def toml_blocks(page: str) -> list[dict]:
+    text = (DOCS / page).read_text()
+    return [tomllib.loads(block) for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S)]
+
+
+def test_example_scenario_simulates():
+    scenario = Scenario.from_toml(EXAMPLE_SCENARIO)
+    result = scenario.simulate(jobs=2_000, warmup=0.0, replications=1)
+    assert result.mean_response_time > 0
+    assert result.runs[0].counters["arrivals"] >= 2_000
+
+
+def test_scenario_reference_shows_the_example_file():
+    with EXAMPLE_SCENARIO.open("rb") as handle:
+        assert toml_blocks("reference/scenario.md")[0] == tomllib.load(handle)
+
+
+def test_scenario_reference_examples_load():
+    for data in toml_blocks("reference/scenario.md"):
+        if "base" in data:
+            assert SweepSpec.from_mapping(data).points()
+        else:
+            Scenario.from_mapping(data)
+
+
+def test_scenario_reference_lists_every_key():
+    text = (DOCS / "reference" / "scenario.md").read_text()
+    keys = set().union(*SYSTEM_KEYS.values(), *RUN_KEYS.values(), SPEC_KEYS, *SPEED_DISTRIBUTIONS.values())
+    keys |= set().union(*_GRAPH_KEYS.values()) | {"kind", "seed", "id"}
+    keys |= {f'"{kind}"' for kind in (*GRAPH_KINDS, *SPEED_DISTRIBUTIONS)}
+    missing = sorted(key for key in keys if f"`{key}`" not in text)
+    assert not missing

@@ -27,7 +27,8 @@ A scenario file has three tables::
 
 ``model = "slotted"`` in [system] gives the slotted multi-dispatcher model of paper 001 instead
 (keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``, ``ties``; [run] takes
-``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys.
+``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys, and docs/reference/scenario.md describes
+every key with its default and unit.
 """
 
 from __future__ import annotations

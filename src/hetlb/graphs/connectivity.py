@@ -394,7 +394,7 @@ def well_connectedness(
     max_swaps: int = 200,
     exhaustive_limit: int = 100_000,
 ) -> dict:
-    """Search for subsets violating Assumption 2 of paper 000 (MODEL-SPEC 1.4).
+    """Search for subsets violating Assumption 2 of paper 000 (section 4).
 
     Condition j = 1: D_I <= N d~_1 for every I within the servers of types < K (R_{K-1}) with
     |I| >= N p_1; condition j = 2: D_I <= N d~_2 for every I within the servers of types <= K

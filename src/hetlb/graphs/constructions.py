@@ -7,7 +7,7 @@ with no server is never passed on silently: ``empty_ports="resample"`` redraws t
 until it has one (drawn exactly, from the construction's law conditioned on at least one edge),
 ``"add-edge"`` gives it one uniformly random server; the report counts the ports affected.
 
-Constructions (MODEL-SPEC sections 1.6 and 1.7):
+Constructions (000 sections 4 and 6.2; docs/reference/model.md):
 
 - :func:`complete_graph`, :func:`explicit_graph`;
 - :func:`random_bipartite`: every port-server pair is an edge independently with probability p;
@@ -95,7 +95,7 @@ def explicit_graph(
 
 def fig3_edge_probability(n_servers: int, load: float) -> float:
     """p = sqrt(ln N) / (N (1 - rho)) * ln(1 / (1 - rho)), capped at 1: the edge probability of
-    Fig. 3 of paper 000 (section 6.2, "according to Theorem 3"; MODEL-SPEC 1.7). ``load`` is
+    Fig. 3 of paper 000 (section 6.2, "according to Theorem 3"). ``load`` is
     rho = lambda_Sigma / sum(speed), written lambda in that section."""
     n_servers = validation.integer("n_servers", n_servers)
     load = validation.number("load", load)
@@ -151,8 +151,9 @@ def assumption2_parameters(
     c_d2: float = 2.0,
     c_p2: float = 1.0,
 ) -> dict:
-    """K, beta, beta_hat and the constants p_j, d~_j of Assumption 2 of paper 000 (MODEL-SPEC 1.3,
-    1.4) for ports with rates ``arrival_rate`` (lambda_l) and servers with speeds ``speed`` (mu).
+    """K, beta, beta_hat and the constants p_j, d~_j of Assumption 2 of paper 000 (section 4;
+    docs/reference/model.md) for ports with rates ``arrival_rate`` (lambda_l) and servers with
+    speeds ``speed`` (mu).
 
     Server types are the distinct speeds, fastest first (mu_1 > mu_2 > ...).
     K = min{k : sum_{m<=k} mu_m N_m > lambda_Sigma}; lambda_Sigma = (1 - beta) sum_{m<=K} mu_m N_m;
@@ -163,10 +164,10 @@ def assumption2_parameters(
     - p_1 = epsilon / (c1 b). c1 = 6: the proof of Lemma 4 takes |I| >= N B_1 with
       B_1 = tau_K delta and delta = mu_K epsilon / (6 mu_1 b) (from eq. (58)), so B_1 = epsilon/(6b).
     - d~_1 = epsilon mu_K / (c2 b^d1_b_power). c2 = 12, power 2: eq. (68) needs
-      d~_1 <= mu_1 delta / (2 b) = epsilon mu_K / (12 b^2). MODEL-SPEC writes epsilon mu_K/(c2 b);
-      d1_b_power=1 gives that form.
+      d~_1 <= mu_1 delta / (2 b) = epsilon mu_K / (12 b^2). The statement of Assumption 2 prints
+      epsilon mu_K/(c2 b) with the digits lost; d1_b_power=1 gives that form.
     - d~_2 = epsilon mu_K / (c_d2 b). c_d2 = 2: Lemma 5 has B_2 = epsilon/2 + tau_K delta and
-      needs d~_2 <= epsilon mu_K / (2 b); MODEL-SPEC's bound epsilon mu_K / b is c_d2 = 1.
+      needs d~_2 <= epsilon mu_K / (2 b); the printed layout epsilon mu_K / b is c_d2 = 1.
     - p_2 = c_p2 beta_hat (c_p2 = 1).
 
     Returns a dict: K (1-based), beta, beta_hat, epsilon, tau_K, p = [p_1, p_2],
@@ -240,7 +241,7 @@ def theorem2_graph(
     empty_ports: str = "resample",
     max_edges: int = DEFAULT_MAX_EDGES,
 ) -> tuple[CompatibilityGraph, dict]:
-    """The random graph of Theorem 2 of paper 000 (heterogeneous port rates, MODEL-SPEC 1.6).
+    """The random graph of Theorem 2 of paper 000 (heterogeneous port rates, section 4).
 
     H_j = c (N + L) / (N p_j) for j = 1, 2. The constant c was lost; c = 2 satisfies the proof's
     need exp(-H_j N p_j) <= 2^(-2(N+L)) (c >= 2 ln 2). Port l connects to each server of types < K
@@ -283,7 +284,7 @@ def theorem3_graph(
 
     The construction of :func:`theorem2_graph` with
     H_j = c (-ln p_j + d~_j / (p_j lambda_bar) ln(mu_1 / d~_j)), c = 6 as printed (the mu in the
-    logarithm read as mu_1, and "+" between the terms as in the statement; MODEL-SPEC 1.6). With
+    logarithm read as mu_1, and "+" between the terms as in the statement; App. C). With
     probability >= 1 - 1/binom(N, N p_1) the graph satisfies Assumption 2. ``arrival_rate`` is one
     rate per port, all equal (or a list of equal rates).
     """

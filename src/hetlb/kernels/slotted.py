@@ -329,8 +329,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             decisions, jobs = (arrived, 1) if per_job else (min(arrived, 1), arrived)
             view = estimate[m] if local else queue_len
             for _ in range(decisions):
-                # the rules of DESIGN.md on ``view``; jiq without tokens and l-jba with no estimate below
-                # the mean (s = -1) fall back to uniform, and to weighted-random or l-jsq, below
+                # the rules of docs/reference/policies.md on ``view``; jiq without tokens and l-jba with no
+                # estimate below the mean (s = -1) fall back to uniform, and to weighted-random or l-jsq, below
                 if code == registry.RANDOM:
                     s = rules.uniform_index(dispatch_rng, n_servers)
                 elif code == registry.WEIGHTED_RANDOM:

@@ -1,6 +1,6 @@
 """The slotted (discrete-time) model of paper 001: M dispatchers, N servers, one decision per slot.
 
-Notation (001, MODEL-SPEC section 2.1): in slot t dispatcher m receives A_m(t) jobs, i.i.d. over
+Notation (001; docs/reference/slotted.md): in slot t dispatcher m receives A_m(t) jobs, i.i.d. over
 slots with mean lambda_m = p_m lambda_Sigma; server n offers S_n(t) services, i.i.d. over slots
 with mean mu_n = ``speed[n]`` (jobs per slot); Q_n(t+1) = max(Q_n(t) + A_n(t) - S_n(t), 0), so a job
 can be served in the slot it arrives. With ``routing="slot"`` (the paper's rule) all of a

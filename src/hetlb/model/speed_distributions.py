@@ -1,4 +1,4 @@
-"""Server speeds drawn at random: mu_k i.i.d. from a distribution F (paper 002, MODEL-SPEC 3.1).
+"""Server speeds drawn at random: mu_k i.i.d. from a distribution F (paper 002 section 3).
 
 A scenario names the distribution in a table::
 

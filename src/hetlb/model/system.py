@@ -178,9 +178,9 @@ class System(ServerSpeeds):
 
 def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     """n lambda^n = sum(mu_k) - c sqrt(n): the total arrival rate at diffusion-scaled excess
-    capacity c = varsigma + nu (the Halfin-Whitt regime of 002, MODEL-SPEC 3.1). With infinite
-    buffers the system is stable iff c > 0 (System refuses c <= 0 then); with finite buffers any c
-    is allowed."""
+    capacity c = varsigma + nu (the Halfin-Whitt regime of 002 section 3 and the identity of its
+    App. C.2; docs/reference/diffusion.md). With infinite buffers the system is stable iff c > 0
+    (System refuses c <= 0 then); with finite buffers any c is allowed."""
     speed = np.asarray(speed, dtype=float)
     excess_capacity = validation.number("excess_capacity", excess_capacity)
     rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))

@@ -1,4 +1,4 @@
-"""LED dispatching on local estimates (paper 001 section 5): the decision rules of l-jsq, l-jba and l-pod.
+"""LED dispatching on local estimates (001 sections 3 and 5; docs/reference/slotted.md): the rules.
 
 Dispatcher m decides on its own estimates Q~^m_n of the queue lengths (``estimate``) and the known
 speeds mu_n; messages are exchanged only by the update strategy, after the decision. ``l-pod``

@@ -3,7 +3,7 @@
 A ranking policy gives each compatible server a *selection key* computed from its queue length
 (counting the job in service), its speed class (0 = fastest) and its speed; the job goes to a
 server with the least key, ties uniformly at random. The keys encode the tie-breaking rules of
-DESIGN.md, so the same definition serves the O(log N) tree of the complete graph and the
+docs/reference/policies.md, so the same definition serves the O(log N) tree of the complete graph and the
 O(degree) scan of a sparse graph.
 
 The functions take scalars and plain arrays and use every array argument on every path, so numba

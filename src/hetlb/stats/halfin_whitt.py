@@ -1,4 +1,4 @@
-"""The measures of paper 002 (MODEL-SPEC 3.1), from one run's time averages.
+"""The measures of paper 002 (its section 3), from one run's time averages.
 
 With Q_i the number of servers holding at least i jobs (queue length counts the job in service):
 X_1 = n^{-1/2} (Q_1 - n) <= 0 (minus the scaled number of idle servers), X_i = n^{-1/2} Q_i for

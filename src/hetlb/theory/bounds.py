@@ -1,7 +1,8 @@
 """The speed lower bound of Proposition 1 in paper 000 (Weng, Zhou, Srikant).
 
 With infinite buffers, under any stable policy, the mean response time is at least C*/lambda:
-the mean service time obtained by filling the fastest servers first (MODEL-SPEC 1.3).
+the mean service time obtained by filling the fastest servers first (000 section 4;
+docs/reference/model.md).
 """
 
 from dataclasses import dataclass

@@ -2,7 +2,7 @@
 
 Paper 002 (Buke, Mukhopadhyay, Tekin) lets n servers with rates mu_k (jobs per time unit, limiting
 distribution F on S = [mu_min, mu_max], mean mu_bar) receive Poisson arrivals at rate n lambda^n,
-with sum_k mu_k = n lambda^n + n^{1/2} c: the excess capacity c = varsigma + nu (MODEL-SPEC 3.1).
+with sum_k mu_k = n lambda^n + n^{1/2} c: the excess capacity c = varsigma + nu (002 App. C.2).
 In the n^{-1/2} scaling X_1 = n^{-1/2} (Q_1 - n) <= 0 (minus the scaled number of idle servers),
 X_i = n^{-1/2} Q_i (servers with >= i jobs) and xi_2(A) = n^{-1/2} #{k : mu_k in A, Q_k >= 2},
 Theorem 4.1 gives, for a tie-breaking rule pi with limiting fairness process eta^pi and routing
