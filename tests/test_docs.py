@@ -25,6 +25,7 @@ PAGES_WITH_CODE = [
     "reference/slotted.md",
     "reference/bounding-systems.md",
     "how-to/placement.md",
+    "how-to/add-a-policy.md",
     "background/tie-breaking.md",
 ]
 
