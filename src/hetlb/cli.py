@@ -398,13 +398,14 @@ def command_sweep(args) -> int:
 
 def command_store(args) -> int:
     from hetlb.experiments import ResultStore
+    from hetlb.experiments.store import resume_note
 
     if not Path(args.store).exists():
         raise InputError("store", f"no result store at {args.store}")
     with ResultStore(args.store) as store:
         if args.name is None:
             for entry in store.sweeps():
-                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished")
+                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
             return 0
         rows = store.load(args.name)
     if not rows:

@@ -73,6 +73,7 @@ def sweep(
         complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
     out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
     """
+    source = None if isinstance(spec, SweepSpec) else str(Path(spec).resolve())
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
     for key in ("replications", "seed"):
         if key in spec.base.get("run", {}):
@@ -81,37 +82,45 @@ def sweep(
     points = spec.points()
     units = spec.units(points)
     results_store = ResultStore(store) if store is not None else None
-    done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
-    todo = [unit for unit in units if unit.key not in done]
-    reused = len(units) - len(todo)
+    if results_store is not None:  # registered first, so a sweep stopped midway is listed with its progress
+        results_store.register(
+            spec.name,
+            [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
+            spec=spec.to_mapping(),
+            source=source,
+        )
+    try:
+        done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
+        todo = [unit for unit in units if unit.key not in done]
+        reused = len(units) - len(todo)
 
-    bar = ProgressBar(f"{spec.name} ", enabled=progress)
-    events = sum(row["events"] for row in done.values())
-    if todo:
-        pool, workers, close = resolve_executor(executor)
-        try:
-            tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
-            in_flight = set()
-            while True:
-                # keep two tasks per worker submitted, so results are stored as they come
-                for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
-                    in_flight.add(pool.submit(run_units, task))
-                if not in_flight:
-                    break
-                finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                for future in finished_futures:
-                    finished = dict(future.result())
-                    if results_store is not None:
-                        results_store.put(finished)
-                    done.update(finished)
-                    events += sum(row["events"] for row in finished.values())
-                bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
-        finally:
-            close()
-        bar.close()
-    if results_store is not None:
-        results_store.register(spec.name, [unit.key for unit in units])
-        results_store.close()
+        bar = ProgressBar(f"{spec.name} ", enabled=progress)
+        events = sum(row["events"] for row in done.values())
+        if todo:
+            pool, workers, close = resolve_executor(executor)
+            try:
+                tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
+                in_flight = set()
+                while True:
+                    # keep two tasks per worker submitted, so results are stored as they come
+                    for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
+                        in_flight.add(pool.submit(run_units, task))
+                    if not in_flight:
+                        break
+                    finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in finished_futures:
+                        finished = dict(future.result())
+                        if results_store is not None:
+                            results_store.put(finished)
+                        done.update(finished)
+                        events += sum(row["events"] for row in finished.values())
+                    bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
+            finally:
+                close()
+            bar.close()
+    finally:
+        if results_store is not None:
+            results_store.close()
 
     runs = runs_table(points, units, done)
     summary = summary_table(points, runs)
