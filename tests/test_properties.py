@@ -95,7 +95,7 @@ def test_same_seed_same_result_bit_for_bit():
     second = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=10.0, replications=2, seed=77)
 
     def strip(r):
-        return {k: v for k, v in r.summary().items() if k not in ("events_per_second", "wall_seconds")}
+        return {k: v for k, v in r.summary.items() if k not in ("events_per_second", "wall_seconds")}
 
     assert json.dumps(strip(first)) == json.dumps(strip(second))
     other = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=10.0, replications=2, seed=78)

@@ -72,9 +72,9 @@ def test_pod_threshold_by_hand():
 
 def test_message_closed_forms_by_hand():
     options = {"p_hat": 0.5, "push_d": 3, "pod_d": 2, "push_trigger": "arrival", "increment_on_dispatch": False}
-    per_job = hetlb.SlottedSystem.from_speeds([1.0] * 4, n_dispatchers=2, load=0.5, routing="job")
+    per_job = hetlb.SlottedSystem.from_speeds([1.0] * 4, dispatchers=2, load=0.5, routing="job")
     assert messages_per_arrival("jsq", policy_table("jsq", options), per_job) == pytest.approx(8.0)
-    per_slot = hetlb.SlottedSystem.from_speeds([1.0] * 4, n_dispatchers=2, load=0.5, arrivals="bernoulli")
+    per_slot = hetlb.SlottedSystem.from_speeds([1.0] * 4, dispatchers=2, load=0.5, arrivals="bernoulli")
     # Bernoulli arrivals: a decision, and a push try, in every slot with an arrival, one job each
     assert messages_per_arrival("pod", policy_table("pod", options), per_slot) == pytest.approx(4.0)
     assert messages_per_arrival("l-jsq-push", policy_table("l-jsq-push", options), per_slot) == pytest.approx(3.0)

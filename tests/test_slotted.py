@@ -61,7 +61,7 @@ def test_kernel_agrees_with_reference(policy, params, options):
     speed = options.pop(
         "speed", [0.9, 0.8, 0.5, 0.4, 0.4] if options.get("service") == "bernoulli" else [1.5, 1.0, 0.7, 0.4, 0.4]
     )
-    system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.85, **options)
+    system = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.85, **options)
     slots, warmup = 300, 40
     result = simulate_slotted(system, policy, slots=slots, warmup=warmup, seed=7, trace=10_000, **params)
     run = result.runs[0]
@@ -126,14 +126,14 @@ def decisions_by_slot(run):
 
 
 def test_shared_ties_send_every_dispatcher_of_a_slot_to_one_shortest_queue():
-    system = SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5, ties="shared")
+    system = SlottedSystem.from_speeds([1.0] * 20, dispatchers=5, load=0.5, ties="shared")
     run = simulate_slotted(system, "jsq", slots=2000, warmup=0, seed=4, trace=20_000).runs[0]
     chosen = decisions_by_slot(run)
     assert all(len(set(servers)) == 1 for servers in chosen.values())
     assert np.all(run.trace["queue"] == run.trace["seen"])
     # they do not always agree with a draw per decision: at load 0.5 most slots tie many servers
     independent = simulate_slotted(
-        SlottedSystem.from_speeds([1.0] * 20, n_dispatchers=5, load=0.5),
+        SlottedSystem.from_speeds([1.0] * 20, dispatchers=5, load=0.5),
         "jsq",
         slots=2000,
         warmup=0,
@@ -151,13 +151,13 @@ def test_shared_ties_send_every_dispatcher_of_a_slot_to_one_shortest_queue():
 
 def test_exact_information_messages():
     n, rate = 6, 0.4
-    system = SlottedSystem.from_speeds([1.0] * n, n_dispatchers=3, arrival_rate=3 * rate)
+    system = SlottedSystem.from_speeds([1.0] * n, dispatchers=3, arrival_rate=3 * rate)
     jsq = simulate_slotted(system, "jsq", slots=20_000, seed=1).runs[0]
     assert jsq.messages["probes"] == jsq.messages["replies"] == n * jsq.decisions
     assert jsq.messages_per_decision == 2 * n
     # one decision per dispatcher and slot with arrivals: Binomial(M slots, 1 - exp(-lambda_m))
     assert binomial_within(jsq.decisions, 3 * 20_000, 1 - math.exp(-rate))
-    per_job = SlottedSystem.from_speeds([1.0] * n, n_dispatchers=3, arrival_rate=3 * rate, routing="job")
+    per_job = SlottedSystem.from_speeds([1.0] * n, dispatchers=3, arrival_rate=3 * rate, routing="job")
     assert simulate_slotted(per_job, "jsq", slots=2000, seed=1).messages_per_arrival == 2 * n
     pod = simulate_slotted(system, "pod", slots=2000, seed=1, d=3).runs[0]
     assert pod.messages["probes"] == pod.messages["replies"] == 3 * pod.decisions
@@ -166,7 +166,7 @@ def test_exact_information_messages():
 
 
 def test_push_messages():
-    system = SlottedSystem.from_speeds([1.0] * 8, n_dispatchers=4, load=0.5)
+    system = SlottedSystem.from_speeds([1.0] * 8, dispatchers=4, load=0.5)
     slots, p_hat, push_d = 20_000, 0.3, 3
     after_arrivals = simulate_slotted(system, "l-jsq", slots=slots, seed=2, p_hat=p_hat, push_d=push_d).runs[0]
     every_slot = simulate_slotted(
@@ -184,7 +184,7 @@ def test_push_messages():
 def test_pull_messages():
     speed = [0.9, 0.6, 0.6, 0.3]
     slots, p_hat = 20_000, 0.4
-    system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8)
+    system = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.8)
     per_departure = simulate_slotted(
         system, "l-jsq", slots=slots, seed=4, update="pull", p_hat=p_hat, pull_trigger="departure"
     ).runs[0]
@@ -194,7 +194,7 @@ def test_pull_messages():
     ).runs[0]
     assert binomial_within(every_slot.messages["reports"], len(speed) * slots, p_hat, 2)
     # with Bernoulli service a server departs at most once a slot: with p_hat = 1 one report per departure
-    bernoulli = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8, service="bernoulli")
+    bernoulli = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.8, service="bernoulli")
     run = simulate_slotted(bernoulli, "l-jsq", slots=5000, seed=4, update="pull", p_hat=1.0).runs[0]
     assert run.messages["reports"] == run.departures
     assert run.messages["probes"] == run.messages["replies"] == 0
@@ -239,7 +239,7 @@ def test_single_bernoulli_queue():
 @pytest.mark.parametrize("routing", ["slot", "job"])
 def test_weighted_random_servers_are_independent_queues(routing):
     speed = np.array([0.9, 0.7, 0.5, 0.3])
-    system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.7, routing=routing, service="bernoulli")
+    system = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.7, routing=routing, service="bernoulli")
     result = simulate_slotted(system, "weighted-random", slots=40_000, warmup=1000, replications=8, seed=8)
     weight = speed / speed.sum()
     rate = system.dispatcher_rate  # Poisson per dispatcher
@@ -260,7 +260,7 @@ def test_weighted_random_servers_are_independent_queues(routing):
 
 def test_l_jsq_preference():
     speed = np.array([2.0, 2.0, 1.0, 1.0, 0.5, 0.5])
-    system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8)
+    system = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.8)
     preference = simulate_slotted(system, "l-jsq", slots=10_000, seed=9, preference=True, p_hat=0.2).preference
     # the chosen server is always first in sigma: Delta_1 = 1 - mu_sigma(1)/mu_Sigma, Delta_n = -mu_sigma(n)/mu_Sigma
     assert preference["selection"] == [1.0] + [0.0] * 5
@@ -274,7 +274,7 @@ def test_l_jsq_preference():
 @pytest.mark.parametrize("d", [2, 3])
 def test_l_pod_preference(d):
     n = 8
-    system = SlottedSystem.from_speeds([1.0] * n, n_dispatchers=2, load=0.8)
+    system = SlottedSystem.from_speeds([1.0] * n, dispatchers=2, load=0.8)
     run = simulate_slotted(system, "l-pod", slots=20_000, seed=10, preference=True, d=d, p_hat=0.1, batches=40).runs[0]
     ranks = np.arange(1, n + 1)
     selection = np.array([math.comb(n - r, d - 1) for r in ranks]) / math.comb(n, d)
@@ -311,7 +311,7 @@ def test_l_jba_rule_prefers_exactly_the_below_average_servers():
 
 def test_l_jba_and_weighted_random_preferences():
     speed = [2.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5]
-    system = SlottedSystem.from_speeds(speed, n_dispatchers=3, load=0.8)
+    system = SlottedSystem.from_speeds(speed, dispatchers=3, load=0.8)
     jba = simulate_slotted(system, "l-jba", slots=10_000, seed=12, preference=True, p_hat=0.2).preference
     assert jba["tilted"] and jba["delta_tilted"]
     run = simulate_slotted(system, "weighted-random", slots=20_000, seed=12, preference=True, batches=40).runs[0]
@@ -327,7 +327,7 @@ def test_l_jba_and_weighted_random_preferences():
 
 
 def test_same_seed_same_result_and_the_estimator_does_not_move_the_sample_path():
-    system = SlottedSystem.from_speeds([1.0, 0.5, 0.5], n_dispatchers=2, load=0.7)
+    system = SlottedSystem.from_speeds([1.0, 0.5, 0.5], dispatchers=2, load=0.7)
     first = simulate_slotted(system, "l-pod", slots=3000, seed=13, replications=2, p_hat=0.2)
     again = simulate_slotted(system, "l-pod", slots=3000, seed=13, replications=2, p_hat=0.2, preference=True)
     for a, b in zip(first.runs, again.runs):
@@ -336,7 +336,7 @@ def test_same_seed_same_result_and_the_estimator_does_not_move_the_sample_path()
 
 
 def test_result_serialises_with_its_metadata():
-    system = SlottedSystem.from_speeds([1.0, 0.5], n_dispatchers=2, load=0.5, dispatcher_share=[3, 1])
+    system = SlottedSystem.from_speeds([1.0, 0.5], dispatchers=2, load=0.5, dispatcher_share=[3, 1])
     result = simulate_slotted(
         system, "l-jsq", slots=2000, replications=2, seed=14, preference=True, increment_on_dispatch=True
     )
@@ -353,7 +353,7 @@ def test_result_serialises_with_its_metadata():
 
 SYSTEM_ERRORS = [
     (dict(speed=[1.0, -1.0], load=0.5), "speed", "> 0"),
-    (dict(speed=[1.0], load=0.5, n_dispatchers=0), "n_dispatchers", ">= 1"),
+    (dict(speed=[1.0], load=0.5, dispatchers=0), "dispatchers", ">= 1"),
     (dict(speed=[1.0, 1.0], load=1.0), "load", "load < 1"),
     (dict(speed=[1.0, 1.0], arrival_rate=2.5), "arrival_rate", "load < 1"),
     (dict(speed=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate", "exactly one"),
@@ -363,7 +363,7 @@ SYSTEM_ERRORS = [
     (dict(speed=[1.0], load=0.5, arrivals="geometric"), "distribution", "poisson, bernoulli, binomial"),
     (dict(speed=[1.0], load=0.5, routing="batch"), "routing", "slot, job"),
     (dict(speed=[1.0], load=0.5, ties="lowest-index"), "ties", "independent, shared"),
-    (dict(speed=[1.0], load=0.5, n_dispatchers=2, dispatcher_share=[1.0]), "dispatcher_share", "one share"),
+    (dict(speed=[1.0], load=0.5, dispatchers=2, dispatcher_share=[1.0]), "dispatcher_share", "one share"),
 ]
 
 
@@ -445,7 +445,7 @@ def test_command_line(capsys):
         "increment_on_dispatch": True,
         "id": "l-pod",
     }
-    assert out["metadata"]["system"]["n_dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
+    assert out["metadata"]["system"]["dispatchers"] == 2 and out["runs"][0]["slots"] == 2000
     assert out["metadata"]["system"]["ties"] == "shared"
     assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out
     assert main(argv + ["--buffer", "3"]) == 2

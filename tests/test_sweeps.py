@@ -88,8 +88,9 @@ def test_store_reuses_and_force_recomputes(tmp_path):
     forced = sweep(spec, executor="serial", store=store, force=True)
     assert forced.computed == 6
     with ResultStore(store) as opened:
-        assert opened.sweeps() == [{"name": "small", "runs": 6, "finished": 6}]
+        assert opened.sweeps() == [{"name": "small", "runs": 6, "finished": 6, "source": None}]
         assert len(opened.load("small")) == 6
+        assert SweepSpec.from_mapping(opened.spec("small")) == spec
     for name in ("runs.csv", "runs.parquet", "summary.csv", "summary.parquet"):
         assert (tmp_path / "out" / name).stat().st_size > 0
 
@@ -122,6 +123,8 @@ def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     with sqlite3.connect(store) as connection:
         stored = connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     assert 0 < stored < 20
+    with ResultStore(store) as opened:  # the killed sweep is listed with its progress
+        assert opened.sweeps() == [{"name": "killed", "runs": 20, "finished": stored, "source": None}]
     base = {**BASE, "run": {"jobs": 1000000, "warmup": 5.0}}
     spec = SweepSpec(base=base, axes={"system.load": [0.5, 0.6, 0.7, 0.8, 0.9]}, replications=4, seed=2, name="killed")
     resumed = sweep(spec, executor="serial", store=store)
@@ -168,7 +171,69 @@ def test_cli_sweep_store_and_plot(tmp_path, capsys):
     assert main(["store", "--store", str(store)]) == 0
     assert "cli" in capsys.readouterr().out
     assert main(["store", "cli", "--store", str(store)]) == 0
-    assert len(capsys.readouterr().out.strip().splitlines()) == 1 + 8
+    printed = capsys.readouterr().out
+    assert len(printed.strip().splitlines()) == 1 + 8
+    assert printed.splitlines()[0].startswith("point,system.load,policy.id,replication,mean_response_time,")
+    assert printed == (out / "runs.csv").read_text()  # the sweep's own runs table, column for column
     assert main(["plot", str(out), "--x", "system.load", "--bound"]) == 0
     assert (out / "mean_response_time.png").stat().st_size > 10_000
     assert main(["plot", str(out), "--x", "system.speed"]) == 2
+
+
+CLI_SPEC = """
+name = "cut-short"
+replications = 3
+seed = 6
+[base.system]
+speeds = "2x1.0,2x0.5"
+load = 0.5
+[base.run]
+jobs = 800
+[axes]
+"system.load" = [0.4, 0.8]
+"policy.id" = ["jsq", "jiq"]
+"""
+
+
+def test_an_interrupted_sweep_is_listed_with_its_progress_and_resumes(tmp_path, capsys):
+    """Interrupted = some of its runs are not in the store: here 5 of 12 runs are deleted."""
+    spec, store = tmp_path / "spec.toml", tmp_path / "s.sqlite"
+    spec.write_text(CLI_SPEC)
+    complete = sweep(spec, executor="serial", store=store)
+    keys = complete.runs["key"].tolist()
+    with sqlite3.connect(store) as connection:
+        connection.executemany("DELETE FROM runs WHERE key = ?", [(key,) for key in keys[1::2][:5]])
+    with ResultStore(store) as opened:
+        assert opened.sweeps() == [{"name": "cut-short", "runs": 12, "finished": 7, "source": str(spec.resolve())}]
+        rows = opened.load("cut-short")
+    assert [row["key"] for row in rows] == [key for key in keys if key not in keys[1::2][:5]]
+    finished = complete.runs[complete.runs["key"].isin([row["key"] for row in rows])]
+    assert [(r["point"], r["system.load"], r["policy.id"], r["replication"]) for r in rows] == list(
+        finished[["point", "system.load", "policy.id", "replication"]].itertuples(index=False, name=None)
+    )
+    assert main(["store", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.splitlines() == [
+        f"{'cut-short':<32}{7:>8} of 12 runs finished  (interrupted: `hetlb sweep {spec.resolve()}` resumes it)"
+    ]
+    assert main(["sweep", str(spec), "--executor", "serial", "--store", str(store), "--out", str(tmp_path / "o")]) == 0
+    assert "5 runs computed, 7 reused" in capsys.readouterr().out
+    assert main(["store", "--store", str(store)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{'cut-short':<32}{12:>8} of 12 runs finished"]
+
+
+def test_a_store_of_the_earlier_layout_opens_and_lists_its_sweeps(tmp_path):
+    """Stores written before the sweeps table had point columns: opened, listed and loaded as before."""
+    store = tmp_path / "old.sqlite"
+    with sqlite3.connect(store) as connection:
+        connection.executescript(
+            """CREATE TABLE runs (key TEXT PRIMARY KEY, row TEXT NOT NULL, created REAL NOT NULL);
+               CREATE TABLE sweeps (name TEXT NOT NULL, key TEXT NOT NULL, position INTEGER NOT NULL,
+                                    PRIMARY KEY (name, key));
+               INSERT INTO runs VALUES ('a', '{"mean_response_time": 1.5}', 0), ('b', '{"mean_response_time": 2.5}', 0);
+               INSERT INTO sweeps VALUES ('old', 'b', 0), ('old', 'a', 1), ('old', 'c', 2);"""
+        )
+    with ResultStore(store) as opened:
+        assert opened.sweeps() == [{"name": "old", "runs": 3, "finished": 2, "source": None}]
+        assert opened.load("old") == [{"mean_response_time": 2.5, "key": "b"}, {"mean_response_time": 1.5, "key": "a"}]
+        assert opened.spec("old") is None

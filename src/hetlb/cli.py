@@ -208,7 +208,7 @@ def add_slotted_flags(parser) -> None:
 
 def format_slotted_result(result) -> str:
     """A readable table of a SlottedResult."""
-    meta, summary = result.metadata, result.summary()
+    meta, summary = result.metadata, result.summary
     lines = [
         f"policy {meta['policy']}  ({meta['policy_definition']})",
         f"decides on: {meta['information']}",
@@ -240,7 +240,7 @@ def format_result(result) -> str:
     """A readable table of a SimulationResult."""
     meta = result.metadata
     system = meta["system"]
-    summary = result.summary()
+    summary = result.summary
     classes = ", ".join(f"{c['count']}x{c['speed']:g}" for c in system["speed_classes"])
     buffer = "infinite" if system["buffer"] is None else system["buffer"]
     stopping = meta["stopping"]
@@ -392,13 +392,14 @@ def command_sweep(args) -> int:
 
 def command_store(args) -> int:
     from hetlb.experiments import ResultStore
+    from hetlb.experiments.store import resume_note
 
     if not Path(args.store).exists():
         raise InputError("store", f"no result store at {args.store}")
     with ResultStore(args.store) as store:
         if args.name is None:
             for entry in store.sweeps():
-                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished")
+                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
             return 0
         rows = store.load(args.name)
     if not rows:

@@ -30,7 +30,10 @@ WARMUP = 3000.0
 
 
 def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict]:
-    """Simulate every policy at every load; print a table, write demo.csv and demo.png in ``out``."""
+    """Simulate every policy at every load; print a table, write demo.csv and demo.png in ``out``.
+
+    demo.csv names its columns as a sweep's summary table does (``policy.id``, ``system.load``,
+    ``mean_response_time_ci_low``, ``speed_lower_bound``, ...), plus ``weighted_random_exact``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for load in LOADS:
@@ -42,14 +45,15 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
             low, high = result.mean_response_time_ci
             rows.append(
                 {
-                    "policy": policy_id,
-                    "load": load,
+                    "policy.id": policy_id,
+                    "system.load": load,
+                    "replications": result.replications,
                     "mean_response_time": result.mean_response_time,
-                    "ci_low": low,
-                    "ci_high": high,
+                    "mean_response_time_ci_low": low,
+                    "mean_response_time_ci_high": high,
                     "p_wait": result.p_wait,
-                    "response_time_p99": result.response_time_percentiles["p99"],
-                    "lower_bound": bound,
+                    "response_time_p99": result.response_time_p99,
+                    "speed_lower_bound": bound,
                     "weighted_random_exact": system.n_servers / ((1 - load) * system.capacity),
                     "events_per_second": result.events_per_second,
                 }
@@ -58,18 +62,22 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
     print(format_table(rows))
     series = {}
     for policy_id, _ in POLICIES:
-        mine = [r for r in rows if r["policy"] == policy_id]
-        series[policy_id] = tuple(np.array([r[k] for r in mine]) for k in ("mean_response_time", "ci_low", "ci_high"))
+        mine = [r for r in rows if r["policy.id"] == policy_id]
+        series[policy_id] = tuple(
+            np.array([r[k] for r in mine])
+            for k in ("mean_response_time", "mean_response_time_ci_low", "mean_response_time_ci_high")
+        )
     plot_metric(
         LOADS,
         series,
         out / "demo.png",
-        xlabel="load (arrival rate / total capacity)",
-        ylabel="mean response time",
-        bound=[r["lower_bound"] for r in rows if r["policy"] == "jfsq"],
+        xlabel="system.load",
+        ylabel="mean_response_time",
+        bound=[r["speed_lower_bound"] for r in rows if r["policy.id"] == POLICIES[0][0]],
         bound_label="lower bound C*/lambda (000, Prop. 1)",
-        title="100 servers: 25 each of speed 1, 1/2, 1/4, 1/8",
+        title=f"100 servers: 25 each of speed 1, 1/2, 1/4, 1/8 ({replications} replications per point)",
         log_y=True,
+        legend_title="policy.id",
     )
     print(f"\nwrote {out / 'demo.csv'} and {out / 'demo.png'}")
     return rows
@@ -90,10 +98,11 @@ def format_table(rows: list[dict]) -> str:
     for policy_id, _ in POLICIES:
         cells = []
         for load in LOADS:
-            r = next(r for r in rows if r["policy"] == policy_id and r["load"] == load)
-            cells.append(f"{r['mean_response_time']:>9.3f} ({(r['ci_high'] - r['ci_low']) / 2:.3f})")
+            r = next(r for r in rows if r["policy.id"] == policy_id and r["system.load"] == load)
+            half_width = (r["mean_response_time_ci_high"] - r["mean_response_time_ci_low"]) / 2
+            cells.append(f"{r['mean_response_time']:>9.3f} ({half_width:.3f})")
         lines.append(f"{policy_id:<16}" + "".join(f"{c:>17}" for c in cells))
-    for label, key in (("C*/lambda", "lower_bound"), ("w-random exact", "weighted_random_exact")):
-        values = [next(r[key] for r in rows if r["load"] == load) for load in LOADS]
+    for label, key in (("C*/lambda", "speed_lower_bound"), ("w-random exact", "weighted_random_exact")):
+        values = [next(r[key] for r in rows if r["system.load"] == load) for load in LOADS]
         lines.append(f"{label:<16}" + "".join(f"{v:>17.3f}" for v in values))
     return "\n".join(lines)

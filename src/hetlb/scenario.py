@@ -135,7 +135,7 @@ def build_slotted_system(data: dict) -> SlottedSystem:
     options = {key: data[key] for key in ("dispatcher_share", "arrivals", "service", "routing", "ties") if key in data}
     return SlottedSystem.from_speeds(
         speeds_of(data),
-        n_dispatchers=data.get("dispatchers", 1),
+        dispatchers=data.get("dispatchers", 1),
         arrival_rate=data.get("arrival_rate"),
         load=data.get("load"),
         **options,

@@ -118,6 +118,17 @@ class SweepSpec:
     def from_toml(cls, path) -> SweepSpec:
         return cls.from_mapping(read_toml(path))
 
+    def to_mapping(self) -> dict:
+        """The spec as a mapping that :meth:`from_mapping` reads back (the layout of a spec file)."""
+        return {
+            "name": self.name,
+            "replications": self.replications,
+            "seed": self.seed,
+            "common_random_numbers": self.common_random_numbers,
+            "base": copy.deepcopy(self.base),
+            "axes": copy.deepcopy(self.axes),
+        }
+
     def points(self) -> list[Point]:
         """Every point, each scenario checked (a bad point fails here, before any simulation)."""
         points = []

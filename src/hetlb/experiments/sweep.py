@@ -11,13 +11,11 @@
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from hetlb.errors import InputError
@@ -25,40 +23,19 @@ from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.progress import ProgressBar
-from hetlb.results.slotted import SCALARS
+from hetlb.results.table import (  # noqa: F401 (the table's columns, imported from here by the reproductions)
+    CCDF_GRID,
+    INTERVAL_COLUMNS,
+    MAX_CLASS_COLUMNS,
+    METRICS,
+    SLOTTED_METRICS,
+    point_row,
+    run_row,
+    speed_lower_bound_or_nan,
+)
 from hetlb.scenario import Scenario
 from hetlb.stats import t_interval
-from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf
 
-METRICS = (
-    "mean_response_time",
-    "mean_waiting_time",
-    "p_wait",
-    "blocking_probability",
-    "mean_number_in_system",
-    "response_time_p50",
-    "response_time_p95",
-    "response_time_p99",
-    "littles_law_gap",
-    "number_in_system_growth",
-) + MEASURES
-"""Per-run figures of the continuous model that the summary gives with 95% intervals (with the
-X measures of 002, hetlb.stats.halfin_whitt)."""
-SLOTTED_METRICS = SCALARS
-"""The same for the slotted model (hetlb.simulate_slotted)."""
-INTERVAL_COLUMNS = (
-    "mean_response_time",
-    "mean_waiting_time",
-    "blocking_probability",
-    "mean_number_in_system",
-    "mean_delay",
-    "messages_per_arrival",
-)
-"""Metrics whose batch-means interval is kept for a point with a single replication."""
-MAX_CLASS_COLUMNS = 16
-"""Rows carry s_{m,1}, s_{m,2} and C_m per speed class up to this many classes."""
-CCDF_GRID = {"x_plus1": np.round(np.arange(-3.0, 4.01, 0.5), 2), "x_plus2": np.round(np.arange(0.0, 4.01, 0.5), 2)}
-"""Points y of the CCDFs P(X > y) that rows carry when the run records its state distribution."""
 TIMING_COLUMNS = ("wall_seconds", "events_per_second")
 """Columns that measure the machine, not the model: the only ones that differ between executors."""
 
@@ -96,6 +73,7 @@ def sweep(
         complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
     out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
     """
+    source = None if isinstance(spec, SweepSpec) else str(Path(spec).resolve())
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
     for key in ("replications", "seed"):
         if key in spec.base.get("run", {}):
@@ -104,37 +82,45 @@ def sweep(
     points = spec.points()
     units = spec.units(points)
     results_store = ResultStore(store) if store is not None else None
-    done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
-    todo = [unit for unit in units if unit.key not in done]
-    reused = len(units) - len(todo)
+    if results_store is not None:  # registered first, so a sweep stopped midway is listed with its progress
+        results_store.register(
+            spec.name,
+            [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
+            spec=spec.to_mapping(),
+            source=source,
+        )
+    try:
+        done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
+        todo = [unit for unit in units if unit.key not in done]
+        reused = len(units) - len(todo)
 
-    bar = ProgressBar(f"{spec.name} ", enabled=progress)
-    events = sum(row["events"] for row in done.values())
-    if todo:
-        pool, workers, close = resolve_executor(executor)
-        try:
-            tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
-            in_flight = set()
-            while True:
-                # keep two tasks per worker submitted, so results are stored as they come
-                for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
-                    in_flight.add(pool.submit(run_units, task))
-                if not in_flight:
-                    break
-                finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                for future in finished_futures:
-                    finished = dict(future.result())
-                    if results_store is not None:
-                        results_store.put(finished)
-                    done.update(finished)
-                    events += sum(row["events"] for row in finished.values())
-                bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
-        finally:
-            close()
-        bar.close()
-    if results_store is not None:
-        results_store.register(spec.name, [unit.key for unit in units])
-        results_store.close()
+        bar = ProgressBar(f"{spec.name} ", enabled=progress)
+        events = sum(row["events"] for row in done.values())
+        if todo:
+            pool, workers, close = resolve_executor(executor)
+            try:
+                tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
+                in_flight = set()
+                while True:
+                    # keep two tasks per worker submitted, so results are stored as they come
+                    for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
+                        in_flight.add(pool.submit(run_units, task))
+                    if not in_flight:
+                        break
+                    finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in finished_futures:
+                        finished = dict(future.result())
+                        if results_store is not None:
+                            results_store.put(finished)
+                        done.update(finished)
+                        events += sum(row["events"] for row in finished.values())
+                    bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
+            finally:
+                close()
+            bar.close()
+    finally:
+        if results_store is not None:
+            results_store.close()
 
     runs = runs_table(points, units, done)
     summary = summary_table(points, runs)
@@ -176,56 +162,9 @@ def run_units(units) -> list[tuple[str, dict]]:
     """Worker side: simulate each unit; return (store key, row) pairs."""
     rows = []
     for unit in units:
-        scenario = Scenario.from_mapping(unit.scenario)
-        result = scenario.simulate(seed=unit.seed)
-        row = slotted_row(result) if scenario.model == "slotted" else continuous_row(result, scenario.system)
-        run = result.runs[0]
-        row.update(events=run.events, wall_seconds=run.wall_seconds, events_per_second=run.events_per_second)
-        rows.append((unit.key, row))
+        result = Scenario.from_mapping(unit.scenario).simulate(seed=unit.seed)
+        rows.append((unit.key, run_row(result)))
     return rows
-
-
-def continuous_row(result, system) -> dict:
-    run = result.runs[0]
-    summary = result.summary()
-    row = {metric: summary[metric] for metric in METRICS if metric in summary}
-    row.update(summary["halfin_whitt"])
-    for metric in INTERVAL_COLUMNS:
-        if metric + "_ci" in summary:
-            row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
-    if len(summary["occupancy_by_class"]) <= MAX_CLASS_COLUMNS:
-        for m, occupancy in enumerate(summary["occupancy_by_class"], start=1):
-            levels = occupancy["s_m"] + [math.nan, math.nan]  # levels the run did not track
-            row.update(
-                {
-                    f"class{m}_speed": occupancy["speed"],
-                    f"class{m}_s1": levels[0],
-                    f"class{m}_s2": levels[1],
-                    f"class{m}_C": occupancy["C_m"],
-                }
-            )
-    if run.speed_profile is not None:
-        for name in ("eta", "xi2", "tb_eta"):
-            row.update({f"{name}_bin{i + 1}": value for i, value in enumerate(run.speed_profile[name])})
-    if run.jobs_distribution is not None:
-        for measure, grid in CCDF_GRID.items():
-            values = scaled_ccdf(run, system.n_servers, measure, grid)
-            row.update({f"ccdf_{measure}_{y:g}": float(value) for y, value in zip(grid, values)})
-    row.update(completed_jobs=run.completed_jobs, measured_time=run.measured_time)
-    return row
-
-
-def slotted_row(result) -> dict:
-    summary = result.summary()
-    row = {metric: summary[metric] for metric in SLOTTED_METRICS}
-    for metric in INTERVAL_COLUMNS:
-        if metric + "_ci" in summary:
-            row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
-    row.update(
-        {f"messages_{kind}": count for kind, count in summary["messages"].items() if isinstance(count, (int, float))}
-    )
-    row.update({key: value for key, value in summary.items() if key.startswith("preference_")})
-    return row
 
 
 def runs_table(points, units, done: dict) -> pd.DataFrame:
@@ -245,35 +184,18 @@ def runs_table(points, units, done: dict) -> pd.DataFrame:
 
 
 def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per point: mean over replications and its 95% interval, plus the speed lower bound."""
-    from hetlb.theory import speed_lower_bound
-
+    """One row per point: its axis values, then its figures (hetlb.results.table.point_row), then
+    the speed lower bound (continuous model)."""
     records = []
     for index, point in enumerate(points):
         mine = runs[runs["point"] == index] if len(runs) else runs
         if len(mine) == 0:
             continue
-        record = {"point": index, **point.values, "replications": len(mine)}
-        for metric in (m for m in dict.fromkeys(METRICS + SLOTTED_METRICS) if m in mine):
-            values = mine[metric].to_numpy(dtype=float)
-            mean, half = t_interval(values)
-            record[metric] = mean
-            if metric + "_ci_low" in mine and len(mine) == 1:
-                record[metric + "_ci_low"] = float(mine[metric + "_ci_low"].iloc[0])
-                record[metric + "_ci_high"] = float(mine[metric + "_ci_high"].iloc[0])
-            else:
-                record[metric + "_ci_low"], record[metric + "_ci_high"] = mean - half, mean + half
-        for column in mine.columns:
-            if column.startswith(("class", "eta_bin", "xi2_bin", "tb_eta_bin", "ccdf_", "messages_")):
-                record[column] = float(mine[column].mean())
-        record["events"] = int(mine["events"].sum())
+        record = {"point": index, **point.values, **point_row(mine)}
         scenario = Scenario.from_mapping(point.scenario)
-        system = scenario.system
         if scenario.model == "continuous":
-            record["speed_lower_bound"] = (
-                speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound
-                if system.total_arrival_rate < system.capacity
-                else math.nan
+            record["speed_lower_bound"] = speed_lower_bound_or_nan(
+                scenario.system.speed, scenario.system.total_arrival_rate
             )
         records.append(record)
     return pd.DataFrame.from_records(records)

@@ -62,7 +62,7 @@ def tune_jsq_df_ds(
             except InputError:  # slow servers unused with infinite buffers above the fast capacity
                 continue
             result = simulate(system, policy, jobs=jobs, warmup=warmup, replications=replications, seed=seed)
-            summary = result.summary()
+            summary = result.summary
             table.append((float(p_fast), float(p_slow), summary["mean_response_time"], summary["blocking_probability"]))
     admissible = [row for row in table if row[3] <= max_blocking]
     if not admissible:

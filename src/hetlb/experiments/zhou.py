@@ -172,7 +172,7 @@ def delay_figure(table, path, title: str) -> None:
 def slotted_system(o: dict, speeds: str, load: float) -> SlottedSystem:
     return SlottedSystem.from_speeds(
         parse_speeds(speeds),
-        n_dispatchers=o["dispatchers"],
+        dispatchers=o["dispatchers"],
         load=load,
         arrivals=o["arrivals"],
         service=o["service"],

@@ -79,7 +79,7 @@ class SlottedSystem(ServerSpeeds):
     """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
 
     speed: np.ndarray  # mu_n: mean offered service per slot (jobs per slot)
-    n_dispatchers: int  # M
+    dispatchers: int  # M
     total_arrival_rate: float  # lambda_Sigma: mean arrivals per slot, all dispatchers
     dispatcher_share: np.ndarray  # p_m, summing to 1: lambda_m = p_m lambda_Sigma
     arrivals: CountDistribution  # law of A_m(t)
@@ -92,7 +92,7 @@ class SlottedSystem(ServerSpeeds):
         cls,
         speed,
         *,
-        n_dispatchers: int = 1,
+        dispatchers: int = 1,
         arrival_rate: float | None = None,
         load: float | None = None,
         dispatcher_share=None,
@@ -104,7 +104,7 @@ class SlottedSystem(ServerSpeeds):
         """Build and validate a slotted system.
 
         speed: mu_n, mean offered service of each server per slot (jobs per slot).
-        n_dispatchers: M.
+        dispatchers: M, the number of dispatchers.
         arrival_rate: lambda_Sigma, mean arrivals per slot over all dispatchers; or instead
             load: lambda_Sigma / mu_Sigma, which must be < 1.
         dispatcher_share: p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1);
@@ -115,7 +115,7 @@ class SlottedSystem(ServerSpeeds):
             uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
         """
         speed = validation.positive_finite_array("speed", speed)
-        n_dispatchers = validation.integer("n_dispatchers", n_dispatchers)
+        dispatchers = validation.integer("dispatchers", dispatchers)
         if (arrival_rate is None) == (load is None):
             raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
         name, value = ("load", load) if load is not None else ("arrival_rate", arrival_rate)
@@ -128,12 +128,12 @@ class SlottedSystem(ServerSpeeds):
                 f"{speed.sum():.6g} per slot (load < 1), or the queues grow without bound",
             )
         if dispatcher_share is None:
-            share = np.full(n_dispatchers, 1.0 / n_dispatchers)
+            share = np.full(dispatchers, 1.0 / dispatchers)
         else:
             share = validation.positive_finite_array("dispatcher_share", dispatcher_share)
-            if len(share) != n_dispatchers:
+            if len(share) != dispatchers:
                 raise InputError(
-                    "dispatcher_share", f"needs one share per dispatcher ({n_dispatchers}), got {len(share)}"
+                    "dispatcher_share", f"needs one share per dispatcher ({dispatchers}), got {len(share)}"
                 )
             share = share / share.sum()
         arrivals = CountDistribution.parse(arrivals)
@@ -154,7 +154,7 @@ class SlottedSystem(ServerSpeeds):
                 "service",
                 f"a {service.kind} count has mean <= {service.max_mean:g}, but a server has speed {speed.max():.6g}",
             )
-        return cls(speed, n_dispatchers, total, share, arrivals, service, routing, ties)
+        return cls(speed, dispatchers, total, share, arrivals, service, routing, ties)
 
     @property
     def dispatcher_rate(self) -> np.ndarray:
@@ -173,7 +173,7 @@ class SlottedSystem(ServerSpeeds):
             "model": "slotted",
             "n_servers": self.n_servers,
             "speed_classes": self.speed_class_table(),
-            "n_dispatchers": self.n_dispatchers,
+            "dispatchers": self.dispatchers,
             "total_arrival_rate": self.total_arrival_rate,
             "load": self.load,
             "dispatcher_share": "equal" if np.all(share == share[0]) else share.tolist(),

@@ -1,11 +1,70 @@
-"""Standard figures: a metric against an axis, one line per policy, confidence bands, a bound."""
+"""Standard figures: a metric against an axis, one line per policy, confidence bands, a bound.
+
+Every series has its own marker and line style as well as its colour, with hollow markers, so
+series that coincide (jsq under jiq at low load) stay visible; the legend says what the shading
+is. Axis labels given as a table's column names (``system.load``, ``mean_response_time``) are
+written out in words with their units (:func:`axis_label`).
+"""
 
 from __future__ import annotations
+
+import itertools
+import re
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+LINE_STYLES = ("-", "--", "-.", ":")
+BAND_LABEL = "shaded: 95% confidence interval"
+
+LABELS = {
+    "system.load": "load rho (arrival rate / total capacity)",
+    "system.n_servers": "number of servers N",
+    "system.excess_capacity": "excess capacity c (Halfin-Whitt)",
+    "system.dispatchers": "number of dispatchers M",
+    "system.buffer": "buffer size b (jobs per server)",
+    "system.scv": "squared coefficient of variation of job sizes",
+    "system.arrival_rate": "arrival rate lambda (jobs per time unit)",
+    "policy.id": "policy",
+    "policy.d": "servers sampled d",
+    "policy.p_hat": "update probability p_hat",
+    "policy.push_d": "servers probed per update",
+    "run.jobs": "measured jobs",
+    "run.slots": "measured slots",
+    "mean_response_time": "mean response time (time units)",
+    "mean_waiting_time": "mean waiting time (time units)",
+    "response_time_p50": "median response time (time units)",
+    "response_time_p95": "95th percentile of response time (time units)",
+    "response_time_p99": "99th percentile of response time (time units)",
+    "p_wait": "P(wait): fraction of jobs that wait",
+    "blocking_probability": "blocking probability",
+    "mean_number_in_system": "mean number of jobs in system",
+    "number_in_system_growth": "growth of the number in system (second half / first half - 1)",
+    "littles_law_gap": "Little's law gap (L - lambda W) / L",
+    "mean_delay": "mean delay (slots)",
+    "mean_estimate_error": "mean estimate error |Q - Q~| (jobs)",
+    "messages_per_arrival": "messages per arrival",
+    "messages_per_decision": "messages per decision",
+    "speed_lower_bound": "lower bound C*/lambda (time units)",
+}
+"""Words for the column names of the sweep tables."""
+
+
+def axis_label(text: str) -> str:
+    """Words for a column name (``system.load`` -> 'load rho (arrival rate / total capacity)'),
+    also when written with spaces for underscores; other axis columns (``system.*``, ``policy.*``,
+    ``run.*``) lose their table prefix and underscores; any other text is kept."""
+    key = text.strip().replace(" ", "_")
+    if key in LABELS:
+        return LABELS[key]
+    if re.fullmatch(r"(system|policy|run)\.[A-Za-z_][A-Za-z0-9_]*", text.strip()):
+        return text.strip().split(".", 1)[1].replace("_", " ")
+    return text
 
 
 def draw_metric(
@@ -20,25 +79,39 @@ def draw_metric(
     bound_label: str = "lower bound",
     log_y: bool = False,
     log2_x: bool = False,
+    legend_title: str | None = None,
 ) -> None:
-    """Draw on ``axes``: ``series`` maps a label to (means, ci_low, ci_high) over ``x``;
-    ``bound`` is an optional curve over ``x`` drawn dashed; ``log_y`` for a logarithmic y axis,
-    ``log2_x`` for a base-2 logarithmic x axis (numbers of servers)."""
-    for label, (mean, low, high) in series.items():
-        (line,) = axes.plot(x, mean, marker="o", markersize=3.5, label=label)
-        axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    """Draw on ``axes``: ``series`` maps a label to (means, ci_low, ci_high) over ``x``, each with
+    its own marker and line style, the interval shaded; ``bound`` is an optional curve over ``x``
+    drawn black dashed; ``log_y`` for a logarithmic y axis, ``log2_x`` for a base-2 logarithmic x
+    axis (numbers of servers). Labels pass through :func:`axis_label`."""
+    shaded = False
+    for (label, (mean, low, high)), marker, style in zip(
+        series.items(), itertools.cycle(MARKERS), itertools.cycle(LINE_STYLES)
+    ):
+        (line,) = axes.plot(
+            x, mean, marker=marker, markersize=5, markerfacecolor="none", linestyle=style, linewidth=1.3, label=label
+        )
+        band = np.isfinite(np.asarray(low, dtype=float)) & np.isfinite(np.asarray(high, dtype=float))
+        if band.any():
+            axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+            shaded = True
     if bound is not None:
         axes.plot(x, bound, "k--", linewidth=1.2, label=bound_label)
     if log_y:
         axes.set_yscale("log")
     if log2_x:
         axes.set_xscale("log", base=2)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
+    axes.set_xlabel(axis_label(xlabel))
+    axes.set_ylabel(axis_label(ylabel))
     if title:
         axes.set_title(title, fontsize=10)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    handles, labels = axes.get_legend_handles_labels()
+    if shaded:
+        handles.append(Patch(facecolor="grey", alpha=0.3, linewidth=0))
+        labels.append(BAND_LABEL)
+    axes.legend(handles, labels, fontsize=8, title=axis_label(legend_title) if legend_title else None)
 
 
 def plot_metric(x, series: dict, path, **options) -> None:

@@ -19,6 +19,41 @@ from hetlb.stats import interval
 from hetlb.stats.halfin_whitt import scaled_measures
 
 PERCENTILES = (50, 95, 99)
+PERCENTILE_NAMES = tuple(f"response_time_p{p}" for p in PERCENTILES)
+"""The response-time percentiles a result gives, as attributes and as keys of its JSON."""
+HEADLINE = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system")
+"""Figures of a SimulationResult given with their 95% interval (``name + "_ci"``), as are the
+percentiles when there are several replications."""
+
+
+def format_interval(ci) -> str:
+    """'[low, high] (95% CI)', or '(no CI)' when there is none."""
+    if ci is None or not np.all(np.isfinite(ci)):
+        return "(no CI)"
+    return f"[{ci[0]:.5g}, {ci[1]:.5g}] (95% CI)"
+
+
+def mean_over_runs(runs, name: str):
+    """Mean of a figure over replications and its interval: over the replications when there are
+    several, else the run's own batch-means interval (its ``name + "_ci"``)."""
+    values = np.array([getattr(run, name) for run in runs], dtype=float)
+    if len(runs) == 1:
+        return float(values[0]), getattr(runs[0], name + "_ci", None)
+    return float(values.mean()), interval(values)
+
+
+def mean_property(name: str, doc: str) -> property:
+    """An attribute: ``name`` of the runs, averaged over the replications."""
+    return property(lambda self: mean_over_runs(self.runs, name)[0], doc=doc)
+
+
+def interval_property(name: str) -> property:
+    """An attribute: the 95% interval of ``name`` (mean_over_runs), or None when not measured."""
+    return property(
+        lambda self: mean_over_runs(self.runs, name)[1],
+        doc=f"95% interval of {name}: over the replications, or the batch means of a single run (None if "
+        "the run keeps none)",
+    )
 
 
 @dataclass
@@ -65,9 +100,26 @@ class RunResult:
     def events_per_second(self) -> float:
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
+    def __repr__(self) -> str:
+        return (
+            f"<RunResult seed key {self.seed_key}: mean response time {self.mean_response_time:.5g} "
+            f"{format_interval(self.mean_response_time_ci)}, {self.completed_jobs} jobs>"
+        )
+
     @property
-    def response_time_percentiles(self) -> dict:
-        return {f"p{p}": response_time_quantile(self.histogram, p / 100.0) for p in PERCENTILES}
+    def response_time_p50(self) -> float:
+        """Median response time (from the histogram, relative error < 0.4%)."""
+        return response_time_quantile(self.histogram, 0.50)
+
+    @property
+    def response_time_p95(self) -> float:
+        """95th percentile of the response time (from the histogram, relative error < 0.4%)."""
+        return response_time_quantile(self.histogram, 0.95)
+
+    @property
+    def response_time_p99(self) -> float:
+        """99th percentile of the response time (from the histogram, relative error < 0.4%)."""
+        return response_time_quantile(self.histogram, 0.99)
 
     @property
     def littles_law_gap(self) -> float:
@@ -90,7 +142,7 @@ class RunResult:
             "mean_number_in_system": self.mean_number_in_system,
             "mean_number_in_system_ci": self.mean_number_in_system_ci,
             "number_in_system_growth": self.number_in_system_growth,
-            **{f"response_time_{k}": v for k, v in self.response_time_percentiles.items()},
+            **{name: getattr(self, name) for name in PERCENTILE_NAMES},
             "littles_law_gap": self.littles_law_gap,
             "occupancy_by_class": occupancy_table(self.class_speed, self.class_count, self.occupancy, self.class_jobs),
             "measured_time": self.measured_time,
@@ -114,10 +166,14 @@ class RunResult:
         return out
 
 
-@dataclass
+@dataclass(repr=False)
 class ReplicatedResult:
     """What the results of both models share: the replications (``runs``), the metadata, and their
-    JSON form, ``summary()`` then ``details()`` then the metadata and each replication."""
+    JSON form, ``summary`` then ``details()`` then the metadata and each replication.
+
+    Every key of ``summary`` is also an attribute of the same name and value
+    (``result.summary["p_wait_ci"] == result.p_wait_ci``); ``to_frame()`` gives the one-row table of
+    a sweep's point."""
 
     runs: list
     metadata: dict = field(default_factory=dict)
@@ -147,7 +203,7 @@ class ReplicatedResult:
         (per-server arrays by default only up to 1000 servers)."""
         per_server = self.n_servers <= 1000 if per_server is None else per_server
         return {
-            **self.summary(),
+            **self.summary,
             **self.details(),
             "metadata": self.metadata,
             "runs": [run.to_dict(per_server=per_server) for run in self.runs],
@@ -159,13 +215,39 @@ class ReplicatedResult:
             finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default, allow_nan=False
         )
 
+    def to_frame(self):
+        """A one-row pandas DataFrame with the columns of a sweep's summary table for one point
+        (``policy.id``, ``system.load``, ..., ``replications``, each figure with its
+        ``_ci_low`` / ``_ci_high``), computed the way a sweep computes them."""
+        from hetlb.results.table import result_frame
 
-@dataclass
+        return result_frame(self)
+
+    def __repr__(self) -> str:
+        system = self.metadata.get("system", {})
+        policy = self.metadata.get("policy", {})
+        parts = [str(policy.get("id", "?")), f"{self.n_servers} servers"]
+        if "dispatchers" in system:
+            parts.append(f"{system['dispatchers']} dispatcher{'s' if system['dispatchers'] != 1 else ''}")
+        if "load" in system:
+            parts.append(f"load {system['load']:.4g}")
+        label, value, ci = self.headline()
+        plural = "s" if self.replications != 1 else ""
+        return (
+            f"<{type(self).__name__} {', '.join(parts)}: {label} {value:.5g} "
+            f"{format_interval(ci)}, {self.replications} replication{plural}>"
+        )
+
+
+@dataclass(repr=False)
 class SimulationResult(ReplicatedResult):
     """Replications of one scenario under one policy, with their aggregate and metadata.
 
-    With one replication the intervals are batch-means intervals of that run; with several they
-    are Student-t intervals over the replications' means.
+    Every figure is the mean of the replications' figures (the response-time percentiles too, as
+    in a sweep's table; ``histogram`` pools the replications' histograms). With one replication
+    the intervals are batch-means intervals of that run; with several they are Student-t
+    intervals over the replications. An interval a single run does not measure (``p_wait_ci``,
+    ``response_time_p99_ci``) is None.
     """
 
     @property
@@ -175,77 +257,75 @@ class SimulationResult(ReplicatedResult):
     def _across(self, name: str):
         return mean_over_runs(self.runs, name)
 
-    @property
-    def mean_response_time(self) -> float:
-        return self._across("mean_response_time")[0]
-
-    @property
-    def mean_response_time_ci(self) -> list:
-        return self._across("mean_response_time")[1]
-
-    @property
-    def mean_waiting_time(self) -> float:
-        return self._across("mean_waiting_time")[0]
-
-    @property
-    def p_wait(self) -> float:
-        return self._across("p_wait")[0]
-
-    @property
-    def blocking_probability(self) -> float:
-        return self._across("blocking_probability")[0]
-
-    @property
-    def mean_number_in_system(self) -> float:
-        return self._across("mean_number_in_system")[0]
+    mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
+    mean_response_time_ci = interval_property("mean_response_time")
+    mean_waiting_time = mean_property("mean_waiting_time", "mean waiting time before service (time units)")
+    mean_waiting_time_ci = interval_property("mean_waiting_time")
+    p_wait = mean_property("p_wait", "fraction of admitted jobs that wait")
+    p_wait_ci = interval_property("p_wait")
+    blocking_probability = mean_property("blocking_probability", "fraction of arrivals lost at a full buffer")
+    blocking_probability_ci = interval_property("blocking_probability")
+    mean_number_in_system = mean_property("mean_number_in_system", "time-average jobs in the system")
+    mean_number_in_system_ci = interval_property("mean_number_in_system")
+    littles_law_gap = mean_property("littles_law_gap", "(L - lambda W) / L, zero up to edge effects")
+    number_in_system_growth = mean_property(
+        "number_in_system_growth", "mean number in system over the second half of the batches / first half - 1"
+    )
 
     @property
     def histogram(self) -> np.ndarray:
         return np.sum([run.histogram for run in self.runs], axis=0)
 
-    @property
-    def response_time_percentiles(self) -> dict:
-        histogram = self.histogram
-        return {f"p{p}": response_time_quantile(histogram, p / 100.0) for p in PERCENTILES}
+    response_time_p50 = mean_property(
+        "response_time_p50", "median response time (time units), averaged over the replications"
+    )
+    response_time_p50_ci = interval_property("response_time_p50")
+    response_time_p95 = mean_property(
+        "response_time_p95", "95th percentile of the response time, averaged over the replications"
+    )
+    response_time_p95_ci = interval_property("response_time_p95")
+    response_time_p99 = mean_property(
+        "response_time_p99", "99th percentile of the response time, averaged over the replications"
+    )
+    response_time_p99_ci = interval_property("response_time_p99")
 
+    @property
+    def halfin_whitt(self) -> dict:
+        """The scaled measures of 002 (hetlb.stats.halfin_whitt), averaged over the replications."""
+        scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
+        return {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
+
+    @property
+    def occupancy_by_class(self) -> list:
+        """Per speed class, the occupancy table of 000 (occupancy_table), averaged over the replications."""
+        first = self.runs[0]
+        occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
+        return occupancy_table(
+            first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0)
+        )
+
+    @property
     def summary(self) -> dict:
-        """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``)."""
+        """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``); each key
+        is also an attribute of the result."""
         out = {}
-        for name in (
-            "mean_response_time",
-            "mean_waiting_time",
-            "p_wait",
-            "blocking_probability",
-            "mean_number_in_system",
-        ):
+        for name in HEADLINE + PERCENTILE_NAMES:
             value, ci = self._across(name)
             out[name] = value
             if ci is not None:
                 out[name + "_ci"] = ci
-        out.update({f"response_time_{k}": v for k, v in self.response_time_percentiles.items()})
-        out["littles_law_gap"] = self._across("littles_law_gap")[0]
-        out["number_in_system_growth"] = self._across("number_in_system_growth")[0]
-        first = self.runs[0]
-        scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
-        out["halfin_whitt"] = {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
-        occupancy = np.mean([run.occupancy for run in self.runs], axis=0)
-        out["occupancy_by_class"] = occupancy_table(
-            first.class_speed, first.class_count, occupancy, np.mean([run.class_jobs for run in self.runs], axis=0)
-        )
+        out["littles_law_gap"] = self.littles_law_gap
+        out["number_in_system_growth"] = self.number_in_system_growth
+        out["halfin_whitt"] = self.halfin_whitt
+        out["occupancy_by_class"] = self.occupancy_by_class
         out["replications"] = self.replications
         out["events"] = self.events
         out["events_per_second"] = self.events_per_second
         out["wall_seconds"] = self.wall_seconds
         return out
 
-
-def mean_over_runs(runs, name: str):
-    """Mean of a figure over replications and its interval: over the replications when there are
-    several, else the run's own batch-means interval (its ``name + "_ci"``)."""
-    values = np.array([getattr(run, name) for run in runs], dtype=float)
-    if len(runs) == 1:
-        return float(values[0]), getattr(runs[0], name + "_ci", None)
-    return float(values.mean()), interval(values)
+    def headline(self) -> tuple:
+        return "mean response time", self.mean_response_time, self.mean_response_time_ci
 
 
 def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import ReplicatedResult, mean_over_runs
+from hetlb.results.run import ReplicatedResult, format_interval, interval_property, mean_over_runs, mean_property
 from hetlb.stats import preference_report
 
 SCALARS = (
@@ -71,6 +71,12 @@ class SlottedRunResult:
     def slots_per_second(self) -> float:
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
+    def __repr__(self) -> str:
+        return (
+            f"<SlottedRunResult seed key {self.seed_key}: mean delay (slots) {self.mean_delay:.5g} "
+            f"{format_interval(self.mean_delay_ci)}, {self.slots} slots>"
+        )
+
     @property
     def events_per_second(self) -> float:
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
@@ -99,33 +105,27 @@ class SlottedRunResult:
         return out
 
 
-def _over_runs(name: str, doc: str):
-    return property(lambda self: mean_over_runs(self.runs, name)[0], doc=doc)
-
-
-def _interval_over_runs(name: str):
-    return property(
-        lambda self: mean_over_runs(self.runs, name)[1],
-        doc=f"95% interval of {name}: batch means of one run, or over replications",
-    )
-
-
-@dataclass
+@dataclass(repr=False)
 class SlottedResult(ReplicatedResult):
-    """Replications of one slotted scenario under one policy, with their aggregate and metadata."""
+    """Replications of one slotted scenario under one policy, with their aggregate and metadata.
 
-    mean_number_in_system = _over_runs("mean_number_in_system", "time-average sum_n Q_n")
-    mean_number_in_system_ci = _interval_over_runs("mean_number_in_system")
-    number_in_system_growth = _over_runs(
+    Every key of ``summary`` is also an attribute; intervals are those of
+    :class:`~hetlb.results.run.SimulationResult` (None when a single run does not measure one)."""
+
+    mean_number_in_system = mean_property("mean_number_in_system", "time-average sum_n Q_n")
+    mean_number_in_system_ci = interval_property("mean_number_in_system")
+    number_in_system_growth = mean_property(
         "number_in_system_growth", "second half's time-average sum_n Q_n over the first half's, minus 1"
     )
-    mean_delay = _over_runs("mean_delay", "mean delay in slots (Little's law)")
-    mean_delay_ci = _interval_over_runs("mean_delay")
-    mean_estimate_error = _over_runs("mean_estimate_error", "time-average |Q_n - Q~^m_n| (LED policies)")
-    mean_estimate_error_ci = _interval_over_runs("mean_estimate_error")
-    messages_per_arrival = _over_runs("messages_per_arrival", "probes + replies + reports + tokens per arrival")
-    messages_per_arrival_ci = _interval_over_runs("messages_per_arrival")
-    messages_per_decision = _over_runs("messages_per_decision", "messages per dispatching decision")
+    number_in_system_growth_ci = interval_property("number_in_system_growth")
+    mean_delay = mean_property("mean_delay", "mean delay in slots (Little's law)")
+    mean_delay_ci = interval_property("mean_delay")
+    mean_estimate_error = mean_property("mean_estimate_error", "time-average |Q_n - Q~^m_n| (LED policies)")
+    mean_estimate_error_ci = interval_property("mean_estimate_error")
+    messages_per_arrival = mean_property("messages_per_arrival", "probes + replies + reports + tokens per arrival")
+    messages_per_arrival_ci = interval_property("messages_per_arrival")
+    messages_per_decision = mean_property("messages_per_decision", "messages per dispatching decision")
+    messages_per_decision_ci = interval_property("messages_per_decision")
 
     @property
     def mean_queue_length(self) -> np.ndarray:
@@ -158,8 +158,24 @@ class SlottedResult(ReplicatedResult):
     def slots_per_second(self) -> float:
         return sum(run.slots_run for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
+    @property
+    def preference_tilted(self) -> bool | None:
+        """Whether the measured preference is tilted toward faster servers (None when not measured)."""
+        return None if self.preference is None else self.preference["tilted"]
+
+    @property
+    def preference_delta_tilted(self) -> bool | None:
+        """Whether the measured preference is delta-tilted (None when not measured)."""
+        return None if self.preference is None else self.preference["delta_tilted"]
+
+    @property
+    def preference_delta_min(self) -> float | None:
+        """The delta of the measured preference (None when not measured)."""
+        return None if self.preference is None else self.preference["delta_min"]
+
+    @property
     def summary(self) -> dict:
-        """The flat dictionary of headline figures."""
+        """The flat dictionary of headline figures; each key is also an attribute of the result."""
         out = {}
         for name in SCALARS:
             value, ci = mean_over_runs(self.runs, name)
@@ -177,6 +193,9 @@ class SlottedResult(ReplicatedResult):
             events_per_second=self.events_per_second,
         )
         return out
+
+    def headline(self) -> tuple:
+        return "mean delay (slots)", self.mean_delay, self.mean_delay_ci
 
     @property
     def n_servers(self) -> int:

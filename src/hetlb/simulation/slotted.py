@@ -1,7 +1,7 @@
 """The public entry point of the slotted model (paper 001): validate -> pack arrays -> kernel -> results.
 
 >>> import hetlb
->>> system = hetlb.SlottedSystem.from_speeds([1.0] * 10, n_dispatchers=2, load=0.8)
+>>> system = hetlb.SlottedSystem.from_speeds([1.0] * 10, dispatchers=2, load=0.8)
 >>> result = hetlb.simulate_slotted(system, "l-jsq", slots=20_000, seed=1, p_hat=0.5)
 >>> result.mean_delay > 0
 True
