@@ -14,7 +14,7 @@ from hetlb.policies.registry import PolicySpec
 @pytest.mark.parametrize("policy_id", list(POLICIES))
 def test_every_registered_policy_conforms(policy_id):
     report = hetlb.check_policy(policy_id, seed=3)
-    assert report.passed, report.summary()
+    assert report.passed, report.summary
     names = {check.name for check in report.checks}
     spec = POLICIES[policy_id]
     assert ("exact agreement" in names) == ("continuous" in spec.models and spec.exact_rule is not None)
@@ -29,7 +29,7 @@ def test_a_key_that_contradicts_the_definition_is_caught(monkeypatch):
     report = hetlb.check_policy("jfsq")
     failed = {check.name for check in report.checks if not check.passed}
     assert "selection keys" in failed and not report.passed
-    assert "FAILS" in report.summary()
+    assert "FAILS" in report.summary
 
 
 def test_an_inconsistent_entry_is_refused_when_it_is_declared():

@@ -63,7 +63,9 @@ class ConformanceReport:
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
 
+    @property
     def summary(self) -> str:
+        """The report as readable lines, one per check."""
         lines = [f"{self.policy}: {'conforms' if self.passed else 'FAILS'}"]
         lines += [f"  {'ok  ' if c.passed else 'FAIL'} {c.name}: {c.detail}" for c in self.checks]
         return "\n".join(lines)
@@ -186,7 +188,7 @@ def _exact_agreement(policy_id: str, seed: int, alpha: float, replications: int 
 
 
 def _slotted_invariants(policy_id: str, seed: int, slots: int = 2000) -> Check:
-    system = SlottedSystem.from_speeds([1.0, 0.5, 0.5, 0.5], n_dispatchers=2, load=0.6)
+    system = SlottedSystem.from_speeds([1.0, 0.5, 0.5, 0.5], dispatchers=2, load=0.6)
     run = simulate_slotted(system, policy_id, slots=slots, seed=seed, trace=10 * slots).runs[0]
     counters, trace = run.counters, run.trace
     problems = []
