@@ -130,7 +130,8 @@ def test_demo_writes_table_and_plot(tmp_path):
 def test_diffusion_command_agrees_with_the_closed_form_mean_of_x1(capsys):
     from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_mean_x1
 
-    out = run_json(capsys, ["diffusion", "--policy", "jfsq", "--uniform", "0.7,1.3", "--paths", "64", "--json"])
+    argv = ["diffusion", "--policy", "jfsq", "--speed-distribution", "uniform:low=0.7,high=1.3", "--paths", "64"]
+    out = run_json(capsys, [*argv, "--json"])
     x1 = out["stationary"]["x1"]
     exact = stationary_mean_x1(policy_diffusion("jfsq", continuous_speeds(0.7, 1.3), 1.0))  # -c / mu_min
     assert abs(x1["mean"] - exact) <= 4 * x1["standard_error"]
@@ -150,6 +151,7 @@ def test_graph_command_reports_the_construction_and_the_max_flow(capsys):
             "--graph",
             "random:p=0.5,ports=12,seed=4",
             "--assumption2",
+            "--json",
         ],
     )
     assert out["construction"]["construction"] == "random" and out["construction"]["seed"] == 4
@@ -171,7 +173,7 @@ def test_simulate_reaches_constructions_distributions_and_policy_parameters(caps
             "1",
             "--policy",
             "jsq-df-ds",
-            "--param",
+            "--set",
             "p_fast=0.25",
             "--jobs",
             "2000",
@@ -248,10 +250,8 @@ def test_tune_command_finds_the_known_optimum(capsys):
             "20000",
             "--seed",
             "3",
-            "--policy",
-            "jsq-df-ds",
-            "--param",
-            "d_fast=2",
+            "--d-fast",
+            "2",
             "--json",
         ],
     )

@@ -2,7 +2,9 @@
 plot | reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
-status 2.
+status 2; so does a bare ``hetlb`` (after the usage). Each command takes only the flags it uses,
+so argparse refuses the others. Results go to standard output (text, or JSON with ``--json``);
+progress, notices and ``--verbose`` detail go to standard error, and ``--quiet`` silences them.
 """
 
 from __future__ import annotations
@@ -20,15 +22,51 @@ from hetlb.errors import InputError
 
 EXIT_INPUT_ERROR = 2
 
+MAX_CLASS_ROWS = 10
+"""The text output of ``simulate`` lists the speed classes when there are at most this many;
+more (e.g. i.i.d. speeds, one class per server) are left to --per-server and --speed-bins."""
+
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line."""
+    """argparse that reports a usage error in one line, takes flags only as written (no prefixes:
+    ``--b`` is not ``--buffer``), and whose ``epilog`` may be a function called when the help is
+    shown (to read a registry only then)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message}\n")
 
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
 
-def add_system_flags(parser) -> None:
+
+def reproductions_epilog() -> str:
+    """The registered reproductions, one per line (importing the registry takes a second)."""
+    from hetlb.experiments import REPRODUCTIONS
+
+    width = max(len(name) for name in REPRODUCTIONS) + 2
+    return "reproductions:\n" + "\n".join(
+        f"  {name:<{width}}{reproduction.title}" for name, reproduction in REPRODUCTIONS.items()
+    )
+
+
+# --- flags ---------------------------------------------------------------------------------------
+
+
+def add_scenario_flags(
+    parser,
+    *,
+    rate: bool = True,
+    buffer: bool = True,
+    job_sizes: bool = True,
+    graph: bool = True,
+) -> None:
+    """The flags that describe a system (and --config), as far as the command uses them."""
     group = parser.add_argument_group("system (flags override --config)")
     group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
     group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
@@ -38,61 +76,89 @@ def add_system_flags(parser) -> None:
         metavar="KIND[:KEY=VALUE,...]",
         help="i.i.d. speeds, e.g. uniform:low=0.7,high=1.3,seed=1 (kinds: uniform, discrete, lognormal, empirical)",
     )
-    rate = group.add_mutually_exclusive_group()
-    rate.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
-    rate.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
-    rate.add_argument(
-        "--excess-capacity",
-        type=float,
-        metavar="C",
-        help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)",
-    )
-    group.add_argument(
-        "--buffer", type=int, metavar="B", help="jobs a server holds, the one in service included (omit for infinite)"
-    )
-    group.add_argument(
-        "--job-sizes",
-        choices=["exponential", "hyperexponential", "deterministic"],
-        help="job-size distribution, mean 1 (default exponential)",
-    )
-    group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
+    if rate:
+        rates = group.add_mutually_exclusive_group()
+        rates.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
+        rates.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
+        rates.add_argument(
+            "--excess-capacity",
+            type=float,
+            metavar="C",
+            help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)",
+        )
+    if buffer:
+        group.add_argument(
+            "--buffer",
+            type=int,
+            metavar="B",
+            help="jobs a server holds, the one in service included (omit for infinite)",
+        )
+    if job_sizes:
+        group.add_argument(
+            "--job-sizes",
+            choices=["exponential", "hyperexponential", "deterministic"],
+            help="job-size distribution, mean 1 (default exponential)",
+        )
+        group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
+    if graph:
+        group.add_argument(
+            "--graph",
+            metavar="KIND[:KEY=VALUE,...]",
+            help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
+            "(kinds: complete, random, fig3, theorem2, theorem3)",
+        )
+
+
+def add_policy_flags(parser) -> None:
+    group = parser.add_argument_group("policy (flags override --config)")
     group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
     group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
     group.add_argument(
-        "--param",
+        "--set",
         action="append",
         metavar="NAME=VALUE",
-        help="a policy parameter, e.g. --param p_fast=0.3 or --param p_hat=0.01 (repeatable)",
+        help="a policy parameter, e.g. --set p_fast=0.3 or --set p_hat=0.01 (repeatable)",
     )
-    group.add_argument(
-        "--graph",
-        metavar="KIND[:KEY=VALUE,...]",
-        help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
-        "(kinds: complete, random, fig3, theorem2, theorem3)",
-    )
+
+
+def add_output_flags(parser, *, json_output: bool = True, quiet: bool = False, verbose: str | None = None) -> None:
+    """--json (``json_output``), and --quiet / --verbose for the commands that write progress or
+    notices; ``verbose`` says what --verbose adds."""
+    group = parser.add_argument_group("output")
+    if json_output:
+        group.add_argument("--json", action="store_true", help="print the results as JSON instead of text")
+    talk = group.add_mutually_exclusive_group()
+    if quiet:
+        talk.add_argument("-q", "--quiet", action="store_true", help="no progress bar or notices on standard error")
+    if verbose:
+        talk.add_argument("-v", "--verbose", action="store_true", help=verbose)
 
 
 def scenario_from_args(args, continuous_only: bool = False):
     """Merge --config and the flags into a Scenario (either model, unless ``continuous_only``)."""
     from hetlb.scenario import Scenario, read_toml
 
+    flag = lambda name: getattr(args, name, None)  # noqa: E731 - commands take only the flags they use
     data = read_toml(args.config) if args.config else {}
     system = dict(data.get("system", {}))
     flags = {
-        "speeds": args.speeds,
-        "buffer": args.buffer,
-        "job_sizes": args.job_sizes,
-        "scv": args.scv,
-        "n_servers": args.n_servers,
-        "model": getattr(args, "model", None),
-        "dispatchers": getattr(args, "dispatchers", None),
-        "arrivals": getattr(args, "arrivals", None),
-        "service": getattr(args, "service", None),
-        "routing": getattr(args, "routing", None),
-        "ties": getattr(args, "ties", None),
+        key: flag(key)
+        for key in (
+            "speeds",
+            "buffer",
+            "job_sizes",
+            "scv",
+            "n_servers",
+            "model",
+            "dispatchers",
+            "arrivals",
+            "service",
+            "routing",
+            "ties",
+        )
     }
     system.update({key: value for key, value in flags.items() if value is not None})
-    rates = {"load": args.load, "arrival_rate": args.arrival_rate, "excess_capacity": args.excess_capacity}
+    rates = {key: flag(key) for key in ("load", "arrival_rate", "excess_capacity")}
     if any(value is not None for value in rates.values()):
         for key, value in rates.items():
             system.pop(key, None)
@@ -100,15 +166,15 @@ def scenario_from_args(args, continuous_only: bool = False):
                 system[key] = value
     if args.speed_distribution is not None:
         system["speed_distribution"] = parse_construction(args.speed_distribution)
-    if args.graph is not None:
+    if flag("graph") is not None:
         system["graph"] = parse_construction(args.graph)
     policy = dict(data.get("policy", {}))
-    if args.policy is not None:
+    if flag("policy") is not None:
         policy = {"id": args.policy}
-    if args.d is not None:
+    if flag("d") is not None:
         policy["d"] = args.d
-    policy.update(parse_assignment(text, "--param") for text in args.param or [])
-    policy.update({name: getattr(args, name) for name in LED_FLAGS if getattr(args, name, None) is not None})
+    policy.update(parse_assignment(text, "--set") for text in flag("set") or [])
+    policy.update({name: flag(name) for name in LED_FLAGS if flag(name) is not None})
     run = dict(data.get("run", {}))
     for key in (
         "jobs",
@@ -121,11 +187,11 @@ def scenario_from_args(args, continuous_only: bool = False):
         "speed_bins",
         "state_distribution",
     ):
-        value = getattr(args, key, None)
+        value = flag(key)
         if value is not None and value is not False:
             run[key] = value
     if "jobs" in run and "horizon" in run:
-        run.pop("horizon" if args.jobs is not None else "jobs")
+        run.pop("horizon" if flag("jobs") is not None else "jobs")
     scenario = Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
     if continuous_only and scenario.model != "continuous":
         raise InputError("system.model", f"`hetlb {args.command}` applies to the continuous model only")
@@ -161,59 +227,235 @@ def parse_construction(text: str) -> dict:
     return {"kind": kind, **dict(parse_assignment(item, kind) for item in items if item)}
 
 
-def command_simulate(args) -> int:
-    scenario = scenario_from_args(args)
-    result = scenario.simulate(progress=sys.stderr.isatty())
-    if args.json:
-        print(result.to_json(indent=None if args.compact else 2))
+def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
+    """NAME=VALUE, the value read as JSON when it parses (numbers, lists), else as a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InputError(flag, f"must be NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
+# --- feedback on standard error -------------------------------------------------------------------
+
+
+def quiet(args) -> bool:
+    return bool(getattr(args, "quiet", False))
+
+
+def verbose(args) -> bool:
+    return bool(getattr(args, "verbose", False))
+
+
+def say(args, text: str) -> None:
+    """A notice on standard error, unless --quiet."""
+    if not quiet(args):
+        print(f"hetlb: {text}", file=sys.stderr, flush=True)
+
+
+def notify_compiling(args, models=("continuous",)) -> None:
+    """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
+    their first call then compiles them, which takes seconds (once; later processes load them)."""
+    if quiet(args):
+        return
+    from hetlb.progress import needs_compiling
+
+    kernels = []
+    if "continuous" in models:
+        from hetlb.kernels import continuous
+
+        kernels += [continuous.advance, continuous.finish]
+    if "slotted" in models:
+        from hetlb.kernels import slotted
+
+        kernels += [slotted.advance]
+    if needs_compiling(*kernels):
+        where = ""
+        if verbose(args):
+            where = f" into {getattr(kernels[0]._cache, '_cache_path', 'numba cache')}"
+        say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
+
+
+def run_reporter(args, label: str, unit: str):
+    """A ProgressBar and the ``report(done, total, label, result)`` callback that drives it: the
+    fraction of runs done, their events, and with --verbose one line per finished run. The bar
+    closes at the last run; close it too when the work ends otherwise."""
+    from hetlb.progress import ProgressBar
+
+    bar = ProgressBar(label, enabled=not quiet(args))
+    events = 0
+
+    def report(done, total, what, result):
+        nonlocal events
+        events += result.events
+        bar.update(done / total, events, detail=f"{done}/{total} {unit}s")
+        if verbose(args):
+            bar.message(f"hetlb: {unit} {done} of {total}, {what}: {result_line(result)}")
+        if done == total:  # before the caller prints its results
+            bar.close()
+
+    return bar, report
+
+
+def result_line(result) -> str:
+    """One result's headline in a line (a replication, or a result of one or more)."""
+    if hasattr(result, "mean_delay"):
+        head = f"mean delay {result.mean_delay:.6g} slots"
     else:
-        print(format_slotted_result(result) if scenario.model == "slotted" else format_result(result))
-    return 0
+        head = f"mean response time {result.mean_response_time:.6g}, blocking {result.blocking_probability:.3g}"
+    return f"{head}, {result.events:,} events in {result.wall_seconds:.2f} s"
 
 
-def add_slotted_flags(parser) -> None:
-    group = parser.add_argument_group(
-        "slotted model of paper 001 (with --model slotted; --speeds are mean "
-        "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)"
-    )
-    group.add_argument(
-        "--model",
-        choices=["continuous", "slotted"],
-        help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
-    )
-    group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
-    group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
-    group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
-    group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
-    group.add_argument(
-        "--ties",
-        help="independent (a tie-break draw per decision, default) or shared (one per "
-        "slot: dispatchers seeing the same least values agree, as a herd)",
-    )
-    group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
-    group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
-    for flag, kind in (
-        ("--update", str),
-        ("--p-hat", float),
-        ("--push-d", int),
-        ("--push-trigger", str),
-        ("--pull-trigger", str),
-        ("--average", str),
-        ("--empty-set", str),
+# --- text output ----------------------------------------------------------------------------------
+
+
+def fmt(value) -> str:
+    """A value for the text output: numbers to 6 significant digits (44 for 43.99999999999999),
+    a table {kind, ...} as "kind (key value, ...)", other tables and lists as comma lists."""
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    if isinstance(value, dict):
+        rest = ", ".join(f"{key.replace('_', ' ')} {fmt(item)}" for key, item in value.items() if key != "kind")
+        if "kind" in value:
+            return f"{value['kind']} ({rest})" if rest else str(value["kind"])
+        return rest
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(fmt(item) for item in value) + "]"
+    return str(value)
+
+
+def policy_text(policy: dict) -> str:
+    """``{"id": "pod", "d": 2}`` as "pod (d=2)", the NAME=VALUE of --set."""
+    params = ", ".join(f"{key}={fmt(value)}" for key, value in policy.items() if key != "id")
+    return f"{policy['id']} ({params})" if params else str(policy["id"])
+
+
+def speed_classes_text(classes: list) -> str:
+    """ "50x1, 50x0.5", or for many classes their range."""
+    if len(classes) <= MAX_CLASS_ROWS:
+        return ", ".join(f"{c['count']}x{c['speed']:.6g}" for c in classes)
+    speeds = [c["speed"] for c in classes]
+    return f"speeds {min(speeds):.4g} to {max(speeds):.4g}, {len(classes)} distinct"
+
+
+def interval_text(summary: dict, key: str) -> str:
+    ci = summary.get(key + "_ci")
+    return f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
+
+
+def format_result(result, speeds=None, per_server: bool = False) -> str:
+    """A readable table of a SimulationResult: headline figures, the speed classes (when few),
+    eta and xi_2 by speed bin (with --speed-bins) and, with ``per_server``, one row per server."""
+    meta = result.metadata
+    system = meta["system"]
+    summary = result.summary
+    buffer = "infinite" if system["buffer"] is None else system["buffer"]
+    stopping = meta["stopping"]
+    stop = f"{stopping['jobs']:,} jobs" if stopping["jobs"] else f"horizon {stopping['horizon']:g}"
+    lines = [
+        f"policy {policy_text(meta['policy'])}: {meta['policy_definition']}",
+        f"servers {system['n_servers']} ({speed_classes_text(system['speed_classes'])}), "
+        f"job types {system['n_types']}, load {system['load']:.4f}, buffer {buffer}, "
+        f"sizes {fmt(system['job_sizes'])}",
+        f"{result.replications} replication(s), {stop} after warm-up {stopping['warmup']:g}, seed {fmt(meta['seed'])}",
+        "",
+    ]
+    for label, key in (
+        ("mean response time", "mean_response_time"),
+        ("mean waiting time", "mean_waiting_time"),
+        ("P(wait)", "p_wait"),
+        ("blocking probability", "blocking_probability"),
+        ("mean number in system", "mean_number_in_system"),
+        ("response time p50", "response_time_p50"),
+        ("response time p95", "response_time_p95"),
+        ("response time p99", "response_time_p99"),
     ):
-        group.add_argument(flag, type=kind, help="LED parameter (see `hetlb policies`)")
-    for flag in ("--increment-on-dispatch", "--inclusive"):
-        group.add_argument(flag, action="store_true", default=None, help="LED parameter (see `hetlb policies`)")
+        lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    classes = summary["occupancy_by_class"]
+    if len(classes) <= MAX_CLASS_ROWS:
+        lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
+        for c in classes:
+            s = (c["s_m"] + [float("nan")] * 3)[:3]
+            lines.append(
+                f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
+                f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}"
+            )
+    else:
+        lines += [
+            "",
+            f"  {len(classes)} speed classes, not listed: --speed-bins K groups them, --per-server lists "
+            "every server, --json has them all (occupancy_by_class)",
+        ]
+    profiles = [run.speed_profile for run in result.runs if run.speed_profile is not None]
+    if profiles:
+        lines += ["", *speed_bins_lines(profiles)]
+    scaled = summary["halfin_whitt"]
+    lines += ["", "  scaled as in 002:  " + "  ".join(f"{name} {value:.4g}" for name, value in scaled.items())]
+    lines += [
+        "",
+        f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
+        f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
+        f"Little's law gap {100 * summary['littles_law_gap']:.3f}%",
+    ]
+    if per_server:
+        utilisation = np.mean([run.utilisation for run in result.runs], axis=0)
+        queue = np.mean([run.mean_queue_length for run in result.runs], axis=0)
+        lines += ["", *per_server_lines(speeds, queue, utilisation)]
+    return "\n".join(lines)
 
 
-def format_slotted_result(result) -> str:
+def speed_bins_lines(profiles: list) -> list:
+    """eta and xi_2 of 002 by speed bin, averaged over the replications."""
+    first = profiles[0]
+    edges = first["edges"]
+    eta = np.mean([p["eta"] for p in profiles], axis=0)
+    xi2 = np.mean([p["xi2"] for p in profiles], axis=0)
+    lines = [
+        "  by speed bin (002): eta = share of the idle server-time, TB = its speed-blind benchmark,",
+        "  xi_2 = n^(-1/2) x mean number of servers holding 2 or more jobs",
+        f"  {'speeds':>22}{'servers':>9}{'eta':>10}{'eta (TB)':>10}{'xi_2':>10}",
+    ]
+    for i in range(len(eta)):
+        close = "]" if i == len(eta) - 1 else ")"
+        span = f"[{edges[i]:.4g}, {edges[i + 1]:.4g}{close}"
+        lines.append(f"  {span:>22}{first['servers'][i]:>9d}{eta[i]:>10.4f}{first['tb_eta'][i]:>10.4f}{xi2[i]:>10.4f}")
+    return lines
+
+
+def per_server_lines(speeds, queue, utilisation=None) -> list:
+    """One row per server: its speed, utilisation (continuous model) and mean queue length."""
+    head = f"  {'server':>8}{'speed':>10}" + (f"{'utilisation':>13}" if utilisation is not None else "")
+    lines = ["  per server (averaged over the replications):", head + f"{'mean queue':>12}"]
+    for s, mean_queue in enumerate(queue):
+        row = f"  {s:>8d}{speeds[s]:>10.4g}" + (f"{utilisation[s]:>13.4f}" if utilisation is not None else "")
+        lines.append(row + f"{mean_queue:>12.4f}")
+    return lines
+
+
+def format_slotted_result(result, speeds=None, per_server: bool = False) -> str:
     """A readable table of a SlottedResult."""
     meta, summary = result.metadata, result.summary
+    system = dict(meta["system"])
+    rate, load = system.pop("total_arrival_rate"), system.pop("load")
+    classes, n_servers = system.pop("speed_classes"), system.pop("n_servers")
+    system.pop("model", None)
+    options = ", ".join(f"{key.removeprefix('n_').replace('_', ' ')} {fmt(value)}" for key, value in system.items())
     lines = [
-        f"policy {meta['policy']}  ({meta['policy_definition']})",
+        f"policy {policy_text(meta['policy'])}",
+        f"  {meta['policy_definition']}",
         f"decides on: {meta['information']}",
-        f"system {meta['system']}",
-        f"{result.replications} replication(s), seed {meta['seed']}",
+        f"system: {n_servers} servers ({speed_classes_text(classes)}), arrival rate {rate:.6g} per slot, "
+        f"load {load:.6g}",
+        f"  {options}",
+        f"{result.replications} replication(s), seed {fmt(meta['seed'])}",
         "",
     ]
     for label, key in (
@@ -223,65 +465,46 @@ def format_slotted_result(result) -> str:
         ("messages per arrival", "messages_per_arrival"),
         ("messages per decision", "messages_per_decision"),
     ):
-        ci = summary.get(key + "_ci")
-        shown = f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
-        lines.append(f"  {label:<26}{summary[key]:>12.6g}{shown}")
-    lines.append(f"  messages                  {summary['messages']}")
+        lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    messages = ", ".join(
+        f"{kind} {count:,}" if isinstance(count, (int, np.integer)) else f"{kind} {fmt(count)}"
+        for kind, count in summary["messages"].items()
+    )
+    lines.append(f"  {'messages':<26}{messages}")
     if result.preference is not None:
         lines.append(
-            f"  preference: tilted {summary['preference_tilted']}, delta-tilted "
-            f"{summary['preference_delta_tilted']}, delta {summary['preference_delta_min']:.4g}"
+            f"  preference: tilted {fmt(summary['preference_tilted'])}, delta-tilted "
+            f"{fmt(summary['preference_delta_tilted'])}, delta {summary['preference_delta_min']:.4g}"
         )
     lines.append(f"\n  {summary['slots_per_second']:,.0f} slots/s, {summary['events_per_second'] / 1e6:.2f}M events/s")
+    if per_server:
+        lines += ["", *per_server_lines(speeds, result.mean_queue_length)]
     return "\n".join(lines)
 
 
-def format_result(result) -> str:
-    """A readable table of a SimulationResult."""
-    meta = result.metadata
-    system = meta["system"]
-    summary = result.summary
-    classes = ", ".join(f"{c['count']}x{c['speed']:g}" for c in system["speed_classes"])
-    buffer = "infinite" if system["buffer"] is None else system["buffer"]
-    stopping = meta["stopping"]
-    stop = f"{stopping['jobs']:,} jobs" if stopping["jobs"] else f"horizon {stopping['horizon']:g}"
-    lines = [
-        f"policy {meta['policy']['id']}  ({meta['policy_definition']})",
-        f"servers {system['n_servers']} ({classes}), job types {system['n_types']}, load {system['load']:.4f}, "
-        f"buffer {buffer}, sizes {system['job_sizes']['kind']}",
-        f"{result.replications} replication(s), {stop} after warm-up {stopping['warmup']:g}, seed {meta['seed']}",
-        "",
-    ]
+# --- commands -------------------------------------------------------------------------------------
 
-    def row(label, key):
-        value = summary[key]
-        ci = summary.get(key + "_ci")
-        interval = f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
-        lines.append(f"  {label:<26}{value:>12.6g}{interval}")
 
-    row("mean response time", "mean_response_time")
-    row("mean waiting time", "mean_waiting_time")
-    row("P(wait)", "p_wait")
-    row("blocking probability", "blocking_probability")
-    row("mean number in system", "mean_number_in_system")
-    for p in ("p50", "p95", "p99"):
-        row(f"response time {p}", f"response_time_{p}")
-    lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
-    for c in summary["occupancy_by_class"]:
-        s = (c["s_m"] + [float("nan")] * 3)[:3]
-        lines.append(
-            f"  {'':<14}{c['speed']:>9.4g}{c['servers']:>9d}{c['utilisation']:>12.4f}"
-            f"{s[0]:>9.4f}{s[1]:>9.4f}{s[2]:>9.4f}{c['C_m']:>9.4f}"
-        )
-    scaled = summary["halfin_whitt"]
-    lines += ["", "  scaled as in 002:  " + "  ".join(f"{name} {value:.4g}" for name, value in scaled.items())]
-    lines += [
-        "",
-        f"  events {summary['events']:,} in {summary['wall_seconds']:.2f} s "
-        f"({summary['events_per_second'] / 1e6:.2f}M events/s); "
-        f"Little's law gap {100 * summary['littles_law_gap']:.3f}%",
-    ]
-    return "\n".join(lines)
+def print_json(value, indent: int | None = 2) -> None:
+    """Strict JSON: numpy values become numbers and non-finite floats null."""
+    from hetlb.results.run import finite_or_null, json_default
+
+    print(json.dumps(finite_or_null(value), indent=indent, default=json_default, allow_nan=False))
+
+
+def command_simulate(args) -> int:
+    scenario = scenario_from_args(args)
+    notify_compiling(args, (scenario.model,))
+    result = scenario.simulate(progress=not quiet(args))
+    if verbose(args):
+        for i, run in enumerate(result.runs):
+            print(f"hetlb: replication {i + 1} of {result.replications}: {result_line(run)}", file=sys.stderr)
+    if args.json:
+        print(result.to_json(per_server=True if args.per_server else None, indent=None if args.compact else 2))
+        return 0
+    formatter = format_slotted_result if scenario.model == "slotted" else format_result
+    print(formatter(result, scenario.system.speed, per_server=args.per_server))
+    return 0
 
 
 def command_exact(args) -> int:
@@ -302,7 +525,7 @@ def command_exact(args) -> int:
         "utilisation": solution.utilisation.tolist(),
     }
     if args.json:
-        print(json.dumps(values, indent=2))
+        print_json(values)
     else:
         for key, value in values.items():
             shown = (
@@ -329,7 +552,7 @@ def command_bound(args) -> int:
         "lower_bound": bound.lower_bound,
     }
     if args.json:
-        print(json.dumps(values, indent=2))
+        print_json(values)
     else:
         print(
             f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
@@ -341,6 +564,23 @@ def command_bound(args) -> int:
 def command_policies(args) -> int:
     from hetlb.policies import POLICIES
 
+    if args.json:
+        print_json(
+            [
+                {
+                    "id": spec.id,
+                    "definition": spec.definition,
+                    "reference": spec.reference,
+                    "models": list(spec.models),
+                    "parameters": {
+                        name: {"default": default, "description": text, "rule": rule}
+                        for name, (default, text, rule) in spec.parameters.items()
+                    },
+                }
+                for spec in POLICIES.values()
+            ]
+        )
+        return 0
     for spec in POLICIES.values():
         params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
         print(f"{spec.id:<16}{spec.definition}")
@@ -354,22 +594,42 @@ def command_policies(args) -> int:
 def command_demo(args) -> int:
     from hetlb.demo import run_demo
 
-    run_demo(Path(args.out), jobs=args.jobs, replications=args.replications)
+    notify_compiling(args)
+    bar, report = run_reporter(args, "demo ", "run")
+    rows = run_demo(Path(args.out), jobs=args.jobs, replications=args.replications, report=report, echo=not args.json)
+    bar.close()
+    if args.json:
+        print_json({"out": args.out, "rows": rows})
     return 0
 
 
 def command_sweep(args) -> int:
-    from hetlb.experiments import sweep
+    from hetlb.experiments import SweepSpec, sweep
 
+    spec = SweepSpec.from_toml(args.spec)
+    base_model = spec.base.get("system", {}).get("model", "continuous")
+    notify_compiling(args, tuple(spec.axes.get("system.model", [base_model])))
     result = sweep(
-        args.spec,
+        spec,
         executor=args.executor,
         store=args.store,
         out=args.out,
         force=args.force,
-        progress=sys.stderr.isatty(),
+        progress=not quiet(args),
     )
     summary = result.summary
+    if args.json:
+        print_json(
+            {
+                "computed": result.computed,
+                "reused": result.reused,
+                "wall_seconds": result.wall_seconds,
+                "store": args.store,
+                "out": args.out,
+                "summary": summary.to_dict(orient="records"),
+            }
+        )
+        return 0
     axes = [c for c in summary.columns if "." in c]
     shown = summary[
         axes
@@ -398,12 +658,19 @@ def command_store(args) -> int:
         raise InputError("store", f"no result store at {args.store}")
     with ResultStore(args.store) as store:
         if args.name is None:
-            for entry in store.sweeps():
+            sweeps = store.sweeps()
+            if args.json:
+                print_json(sweeps)
+                return 0
+            for entry in sweeps:
                 print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
             return 0
         rows = store.load(args.name)
     if not rows:
         raise InputError("name", f"no finished runs of a sweep named {args.name!r} in {args.store}")
+    if args.json:
+        print_json(rows)
+        return 0
     import pandas as pd
 
     print(pd.DataFrame.from_records(rows).to_csv(index=False), end="")
@@ -456,15 +723,19 @@ def command_reproduce(args) -> int:
     from hetlb.experiments.reproduce import reproduce
 
     options = dict(parse_assignment(text) for text in args.set or [])
+    notify_compiling(args, ("continuous", "slotted"))  # a reproduction may use either model
     report = reproduce(
         args.name,
         scale=args.scale,
         out=args.out,
         executor=args.executor,
         store=args.store,
-        progress=sys.stderr.isatty(),
+        progress=not quiet(args),
         **options,
     )
+    if args.json:
+        print_json(report)
+        return 0 if report["all_claims_hold"] else 1
     for claim in report["claims"]:
         print(f"{'holds' if claim['holds'] else 'FAILS'}  {claim['id']:<10}{claim['statement']}")
     out = args.out or f"reproductions/{args.name}"
@@ -472,21 +743,9 @@ def command_reproduce(args) -> int:
     return 0 if report["all_claims_hold"] else 1
 
 
-def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
-    """NAME=VALUE, the value read as JSON when it parses (numbers, lists), else as a string."""
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise InputError(flag, f"must be NAME=VALUE, got {text!r}")
-    try:
-        return name.strip(), json.loads(value)
-    except json.JSONDecodeError:
-        return name.strip(), value
-
-
 def command_graph(args) -> int:
     from hetlb.graphs.connectivity import routable_load, well_connectedness
     from hetlb.graphs.constructions import graph_statistics
-    from hetlb.results.run import json_default
 
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
@@ -496,14 +755,73 @@ def command_graph(args) -> int:
     }
     values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
     if args.epsilon is not None or args.assumption2:
-        b = args.b or (int(system.buffer.max()) if not system.has_infinite_buffers else None)
-        if b is None:
-            raise InputError("--b", "the Assumption 2 search needs the buffer size b (or a finite --buffer)")
+        if system.has_infinite_buffers:
+            raise InputError(
+                "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
+            )
         values["assumption2"] = well_connectedness(
-            system.graph, system.arrival_rate, system.speed, args.epsilon, b, rng=args.seed or 0
+            system.graph, system.arrival_rate, system.speed, args.epsilon, int(system.buffer.max()), rng=args.seed or 0
         )
-    print(json.dumps(values, indent=2, default=json_default))
+    if args.json:
+        print_json(values)
+    else:
+        print(format_graph(values))
     return 0
+
+
+def counted(n: int, noun: str) -> str:
+    """ "1 server", "1,024 servers"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def format_graph(values: dict) -> str:
+    """The graph report as text: the construction, the load it carries, the Assumption 2 search."""
+    construction, routable = values["construction"], values["routable"]
+    stats = construction["statistics"]
+    seed = f", seed {construction['seed']}" if construction.get("seed") is not None else ""
+    lines = [
+        f"graph {construction['construction']}{seed}: {counted(stats['n_types'], 'job type')}, "
+        f"{counted(stats['n_servers'], 'server')}, {counted(stats['edges'], 'edge')}",
+        f"  servers per job type  {fmt(stats['port_degree'])}",
+        f"  job types per server  {fmt(stats['server_degree'])}",
+    ]
+    if stats["ports_without_server"] or stats["servers_without_port"]:
+        lines.append(
+            f"  job types without a server {stats['ports_without_server']}, "
+            f"servers without a job type {stats['servers_without_port']}"
+        )
+    bottleneck = routable["bottleneck"]
+    verdict = "carries" if routable["can_carry_offered_load"] else "cannot carry"
+    lines += [
+        "",
+        f"capacity: the graph {verdict} the offered load {routable['offered_load_fraction']:.4g} of the total speed; "
+        f"it carries up to {routable['max_load_fraction']:.6g} with this mix of job types",
+        f"  bottleneck ({bottleneck['kind']}): {counted(bottleneck['ports'], 'job type')} on "
+        f"{counted(bottleneck['servers'], 'server')}, "
+        f"arrival rate {bottleneck['arrival_rate']:.6g} against speed {bottleneck['capacity']:.6g}",
+    ]
+    search = values.get("assumption2")
+    if search is not None:
+        verdict = "holds for every subset tried" if search["holds_for_subsets_tried"] else "fails"
+        lines += [
+            "",
+            f"Assumption 2 of 000 (epsilon {search['epsilon']:.4g}, b {search['b']}, K {search['K']}): {verdict}",
+        ]
+        for group in search["groups"]:
+            head = (
+                f"  condition {group['condition']} (servers of {group['servers']}, {group['candidate_servers']} "
+                f"candidates, subsets of {group['min_subset_size']})"
+            )
+            if group["vacuous"]:
+                lines.append(f"{head}: vacuous, no subset that large")
+                continue
+            lines.append(
+                f"{head}: worst D_I found {group['worst_D_found']:.6g} against the threshold "
+                f"{group['threshold']:.4g} ({'holds' if group['holds_for_subsets_tried'] else 'fails'}; "
+                f"{group['subsets_evaluated']:,} subsets, {group['found_by']})"
+            )
+        lines.append(f"  {search['note']}")
+    return "\n".join(lines)
 
 
 def command_tune(args) -> int:
@@ -512,31 +830,32 @@ def command_tune(args) -> int:
     scenario = scenario_from_args(args, continuous_only=True)
     if args.grid < 2:
         raise InputError("--grid", f"must be an integer >= 2, got {args.grid}")
-    samples = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # d_F, d_S via --param
+    configured = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # a [policy] of --config
+    notify_compiling(args)
+    bar, report = run_reporter(args, "tune ", "grid point")
     tuning = tune_jsq_df_ds(
         scenario.system,
         grid=np.linspace(0.0, 1.0, args.grid),
-        d_fast=samples.get("d_fast", 2),
-        d_slow=samples.get("d_slow", 2),
+        d_fast=args.d_fast if args.d_fast is not None else configured.get("d_fast", 2),
+        d_slow=args.d_slow if args.d_slow is not None else configured.get("d_slow", 2),
         jobs=args.jobs,
         warmup=args.warmup,
         seed=args.seed,
         max_blocking=args.max_blocking,
+        report=report,
     )
+    bar.close()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "p_fast": tuning.p_fast,
-                    "p_slow": tuning.p_slow,
-                    "mean_response_time": tuning.mean_response_time,
-                    "table": [
-                        dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
-                        for row in tuning.table
-                    ],
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "p_fast": tuning.p_fast,
+                "p_slow": tuning.p_slow,
+                "mean_response_time": tuning.mean_response_time,
+                "table": [
+                    dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
+                    for row in tuning.table
+                ],
+            }
         )
         return 0
     print(
@@ -551,17 +870,39 @@ def command_tune(args) -> int:
     return 0
 
 
-def command_diffusion(args) -> int:
-    from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, speed_pools, stationary_diffusion
+DIFFUSION_SPEED_LAWS = {"uniform": ("low", "high"), "discrete": ("speeds", "probabilities")}
+"""The --speed-distribution kinds the diffusion command takes, with their keys: the law F itself."""
 
-    if (args.uniform is None) == (args.speeds is None):
-        raise InputError("--uniform", "give either --uniform LOW,HIGH or --speeds (pools)")
-    if args.uniform is not None:
-        try:
-            low, high = (float(value) for value in args.uniform.split(","))
-        except ValueError:
-            raise InputError("--uniform", f"must be LOW,HIGH, got {args.uniform!r}") from None
-        speeds = continuous_speeds(low, high)
+
+def diffusion_speed_law(text: str):
+    """F of the diffusion limit from KIND:KEY=VALUE,... (the syntax of simulate --speed-distribution)."""
+    from hetlb.theory.diffusion import continuous_speeds, speed_pools
+
+    spec = parse_construction(text)
+    kind = spec.pop("kind")
+    if kind not in DIFFUSION_SPEED_LAWS:
+        raise InputError(
+            "--speed-distribution",
+            f"the diffusion limit takes the law of the speeds itself: uniform:low=L,high=H or "
+            f"discrete:speeds=[...],probabilities=[...], got kind {kind!r}",
+        )
+    allowed = DIFFUSION_SPEED_LAWS[kind]
+    unknown = sorted(set(spec) - set(allowed))
+    if unknown:
+        raise InputError("--speed-distribution", f"{unknown[0]}: unknown key for {kind}; allowed: {', '.join(allowed)}")
+    missing = [key for key in allowed if key not in spec]
+    if missing:
+        raise InputError("--speed-distribution", f"{kind} needs {' and '.join(missing)}")
+    if kind == "uniform":
+        return continuous_speeds(spec["low"], spec["high"])
+    return speed_pools(spec["speeds"], spec["probabilities"])
+
+
+def command_diffusion(args) -> int:
+    from hetlb.theory.diffusion import policy_diffusion, speed_pools, stationary_diffusion
+
+    if args.speed_distribution is not None:
+        speeds = diffusion_speed_law(args.speed_distribution)
     else:
         from hetlb.model import parse_speeds
 
@@ -573,23 +914,20 @@ def command_diffusion(args) -> int:
         for name in stationary.mean
     }
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "policy": args.policy,
-                    "excess_capacity": args.excess_capacity,
-                    "paths": args.paths,
-                    "step": stationary.step,
-                    "burn_in": stationary.burn_in,
-                    "horizon": stationary.horizon,
-                    "stationary": values,
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "policy": args.policy,
+                "excess_capacity": args.excess_capacity,
+                "paths": args.paths,
+                "step": stationary.step,
+                "burn_in": stationary.burn_in,
+                "horizon": stationary.horizon,
+                "stationary": values,
+            }
         )
         return 0
     print(
-        f"diffusion limit of {args.policy} (002), c = {args.excess_capacity}: stationary means over "
+        f"diffusion limit of {args.policy} (002), c = {args.excess_capacity:g}: stationary means over "
         f"{args.paths} paths, step {stationary.step:.3g}, burn-in {stationary.burn_in:.3g}, "
         f"horizon {stationary.horizon:.3g}"
     )
@@ -598,13 +936,70 @@ def command_diffusion(args) -> int:
     return 0
 
 
+# --- the parser -----------------------------------------------------------------------------------
+
+
+def add_slotted_flags(parser) -> None:
+    group = parser.add_argument_group(
+        "slotted model of paper 001 (with --model slotted; --speeds are mean "
+        "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)"
+    )
+    group.add_argument(
+        "--model",
+        choices=["continuous", "slotted"],
+        help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
+    )
+    group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
+    group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
+    group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
+    group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
+    group.add_argument(
+        "--ties",
+        help="independent (a tie-break draw per decision, default) or shared (one per "
+        "slot: dispatchers seeing the same least values agree, as a herd)",
+    )
+    group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
+    group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    for flag, kind in (
+        ("--update", str),
+        ("--p-hat", float),
+        ("--push-d", int),
+        ("--push-trigger", str),
+        ("--pull-trigger", str),
+        ("--average", str),
+        ("--empty-set", str),
+    ):
+        group.add_argument(flag, type=kind, help=policy_parameter_help(flag))
+    for flag in ("--increment-on-dispatch", "--inclusive"):
+        group.add_argument(flag, action="store_true", default=None, help=policy_parameter_help(flag))
+
+
+def policy_parameter_help(flag: str) -> str:
+    """The help of a flag that sets a policy parameter, from the policy registry."""
+    from hetlb.policies import POLICIES
+
+    name = flag.removeprefix("--").replace("-", "_")
+    users = [spec for spec in POLICIES.values() if name in spec.parameters]
+    if not users:
+        return "a policy parameter (see `hetlb policies`)"
+    default, text, _ = users[0].parameters[name]
+    return f"{text} (default {default}; a parameter of {', '.join(spec.id for spec in users)})"
+
+
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="hetlb", description="Load balancing in heterogeneous server systems.")
+    parser = ArgumentParser(
+        prog="hetlb",
+        description="Load balancing in heterogeneous server systems.",
+        epilog="`hetlb COMMAND --help` lists a command's flags. Results go to standard output; progress and "
+        "notices to standard error (--quiet silences them).",
+    )
     parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
 
     simulate = commands.add_parser("simulate", help="simulate one scenario")
-    add_system_flags(simulate)
+    simulate.set_defaults(handler=command_simulate)
+    add_scenario_flags(simulate)
+    add_policy_flags(simulate)
     run = simulate.add_argument_group("run")
     stop = run.add_mutually_exclusive_group()
     stop.add_argument(
@@ -619,121 +1014,162 @@ def build_parser() -> ArgumentParser:
     )
     run.add_argument("--replications", type=int, metavar="R", help="independent replications (default 1)")
     run.add_argument("--seed", type=int, metavar="S", help="root seed (default 0)")
-    run.add_argument("--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K speed bins")
+    run.add_argument(
+        "--speed-bins", type=int, metavar="K", help="report eta and xi_2 of 002 in K equal-width speed bins"
+    )
     run.add_argument(
         "--state-distribution",
         action="store_true",
-        help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002)",
+        help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002; in --json)",
     )
-    simulate.add_argument("--json", action="store_true", help="print one JSON object")
-    simulate.add_argument("--compact", action="store_true", help="with --json, on one line")
     add_slotted_flags(simulate)
-    simulate.set_defaults(handler=command_simulate)
+    add_output_flags(simulate, quiet=True, verbose="one line per replication on standard error (mean, events, seconds)")
+    output = [group for group in simulate._action_groups if group.title == "output"][0]
+    output.add_argument("--compact", action="store_true", help="with --json, on one line")
+    output.add_argument(
+        "--per-server",
+        action="store_true",
+        help="also list every server (speed, utilisation, mean queue length); with --json, the per-server "
+        "arrays whatever the number of servers (by default up to 1000)",
+    )
 
     exact = commands.add_parser("exact", help="exact CTMC solution of a small system (finite buffers)")
-    add_system_flags(exact)
-    exact.add_argument("--json", action="store_true")
     exact.set_defaults(handler=command_exact)
+    add_scenario_flags(exact, job_sizes=False)
+    add_policy_flags(exact)
+    add_output_flags(exact)
 
     bound = commands.add_parser("bound", help="the lower bound C*/lambda of Proposition 1 (000)")
-    add_system_flags(bound)
-    bound.add_argument("--json", action="store_true")
     bound.set_defaults(handler=command_bound)
+    add_scenario_flags(bound, buffer=False, job_sizes=False, graph=False)
+    add_output_flags(bound)
 
     policies = commands.add_parser("policies", help="list the policies and their definitions")
     policies.set_defaults(handler=command_policies)
+    add_output_flags(policies)
 
     sweep = commands.add_parser("sweep", help="run a sweep spec (TOML) on a process pool or a Dask cluster")
+    sweep.set_defaults(handler=command_sweep)
     sweep.add_argument("spec", help="sweep spec TOML file")
     sweep.add_argument(
         "--executor", default=None, help="processes (default, all cores), processes:N, serial, or dask://host:port"
     )
     sweep.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
-    sweep.add_argument("--out", default="sweep-out", help="folder for runs/summary CSV and Parquet")
+    sweep.add_argument(
+        "--out", default="sweep-out", help="folder for runs/summary CSV and Parquet (default %(default)s)"
+    )
     sweep.add_argument("--force", action="store_true", help="recompute runs already in the store")
-    sweep.set_defaults(handler=command_sweep)
+    add_output_flags(sweep, quiet=True)
 
     store = commands.add_parser("store", help="list the sweeps in a result store, or print one as CSV")
-    store.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
-    store.add_argument("--store", default="hetlb-results.sqlite")
     store.set_defaults(handler=command_store)
+    store.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
+    store.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    add_output_flags(store)
 
     plot = commands.add_parser("plot", help="plot a metric of a finished sweep against an axis")
+    plot.set_defaults(handler=command_plot)
     plot.add_argument("sweep_dir", help="the --out folder of hetlb sweep")
     plot.add_argument("--x", required=True, help="axis column, e.g. system.load")
-    plot.add_argument("--metric", default="mean_response_time")
+    plot.add_argument("--metric", default="mean_response_time", help="column to plot (default %(default)s)")
     plot.add_argument("--by", default="policy.id", help="one line per value of this column ('' for one line)")
     plot.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
     plot.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
-    plot.set_defaults(handler=command_plot)
 
-    reproduce = commands.add_parser("reproduce", help="reproduce a paper's figure: CSV, PNG and claims.json")
-    reproduce.add_argument("name", help="weng-fig2, weng-fig3, weng-fig4 or weng-figD3")
-    reproduce.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="reproduce a paper's figure: CSV, PNG and claims.json",
+        epilog=reproductions_epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    reproduce.set_defaults(handler=command_reproduce)
+    reproduce.add_argument("name", help="the reproduction (listed below)")
+    reproduce.add_argument(
+        "--scale", choices=["quick", "paper"], default="quick", help="quick (default) or the paper's sizes"
+    )
     reproduce.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
     reproduce.add_argument(
-        "--set", action="append", metavar="NAME=VALUE", help="override an option, e.g. --set load=0.95 (repeatable)"
+        "--set", action="append", metavar="NAME=VALUE", help="set an option, e.g. --set load=0.95 (repeatable)"
     )
     reproduce.add_argument(
         "--executor", default=None, help="processes (default), processes:N, serial or dask://host:port"
     )
     reproduce.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
-    reproduce.set_defaults(handler=command_reproduce)
+    add_output_flags(reproduce, quiet=True)
 
     graph = commands.add_parser(
         "graph", help="a compatibility graph's statistics, the load it can carry and a search for Assumption 2 of 000"
     )
-    add_system_flags(graph)
-    graph.add_argument("--assumption2", action="store_true", help="search for the worst D_I of Assumption 2")
-    graph.add_argument("--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat)")
-    graph.add_argument("--b", type=int, help="buffer size b of Assumption 2 (default the system's buffer)")
-    graph.add_argument("--seed", type=int, help="seed of the search's random restarts")
     graph.set_defaults(handler=command_graph)
+    add_scenario_flags(graph, job_sizes=False)
+    search = graph.add_argument_group("Assumption 2 of 000 (needs --buffer: b is the buffer size)")
+    search.add_argument("--assumption2", action="store_true", help="search for the worst D_I of Assumption 2")
+    search.add_argument(
+        "--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat); implies --assumption2"
+    )
+    search.add_argument("--seed", type=int, help="seed of the search's random restarts (default 0)")
+    add_output_flags(graph)
 
     tune = commands.add_parser(
         "tune", help="tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with common random numbers"
     )
-    add_system_flags(tune)
-    tune.add_argument("--grid", type=int, default=6, help="values of p_fast and of p_slow on [0, 1] (default 6)")
-    tune.add_argument("--jobs", type=int, default=50_000, help="jobs per grid point (default 50000)")
-    tune.add_argument("--warmup", type=float, default=0.0, help="warm-up, time units (default 0)")
-    tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument(
+    tune.set_defaults(handler=command_tune)
+    add_scenario_flags(tune)
+    grid = tune.add_argument_group("tuning")
+    grid.add_argument("--d-fast", type=int, metavar="D", help="fast servers sampled, d_F (default 2)")
+    grid.add_argument("--d-slow", type=int, metavar="D", help="slow servers sampled, d_S (default 2)")
+    grid.add_argument("--grid", type=int, default=6, help="values of p_fast and of p_slow on [0, 1] (default 6)")
+    grid.add_argument("--jobs", type=int, default=50_000, help="jobs per grid point (default 50000)")
+    grid.add_argument("--warmup", type=float, default=0.0, help="warm-up, time units (default 0)")
+    grid.add_argument("--seed", type=int, default=0, help="seed of every grid point (default 0)")
+    grid.add_argument(
         "--max-blocking",
         type=float,
         default=1e-3,
         help="grid points losing more jobs than this are not eligible (default 0.001)",
     )
-    tune.add_argument("--json", action="store_true")
-    tune.set_defaults(handler=command_tune)
+    add_output_flags(tune, quiet=True, verbose="one line per grid point on standard error")
 
     diffusion = commands.add_parser(
         "diffusion",
         help="stationary means of the diffusion limits of 002 (JFSQ, "
         "random ties, JFIQ, ...) in the Halfin-Whitt regime",
     )
+    diffusion.set_defaults(handler=command_diffusion)
     diffusion.add_argument("--policy", default="jfsq", help="jfsq, jsq, jsq-lisf, jsq-fiq or jssq (default jfsq)")
-    diffusion.add_argument("--uniform", metavar="LOW,HIGH", help="speeds with F = U[LOW, HIGH]")
-    diffusion.add_argument("--speeds", help='or pools: the empirical F of speeds such as "250x0.8,250x1.2"')
+    law = diffusion.add_mutually_exclusive_group(required=True)
+    law.add_argument(
+        "--speed-distribution",
+        metavar="KIND:KEY=VALUE,...",
+        help="the law F of the speeds: uniform:low=0.7,high=1.3, or discrete:speeds=[0.8,1.2],probabilities=[0.5,0.5]",
+    )
+    law.add_argument("--speeds", help='or the empirical F of speeds such as "250x0.8,250x1.2"')
     diffusion.add_argument(
         "--excess-capacity", type=float, default=1.0, metavar="C", help="c = varsigma + nu (default 1)"
     )
     diffusion.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
     diffusion.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
-    diffusion.add_argument("--seed", type=int, default=0)
-    diffusion.add_argument("--json", action="store_true")
-    diffusion.set_defaults(handler=command_diffusion)
+    diffusion.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
+    add_output_flags(diffusion)
 
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
+    demo.set_defaults(handler=command_demo)
     demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
     demo.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
     demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
-    demo.set_defaults(handler=command_demo)
+    add_output_flags(demo, quiet=True, verbose="one line per finished run on standard error")
     return parser
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # a bare `hetlb`: the usage, and the exit status of a usage error
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT_ERROR
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("give a command (hetlb --help lists them)")
     try:
         return args.handler(args)
     except InputError as error:

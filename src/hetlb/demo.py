@@ -29,11 +29,12 @@ POLICIES = (("weighted-random", {}), ("jiq", {}), ("jfiq", {}), ("jsq", {}), ("s
 WARMUP = 3000.0
 
 
-def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict]:
-    """Simulate every policy at every load; print a table, write demo.csv and demo.png in ``out``.
-
-    demo.csv names its columns as a sweep's summary table does (``policy.id``, ``system.load``,
-    ``mean_response_time_ci_low``, ``speed_lower_bound``, ...), plus ``weighted_random_exact``."""
+def run_demo(out: Path, jobs: int = 100_000, replications: int = 3, report=None, echo: bool = True) -> list[dict]:
+    """Simulate every policy at every load; print a table (unless ``echo`` is false), write
+    demo.csv and demo.png in ``out``. ``report(done, total, label, result)`` is called after each
+    simulation. demo.csv names its columns as a sweep's summary table does (``policy.id``,
+    ``system.load``, ``mean_response_time_ci_low``, ``speed_lower_bound``, ...), plus
+    ``weighted_random_exact``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for load in LOADS:
@@ -58,8 +59,11 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
                     "events_per_second": result.events_per_second,
                 }
             )
+            if report is not None:
+                report(len(rows), len(LOADS) * len(POLICIES), f"{policy_id} at load {load:g}", result)
     write_csv(rows, out / "demo.csv")
-    print(format_table(rows))
+    if echo:
+        print(format_table(rows))
     series = {}
     for policy_id, _ in POLICIES:
         mine = [r for r in rows if r["policy.id"] == policy_id]
@@ -79,7 +83,8 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3) -> list[dict
         log_y=True,
         legend_title="policy.id",
     )
-    print(f"\nwrote {out / 'demo.csv'} and {out / 'demo.png'}")
+    if echo:
+        print(f"\nwrote {out / 'demo.csv'} and {out / 'demo.png'}")
     return rows
 
 

@@ -28,10 +28,12 @@ the Cartesian product of the axes, in the order written.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +90,7 @@ class SweepSpec:
     seed: int = 0
     common_random_numbers: bool = True
     name: str = "sweep"
+    source: str | None = None  # the file the spec was read from, if any (to say how to resume it)
 
     def __post_init__(self):
         validation.integer("replications", self.replications)
@@ -116,7 +119,7 @@ class SweepSpec:
 
     @classmethod
     def from_toml(cls, path) -> SweepSpec:
-        return cls.from_mapping(read_toml(path))
+        return dataclasses.replace(cls.from_mapping(read_toml(path)), source=str(Path(path).resolve()))
 
     def to_mapping(self) -> dict:
         """The spec as a mapping that :meth:`from_mapping` reads back (the layout of a spec file)."""

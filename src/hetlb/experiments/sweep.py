@@ -73,7 +73,6 @@ def sweep(
         complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
     out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
     """
-    source = None if isinstance(spec, SweepSpec) else str(Path(spec).resolve())
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
     for key in ("replications", "seed"):
         if key in spec.base.get("run", {}):
@@ -87,7 +86,7 @@ def sweep(
             spec.name,
             [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
             spec=spec.to_mapping(),
-            source=source,
+            source=spec.source,
         )
     try:
         done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)

@@ -45,17 +45,19 @@ def tune_jsq_df_ds(
     replications: int = 1,
     seed: int = 0,
     max_blocking: float = 1e-3,
+    report=None,
 ) -> Tuning:
     """Grid search of (p_F, p_S) for ``jsq-df-ds`` on ``system``, minimising the mean response
     time among the points whose blocking probability is at most ``max_blocking`` (a point that
     loses jobs would otherwise win by dropping its slowest ones). Points that are unstable with
-    infinite buffers (p_F = 1 with p_S = 0 above the fast capacity) are skipped."""
+    infinite buffers (p_F = 1 with p_S = 0 above the fast capacity) are skipped.
+    ``report(done, total, label, result)`` is called after each grid point's simulation."""
     values = np.asarray(grid, dtype=float)
     if values.ndim != 1 or len(values) == 0 or np.any((values < 0) | (values > 1)):
         raise InputError("grid", "must be a non-empty list of probabilities in [0, 1]")
     table = []
-    for p_fast in values:
-        for p_slow in values:
+    for i, p_fast in enumerate(values):
+        for j, p_slow in enumerate(values):
             policy = make_policy("jsq-df-ds", d_fast=d_fast, d_slow=d_slow, p_fast=float(p_fast), p_slow=float(p_slow))
             try:
                 check_policy_stability(system, policy)
@@ -64,6 +66,8 @@ def tune_jsq_df_ds(
             result = simulate(system, policy, jobs=jobs, warmup=warmup, replications=replications, seed=seed)
             summary = result.summary
             table.append((float(p_fast), float(p_slow), summary["mean_response_time"], summary["blocking_probability"]))
+            if report is not None:
+                report(i * len(values) + j + 1, len(values) ** 2, f"p_fast {p_fast:g}, p_slow {p_slow:g}", result)
     admissible = [row for row in table if row[3] <= max_blocking]
     if not admissible:
         raise InputError("max_blocking", f"no grid point blocks at most {max_blocking:g} of the jobs")

@@ -291,6 +291,18 @@ def _relative_residual(generator: sp.csr_matrix, pi: np.ndarray) -> float:
     return float(np.abs(generator.T @ pi).max()) / scale
 
 
+def _short_count(n: int) -> str:
+    """A count in a few characters: 250,000 as written, 6^100 as "about 6.5e77"."""
+    if n < 10**7:
+        return f"{n:,}"
+    exponent = math.floor(math.log10(n))  # log10 takes ints of any size; the float may be off by one
+    exponent += (10 ** (exponent + 1) <= n) - (10**exponent > n)
+    mantissa = round(n // 10 ** (exponent - 2) / 10) / 10  # two significant digits
+    if mantissa >= 10:
+        mantissa, exponent = 1.0, exponent + 1
+    return f"about {mantissa:.1f}e{exponent}"
+
+
 def _idle_order_state_count(buffer) -> int:
     """Number of (q, idle order) states: sum over idle sets I of |I|! prod_{s not in I} buffer[s]."""
     by_idle_count = [1]  # entry j: sum over idle sets of size j of the product of the busy buffers
@@ -400,8 +412,8 @@ def solve_exact_arrays(
     if n_states > max_states:
         raise InputError(
             "buffer",
-            f"the chain has {how_counted} = {n_states} states, above the limit "
-            f"max_states = {max_states}; use fewer servers or smaller buffers",
+            f"the chain has {how_counted} = {_short_count(n_states)} states, more than the limit "
+            f"max_states = {max_states:,}; use fewer servers or smaller buffers",
         )
 
     queue_vectors = np.indices(shape).reshape(n_servers, -1).T
