@@ -50,3 +50,18 @@ def test_unknown_policy_and_unknown_keyword_are_one_line_errors():
     # a parameter of another policy is no stranger: the chosen policy refuses it by name
     with pytest.raises(InputError, match="policy jsq: has no parameter 'd'"):
         hetlb.simulate(system, "jsq", d=2)
+
+
+def test_the_command_line_runs_the_check_and_fails_with_it(monkeypatch, capsys):
+    import json
+
+    from hetlb.cli import main
+
+    assert main(["policies", "--check", "jsq", "l-pod", "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in reports] == ["jsq", "l-pod"] and all(r["passed"] for r in reports)
+    wrong = dataclasses.replace(POLICIES["jfsq"], exact_rule=exact_rules.jssq)
+    monkeypatch.setitem(POLICIES, "jfsq", wrong)
+    monkeypatch.setitem(conformance.BY_CODE, wrong.code, wrong)
+    assert main(["policies", "--check", "jfsq"]) == 1
+    assert "FAIL selection keys" in capsys.readouterr().out
