@@ -23,11 +23,10 @@ from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tre
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
-from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
-    replication_seeds,
     root_seed_sequence,
+    run_replications,
     safe_ratio,
     seed_description,
     stopping_rule,
@@ -108,21 +107,15 @@ def simulate(
     check_policy_stability(system, policy)
 
     model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
-    bar = ProgressBar(f"{policy.id} ", enabled=progress)
-    runs = []
-    for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
-        runs.append(
-            run_replication(
-                system,
-                model,
-                seed_sequence,
-                trace,
-                state_distribution,
-                speed_bins,
-                lambda done, events, replication=replication: bar.update((replication + done) / replications, events),
-            )
-        )
-    bar.close()
+    runs = run_replications(
+        root_seed,
+        replications,
+        f"{policy.id} ",
+        progress,
+        lambda seed_sequence, report: run_replication(
+            system, model, seed_sequence, trace, state_distribution, speed_bins, report
+        ),
+    )
     metadata = {
         "system": system.describe(),
         "policy": policy.describe(),

@@ -13,6 +13,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.progress import ProgressBar
 
 DEFAULT_JOBS = 100_000
 """Jobs measured when neither ``jobs`` nor ``horizon`` is given."""
@@ -40,6 +41,22 @@ def seed_description(seed, root_seed: np.random.SeedSequence):
         if isinstance(seed, int)
         else {"entropy": int(root_seed.entropy), "spawn_key": [int(k) for k in root_seed.spawn_key]}
     )
+
+
+def run_replications(root_seed: np.random.SeedSequence, replications: int, label: str, progress: bool, run_one):
+    """The results of ``run_one(seed_sequence, report)`` for each replication's SeedSequence, with one
+    progress bar over all of them; ``run_one`` calls ``report(fraction_of_this_run_done, events)``."""
+    bar = ProgressBar(label, enabled=progress)
+    runs = []
+    for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
+        runs.append(
+            run_one(
+                seed_sequence,
+                lambda done, events, replication=replication: bar.update((replication + done) / replications, events),
+            )
+        )
+    bar.close()
+    return runs
 
 
 def check_warmup(warmup) -> float:

@@ -20,10 +20,9 @@ from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
 from hetlb.policies import registry
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
-from hetlb.progress import ProgressBar
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation.replications import replication_seeds, root_seed_sequence, safe_ratio, seed_description
+from hetlb.simulation.replications import root_seed_sequence, run_replications, safe_ratio, seed_description
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -75,19 +74,13 @@ def simulate_slotted(
     check_static_stability(system, policy)
 
     model = pack_model(system, policy, slots, warmup, batches, preference)
-    bar = ProgressBar(f"{policy.id} ", enabled=progress)
-    runs = []
-    for replication, seed_sequence in enumerate(replication_seeds(root_seed, replications)):
-        runs.append(
-            run_replication(
-                system,
-                model,
-                seed_sequence,
-                trace,
-                lambda done, events, replication=replication: bar.update((replication + done) / replications, events),
-            )
-        )
-    bar.close()
+    runs = run_replications(
+        root_seed,
+        replications,
+        f"{policy.id} ",
+        progress,
+        lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
+    )
     metadata = {
         "model": "slotted",
         "system": system.describe(),
