@@ -439,35 +439,47 @@ def test_tune_takes_the_sample_sizes_as_flags(capsys):
     assert status == 0 and best.mean_response_time == tuned["mean_response_time"]  # same seed, same runs
 
 
-# --- the README's command lines ------------------------------------------------------------------
+# --- the command lines of the README and the docs ------------------------------------------------
 
-README = __import__("pathlib").Path(__file__).resolve().parents[1] / "README.md"
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000", "--paths": "16"}
-"""Smaller runs of the README's commands (their flags and their meaning unchanged)."""
+"""Smaller runs of the documented commands (their flags and their meaning unchanged)."""
 
 PARSE_ONLY = {"sweep", "plot", "reproduce", "demo"}
-"""Commands of the README too long for the test suite: their command lines are parsed, and their
-inputs checked (the sweep spec exists, the reproduction is registered)."""
+"""Commands too long for the test suite: their command lines are parsed, and their inputs checked
+(the sweep spec exists, the reproduction is registered)."""
+
+
+def documented_commands(pages=PAGES):
+    """(page, argv) of every hetlb command line in a bash block of ``pages``; a synopsis line
+    (``[--scale quick|paper]``) is not a command."""
+    commands = []
+    for page in pages:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split("#")[0].strip()
+                words = line.split()
+                if words[:1] in (["hetlb"], [".venv/bin/hetlb"]) and " [--" not in line:
+                    commands.append((page.relative_to(ROOT).as_posix(), words[1:]))
+    return commands
 
 
 def readme_commands():
-    block = "\n".join(re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S))
-    lines = block.replace("\\\n", " ").splitlines()
-    commands = []
-    for line in lines:
-        line = line.split("#")[0].strip()
-        if line.startswith(".venv/bin/hetlb "):
-            commands.append(line.split()[1:])
-    return commands
+    return [argv for _, argv in documented_commands([README])]
 
 
 def test_the_readme_has_its_commands():
     assert len(readme_commands()) >= 14
+    assert len(documented_commands()) >= len(readme_commands()) + 15
 
 
-@pytest.mark.parametrize("argv", readme_commands(), ids=lambda argv: " ".join(argv)[:60])
-def test_every_readme_command_line_runs(argv, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "page, argv", documented_commands(), ids=lambda value: value if isinstance(value, str) else " ".join(value)[:60]
+)
+def test_every_documented_command_line_runs(page, argv, tmp_path, monkeypatch, capsys):
     from hetlb.experiments import REPRODUCTIONS
 
     build_parser().parse_args(argv)  # a usage error raises SystemExit
@@ -475,7 +487,7 @@ def test_every_readme_command_line_runs(argv, tmp_path, monkeypatch, capsys):
         if argv[0] == "reproduce":
             assert argv[1] in REPRODUCTIONS
         if argv[0] == "sweep":
-            assert (README.parent / argv[1]).exists()
+            assert (ROOT / argv[1]).exists()
         return
     argv = [SHRINK.get(previous, value) if previous in SHRINK else value for previous, value in zip([""] + argv, argv)]
     if argv[0] == "simulate" and not {"--jobs", "--horizon", "--slots"} & set(argv):
@@ -486,6 +498,8 @@ def test_every_readme_command_line_runs(argv, tmp_path, monkeypatch, capsys):
         argv += ["--paths", "16"]
     if argv[0] == "graph":  # the same construction on 16 times fewer servers and ports
         argv = [re.sub(r"^64x", "4x", value).replace(",64x", ",4x").replace("ports=1024", "ports=64") for value in argv]
+    # run from the repository root, as the docs do, but write into tmp_path
+    argv = [str(ROOT / value) if "/" in value and (ROOT / value).exists() else value for value in argv]
     monkeypatch.chdir(tmp_path)
     status = main(argv)
     out = capsys.readouterr().out
