@@ -3,6 +3,8 @@ the files, the claims' contract and the exit status; and the static pod threshol
 closed forms against values worked out by hand."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,6 +41,16 @@ TINY = {
         "replications": 2,
     },
 }
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def assert_documented(evidence: str) -> None:
+    """The evidence of a claim that deviates or is refuted names a page and one of its headings."""
+    page, _, rest = evidence.partition(", section '")
+    heading = rest.split("' (")[0]
+    assert re.search(rf"^#+ {re.escape(heading)}$", (ROOT / page).read_text(), flags=re.M), evidence
+
+
 CLAIM_IDS = {
     "zhou-fig1": {"C10", "C11a", "C11b", "C11c"},
     "zhou-fig2": {"C10", "C12a", "C12b", "C12c"},
@@ -180,6 +192,7 @@ def test_herding_deviates_only_for_the_documented_cause():
     below = increment_runs({0.9: [12.0, 12.5, 12.2]})
     c11a = herding_claims(table, runs, 0.4, below)[0]
     assert c11a.status == "deviates" and "increment_on_dispatch" in c11a.cause and "0.9" in c11a.evidence
+    assert_documented(c11a.evidence)
     assert c11a.measured["with_increment_on_dispatch_minus_jsq_mean_delay"]["0.9"]["interval"][1] < 0
     # with increments and still not below jsq: not the documented cause
     c11a = herding_claims(table, runs, 0.4, increment_runs({0.9: [25.0, 19.0, 22.0]}))[0]
@@ -218,6 +231,8 @@ def test_the_increment_corollary_is_refuted_only_by_a_gap_that_persists(l_jsq_wi
     assert [claim.id for claim in claims] == ["C12a", "C12b", "C12c"]
     assert claims[0].status == "holds" and claims[2].status == status
     assert bool(claims[2].cause) == (status == "refuted")
+    if status == "refuted":
+        assert_documented(claims[2].evidence)
 
 
 def heavy_traffic_tables(curve, epsilons, spread=0.01, replications=4):
@@ -265,4 +280,5 @@ def test_the_regression_deviates_only_for_the_bend_near_zero(curve, status):
     assert fit.id == "C13b" and fit.status == status
     if status == "deviates":
         assert trend.status == "holds" and "overshoots" in fit.cause
+        assert_documented(fit.evidence)
         assert fit.measured["regression_one_eps_further_out"]["l-jsq-push"]["intercept"] > 1.1

@@ -4,7 +4,8 @@
   jfiq, jsq, jiq and jsq-df-ds with (p_F, p_S) tuned at each load, with C*/lambda.
 - ``weng-fig3``: four server types (speeds 1, 1/2, 1/4, 1/8, equal numbers), L = N^a ports on the
   random bipartite graph of Fig. 3 (edge probability sqrt(ln N) / (N (1 - rho)) ln(1/(1 - rho)),
-  its layout rebuilt from the garbled text of 000 section 6.2), b = 5; mean response time of jfsq, jfiq, jsq, jiq against N, with C*/lambda.
+  its layout rebuilt from the garbled text of 000 section 6.2), b = 5; mean response time of jfsq,
+  jfiq, jsq, jiq against N, with C*/lambda.
 - ``weng-fig4``: the blocking probability of the same runs (the store shares them with fig3).
 - ``weng-figD3``: fig3 with hyperexponential job sizes.
 

@@ -275,6 +275,8 @@ HERDING_CLAIMS = {"l-jsq-push": "C11a", "l-jba-push": "C11b"}
 INCREMENT_LABEL = "l-jsq-push-increment"
 """The series of l-jsq-push with increment_on_dispatch, run where l-jsq-push is not below jsq."""
 ZHOU_PAGE = "docs/reproductions/zhou.md"
+"""The page that documents the causes of the claims that deviate or are refuted; ``evidence``
+names its sections by their headings."""
 
 
 def loads_not_below_jsq(runs, label: str) -> list:
@@ -312,11 +314,13 @@ def stale_estimate_herding(runs, not_below: list, loads: list, increment_runs) -
         Explanation(
             "An LED dispatcher does not count the jobs it sends, so between pushes it keeps sending to the "
             "server of its least estimate: herding on stale estimates, which grows with the load and from "
-            f"load {not_below[0]:g} costs more than jsq's herd. With increment_on_dispatch (the LSQ variant, "
-            "which 001 calls the same policy; whether LSQ increments is lost) l-jsq-push is below jsq there.",
-            f"{ZHOU_PAGE}, section 'Fig. 1' (C11 herding, and the table of settings tried). This run: l-jsq-push "
-            f"not below jsq at loads {', '.join(f'{v:g}' for v in not_below)}; with increment_on_dispatch the "
-            f"paired interval of its mean delay minus jsq's lies below 0 at each of them ({intervals} slots).",
+            f"load {not_below[0]:g} costs more than jsq's herd. With increment_on_dispatch (the LSQ variant; "
+            "001 calls L-JSQ-Push the same as LSQ, and does not say whether LSQ's dispatchers count their "
+            "own dispatches) l-jsq-push is below jsq there.",
+            f"{ZHOU_PAGE}, section 'Fig. 1: heterogeneous servers at Power-of-2's overhead' (C11a, and the "
+            f"table of settings tried). This run: l-jsq-push not below jsq at loads "
+            f"{', '.join(f'{v:g}' for v in not_below)}; with increment_on_dispatch the paired interval of its "
+            f"mean delay minus jsq's lies below 0 at each of them ({intervals} slots).",
         ),
         measured,
     )
@@ -458,7 +462,7 @@ def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: d
             "only rises; a freshly updated server then looks far shorter than the others and l-jsq sends "
             "everything to it: herding on the newest estimate, which l-pod and l-jba rarely sample. "
             "Increments replace the stale-minimum herding with another kind instead of removing it.",
-            f"{ZHOU_PAGE}, section 'Fig. 2' (the second inferred corollary of C12). This run, at load {load:g} "
+            f"{ZHOU_PAGE}, section 'Fig. 2: very stale estimates (p_hat = 0.01)' (C12c). This run, at load {load:g} "
             f"and p_hat = {o['p_hat']:g} with increment_on_dispatch, l-jsq-push {figures} slots: paired "
             "95% intervals above 0.",
         )
