@@ -196,7 +196,18 @@ def test_one_claim_per_id():
         assert reproduction.claims, reproduction.name
         for claim_id, description in reproduction.claims.items():
             assert meaning.setdefault(claim_id, description) == description, claim_id
-    assert len(REPRODUCTIONS) == 10
+    assert {
+        "weng-fig2",
+        "weng-fig3",
+        "weng-fig4",
+        "weng-figD3",
+        "zhou-fig1",
+        "zhou-fig2",
+        "zhou-heavy-traffic",
+        "buke-fig41",
+        "buke-fig42",
+        "buke-scaling",
+    } <= set(REPRODUCTIONS)
 
 
 def test_a_status_is_decided_from_the_data():

@@ -261,7 +261,8 @@ def run_fig42(context) -> Outcome:
         ],
         context.out / "buke-fig42.png",
         title=f"002 Fig. 4.2: n = {o['n_servers']}, {o['replications']} paired replications, T = {o['horizon']:g}",
-        note=intervals_note(o["replications"]) + ", paired by common random numbers",
+        note=f"shaded: 95% confidence intervals of the mean paired difference over {o['replications']} "
+        "replications (t); each pair of runs shares its random numbers",
     )
     d = {m: differences[m]["difference"].to_numpy() for m in MEASURE_LABELS}
     high = {m: differences[m]["ci_high"].to_numpy() for m in MEASURE_LABELS}
