@@ -770,10 +770,13 @@ def command_reproduce(args) -> int:
         print_json(report)
         return 0 if report["all_claims_hold"] else 1
     for claim in report["claims"]:
-        print(f"{'holds' if claim['holds'] else 'FAILS'}  {claim['id']:<10}{claim['statement']}")
+        status = "FAILS" if claim["status"] == "fails" else claim["status"]
+        print(f"{status:<9} {claim['id']:<10}{claim['statement']}")
+        if claim["cause"]:
+            print(f"{'':<20}cause: {claim['cause']}\n{'':<20}evidence: {claim['evidence']}")
     out = args.out or f"reproductions/{args.name}"
     print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json in {out}")
-    return 0 if report["all_claims_hold"] else 1
+    return 0 if report["passes"] else 1
 
 
 def command_graph(args) -> int:

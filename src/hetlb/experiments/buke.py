@@ -1,5 +1,6 @@
 """Reproductions of paper 002 (Büke, Mukhopadhyay, Tekin): Figs. 4.1 and 4.2 and the scaling in n
-(MODEL-SPEC 3.4).
+(002 section 4; the number of speed bins of Fig. 4.1, the grid of c, n and the replications of
+Fig. 4.2 were lost from its text and are options).
 
 Every system has n servers with speeds drawn i.i.d. from U[0.7, 1.3] (one sample per n, shared by
 the policies), arrival rate n lambda = sum(mu_k) - c sqrt(n), infinite buffers, an empty start,
@@ -24,12 +25,21 @@ import math
 import numpy as np
 import pandas as pd
 
-from hetlb.experiments.reproduce import Claim, Outcome, Reproduction, plain_names, register, row
+from hetlb.experiments.reproduce import (
+    Claim,
+    Outcome,
+    Reproduction,
+    decide,
+    intervals_note,
+    plain_names,
+    plot_reproduction,
+    register,
+    row,
+)
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import CCDF_GRID, paired_differences
 from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import arrival_rate_for_excess_capacity
-from hetlb.plots import plot_panels
 from hetlb.simulation.bounding import check_sandwich
 from hetlb.stats import t_interval
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
@@ -37,6 +47,30 @@ from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationa
 FIG41_POLICIES = ["jfsq", "jsq-fiq", "jssq", "jsq", "jsq-lisf"]
 LABELS = {"jfsq": "JFSQ", "jsq-fiq": "JFIQ (jsq-fiq)", "jssq": "JSSQ", "jsq": "RR (jsq)", "jsq-lisf": "LISF"}
 MEASURE_LABELS = {"x1": "E|X_1|", "x2": "E X_2", "x3": "E X_3", "x_plus1": "E X_{+1}", "x_plus2": "E X_{+2}"}
+
+CLAIMS = {
+    "C15a": "eta of jfsq and jsq-fiq in the slowest servers, the two alike (Fig. 4.1)",
+    "C15b": "eta of jssq in the fastest servers (Fig. 4.1)",
+    "C15c": "eta of RR and LISF follows the TB profile (Fig. 4.1)",
+    "C16": "where queues form: jfsq at the fastest, jssq at the slowest servers (Fig. 4.1)",
+    "C17a": "JFSQ - RR of E|X_1| positive, growing with c (Fig. 4.2)",
+    "C17b": "JFSQ - RR of E X_2 and E X_{+2} negative, shrinking with c (Fig. 4.2)",
+    "C17c": "JFSQ - RR of E X_{+1} negative, not monotone in c (Fig. 4.2)",
+    "C17d": "JFSQ - RR of E X_3 at most 0 (Fig. 4.2)",
+    "C18a": "E|X_1| and E X_2 stay O(1) as n grows",
+    "C18b": "E X_3 falls like n^-1/2",
+    "C19": "the CCDFs of X_{+1} and X_{+2} smallest under jfsq",
+    "C20": "sample-path bounds JSQ-FSL <= pi <= JSQ-SSL (Prop. 5.1)",
+    "C21": "stable iff c > 0",
+    "C22": "the idle servers' mean-reversion rates (Cor. 4.4, 4.5)",
+    "diffusion": "the simulated stationary measures approach those of the diffusion limits (002 section 4)",
+}
+"""The claims of 002 that these reproductions check ("diffusion" is hetlb's own check of its limits)."""
+
+
+def claims_of(*ids: str) -> dict:
+    return {claim_id: CLAIMS[claim_id] for claim_id in ids}
+
 
 COMMON_OPTIONS = {
     "low": (0.7, 0.7, "speeds U[low, high] (002 section 4)"),
@@ -81,7 +115,8 @@ def run_fig41(context) -> Outcome:
         "system": base_system(o, o["n_servers"], o["excess_capacity"]),
         "run": {"horizon": o["horizon"], "warmup": o["warmup"], "speed_bins": bins, "state_distribution": True},
     }
-    table = plain_names(run_sweep(context, "buke-fig41", base, {"policy.id": FIG41_POLICIES}).summary)
+    result = run_sweep(context, "buke-fig41", base, {"policy.id": FIG41_POLICIES})
+    table, runs = plain_names(result.summary), plain_names(result.runs)
     edges = np.linspace(o["low"], o["high"], bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     profile = {
@@ -92,25 +127,24 @@ def run_fig41(context) -> Outcome:
         for p in FIG41_POLICIES
     }
     tb = profile["jsq"]["tb_eta"]
-    series = {
-        name: {LABELS[p]: (profile[p][name], profile[p][name], profile[p][name]) for p in FIG41_POLICIES}
-        for name in ("eta", "xi2")
-    }
-    plot_panels(
+    series = {name: {LABELS[p]: bin_intervals(runs, p, name, bins) for p in FIG41_POLICIES} for name in ("eta", "xi2")}
+    plot_reproduction(
         [
             dict(
+                bars=True,
                 x=centres,
                 series=series["eta"],
-                xlabel="service rate",
+                xlabel="service rate (bin centre; points shifted apart to stay visible)",
                 ylabel="eta (share of idleness)",
                 bound=tb,
                 bound_label="TB benchmark (mu dF)",
                 title="(a) fairness measure eta",
             ),
             dict(
+                bars=True,
                 x=centres,
                 series=series["xi2"],
-                xlabel="service rate",
+                xlabel="service rate (bin centre; points shifted apart to stay visible)",
                 ylabel="xi_2 (n^-1/2 servers with >= 2 jobs)",
                 title="(b) occupancy xi_2",
             ),
@@ -118,33 +152,34 @@ def run_fig41(context) -> Outcome:
         context.out / "buke-fig41.png",
         title=f"002 Fig. 4.1: n = {o['n_servers']}, U[{o['low']}, {o['high']}], c = {o['excess_capacity']}, "
         f"T = {o['horizon']:g}, T_wu = {o['warmup']:g}, {bins} bins",
+        note=intervals_note(o["replications"], "error bars"),
     )
     eta = {p: profile[p]["eta"] for p in FIG41_POLICIES}
     xi2 = {p: profile[p]["xi2"] for p in FIG41_POLICIES}
     xi2_share = {p: xi2[p] / xi2[p].sum() for p in FIG41_POLICIES}
     claims = [
-        Claim(
-            "C15",
+        decide(
+            "C15a",
             "eta of jfsq and jsq-fiq is concentrated in the slowest bin (more than half of the idleness) "
             "and the two profiles nearly coincide (within 0.05 in every bin)",
             {"eta": {p: eta[p].tolist() for p in ("jfsq", "jsq-fiq")}},
             eta["jfsq"][0] > 0.5 and eta["jsq-fiq"][0] > 0.5 and np.abs(eta["jfsq"] - eta["jsq-fiq"]).max() <= 0.05,
         ),
-        Claim(
-            "C15",
+        decide(
+            "C15b",
             "eta of jssq is concentrated in the fastest bin (more than half of the idleness)",
             {"eta": eta["jssq"].tolist()},
             eta["jssq"][-1] > 0.5,
         ),
-        Claim(
-            "C15",
+        decide(
+            "C15c",
             "eta of RR (jsq) and LISF follows the TB profile mu dF (within 0.02 in every bin) and increases "
             "with the speed",
             {"eta": {p: eta[p].tolist() for p in ("jsq", "jsq-lisf")}, "tb": tb.tolist()},
             all(np.abs(eta[p] - tb).max() <= 0.02 for p in ("jsq", "jsq-lisf"))
             and all(eta[p][-1] > eta[p][0] for p in ("jsq", "jsq-lisf")),
         ),
-        Claim(
+        decide(
             "C16",
             "xi_2 under jfsq is concentrated in the fastest bin and under jssq in the slowest (more than half "
             "of each); under jsq-fiq, RR and LISF no bin holds more than a third",
@@ -159,6 +194,15 @@ def run_fig41(context) -> Outcome:
     return Outcome(table, claims, parameters, ["bins", "replications"])
 
 
+def bin_intervals(runs, policy: str, name: str, bins: int) -> tuple:
+    """(mean, low, high) by speed bin of a per-bin measure (eta, xi2) over the replications."""
+    mine = runs[runs["policy"] == policy]
+    stats = [t_interval(mine[f"{name}_bin{i + 1}"].to_numpy()) for i in range(bins)]
+    mean = np.array([m for m, _ in stats])
+    half = np.nan_to_num(np.array([h for _, h in stats]))
+    return mean, mean - half, mean + half
+
+
 def ccdf_claim(table) -> Claim:
     """C19: the CCDFs of X_{+1} and X_{+2} under jfsq lie below those of every other tie-break."""
     measured, holds = {}, True
@@ -170,7 +214,7 @@ def ccdf_claim(table) -> Claim:
             excess = float((jfsq - other).max())
             measured[f"{measure} jfsq minus {policy}, largest"] = excess
             holds &= excess <= 0.01
-    return Claim(
+    return decide(
         "C19",
         "the CCDFs P(X_{+1} > y) and P(X_{+2} > y) under jfsq lie below those under jsq-fiq, jssq, "
         "RR and LISF at every y of the grid (by at most 0.01 above, for sampling noise)",
@@ -198,7 +242,7 @@ def run_fig42(context) -> Outcome:
     }
     cs = differences["x1"]["excess_capacity"].to_numpy()
     table = pd.concat([d.assign(measure=m) for m, d in differences.items()], ignore_index=True)
-    plot_panels(
+    plot_reproduction(
         [
             dict(
                 x=cs,
@@ -217,32 +261,34 @@ def run_fig42(context) -> Outcome:
         ],
         context.out / "buke-fig42.png",
         title=f"002 Fig. 4.2: n = {o['n_servers']}, {o['replications']} paired replications, T = {o['horizon']:g}",
+        note=f"shaded: 95% confidence intervals of the mean paired difference over {o['replications']} "
+        "replications (t); each pair of runs shares its random numbers",
     )
     d = {m: differences[m]["difference"].to_numpy() for m in MEASURE_LABELS}
     high = {m: differences[m]["ci_high"].to_numpy() for m in MEASURE_LABELS}
     low = {m: differences[m]["ci_low"].to_numpy() for m in MEASURE_LABELS}
     claims = [
-        Claim(
-            "C17",
+        decide(
+            "C17a",
             "E|X_1|: JFSQ - RR > 0 at every c (interval above 0), and larger at the largest c than at the smallest",
             {"difference": d["x1"].tolist(), "c": cs.tolist()},
             bool(np.all(low["x1"] > 0) and d["x1"][-1] > d["x1"][0]),
         ),
-        Claim(
-            "C17",
+        decide(
+            "C17b",
             "E X_2 and E X_{+2}: JFSQ - RR < 0 at every c (interval below 0), smaller in magnitude at the "
             "largest c than at the smallest",
             {"difference": {m: d[m].tolist() for m in ("x2", "x_plus2")}, "c": cs.tolist()},
             all(np.all(high[m] < 0) and abs(d[m][-1]) < abs(d[m][0]) for m in ("x2", "x_plus2")),
         ),
-        Claim(
-            "C17",
+        decide(
+            "C17c",
             "E X_{+1}: JFSQ - RR < 0 at every c (interval below 0), and not monotone in c",
             {"difference": d["x_plus1"].tolist(), "c": cs.tolist()},
             bool(np.all(high["x_plus1"] < 0)) and len(set(np.sign(np.diff(d["x_plus1"])))) > 1,
         ),
-        Claim(
-            "C17",
+        decide(
+            "C17d",
             "E X_3: JFSQ - RR <= 0 at every c (interval reaching below 0; X_3 vanishes as n grows, C18)",
             {"difference": d["x3"].tolist(), "c": cs.tolist()},
             bool(np.all(low["x3"] <= 0)),
@@ -298,10 +344,11 @@ def run_scaling(context) -> Outcome:
         for p in ("jfsq", "jsq"):
             series[f"{LABELS[p]} diffusion limit"] = (np.full(len(sizes), limits[p][measure][0]),) * 3
         panels.append(dict(x=sizes, series=series, xlabel="n", ylabel=MEASURE_LABELS[measure], log2_x=True))
-    plot_panels(
+    plot_reproduction(
         panels,
         context.out / "buke-scaling.png",
         title=f"002: scaling in n at c = {o['excess_capacity']}, U[{o['low']}, {o['high']}]",
+        note=intervals_note(o["replications"]) + "; flat lines: the stationary means of the diffusion limits",
     )
     first, last = sizes[0], sizes[-1]
     gap = {
@@ -314,8 +361,8 @@ def run_scaling(context) -> Outcome:
         (p, m): math.hypot(stats[p, last, m][1], 1.96 * limits[p][m][1]) for p in ("jfsq", "jsq") for m in ("x1", "x2")
     }
     claims = [
-        Claim(
-            "C18",
+        decide(
+            "C18a",
             f"E|X_1| and E X_2 stay O(1): from n = {first} to n = {last} they change by less than a factor 2",
             {f"{p} {m}": [stats[p, n, m][0] for n in sizes] for p in ("jfsq", "jsq") for m in ("x1", "x2")},
             all(
@@ -324,13 +371,13 @@ def run_scaling(context) -> Outcome:
                 for m in ("x1", "x2")
             ),
         ),
-        Claim(
-            "C18",
+        decide(
+            "C18b",
             "E X_3 falls like n^-1/2: the number of servers with >= 3 jobs (sqrt(n) E X_3) stays below 1 at every n",
             {f"{p} E Q_3": [stats[p, n, "q3"][0] for n in sizes] for p in ("jfsq", "jsq")},
             all(stats[p, n, "q3"][0] < 1 for p in ("jfsq", "jsq") for n in sizes),
         ),
-        Claim(
+        decide(
             "diffusion",
             f"the simulated E|X_1| and E X_2 approach the diffusion limit as n grows: at n = {last} "
             f"they are closer to it than at n = {first}, or within the combined 95% half-width",
@@ -357,7 +404,7 @@ def sandwich_claim(o: dict) -> Claim:
     speed = draw_speeds(n, base_system(o, n, o["excess_capacity"])["speed_distribution"])
     arrival_rate = arrival_rate_for_excess_capacity(speed, o["excess_capacity"])
     check = check_sandwich(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
-    return Claim(
+    return decide(
         "C20",
         f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "
         f"every event for jsq, jfsq, jssq, jsq-fiq and jsq-lisf (Prop. 5.1)",
@@ -381,7 +428,7 @@ def stability_claim(context) -> Claim:
     }
     table = plain_names(run_sweep(context, "buke-stability", base, {"system.excess_capacity": [-0.25, 0.25]}).summary)
     growth = {float(c): float(row(table, excess_capacity=c)["number_in_system_growth"]) for c in (-0.25, 0.25)}
-    return Claim(
+    return decide(
         "C21",
         "stable iff c > 0: under jfsq the number in system over the second half of the run exceeds "
         "the first half's by more than 50% at c = -0.25, and by less than 10% at c = 0.25",
@@ -397,7 +444,7 @@ def idle_rate_claims(stats: dict, n: int, o: dict) -> list:
     rr_rate = (high**3 - low**3) / 3 / (high - low) / ((low + high) / 2)
     implied = {p: o["excess_capacity"] / stats[p, n, "x1"][0] for p in ("jfsq", "jsq")}
     return [
-        Claim(
+        decide(
             "C22",
             f"at n = {n} the idle servers' mean-reversion rate implied by E|X_1| = c / kappa is "
             f"within [mu_min, mu_min + 0.1] = [{low}, {low + 0.1:.2f}] for jfsq and within 5% of "
@@ -420,6 +467,7 @@ register(
             "bins": (6, 6, "speed bins (lost)"),
             "replications": (3, 10, "independent replications (lost)"),
         },
+        claims_of("C15a", "C15b", "C15c", "C16", "C19"),
     )
 )
 register(
@@ -437,6 +485,7 @@ register(
             ),
             "replications": (10, 20, "paired replications (lost)"),
         },
+        claims_of("C17a", "C17b", "C17c", "C17d"),
     )
 )
 register(
@@ -453,5 +502,6 @@ register(
             "sandwich_horizon": (2000.0, 3000.0, "horizon of the coupled sandwich check, time units"),
             "stability_servers": (500, 500, "n of the stability check at c = -0.25 and 0.25 (C21)"),
         },
+        claims_of("C18a", "C18b", "diffusion", "C20", "C21", "C22"),
     )
 )

@@ -6,8 +6,16 @@ store) and writes to its folder:
 - ``points.csv``: every point with its mean, 95% interval and replications;
 - ``NAME.png``: the figure in the paper's layout;
 - ``claims.json``: the parameters used (those the paper lost are marked), and for each claim of
-  MODEL-SPEC section 5 that the figure addresses: the statement, what was measured, and whether
-  it holds.
+  the paper that the figure addresses: the statement as checked, what was measured, and its
+  status (:data:`STATUSES`).
+
+A claim ``holds`` when the data support it as worded and ``fails`` when they do not. It
+``deviates`` when it does not hold as worded, the code has found in the data the cause documented
+in docs/reproductions (a parameter the paper lost, a setting the data show to matter) and the
+claim says that cause and where its evidence is. An inferred corollary (a prediction drawn from
+the paper, not stated in it) is ``refuted`` when the data contradict it: that is a finding about
+the inference, not a failure of the reproduction. ``hetlb reproduce`` exits with status 1 only
+when a claim fails.
 """
 
 from __future__ import annotations
@@ -26,20 +34,71 @@ from hetlb.errors import InputError
 from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import SweepResult, sweep
+from hetlb.plots.figures import draw_metric, plt
 from hetlb.results.run import finite_or_null, json_default
 
 SCALES = ("quick", "paper")
+STATUSES = ("holds", "deviates", "refuted", "fails")
+"""A claim's possible statuses; only ``fails`` makes a reproduction fail."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a claim does not hold as worded: the documented cause (a sentence or two) and the
+    evidence (the docs section that documents it, with the figures this run measured)."""
+
+    cause: str
+    evidence: str
 
 
 @dataclass
 class Claim:
-    """One checked claim: its id in MODEL-SPEC section 5, the statement, the measured values and
-    whether they support it."""
+    """One checked claim: its id (the paper's claim, with a letter for each part checked
+    separately), the statement as checked, the measured values and the status; ``cause`` and
+    ``evidence`` are set for a claim that deviates or is refuted."""
 
     id: str
     statement: str
     measured: dict
-    holds: bool
+    status: str
+    cause: str = ""
+    evidence: str = ""
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"claim {self.id}: status must be one of {', '.join(STATUSES)}, got {self.status!r}")
+        explained = self.status in ("deviates", "refuted")
+        if explained != bool(self.cause and self.evidence):
+            raise ValueError(f"claim {self.id}: a cause and evidence go with deviates or refuted, and only with them")
+
+    @property
+    def holds(self) -> bool:
+        return self.status == "holds"
+
+    @property
+    def fails(self) -> bool:
+        return self.status == "fails"
+
+
+def decide(
+    claim_id: str,
+    statement: str,
+    measured: dict,
+    holds: bool,
+    *,
+    deviation: Explanation | None = None,
+    refutation: Explanation | None = None,
+) -> Claim:
+    """The claim's status from the data: ``holds`` when ``holds``; else ``deviates`` when the
+    caller has checked that the data show the documented cause and passes its ``deviation``;
+    else ``refuted`` when the claim is an inferred corollary that the data contradict (the caller
+    passes its ``refutation``); else ``fails``."""
+    if holds:
+        return Claim(claim_id, statement, measured, "holds")
+    for status, explanation in (("deviates", deviation), ("refuted", refutation)):
+        if explanation is not None:
+            return Claim(claim_id, statement, measured, status, explanation.cause, explanation.evidence)
+    return Claim(claim_id, statement, measured, "fails")
 
 
 @dataclass
@@ -70,12 +129,15 @@ class Outcome:
 
 @dataclass
 class Reproduction:
-    """A registered reproduction: ``run(context) -> Outcome`` writes its own figure."""
+    """A registered reproduction: ``run(context) -> Outcome`` writes its own figure. ``claims``
+    maps the id of every claim it may check to the paper's claim in a few words: an id means one
+    claim wherever it appears (C1, the bound, is checked on three figures)."""
 
     name: str
     title: str
     run: Callable
     options: dict  # name -> (quick default, paper default, description)
+    claims: dict = field(default_factory=dict)  # id -> the paper's claim in a few words
 
 
 REPRODUCTIONS: dict[str, Reproduction] = {}
@@ -97,6 +159,81 @@ def series_of(table, metric: str, by: str, x: str) -> dict:
         )
         for label, rows in table.groupby(by, sort=False)
     }
+
+
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*")
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def style(index: int) -> dict:
+    """The marker and line style of a panel's ``index``-th series: each series its own, every
+    other marker hollow, so that series lying on each other (jfsq and jfiq) stay visible."""
+    return {
+        "marker": MARKERS[index % len(MARKERS)],
+        "linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+        "markersize": 6 if index % 2 else 4,
+        "markerfacecolor": "none" if index % 2 else None,
+    }
+
+
+def draw_bars(axes, x, series: dict, *, xlabel: str, ylabel: str, title: str = "", bound=None, bound_label=""):
+    """Points with 95% error bars, each series shifted a little along x so that bars at the same
+    x do not hide each other; ``bound`` dashed."""
+    x = np.asarray(x, dtype=float)
+    shift = 0.5 * np.min(np.diff(x)) / max(len(series), 1) if len(x) > 1 else 0.0
+    for index, (label, (mean, low, high)) in enumerate(series.items()):
+        offset = (index - (len(series) - 1) / 2) * shift
+        mean, low, high = (np.asarray(v, dtype=float) for v in (mean, low, high))
+        look = style(index)
+        axes.errorbar(
+            x + offset,
+            mean,
+            yerr=[mean - low, high - mean],
+            capsize=2.5,
+            linewidth=1.0,
+            label=label,
+            **{k: v for k, v in look.items() if v is not None},
+        )
+    if bound is not None:
+        axes.plot(x, bound, "k--", linewidth=1.2, label=bound_label)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    if title:
+        axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+
+
+def plot_reproduction(panels: list, path, *, title: str = "", note: str = "") -> None:
+    """Write a reproduction's figure: panels side by side, each a dict of the arguments of
+    hetlb.plots' draw_metric (lines with shaded intervals), or of :func:`draw_bars` with
+    ``bars=True``. Each series of a panel has its own marker and line style; ``note`` (what the
+    shading or the bars are) is written under the panels."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.6), squeeze=False)
+    for panel, ax in zip(panels, axes[0]):
+        panel = dict(panel)
+        if panel.pop("bars", False):
+            draw_bars(ax, panel.pop("x"), panel.pop("series"), **panel)
+            continue
+        labels = list(panel["series"])
+        draw_metric(ax, panel.pop("x"), panel.pop("series"), **panel)
+        for line in ax.get_lines():
+            if line.get_label() in labels:
+                for key, value in style(labels.index(line.get_label())).items():
+                    if value is not None:
+                        getattr(line, f"set_{key}")(value)
+        ax.legend(fontsize=8)
+    if title:
+        figure.suptitle(title, fontsize=11)
+    if note:
+        figure.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=8.5, style="italic")
+    figure.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
+def intervals_note(replications: int, what: str = "shaded") -> str:
+    return f"{what}: 95% confidence intervals of the mean over {replications} independent replications (t)"
 
 
 def plain_names(table: pd.DataFrame) -> pd.DataFrame:
@@ -155,7 +292,9 @@ def reproduce(
 ) -> dict:
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
     (default ``reproductions/NAME``). Options override the scale's defaults (see
-    ``REPRODUCTIONS[name].options``). Returns the content of claims.json."""
+    ``REPRODUCTIONS[name].options``). Returns the content of claims.json: ``passes`` is true
+    when no claim fails (each holds, deviates with its documented cause, or is a refuted inferred
+    corollary), ``all_claims_hold`` when each holds as worded."""
     if name not in REPRODUCTIONS:
         raise InputError("name", f"unknown reproduction {name!r}; choose one of: {', '.join(REPRODUCTIONS)}")
     if scale not in SCALES:
@@ -179,7 +318,12 @@ def reproduce(
         outcome = reproduction.run(Context(out, pool, store, progress, values))
     finally:
         close()
+    ids = [claim.id for claim in outcome.claims]
+    undeclared = sorted(set(ids) - set(reproduction.claims))
+    if undeclared or len(set(ids)) != len(ids):
+        raise ValueError(f"{name}: claim ids must be declared and distinct, got {ids}")
     outcome.table.to_csv(out / "points.csv", index=False)
+    statuses = [claim.status for claim in outcome.claims]
     report = {
         "reproduction": name,
         "title": reproduction.title,
@@ -187,7 +331,9 @@ def reproduce(
         "parameters": outcome.parameters,
         "parameters_lost_by_the_paper": outcome.lost,
         "claims": [asdict(claim) for claim in outcome.claims],
-        "all_claims_hold": all(claim.holds for claim in outcome.claims),
+        "statuses": {status: statuses.count(status) for status in STATUSES if status in statuses},
+        "passes": "fails" not in statuses,
+        "all_claims_hold": all(status == "holds" for status in statuses),
         "wall_seconds": time.perf_counter() - started,
         "hetlb": __version__,
     }
