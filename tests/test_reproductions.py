@@ -225,3 +225,20 @@ def test_a_status_is_decided_from_the_data():
         Claim("X", "s", {}, "deviates")
     with pytest.raises(ValueError, match="a cause and evidence"):
         Claim("X", "s", {}, "fails", "a cause", "evidence")
+
+
+def test_the_claims_page_lists_every_claim_with_its_reproductions():
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "claims.md").read_text()
+    rows = {
+        claim_id: (text, set(re.findall(r"`([^`]+)`", names)))
+        for claim_id, text, names in re.findall(r"^\| (\S+) \| (.*) \| (.*) \|$", page, flags=re.M)
+        if claim_id != "id"
+    }
+    expected = {}
+    for name, reproduction in REPRODUCTIONS.items():
+        for claim_id, text in reproduction.claims.items():
+            expected.setdefault(claim_id, (text, set()))[1].add(name)
+    assert rows == expected

@@ -255,7 +255,7 @@ def test_weighted_random_servers_are_independent_queues(routing):
 
 
 # ------------------------------------------------------------------------------------------------
-# the dispatching preference (001 section 5, claim C9)
+# the dispatching preference (001 section 5)
 
 
 def test_l_jsq_preference():

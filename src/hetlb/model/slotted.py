@@ -163,7 +163,7 @@ class SlottedSystem(ServerSpeeds):
 
     def pooled_variance(self) -> float:
         """zeta = sigma_Sigma^2 + nu_Sigma^2: the variance of A_Sigma(t) plus sum_n Var S_n(t) (001 Eq. (4)).
-        In heavy traffic eps E[sum_n Q_n] -> zeta / 2 under a delta-tilted LED policy (claim C13)."""
+        In heavy traffic eps E[sum_n Q_n] -> zeta / 2 under a delta-tilted LED policy (001 Theorem 2; claim C13 of docs/reproductions/claims.md)."""
         return float(np.sum(self.arrivals.variance(self.dispatcher_rate)) + np.sum(self.service.variance(self.speed)))
 
     def describe(self) -> dict:
