@@ -153,6 +153,10 @@ def _max_flow(indptr, indices, n_servers, supply, capacity):
     server at the start of each phase (arcs created during a phase point backwards in its levels).
     Returns (all routed, ports reachable from an unrouted port, servers reachable, phases); when
     not all is routed the reachable sets are the source side of a minimum cut.
+
+    ``scipy.sparse.csgraph.maximum_flow`` was measured in its place on the Fig. 3 graphs of paper
+    000 and is slower (about 2 to 8 times per max-flow with Dinic, far more with Edmonds-Karp); it also
+    takes int32 capacities only. See benchmarks/max_flow.py and docs/background/performance.md.
     """
     n_ports = supply.shape[0]
     n_edges = indices.shape[0]
