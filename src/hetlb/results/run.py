@@ -27,7 +27,7 @@ class RunResult:
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
     ends at ``end_time``, when the last of them has left); time averages cover the window."""
 
-    seed_entropy: int
+    seed_entropy: int | list[int]
     seed_key: tuple
     mean_response_time: float
     mean_response_time_ci: list

@@ -26,6 +26,7 @@ from hetlb.policies.registry import Policy, resolve_policy
 from hetlb.progress import ProgressBar
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
+    entropy_of,
     replication_seeds,
     root_seed_sequence,
     safe_ratio,
@@ -371,7 +372,7 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         response_batches = batches[:, 6] / batches[:, 5]
         waiting_batches = batches[:, 7] / batches[:, 5]
     return RunResult(
-        seed_entropy=int(seed_sequence.entropy),
+        seed_entropy=entropy_of(seed_sequence),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
         mean_response_time_ci=interval(response_batches),
