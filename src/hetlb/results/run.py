@@ -138,6 +138,14 @@ class ReplicatedResult:
     def events_per_second(self) -> float:
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
+    @property
+    def n_servers(self) -> int:
+        raise NotImplementedError
+
+    def summary(self) -> dict:
+        """The aggregate over the replications: the first entries of ``to_dict``."""
+        raise NotImplementedError
+
     def details(self) -> dict:
         """Entries of ``to_dict`` between the summary and the metadata."""
         return {}

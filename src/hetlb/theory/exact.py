@@ -40,7 +40,6 @@ of that closed class.
 import itertools
 import math
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -238,19 +237,13 @@ def _check_policy(policy) -> str:
     return policy
 
 
-def _check_probability(field: str, value) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:
-        raise InputError(field, f"must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _check_policy_parameters(d, d_fast, d_slow, p_fast, p_slow) -> _PolicyParameters:
     return _PolicyParameters(
         d=validation.integer("d", d, low=1),
         d_fast=validation.integer("d_fast", d_fast, low=1),
         d_slow=validation.integer("d_slow", d_slow, low=1),
-        p_fast=_check_probability("p_fast", p_fast),
-        p_slow=_check_probability("p_slow", p_slow),
+        p_fast=validation.probability("p_fast", p_fast),
+        p_slow=validation.probability("p_slow", p_slow),
     )
 
 
