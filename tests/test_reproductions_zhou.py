@@ -33,6 +33,7 @@ TINY = {
 CLAIM_IDS = {"zhou-fig1": {"C10", "C11"}, "zhou-fig2": {"C10", "C12"}, "zhou-heavy-traffic": {"C13", "C14"}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(TINY))
 def test_writes_points_figure_and_claims(name, tmp_path):
     report = reproduce(name, out=tmp_path, store=str(tmp_path / "store.sqlite"), executor="serial", **TINY[name])
