@@ -96,7 +96,7 @@ KernelModel = namedtuple(
         "batch_by_jobs",
     ],
 )
-KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model).
+KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulation.continuous.pack_model).
 
 ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
 (p_F, p_S); for jsq-df-ds each job type's servers are listed fastest class first and

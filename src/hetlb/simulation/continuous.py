@@ -37,9 +37,11 @@ from hetlb.stats import growth_between_halves, interval, ratio_per_batch
 from hetlb.stats.halfin_whitt import speed_profile
 
 TREE_MIN_SERVERS = 2
-"""A complete job type with at least this many servers is routed through the O(log N) tree.
-The tree draws one uniform number per decision where the scan draws one per tied server, which
-makes it the faster of the two from N = 10 up (measured); the tests run both paths."""
+"""A complete job type with at least this many servers is routed through the O(log N) tree (or the
+key buckets, BUCKET_MAX_CLASSES): at 2, every complete job type but a lone server's, so that the
+O(degree) scan serves only sparse graphs. The tree draws one uniform number per decision where
+the scan draws one per tied server; it was measured faster than the scan from N = 10 up, and the
+smaller systems take it too. The tests move this threshold to run every path."""
 
 STATE_DISTRIBUTION_SIZE_PER_SERVER = 2
 """The time-distributions of the number of jobs (and of waiting jobs) have 2N + 64 entries; the
