@@ -13,14 +13,60 @@ without them:
   the same machine code as without it;
 * ``prefetch``, an LLVM intrinsic: in plain Python it does nothing, which is all it ever does to
   results.
+
+It also makes sure numba has somewhere to cache the compiled functions (:func:`cache_somewhere`);
+hetlb imports it first, before any module that defines one.
 """
+
+import atexit
+import os
+import shutil
+import tempfile
+from typing import Any
 
 import numpy as np
 from numba import config, njit
+from numba.core.caching import FunctionCache
 
 CACHE_LINE = 64  # bytes
 
-if config.DISABLE_JIT:  # type: ignore[attr-defined]  # numba sets its config attributes at import
+numba_config: Any = config  # numba sets the attributes of its configuration at import
+
+
+def cache_somewhere() -> None:
+    """Give numba a writable directory for its cache of compiled functions if it finds none.
+
+    numba caches a function (``cache=True``) in the __pycache__ next to its module, else in the
+    user's cache directory (~/.cache/numba). When neither is writable (a read-only install and home,
+    as in some containers) it refuses to define the function, and hetlb would not import. Then the
+    cache goes to hetlb-numba-cache-UID in the temporary directory, or, if that directory is not
+    the user's alone, to a new temporary directory removed at exit (the kernels compile once per
+    process). numba takes this directory for every cached function of the process."""
+    if numba_config.DISABLE_JIT or numba_config.CACHE_DIR:
+        return
+    try:
+        FunctionCache(cache_somewhere)  # what numba does for a cached function of this package
+        return
+    except RuntimeError:
+        pass
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    directory = os.path.join(tempfile.gettempdir(), f"hetlb-numba-cache-{uid if uid is not None else 'user'}")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        status = os.stat(directory)
+        private = uid is None or (status.st_uid == uid and not status.st_mode & 0o022)
+    except OSError:
+        private = False
+    if not private:
+        directory = tempfile.mkdtemp(prefix="hetlb-numba-cache-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    numba_config.CACHE_DIR = directory
+
+
+cache_somewhere()
+
+
+if numba_config.DISABLE_JIT:
 
     def records(array):
         """``array`` (a structured array) as a np.recarray view: its elements and columns are read
