@@ -123,7 +123,7 @@ def scenarios() -> dict:
         "tree jsq-lisf, deterministic sizes": lambda: continuous_run("tree", "jsq-lisf", job_sizes="deterministic"),
         "buckets jsq": lambda: continuous_run("buckets", "jsq"),
         "buckets jfiq, finite buffers": lambda: continuous_run("buckets", "jfiq", buffer=2),
-        "sparse graph jsq-fiq (scan)": lambda: continuous_run("tree", "jsq-fiq", graph=sparse, arrival_rate=3.0),
+        "sparse graph jsq-fiq": lambda: continuous_run("scan", "jsq-fiq", graph=sparse, arrival_rate=3.0),
         "sparse graph pod": lambda: continuous_run("scan", "pod", graph=sparse, arrival_rate=3.0, d=2),
         "jsq-df-ds": lambda: continuous_run("scan", "jsq-df-ds", buffer=4, p_fast=0.7, p_slow=0.4),
         "weighted-random": lambda: continuous_run("scan", "weighted-random", buffer=4, job_sizes="deterministic"),
