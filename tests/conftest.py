@@ -3,7 +3,6 @@
 import math
 
 import numpy as np
-import pytest
 from scipy import stats
 
 
@@ -12,11 +11,3 @@ def bonferroni_t_halfwidth(samples, family_alpha: float, comparisons: int) -> fl
     samples = np.asarray(samples, dtype=float)
     quantile = stats.t.ppf(1.0 - family_alpha / (2.0 * comparisons), len(samples) - 1)
     return float(quantile * samples.std(ddof=1) / math.sqrt(len(samples)))
-
-
-@pytest.fixture
-def tree_everywhere(monkeypatch):
-    """Route complete job types through the O(log N) tree even on tiny systems."""
-    from hetlb.simulation import continuous as simulation
-
-    monkeypatch.setattr(simulation, "TREE_MIN_SERVERS", 1)

@@ -113,6 +113,7 @@ def test_policies_lists_every_policy(capsys):
         assert policy_id in text
 
 
+@pytest.mark.slow
 def test_demo_writes_table_and_plot(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "hetlb", "demo", "--out", str(tmp_path), "--jobs", "2000", "--replications", "2"],

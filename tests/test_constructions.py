@@ -327,6 +327,7 @@ def test_well_connectedness_exhaustive_mode_matches_brute_force():
         assert group["holds_for_subsets_tried"] == (group["worst_D_found"] <= group["threshold"])
 
 
+@pytest.mark.slow
 def test_well_connectedness_search_finds_a_planted_bad_subset():
     rng = np.random.default_rng(8)
     n_servers, n_ports = 64, 600

@@ -69,6 +69,7 @@ def test_time_distributions_sum_to_one_and_match_the_mean():
     assert counts @ run.jobs_distribution == pytest.approx(run.mean_number_in_system, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_large_systems_approach_the_diffusion_limit():
     # 002 Cor. 4.4 and 4.5: scaled by n^-1/2, E|X_1| of jfsq and E X_2 of jsq (random ties) tend to
     # their diffusion limits for speeds U[0.7, 1.3] at c = 1; the gap at n = 1600 must be smaller

@@ -133,6 +133,7 @@ def test_every_reproduction_documents_its_options():
             assert description and type(quick) is type(paper), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name,options,claim_ids",
     [

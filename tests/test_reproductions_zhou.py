@@ -58,6 +58,7 @@ CLAIM_IDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(TINY))
 def test_writes_points_figure_and_claims(name, tmp_path):
     report = reproduce(name, out=tmp_path, store=str(tmp_path / "store.sqlite"), executor="serial", **TINY[name])

@@ -31,6 +31,7 @@ def spec_200_runs():
     )
 
 
+@pytest.mark.slow
 def test_200_runs_identical_serial_process_pool_and_dask_cluster():
     distributed = pytest.importorskip("distributed")
     spec = spec_200_runs()
@@ -95,6 +96,7 @@ def test_store_reuses_and_force_recomputes(tmp_path):
         assert (tmp_path / "out" / name).stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     store = tmp_path / "store.sqlite"
     script = tmp_path / "run_sweep.py"

@@ -8,6 +8,7 @@ check them against.
 
 __version__ = "0.2.0"
 
+import hetlb.kernels.jit  # noqa: F401  (first: it gives numba a cache directory, see cache_somewhere)
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy

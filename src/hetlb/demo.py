@@ -25,7 +25,14 @@ from hetlb.theory import speed_lower_bound
 
 SPEEDS = np.repeat([1.0, 0.5, 0.25, 0.125], 25)
 LOADS = (0.3, 0.5, 0.7, 0.8, 0.9)
-POLICIES = (("weighted-random", {}), ("jiq", {}), ("jfiq", {}), ("jsq", {}), ("sed", {}), ("jfsq", {}))
+POLICIES: tuple[tuple[str, dict], ...] = (
+    ("weighted-random", {}),
+    ("jiq", {}),
+    ("jfiq", {}),
+    ("jsq", {}),
+    ("sed", {}),
+    ("jfsq", {}),
+)
 WARMUP = 3000.0
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,7 @@ def build_system(data: dict) -> System:
     kind = data.get("job_sizes", "exponential")
     job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
     graph, report = data.get("graph"), None
-    rates = {
+    rates: dict[str, Any] = {
         "arrival_rate": data.get("arrival_rate"),
         "load": data.get("load"),
         "excess_capacity": data.get("excess_capacity"),

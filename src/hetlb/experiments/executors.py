@@ -7,6 +7,7 @@ Workers warm their compiled kernels once (loading numba's cache) before the firs
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 from hetlb.errors import InputError
@@ -32,7 +33,7 @@ class SerialExecutor(Executor):
         return future
 
 
-def resolve_executor(executor) -> tuple[Executor, int, callable]:
+def resolve_executor(executor) -> tuple[Executor, int, Callable[[], object]]:
     """(executor, number of workers, close) for ``executor``.
 
     None or "processes": a process pool on all cores; "processes:N"; "serial"; "dask://host:port"

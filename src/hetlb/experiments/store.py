@@ -50,7 +50,7 @@ class ResultStore:
 
     def existing(self, keys) -> dict:
         """The stored rows among ``keys``, as {key: row}."""
-        found = {}
+        found: dict[str, dict] = {}
         keys = list(keys)
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]

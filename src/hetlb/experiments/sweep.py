@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +99,7 @@ def sweep(
             pool, workers, close = resolve_executor(executor)
             try:
                 tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
-                in_flight = set()
+                in_flight: set[Future] = set()
                 while True:
                     # keep two tasks per worker submitted, so results are stored as they come
                     for task in itertools.islice(tasks, 2 * workers - len(in_flight)):

@@ -30,7 +30,8 @@ from numba import njit
 
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.kernels.buckets import move_key, random_least_server
-from hetlb.kernels.trees import lower_time, prefetch, prefetch_path, random_least_leaf, set_key, set_time
+from hetlb.kernels.jit import prefetch, records
+from hetlb.kernels.trees import lower_time, prefetch_path, random_least_leaf, set_key, set_time
 from hetlb.policies import registry, rules
 
 # advance() return status
@@ -95,7 +96,7 @@ KernelModel = namedtuple(
         "batch_by_jobs",
     ],
 )
-KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulate.pack_model).
+KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulation.continuous.pack_model).
 
 ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
 (p_F, p_S); for jsq-df-ds each job type's servers are listed fastest class first and
@@ -349,7 +350,7 @@ def snapshot_batch(c, batches, batch_close, at):
 @njit(cache=True)
 def advance(model, state, arrival_rng, policy_rng, max_events):
     """Run up to ``max_events`` events; return RUNNING, FINISHED or NEEDS_JOB_SLOTS."""
-    c = state.counters[0]
+    c = records(state.counters)[0]
     buffer, class_speed = model.buffer, model.class_speed
     finite_buffers = buffer.min() < INFINITE_BUFFER
     n_classes, policy_code = model.n_classes, model.policy_code
@@ -372,11 +373,11 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
-    servers, server_key = state.servers, state.server_key
+    servers, server_key = records(state.servers), state.server_key
     queue_len = servers.queue_len  # a column, for power-of-d
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
-    departures, key_tree = state.departures, state.key_tree
+    departures, key_tree = records(state.departures), records(state.key_tree)
     bucket_order, bucket_position, bucket_key, bucket_start = (
         state.bucket_order,
         state.bucket_position,

@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 
 from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
+from hetlb.kernels.jit import records
 from hetlb.policies import registry, rules
 from hetlb.policies.local_estimates import below_average_server, least_value_server
 from hetlb.policies.registry import L_JBA, L_JSQ, L_POD
@@ -273,7 +274,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
 
     The arrays are taken out of the namedtuples once, here, so that the loop does no reference
     counting (as in hetlb.kernels.continuous)."""
-    c = state.counters[0]
+    c = records(state.counters)[0]
     speed, total_speed, cumulative_speed, all_servers = (
         model.speed,
         model.total_speed,

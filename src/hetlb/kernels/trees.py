@@ -13,46 +13,21 @@ The updates pick among children with conditional moves or index arithmetic rathe
 branches, which would be mispredicted half the time. The @njit functions take plain arrays (and
 a generator) and use each on every path: numba then needs no reference counting in them and
 LLVM inlines them into the event loop. In a large system the walks start loading the nodes
-they will read next (``prefetch``), so that cache misses overlap.
+they will read next (``prefetch``), so that cache misses overlap. The helpers read nodes by
+attribute (``tree[node].key``): run as plain Python they take the record views of
+hetlb.kernels.jit.records, as the event loop passes them.
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
-CACHE_LINE = 64  # bytes
+from hetlb.kernels.jit import CACHE_LINE, prefetch
 
 KEY_NODE_DTYPE = np.dtype([("key", "f8"), ("count", "i8")])
 """Least-key tree node: the least key in the subtree and how many leaves attain it."""
 
 TIME_NODE_DTYPE = np.dtype([("time", "f8"), ("leaf", "i8")])
 """Tournament tree node: the earliest time in the subtree and the first leaf holding it."""
-
-
-@intrinsic
-def prefetch(typingctx, array, index):
-    """Ask the CPU to start loading ``array[index]`` into cache, without waiting for it; no effect
-    on results. Lets the memory reads of a large system overlap. Covers the element when it
-    starts a cache line (see cache_aligned_zeros)."""
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        data = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
-        byte_pointer = ir.PointerType(ir.IntType(8))
-        llvm_prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer] + 3 * [ir.IntType(32)]), "llvm.prefetch.p0"
-        )
-        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
-        for offset in range(0, itemsize, CACHE_LINE):
-            line = builder.gep(builder.bitcast(pointer, byte_pointer), [ir.Constant(ir.IntType(64), offset)])
-            # read, keep in all cache levels, data
-            builder.call(llvm_prefetch, [line] + [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)])
-        return context.get_dummy_value()
-
-    return types.void(array, index), codegen
 
 
 def cache_aligned_zeros(n: int, dtype: np.dtype) -> np.ndarray:

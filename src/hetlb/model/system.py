@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,12 @@ from hetlb.model.job_sizes import JobSizes
 class ServerSpeeds:
     """What a system derives from its servers' ``speed`` and its ``total_arrival_rate`` (jobs per
     time unit here, per slot in the slotted model)."""
+
+    if TYPE_CHECKING:  # what the subclasses provide: speed as a field, total_arrival_rate as either
+        speed: np.ndarray
+
+        @property
+        def total_arrival_rate(self) -> float: ...
 
     @property
     def n_servers(self) -> int:

@@ -62,7 +62,7 @@ class RunResult:
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
     ends at ``end_time``, when the last of them has left); time averages cover the window."""
 
-    seed_entropy: int
+    seed_entropy: int | list[int]
     seed_key: tuple
     mean_response_time: float
     mean_response_time_ci: list
@@ -193,6 +193,14 @@ class ReplicatedResult:
     @property
     def events_per_second(self) -> float:
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    @property
+    def n_servers(self) -> int:
+        raise NotImplementedError
+
+    def summary(self) -> dict:
+        """The aggregate over the replications: the first entries of ``to_dict``."""
+        raise NotImplementedError
 
     def details(self) -> dict:
         """Entries of ``to_dict`` between the summary and the metadata."""

@@ -31,7 +31,7 @@ SCALARS = (
 class SlottedRunResult:
     """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
 
-    seed_entropy: int
+    seed_entropy: int | list[int]
     seed_key: tuple
     slots: int  # measured slots
     arrivals: int  # jobs arrived in the measured slots

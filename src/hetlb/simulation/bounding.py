@@ -200,7 +200,7 @@ def simulate_bounding_system(
     n = speed.size
     measured_time = horizon - warmup
 
-    values, level_means, job_laws, waiting_laws = [], [], [], []
+    measure_rows, level_means, job_laws, waiting_laws = [], [], [], []
     events = 0
     started = time.perf_counter()
     for replication in range(replications):
@@ -214,10 +214,10 @@ def simulate_bounding_system(
         level_means.append(level_mean)
         job_laws.append(time_at_jobs / measured_time)
         waiting_laws.append(time_at_waiting / measured_time)
-        values.append(_measures(level_mean, n, lost / arrivals if arrivals else math.nan))
+        measure_rows.append(_measures(level_mean, n, lost / arrivals if arrivals else math.nan))
     elapsed = time.perf_counter() - started
 
-    values = np.array(values)
+    values = np.array(measure_rows)
     estimates = {name: Estimate(*t_interval(values[:, m])) for m, name in enumerate(MEASURES)}
     return BoundingResult(
         kind=kind,

@@ -25,6 +25,7 @@ from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
+    entropy_of,
     root_seed_sequence,
     run_replications,
     safe_ratio,
@@ -35,9 +36,11 @@ from hetlb.stats import growth_between_halves, interval, ratio_per_batch
 from hetlb.stats.halfin_whitt import speed_profile
 
 TREE_MIN_SERVERS = 2
-"""A complete job type with at least this many servers is routed through the O(log N) tree.
-The tree draws one uniform number per decision where the scan draws one per tied server, which
-makes it the faster of the two from N = 10 up (measured); the tests run both paths."""
+"""A complete job type with at least this many servers is routed through the O(log N) tree (or the
+key buckets, BUCKET_MAX_CLASSES): at 2, every complete job type but a lone server's, so that the
+O(degree) scan serves only sparse graphs. The tree draws one uniform number per decision where
+the scan draws one per tied server; it was measured faster than the scan from N = 10 up, and the
+smaller systems take it too. The tests move this threshold to run every path."""
 
 STATE_DISTRIBUTION_SIZE_PER_SERVER = 2
 """The time-distributions of the number of jobs (and of waiting jobs) have 2N + 64 entries; the
@@ -364,7 +367,7 @@ def run_result(system: System, model, state, seed_sequence, wall_seconds: float)
         response_batches = batches[:, 6] / batches[:, 5]
         waiting_batches = batches[:, 7] / batches[:, 5]
     return RunResult(
-        seed_entropy=int(seed_sequence.entropy),
+        seed_entropy=entropy_of(seed_sequence),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         mean_response_time=safe_ratio(c["response_sum"], c["completed"]),
         mean_response_time_ci=interval(response_batches),

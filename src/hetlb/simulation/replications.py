@@ -39,7 +39,7 @@ def seed_description(seed, root_seed: np.random.SeedSequence):
     return (
         seed
         if isinstance(seed, int)
-        else {"entropy": int(root_seed.entropy), "spawn_key": [int(k) for k in root_seed.spawn_key]}
+        else {"entropy": entropy_of(root_seed), "spawn_key": [int(k) for k in root_seed.spawn_key]}
     )
 
 
@@ -57,6 +57,13 @@ def run_replications(root_seed: np.random.SeedSequence, replications: int, label
         )
     bar.close()
     return runs
+
+
+def entropy_of(seed_sequence: np.random.SeedSequence) -> int | list[int]:
+    """A SeedSequence's entropy as plain Python: an int, or a list of ints when it was made from a
+    sequence of them (``SeedSequence([1, 2])``)."""
+    words = np.asarray(seed_sequence.entropy)
+    return int(words) if words.ndim == 0 else [int(word) for word in words]
 
 
 def check_warmup(warmup) -> float:

@@ -22,7 +22,13 @@ from hetlb.policies import registry
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
-from hetlb.simulation.replications import root_seed_sequence, run_replications, safe_ratio, seed_description
+from hetlb.simulation.replications import (
+    entropy_of,
+    root_seed_sequence,
+    run_replications,
+    safe_ratio,
+    seed_description,
+)
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -261,7 +267,7 @@ def run_result(system: SlottedSystem, model, state, seed_sequence, wall_seconds:
             "by_dispatcher": by_dispatcher.tolist(),
         }
     return SlottedRunResult(
-        seed_entropy=int(seed_sequence.entropy),
+        seed_entropy=entropy_of(seed_sequence),
         seed_key=tuple(int(k) for k in seed_sequence.spawn_key),
         slots=slots,
         arrivals=int(c["arrivals"]),

@@ -1,0 +1,203 @@
+"""Small runs of every kernel path, reduced to their numbers, for test_jit_off.py.
+
+test_jit_off.py runs them with ``NUMBA_DISABLE_JIT=1`` (the kernels as plain Python) and runs this
+file as a script, compiled, in a subprocess, which writes the same numbers as a pickle to stdout;
+the two must agree bit for bit. Each scenario is a few thousand events, so that plain Python
+takes a second or two.
+"""
+
+import contextlib
+import pickle
+import sys
+
+import numpy as np
+
+import hetlb
+from hetlb.graphs.graph import CompatibilityGraph
+from hetlb.simulation import continuous
+from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+
+SPEEDS = [2.0, 1.0, 1.0, 0.5, 0.25]
+
+
+@contextlib.contextmanager
+def routing_path(path: str):
+    """Route the complete job types by a scan, the tree or the key buckets (as test_exact_agreement)."""
+    saved = continuous.TREE_MIN_SERVERS, continuous.BUCKET_MAX_CLASSES
+    continuous.TREE_MIN_SERVERS = 10**9 if path == "scan" else 1
+    continuous.BUCKET_MAX_CLASSES = 10**9 if path == "buckets" else -1
+    try:
+        yield
+    finally:
+        continuous.TREE_MIN_SERVERS, continuous.BUCKET_MAX_CLASSES = saved
+
+
+def continuous_numbers(result) -> dict:
+    """Everything a continuous run measured, but its wall time."""
+    (run,) = result.runs
+    numbers = {
+        name: np.asarray(getattr(run, name), dtype=float)
+        for name in (
+            "mean_response_time",
+            "response_time_std",
+            "mean_waiting_time",
+            "p_wait",
+            "blocking_probability",
+            "mean_number_in_system",
+            "utilisation",
+            "mean_queue_length",
+            "peak_queue_length",
+            "occupancy",
+            "class_jobs",
+            "histogram",
+            "measured_time",
+            "end_time",
+            "events",
+            "batch_response_means",
+        )
+    }
+    numbers["counters"] = np.array(list(run.counters.values()), dtype=float)
+    for name in ("jobs_distribution", "waiting_distribution"):
+        if getattr(run, name) is not None:
+            numbers[name] = getattr(run, name)
+    if run.trace is not None:
+        numbers.update({"trace_" + name: np.asarray(values, dtype=float) for name, values in run.trace.items()})
+    return numbers
+
+
+def slotted_numbers(result) -> dict:
+    (run,) = result.runs
+    numbers = {
+        name: np.asarray(getattr(run, name), dtype=float)
+        for name in (
+            "arrivals",
+            "departures",
+            "decisions",
+            "mean_number_in_system",
+            "mean_delay",
+            "mean_estimate_error",
+            "mean_queue_length",
+            "batch_delay_means",
+        )
+    }
+    numbers["messages"] = np.array(list(run.messages.values()), dtype=float)
+    numbers["counters"] = np.array(list(run.counters.values()), dtype=float)
+    if run.preference_samples is not None:
+        numbers["preference_samples"] = run.preference_samples
+    if run.trace is not None:
+        numbers.update({"trace_" + name: np.asarray(values, dtype=float) for name, values in run.trace.items()})
+    return numbers
+
+
+def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
+    system_options = {
+        key: options.pop(key) for key in ("buffer", "job_sizes", "graph", "arrival_rate") if key in options
+    }
+    if "arrival_rate" not in system_options:
+        system_options["load"] = 0.85
+    system = hetlb.System.from_speeds(SPEEDS, **system_options)
+    with routing_path(path):
+        result = hetlb.simulate(system, policy, jobs=jobs, warmup=5.0, batches=5, seed=7, trace=20, **options)
+    return continuous_numbers(result)
+
+
+def sandwich_numbers() -> dict:
+    check = check_sandwich(SPEEDS, 4.2, buffer=4, horizon=300.0, warmup=10.0, seed=5)
+    numbers = {
+        name: np.asarray(getattr(check, name), dtype=float)
+        for name in ("ticks", "arrivals", "lower_violations", "upper_violations")
+    }
+    numbers["mean_jobs"] = np.array(list(check.mean_jobs.values()))
+    numbers["mean_waiting"] = np.array(list(check.mean_waiting.values()))
+    return numbers
+
+
+def scenarios() -> dict:
+    """Name -> a function returning that run's numbers."""
+    sparse = CompatibilityGraph.from_lists([[0, 1, 3], [1, 2, 4], [0, 2, 3, 4]], len(SPEEDS))
+    return {
+        "scan jfsq, finite buffers, hyperexponential sizes": lambda: continuous_run(
+            "scan", "jfsq", buffer=3, job_sizes=hetlb.JobSizes("hyperexponential", scv=4.0)
+        ),
+        "tree sed, state distribution": lambda: continuous_run("tree", "sed", state_distribution=True),
+        "tree jsq-lisf, deterministic sizes": lambda: continuous_run("tree", "jsq-lisf", job_sizes="deterministic"),
+        "buckets jsq": lambda: continuous_run("buckets", "jsq"),
+        "buckets jfiq, finite buffers": lambda: continuous_run("buckets", "jfiq", buffer=2),
+        "sparse graph jsq-fiq": lambda: continuous_run("scan", "jsq-fiq", graph=sparse, arrival_rate=3.0),
+        "sparse graph pod": lambda: continuous_run("scan", "pod", graph=sparse, arrival_rate=3.0, d=2),
+        "jsq-df-ds": lambda: continuous_run("scan", "jsq-df-ds", buffer=4, p_fast=0.7, p_slow=0.4),
+        "weighted-random": lambda: continuous_run("scan", "weighted-random", buffer=4, job_sizes="deterministic"),
+        "slotted l-jsq push, preference": lambda: slotted_numbers(
+            hetlb.simulate_slotted(
+                hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8),
+                "l-jsq",
+                slots=400,
+                warmup=20,
+                batches=4,
+                seed=3,
+                preference=True,
+                trace=20,
+                p_hat=0.3,
+                push_d=2,
+            )
+        ),
+        "slotted l-jba pull, binomial arrivals": lambda: slotted_numbers(
+            hetlb.simulate_slotted(
+                hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=2, load=0.8, arrivals="binomial:4"),
+                "l-jba",
+                slots=400,
+                batches=4,
+                seed=3,
+                p_hat=0.5,
+                update="pull",
+            )
+        ),
+        "slotted jiq, bernoulli service, job routing": lambda: slotted_numbers(
+            hetlb.simulate_slotted(
+                hetlb.SlottedSystem.from_speeds(
+                    [0.9, 0.5, 0.5, 0.3], n_dispatchers=2, load=0.7, service="bernoulli", routing="job"
+                ),
+                "jiq",
+                slots=400,
+                batches=4,
+                seed=3,
+            )
+        ),
+        "slotted jsq, shared ties; pod": lambda: {
+            **slotted_numbers(
+                hetlb.simulate_slotted(
+                    hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8, ties="shared"),
+                    "jsq",
+                    slots=300,
+                    batches=4,
+                    seed=3,
+                )
+            ),
+            **{
+                "pod " + name: value
+                for name, value in slotted_numbers(
+                    hetlb.simulate_slotted(
+                        hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8),
+                        "pod",
+                        slots=300,
+                        batches=4,
+                        seed=3,
+                        d=2,
+                    )
+                ).items()
+            },
+        },
+        "bounding fsl and ssl": lambda: {
+            f"{kind} {buffer}": bounding.replication_values
+            for kind in ("fsl", "ssl")
+            for buffer in (None, 3)
+            for bounding in [
+                simulate_bounding_system(SPEEDS, 4.0, kind, buffer, horizon=300.0, warmup=30.0, replications=2, seed=5)
+            ]
+        },
+        "coupled sandwich check": sandwich_numbers,
+    }
+
+
+if __name__ == "__main__":
+    pickle.dump({name: run() for name, run in scenarios().items()}, sys.stdout.buffer)
