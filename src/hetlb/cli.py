@@ -274,7 +274,7 @@ def notify_compiling(args, models=("continuous",)) -> None:
     if needs_compiling(*kernels):
         where = ""
         if verbose(args):
-            where = f" into {getattr(kernels[0]._cache, '_cache_path', 'numba cache')}"
+            where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
         say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
 
 
@@ -1121,7 +1121,7 @@ def build_parser() -> ArgumentParser:
     reproduce = commands.add_parser(
         "reproduce",
         help="reproduce a paper's figure: CSV, PNG and claims.json",
-        epilog=reproductions_epilog,
+        epilog=reproductions_epilog,  # type: ignore[arg-type]  # called by Parser.format_help, when help is shown
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     reproduce.set_defaults(handler=command_reproduce)

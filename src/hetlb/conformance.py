@@ -108,6 +108,8 @@ def _registry(policy_id: str) -> Check:
 def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
     """The least-key servers equal the support of the exact rule, on random states."""
     spec = POLICIES[policy_id]
+    exact_rule = spec.exact_rule
+    assert exact_rule is not None, "check_policy runs this check only on policies with an exact rule"
     rng = np.random.default_rng(seed)
     params = make_policy(policy_id).params
     for _ in range(n_states):
@@ -126,7 +128,7 @@ def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
             idle_rank.astype(float) if spec.idle_order else np.zeros(n),
         )
         least = set(np.flatnonzero(keys == keys.min()).tolist())
-        probability = spec.exact_rule(
+        probability = exact_rule(
             queue_len[None, :], speed, speed == speed.max(), params, idle_rank[None, :] if spec.idle_order else None
         )[0]
         support = set(np.flatnonzero(probability > 0).tolist())

@@ -65,11 +65,11 @@ class ProgressBar:
                 f"{rate / 1e6:6.2f}M ev/s  eta {eta:6.1f}s "
             )
         else:
-            eta = f", about {elapsed * (1.0 - fraction) / fraction:.0f} s left" if 0 < fraction < 1 else ""
+            left = f", about {elapsed * (1.0 - fraction) / fraction:.0f} s left" if 0 < fraction < 1 else ""
             detail = f", {detail}" if detail else ""
             self.stream.write(
                 f"{self.label.strip() or 'progress'}: {100 * fraction:.1f}% done{detail}, {events / 1e6:.2f}M events "
-                f"in {elapsed:.0f} s ({rate / 1e6:.2f}M events/s){eta}\n"
+                f"in {elapsed:.0f} s ({rate / 1e6:.2f}M events/s){left}\n"
             )
         self.drawn = True
         self.stream.flush()

@@ -296,7 +296,7 @@ def stale_estimate_herding(runs, not_below: list, loads: list, increment_runs) -
     differences = paired_differences(
         pd.concat([jsq, increment_runs], ignore_index=True), "mean_delay", "policy", INCREMENT_LABEL, "jsq"
     )
-    with_increment = {
+    with_increment: dict[str, dict] = {
         f"{d['system.load']:g}": {
             "difference": float(d["mean_delay_difference"]),
             "interval": [float(d["ci_low"]), float(d["ci_high"])],

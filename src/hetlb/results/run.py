@@ -198,8 +198,13 @@ class ReplicatedResult:
     def n_servers(self) -> int:
         raise NotImplementedError
 
+    @property
     def summary(self) -> dict:
         """The aggregate over the replications: the first entries of ``to_dict``."""
+        raise NotImplementedError
+
+    def headline(self) -> tuple:
+        """(label, value, interval) of the figure the one-line repr shows."""
         raise NotImplementedError
 
     def details(self) -> dict:

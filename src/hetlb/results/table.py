@@ -105,7 +105,7 @@ def point_row(runs) -> dict:
     """The figures of one point from the DataFrame of its replications' rows (:func:`run_row`):
     replications, each metric's mean with its 95% interval, the means of the per-class, CCDF and
     message columns, and the events."""
-    record = {"replications": len(runs)}
+    record: dict[str, float] = {"replications": len(runs)}
     for metric in (m for m in dict.fromkeys(METRICS + SLOTTED_METRICS) if m in runs):
         values = runs[metric].to_numpy(dtype=float)
         mean, half = t_interval(values)

@@ -25,7 +25,7 @@ from scipy import stats
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.policies.registry import POLICIES, policies_where
+from hetlb.policies.registry import POLICIES
 
 __all__ = [
     "DIFFUSION_POLICIES",
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 DIFFUSION_POLICIES: dict[str, str] = {
-    policy_id: POLICIES[policy_id].diffusion_limit for policy_id in policies_where(diffusion_limit=True)
+    spec.id: spec.diffusion_limit for spec in POLICIES.values() if spec.diffusion_limit is not None
 }
 """The policies with a diffusion limit in 002 (PolicySpec.diffusion_limit): id -> the result giving it."""
 

@@ -144,7 +144,9 @@ def _policy_routing_table(policy: Policy, states, compatible, speed, idle_rank) 
     """
     table = np.zeros(states.shape, dtype=float)
     is_fast = speed[compatible] == speed.max()
-    table[:, compatible] = policy.spec.exact_rule(
+    rule = policy.spec.exact_rule
+    assert rule is not None, "_exact_policy admits only policies with an exact rule"
+    table[:, compatible] = rule(
         states[:, compatible],
         speed[compatible],
         is_fast,
