@@ -29,6 +29,7 @@ from hetlb.experiments.reproduce import (
     Claim,
     Outcome,
     Reproduction,
+    claims_of,
     decide,
     intervals_note,
     plain_names,
@@ -66,10 +67,6 @@ CLAIMS = {
     "diffusion": "the simulated stationary measures approach those of the diffusion limits (002 section 4)",
 }
 """The claims of 002 that these reproductions check ("diffusion" is hetlb's own check of its limits)."""
-
-
-def claims_of(*ids: str) -> dict:
-    return {claim_id: CLAIMS[claim_id] for claim_id in ids}
 
 
 COMMON_OPTIONS = {
@@ -467,7 +464,7 @@ register(
             "bins": (6, 6, "speed bins (lost)"),
             "replications": (3, 10, "independent replications (lost)"),
         },
-        claims_of("C15a", "C15b", "C15c", "C16", "C19"),
+        claims_of(CLAIMS, "C15a", "C15b", "C15c", "C16", "C19"),
     )
 )
 register(
@@ -485,7 +482,7 @@ register(
             ),
             "replications": (10, 20, "paired replications (lost)"),
         },
-        claims_of("C17a", "C17b", "C17c", "C17d"),
+        claims_of(CLAIMS, "C17a", "C17b", "C17c", "C17d"),
     )
 )
 register(
@@ -502,6 +499,6 @@ register(
             "sandwich_horizon": (2000.0, 3000.0, "horizon of the coupled sandwich check, time units"),
             "stability_servers": (500, 500, "n of the stability check at c = -0.25 and 0.25 (C21)"),
         },
-        claims_of("C18a", "C18b", "diffusion", "C20", "C21", "C22"),
+        claims_of(CLAIMS, "C18a", "C18b", "diffusion", "C20", "C21", "C22"),
     )
 )

@@ -143,6 +143,12 @@ class Reproduction:
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 
+def claims_of(catalogue: dict, *ids: str) -> dict:
+    """The entries of a paper's claim ``catalogue`` (id -> the claim in a few words) that one
+    reproduction checks, for :attr:`Reproduction.claims`."""
+    return {claim_id: catalogue[claim_id] for claim_id in ids}
+
+
 def register(reproduction: Reproduction) -> Reproduction:
     REPRODUCTIONS[reproduction.name] = reproduction
     return reproduction

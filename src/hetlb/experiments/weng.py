@@ -24,6 +24,7 @@ from hetlb.experiments.reproduce import (
     Claim,
     Outcome,
     Reproduction,
+    claims_of,
     decide,
     intervals_note,
     plain_names,
@@ -61,10 +62,6 @@ CLAIMS = {
     "C8b": "with hyperexponential job sizes jsq and jiq level off above the bound (Fig. D.3)",
 }
 """The claims of 000 that these reproductions check."""
-
-
-def claims_of(*ids: str) -> dict:
-    return {claim_id: CLAIMS[claim_id] for claim_id in ids}
 
 
 GRAPH_OPTIONS = {
@@ -463,7 +460,7 @@ register(
             "tuning_jobs": (30_000, 200_000, "jobs per tuning run"),
             "seed": (2000, 2000, "root seed of the runs (tuning uses seed + 1)"),
         },
-        claims_of("C1", "C6a", "C6b", "C6c"),
+        claims_of(CLAIMS, "C1", "C6a", "C6b", "C6c"),
     )
 )
 register(
@@ -472,7 +469,7 @@ register(
         "000 Fig. 3: random bipartite graphs, mean response time against N",
         run_fig3,
         GRAPH_OPTIONS,
-        claims_of("C1", "C2", "C3", "C4", "C7"),
+        claims_of(CLAIMS, "C1", "C2", "C3", "C4", "C7"),
     )
 )
 register(
@@ -481,7 +478,7 @@ register(
         "000 Fig. 4: blocking probability against N (the runs of weng-fig3)",
         run_fig4,
         GRAPH_OPTIONS,
-        claims_of("C5a", "C5b"),
+        claims_of(CLAIMS, "C5a", "C5b"),
     )
 )
 register(
@@ -490,6 +487,6 @@ register(
         "000 Fig. D.3: Fig. 3 with hyperexponential job sizes",
         run_figD3,
         dict(GRAPH_OPTIONS, scv=(4.0, 4.0, "squared coefficient of variation of the job sizes (lost)")),
-        claims_of("C1", "C8a", "C8b"),
+        claims_of(CLAIMS, "C1", "C8a", "C8b"),
     )
 )
