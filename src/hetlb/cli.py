@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
 
@@ -1029,7 +1030,7 @@ def build_parser() -> ArgumentParser:
         epilog="`hetlb COMMAND --help` lists a command's flags. Results go to standard output; progress and "
         "notices to standard error (--quiet silences them).",
     )
-    parser.add_argument("--version", action="version", version=f"hetlb {__import__('hetlb').__version__}")
+    parser.add_argument("--version", action="version", version=f"hetlb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
 
     simulate = commands.add_parser("simulate", help="simulate one scenario")

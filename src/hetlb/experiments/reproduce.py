@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hetlb import __version__
 from hetlb.errors import InputError
 from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import SweepResult, sweep
 from hetlb.plots.figures import draw_metric, plt
 from hetlb.results.run import finite_or_null, json_default
+from hetlb.version import __version__
 
 SCALES = ("quick", "paper")
 STATUSES = ("holds", "deviates", "refuted", "fails")

@@ -37,9 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hetlb import __version__, validation
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.scenario import Scenario, read_toml
+from hetlb.version import __version__
 
 SPEC_KEYS = {"name", "replications", "seed", "common_random_numbers", "base", "axes"}
 

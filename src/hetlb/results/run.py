@@ -399,7 +399,7 @@ def versions() -> dict:
     import numba
     import scipy
 
-    from hetlb import __version__
+    from hetlb.version import __version__
 
     return {
         "hetlb": __version__,

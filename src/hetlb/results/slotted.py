@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetlb.results.run import ReplicatedResult, format_interval, interval_property, mean_over_runs, mean_property
+from hetlb.results.table import SLOTTED_METRICS
 from hetlb.stats import preference_report
-
-SCALARS = (
-    "mean_number_in_system",
-    "mean_delay",
-    "mean_estimate_error",
-    "messages_per_arrival",
-    "messages_per_decision",
-    "number_in_system_growth",
-)
 
 
 @dataclass
@@ -84,8 +76,8 @@ class SlottedRunResult:
     def to_dict(self, per_server: bool = True) -> dict:
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
-            **{name: getattr(self, name) for name in SCALARS},
-            **{name + "_ci": getattr(self, name + "_ci") for name in SCALARS if hasattr(self, name + "_ci")},
+            **{name: getattr(self, name) for name in SLOTTED_METRICS},
+            **{name + "_ci": getattr(self, name + "_ci") for name in SLOTTED_METRICS if hasattr(self, name + "_ci")},
             "messages": self.messages,
             "preference": self.preference,
             "slots": self.slots,
@@ -177,7 +169,7 @@ class SlottedResult(ReplicatedResult):
     def summary(self) -> dict:
         """The flat dictionary of headline figures; each key is also an attribute of the result."""
         out = {}
-        for name in SCALARS:
+        for name in SLOTTED_METRICS:
             value, ci = mean_over_runs(self.runs, name)
             out[name] = value
             if ci is not None:

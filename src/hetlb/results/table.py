@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from hetlb.results.slotted import SCALARS, SlottedRunResult
 from hetlb.stats import t_interval
 from hetlb.stats.halfin_whitt import MEASURES, scaled_ccdf
 
@@ -30,8 +29,15 @@ METRICS = (
 ) + MEASURES
 """Per-run figures of the continuous model that a point's row gives with 95% intervals (with the
 X measures of 002, hetlb.stats.halfin_whitt)."""
-SLOTTED_METRICS = SCALARS
-"""The same for the slotted model (hetlb.simulate_slotted)."""
+SLOTTED_METRICS = (
+    "mean_number_in_system",
+    "mean_delay",
+    "mean_estimate_error",
+    "messages_per_arrival",
+    "messages_per_decision",
+    "number_in_system_growth",
+)
+"""The same for the slotted model (hetlb.simulate_slotted): its per-run scalar figures."""
 INTERVAL_COLUMNS = (
     "mean_response_time",
     "mean_waiting_time",
@@ -49,11 +55,16 @@ AVERAGED_PREFIXES = ("class", "eta_bin", "xi2_bin", "tb_eta_bin", "ccdf_", "mess
 """Columns of the runs' rows that a point's row gives as plain means over the replications."""
 
 
+def is_slotted(result) -> bool:
+    """Whether a result is of the slotted model (its metadata say so)."""
+    return result.metadata.get("model") == "slotted"
+
+
 def run_row(result) -> dict:
     """The row of a result of one replication (a SimulationResult or SlottedResult with one run):
     its figures and intervals, then events, wall_seconds and events_per_second."""
     run = result.runs[0]
-    row = slotted_row(result) if isinstance(run, SlottedRunResult) else continuous_row(result)
+    row = slotted_row(result) if is_slotted(result) else continuous_row(result)
     row.update(events=run.events, wall_seconds=run.wall_seconds, events_per_second=run.events_per_second)
     return row
 
@@ -154,7 +165,7 @@ def result_frame(result):
 
     runs = pd.DataFrame.from_records([run_row(type(result)([run], result.metadata)) for run in result.runs])
     record = {**identity(result), **point_row(runs)}
-    if not isinstance(result.runs[0], SlottedRunResult):
+    if not is_slotted(result):
         first = result.runs[0]
         total = result.metadata.get("system", {}).get("total_arrival_rate", math.nan)
         record["speed_lower_bound"] = speed_lower_bound_or_nan(np.repeat(first.class_speed, first.class_count), total)
