@@ -129,7 +129,7 @@ def scenarios() -> dict:
         "weighted-random": lambda: continuous_run("scan", "weighted-random", buffer=4, job_sizes="deterministic"),
         "slotted l-jsq push, preference": lambda: slotted_numbers(
             hetlb.simulate_slotted(
-                hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8),
+                hetlb.SlottedSystem.from_speeds(SPEEDS, dispatchers=3, load=0.8),
                 "l-jsq",
                 slots=400,
                 warmup=20,
@@ -143,7 +143,7 @@ def scenarios() -> dict:
         ),
         "slotted l-jba pull, binomial arrivals": lambda: slotted_numbers(
             hetlb.simulate_slotted(
-                hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=2, load=0.8, arrivals="binomial:4"),
+                hetlb.SlottedSystem.from_speeds(SPEEDS, dispatchers=2, load=0.8, arrivals="binomial:4"),
                 "l-jba",
                 slots=400,
                 batches=4,
@@ -155,7 +155,7 @@ def scenarios() -> dict:
         "slotted jiq, bernoulli service, job routing": lambda: slotted_numbers(
             hetlb.simulate_slotted(
                 hetlb.SlottedSystem.from_speeds(
-                    [0.9, 0.5, 0.5, 0.3], n_dispatchers=2, load=0.7, service="bernoulli", routing="job"
+                    [0.9, 0.5, 0.5, 0.3], dispatchers=2, load=0.7, service="bernoulli", routing="job"
                 ),
                 "jiq",
                 slots=400,
@@ -166,7 +166,7 @@ def scenarios() -> dict:
         "slotted jsq, shared ties; pod": lambda: {
             **slotted_numbers(
                 hetlb.simulate_slotted(
-                    hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8, ties="shared"),
+                    hetlb.SlottedSystem.from_speeds(SPEEDS, dispatchers=3, load=0.8, ties="shared"),
                     "jsq",
                     slots=300,
                     batches=4,
@@ -177,7 +177,7 @@ def scenarios() -> dict:
                 "pod " + name: value
                 for name, value in slotted_numbers(
                     hetlb.simulate_slotted(
-                        hetlb.SlottedSystem.from_speeds(SPEEDS, n_dispatchers=3, load=0.8),
+                        hetlb.SlottedSystem.from_speeds(SPEEDS, dispatchers=3, load=0.8),
                         "pod",
                         slots=300,
                         batches=4,
