@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.version import __version__
 
@@ -865,8 +866,7 @@ def command_tune(args) -> int:
     from hetlb.experiments import tune_jsq_df_ds
 
     scenario = scenario_from_args(args, continuous_only=True)
-    if args.grid < 2:
-        raise InputError("--grid", f"must be an integer >= 2, got {args.grid}")
+    validation.integer("--grid", args.grid, low=2)
     configured = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # a [policy] of --config
     notify_compiling(args)
     bar, report = run_reporter(args, "tune ", "grid point")

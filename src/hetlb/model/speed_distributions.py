@@ -82,13 +82,7 @@ def _positive(spec: dict, key: str) -> float:
 
 
 def _positive_list(spec: dict, key: str) -> np.ndarray:
-    try:
-        values = np.asarray(spec.get(key), dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise InputError(f"system.speed_distribution.{key}", "must be a list of numbers") from None
-    if len(values) == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
-        raise InputError(f"system.speed_distribution.{key}", "must be a non-empty list of finite numbers > 0")
-    return values
+    return validation.positive_finite_array(f"system.speed_distribution.{key}", spec.get(key))
 
 
 def _read_numbers(path) -> np.ndarray:

@@ -128,16 +128,15 @@ class Policy:
         return {"id": self.id, **self.params}
 
 
-def valid_parameter(kind, value) -> bool:
+def check_parameter(field: str, kind, value):
+    """``value`` checked against its ``kind`` (with hetlb.validation), as its canonical type."""
     if isinstance(kind, tuple):
-        return value in kind
+        return validation.choice(field, value, kind)
     if kind == FLAG:
-        return isinstance(value, bool)
+        return validation.flag(field, value)
     if kind == COUNT:
-        return validation.is_integer(value) and value >= 1
-    if not validation.is_real(value):
-        return False
-    return 0.0 < value <= 1.0 if kind == POSITIVE_PROBABILITY else 0.0 <= value <= 1.0
+        return validation.integer(field, value)
+    return validation.probability(field, value, positive=kind == POSITIVE_PROBABILITY)
 
 
 def describe_kind(kind) -> str:
@@ -397,8 +396,7 @@ def make_policy(policy_id: str, **params) -> Policy:
         raise InputError(f"policy {policy_id}", f"has no parameter {unknown[0]!r} (its parameters: {allowed})")
     values = {name: params.get(name, default) for name, (default, _, _) in spec.parameters.items()}
     for name, (_, _, kind) in spec.parameters.items():
-        if not valid_parameter(kind, values[name]):
-            raise InputError(f"policy {policy_id}.{name}", f"must be {describe_kind(kind)}, got {values[name]!r}")
+        check_parameter(f"policy {policy_id}.{name}", kind, values[name])
     return Policy(policy_id, values)
 
 
