@@ -3,10 +3,14 @@ Executor, or on a Dask distributed cluster.
 
 Workers warm their compiled kernels once (loading numba's cache) before the first task.
 
-The workers of a local pool (:class:`WorkerPool`) never outlive the process that started them:
-on Linux the kernel kills each one when that process dies (``prctl(PR_SET_PDEATHSIG)``), and
-everywhere a thread in each worker ends it when its parent changes. They ignore SIGINT, so Ctrl-C
-in a terminal reaches the sweep, which stops them (:func:`stop`) and reports what it stored.
+The workers of a local pool (:class:`WorkerPool`) do not outlive the process that made it (its
+owner), whatever ends it, SIGKILL included: on Linux the kernel kills a worker when the thread
+that started it ends (``prctl(PR_SET_PDEATHSIG)``; that thread is the owner's thread that first
+submitted work, or with the forkserver start method the fork server, which then ends with the
+owner), and everywhere a thread in each worker ends it once its parent (fork, spawn) or the owner
+(forkserver) is gone, at the latest when its current task returns. Workers ignore SIGINT, so
+Ctrl-C in a terminal reaches the owner only: a sweep then stops them (:func:`stop`) and says what
+it stored.
 """
 
 from __future__ import annotations
@@ -137,7 +141,7 @@ def process_alive(pid: int, start_time: str | None) -> bool:
     return fields is not None and fields[0] not in ("Z", "X") and fields[19] == start_time
 
 
-def watch_owner(owner: int, interval: float = PARENT_POLL_SECONDS) -> threading.Thread | None:
+def watch_owner(owner: int, interval: float = PARENT_POLL_SECONDS) -> threading.Thread:
     """End this process when process ``owner`` ends (at once if it already has)."""
     fields = proc_stat(owner)
     start_time = None if fields is None else fields[19]
@@ -184,9 +188,6 @@ class WorkerPool(ProcessPoolExecutor):
 
     def __init__(self, workers: int, mp_context=None):
         super().__init__(max_workers=workers, mp_context=mp_context, initializer=init_worker, initargs=(os.getpid(),))
-
-    def worker_pids(self) -> list[int]:
-        return list(self._processes or {})
 
     def stop(self) -> None:
         """End now: drop the queued tasks and terminate the workers (their running tasks are
