@@ -7,6 +7,7 @@ Every test starts real processes, waits for conditions with a deadline, and kill
 started (by process group and by pid) when it ends, also when it fails.
 """
 
+import contextlib
 import importlib
 import json
 import multiprocessing
@@ -141,7 +142,7 @@ def stored_runs(store: Path) -> int:
     if not store.exists():
         return 0
     try:
-        with sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10) as connection:
+        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10)) as connection:
             return connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     except sqlite3.OperationalError:  # the tables are not there yet
         return 0
