@@ -1218,9 +1218,9 @@ def main(argv=None) -> int:
     except InputError as error:
         print(f"hetlb: error: {error}", file=sys.stderr)
         return EXIT_INPUT_ERROR
-    except KeyboardInterrupt:
-        print("hetlb: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:  # Ctrl-C; during a sweep SIGTERM too, with what it stored
+        print(f"hetlb: {str(interrupt) or 'interrupted'}", file=sys.stderr)
+        return getattr(interrupt, "exit_status", 130)
     except BrokenPipeError:  # the reader of standard output stopped early (e.g. `| head`)
         sys.stdout = open(os.devnull, "w")
         return 0

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from hetlb.errors import InputError
-from hetlb.experiments.executors import resolve_executor
+from hetlb.experiments.executors import Interrupted, resolve_executor, signals_interrupt, stop
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.progress import ProgressBar
@@ -56,6 +57,7 @@ class SweepResult:
     wall_seconds: float
 
 
+@signals_interrupt()  # SIGTERM too raises KeyboardInterrupt (an Interrupted) while a sweep runs
 def sweep(
     spec: SweepSpec | str | Path,
     *,
@@ -97,9 +99,9 @@ def sweep(
         events = sum(row["events"] for row in done.values())
         if todo:
             pool, workers, close = resolve_executor(executor)
+            in_flight: set[Future] = set()
             try:
                 tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
-                in_flight: set[Future] = set()
                 while True:
                     # keep two tasks per worker submitted, so results are stored as they come
                     for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
@@ -114,6 +116,19 @@ def sweep(
                         done.update(finished)
                         events += sum(row["events"] for row in finished.values())
                     bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
+            except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: stop the workers, keep what is stored
+                stop(pool, in_flight)
+                finished = {}  # tasks that ended before the interrupt was seen are kept too
+                for future in in_flight:
+                    if future.done() and not future.cancelled() and future.exception() is None:
+                        finished.update(future.result())
+                if finished and results_store is not None:
+                    results_store.put(finished)
+                done.update(finished)
+                if bar.live:
+                    bar.close()  # ends the bar's line
+                stored = None if results_store is None else len(results_store.existing(unit.key for unit in units))
+                raise interrupted(spec, len(units), stored, len(done), interrupt) from None
             finally:
                 close()
             bar.close()
@@ -126,6 +141,17 @@ def sweep(
     if out is not None:
         write_tables(Path(out), runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
+
+
+def interrupted(spec: SweepSpec, runs: int, stored: int | None, finished: int, interrupt) -> Interrupted:
+    """The :class:`Interrupted` of a sweep stopped by ``interrupt`` (its signal, SIGINT for a
+    plain KeyboardInterrupt), saying how many of its ``runs`` are ``stored`` (None: no store,
+    ``finished`` of them were done) and how to resume."""
+    number = getattr(interrupt, "signal_number", signal.SIGINT)
+    if stored is None:
+        return Interrupted(f"interrupted: {finished} of {runs} runs finished, none stored (no result store)", number)
+    again = f"`hetlb sweep {spec.source}`" if spec.source else f"running sweep {spec.name!r} again on the same store"
+    return Interrupted(f"interrupted: {stored} of {runs} runs stored; {again} resumes", number)
 
 
 def estimated_events(scenario: Scenario) -> float:
