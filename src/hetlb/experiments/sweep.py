@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
@@ -74,12 +75,10 @@ def sweep(
     out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
     """
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
-    for key in ("replications", "seed"):
-        if key in spec.base.get("run", {}):
-            raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
     started = time.perf_counter()
     points = spec.points()
     units = spec.units(points)
+    out = None if out is None else validation.output_folder("out", out)  # checked before any run
     results_store = ResultStore(store) if store is not None else None
     if results_store is not None:  # registered first, so a sweep stopped midway is listed with its progress
         results_store.register(
@@ -94,7 +93,7 @@ def sweep(
         reused = len(units) - len(todo)
 
         bar = ProgressBar(f"{spec.name} ", enabled=progress)
-        events = sum(row["events"] for row in done.values())
+        events = sum(row.get("events", 0) for row in done.values())
         if todo:
             pool, workers, close = resolve_executor(executor)
             try:
@@ -112,7 +111,7 @@ def sweep(
                         if results_store is not None:
                             results_store.put(finished)
                         done.update(finished)
-                        events += sum(row["events"] for row in finished.values())
+                        events += sum(row.get("events", 0) for row in finished.values())
                     bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
             finally:
                 close()
@@ -124,7 +123,7 @@ def sweep(
     runs = runs_table(points, units, done)
     summary = summary_table(points, runs)
     if out is not None:
-        write_tables(Path(out), runs, summary)
+        write_tables(out, runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
 
 
@@ -201,10 +200,16 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(out: Path, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table in (("runs", runs), ("summary", summary)):
-        table.to_csv(out / f"{name}.csv", index=False)
-        table.to_parquet(out / f"{name}.parquet", index=False)
+    """runs.csv, runs.parquet, summary.csv and summary.parquet in folder ``out`` (made if missing)."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, table in (("runs", runs), ("summary", summary)):
+            table.to_csv(out / f"{name}.csv", index=False)
+            table.to_parquet(out / f"{name}.parquet", index=False)
+    except OSError as error:
+        where = validation.shorten(str(error.filename or out))
+        raise InputError("out", f"cannot write {where}: {error.strerror or error}") from None
 
 
 def comparable(table: pd.DataFrame) -> pd.DataFrame:
