@@ -692,9 +692,10 @@ continuous model's first, then the slotted model's: a sweep over system.model ha
 def command_store(args) -> int:
     from hetlb.experiments import ResultStore
     from hetlb.experiments.store import resume_note
-    from hetlb.validation import shorten
+    from hetlb.validation import input_file, shorten
 
-    with ResultStore(args.store, readonly=True) as store:
+    path = input_file("store", args.store)  # listing makes no store; a read-only one is read as it is
+    with ResultStore(path, readonly=not os.access(path, os.W_OK)) as store:
         if args.name is None:
             sweeps = store.sweeps()
             if args.json:
@@ -780,7 +781,8 @@ def plot_columns(table, x: str, by: str, metric: str) -> tuple:
     if metric in axes or column is None or not is_numeric_dtype(column) or is_bool_dtype(column):
         raise InputError(
             "--metric",
-            f"must be a figure of the sweep ({', '.join(figures)}, or another numeric column), got {shown(metric)}",
+            f"must be a figure of the sweep such as {', '.join(figures[:4]) or 'events'} (a numeric column of "
+            f"summary.csv other than the axes), got {shown(metric)}",
         )
     for flag, name in (("--x", x), ("--by", by)):
         if name is not None and not table[name].map(lambda v: isinstance(v, (str, int, float, np.number))).all():

@@ -80,15 +80,15 @@ def sweep(
     units = spec.units(points)
     out = None if out is None else validation.output_folder("out", out)  # checked before any run
     results_store = ResultStore(store) if store is not None else None
-    if results_store is not None:  # registered first, so a sweep stopped midway is listed with its progress
-        results_store.register(
-            spec.name,
-            [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
-            spec=spec.to_mapping(),
-            source=spec.source,
-        )
     try:
         done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
+        if results_store is not None:  # registered before any run, so a sweep stopped midway is listed
+            results_store.register(
+                spec.name,
+                [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
+                spec=spec.to_mapping(),
+                source=spec.source,
+            )
         todo = [unit for unit in units if unit.key not in done]
         reused = len(units) - len(todo)
 
