@@ -105,10 +105,9 @@ class SweepSpec:
         validation.table("base", self.base)
         for table in TABLES:
             validation.table(f"base.{table}", self.base.get(table, {}))
-            if table == "run":
-                for key in SWEPT_RUN_KEYS:
-                    if key in self.base.get("run", {}):
-                        raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
+        for key in SWEPT_RUN_KEYS:
+            if key in self.base.get("run", {}):
+                raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
         validation.table("axes", self.axes)
         runs = self.replications
         for path, values in self.axes.items():
@@ -119,16 +118,20 @@ class SweepSpec:
                 raise InputError(field, "is set for the whole sweep: put it at the top of the spec")
             if not isinstance(values, list) or not values:
                 raise InputError(field, f"must be a non-empty list of values, got {validation.shown(values)}")
-            written = [json.dumps(value, sort_keys=True, default=repr) for value in values]
-            if len(set(written)) < len(written):
-                repeated = values[next(i for i, text in enumerate(written) if written.index(text) < i)]
-                raise InputError(field, f"repeats the value {validation.shown(repeated)}: each point once")
             runs *= len(values)
         if runs > MAX_RUNS:
             raise InputError(
                 "axes" if self.axes else "replications",
                 f"the sweep has {runs:,} runs (points x replications); at most {MAX_RUNS:,}",
             )
+        for path, values in self.axes.items():
+            seen = set()
+            for value in values:
+                written = json.dumps(value, sort_keys=True, default=repr)
+                if written in seen:
+                    rule = f"repeats the value {validation.shown(value)}: each point once"
+                    raise InputError(f"axes.{validation.shorten(path)}", rule)
+                seen.add(written)
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
@@ -141,7 +144,7 @@ class SweepSpec:
             raise InputError("base", "the spec needs a [base] scenario with [base.system]")
         return cls(
             base=data["base"],
-            axes=validation.table("axes", data.get("axes", {})),
+            axes=dict(validation.table("axes", data.get("axes", {}))),
             replications=data.get("replications", 1),
             seed=data.get("seed", 0),
             common_random_numbers=data.get("common_random_numbers", True),

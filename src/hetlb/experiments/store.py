@@ -44,7 +44,7 @@ BUSY_SECONDS = 30.0
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file (an empty file is a new, empty database)."""
 DAMAGED_HINT = "move it aside or give another --store"
-"""What to do with a damaged store (hetlb makes a new one at a free path)."""
+"""What to do with a damaged store (the next sweep makes a new one at its path)."""
 
 
 class ResultStore:
