@@ -141,7 +141,7 @@ def scenario_from_args(args, continuous_only: bool = False):
     from hetlb.scenario import Scenario, read_toml
 
     flag = lambda name: getattr(args, name, None)  # noqa: E731 - commands take only the flags they use
-    data = read_toml(args.config) if args.config else {}
+    data = read_toml(args.config) if args.config is not None else {}
     system = dict(data.get("system", {}))
     flags = {
         key: flag(key)
@@ -666,17 +666,7 @@ def command_sweep(args) -> int:
         )
         return 0
     axes = [c for c in summary.columns if "." in c]
-    shown = summary[
-        axes
-        + [
-            "replications",
-            "mean_response_time",
-            "mean_response_time_ci_low",
-            "mean_response_time_ci_high",
-            "blocking_probability",
-            "speed_lower_bound",
-        ]
-    ]
+    shown = summary[axes + [c for c in SWEEP_COLUMNS if c in summary.columns]]
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.5g}"))
     print(
         f"\n{result.computed} runs computed, {result.reused} reused from {args.store}, "
@@ -685,13 +675,29 @@ def command_sweep(args) -> int:
     return 0
 
 
+SWEEP_COLUMNS = (
+    "replications",
+    "mean_response_time",
+    "mean_response_time_ci_low",
+    "mean_response_time_ci_high",
+    "blocking_probability",
+    "speed_lower_bound",
+    "mean_delay",
+    "mean_delay_ci_low",
+    "mean_delay_ci_high",
+    "messages_per_arrival",
+)
+"""The summary columns `hetlb sweep` prints after the axes, those of the sweep's model (the
+continuous model's first, then the slotted model's: a sweep over system.model has both)."""
+
+
 def command_store(args) -> int:
     from hetlb.experiments import ResultStore
     from hetlb.experiments.store import resume_note
+    from hetlb.validation import input_file, shorten
 
-    if not Path(args.store).exists():
-        raise InputError("store", f"no result store at {args.store}")
-    with ResultStore(args.store) as store:
+    path = input_file("store", args.store)  # listing makes no store; a read-only one is read as it is
+    with ResultStore(path, readonly=not os.access(path, os.W_OK)) as store:
         if args.name is None:
             sweeps = store.sweeps()
             if args.json:
@@ -702,7 +708,7 @@ def command_store(args) -> int:
             return 0
         rows = store.load(args.name)
     if not rows:
-        raise InputError("name", f"no finished runs of a sweep named {args.name!r} in {args.store}")
+        raise InputError("name", f"no finished runs of a sweep named {shorten(repr(args.name))} in {store.name}")
     if args.json:
         print_json(rows)
         return 0
@@ -713,45 +719,109 @@ def command_store(args) -> int:
 
 
 def command_plot(args) -> int:
-    import pandas as pd
-
+    from hetlb import validation
     from hetlb.plots import plot_metric
+    from hetlb.plots.figures import image_formats
 
-    path = Path(args.sweep_dir) / "summary.parquet"
-    if not path.exists():
-        raise InputError("sweep_dir", f"no summary.parquet in {args.sweep_dir} (run hetlb sweep --out DIR first)")
-    table = pd.read_parquet(path)
-    for column in (args.x, args.metric) + ((args.by,) if args.by else ()):
-        if column not in table.columns:
-            raise InputError(column, f"is not a column of the sweep; columns: {', '.join(table.columns)}")
-    groups = table.groupby(args.by, sort=False) if args.by else [(args.metric, table)]
-    series = {}
-    for label, rows in groups:
-        rows = rows.sort_values(args.x)
-        series[str(label)] = (
-            rows[args.metric].to_numpy(),
-            rows[args.metric + "_ci_low"].to_numpy(),
-            rows[args.metric + "_ci_high"].to_numpy(),
-        )
-    bound = None
-    if args.bound and "speed_lower_bound" not in table.columns:
-        raise InputError("--bound", "this sweep has no speed lower bound (C*/lambda is for the continuous model)")
-    if args.bound:
-        first = next(iter(groups))[1] if args.by else table
-        bound = first.sort_values(args.x)["speed_lower_bound"].to_numpy()
-    x = sorted(table[args.x].unique())
-    out = Path(args.output or Path(args.sweep_dir) / f"{args.metric}.png")
-    plot_metric(
-        x,
-        series,
-        out,
-        xlabel=args.x,
-        ylabel=args.metric.replace("_", " "),
-        bound=bound,
-        bound_label="C*/lambda (000, Prop. 1)",
-    )
-    print(f"wrote {out}")
+    folder = validation.path("sweep_dir", args.sweep_dir)
+    table = read_summary(folder)
+    x, by, metric = plot_columns(table, args.x, args.by, args.metric)
+    output = validation.output_file("--output", args.output or folder / f"{metric}.png", suffixes=image_formats())
+    xs, series, bound = plot_series(table, x, by, metric, args.bound)
+    try:
+        plot_metric(xs, series, output, xlabel=x, ylabel=metric.replace("_", " "), bound=bound, bound_label=BOUND_LABEL)
+    except OSError as error:
+        raise InputError(
+            "--output", f"cannot write {validation.shorten(str(output))}: {error.strerror or error}"
+        ) from None
+    print(f"wrote {output}")
     return 0
+
+
+BOUND_LABEL = "C*/lambda (000, Prop. 1)"
+
+
+def read_summary(folder: Path):
+    """The summary table a sweep wrote to ``folder`` (summary.parquet), checked to be one."""
+    import pandas as pd
+    import pyarrow
+
+    from hetlb.validation import shorten
+
+    path = folder / "summary.parquet"
+    if not path.is_file():
+        raise InputError("sweep_dir", f"no summary.parquet in {shorten(str(folder))} (run hetlb sweep --out DIR first)")
+    try:
+        table = pd.read_parquet(path)
+    except (OSError, ValueError, TypeError, NotImplementedError, pyarrow.ArrowException) as error:
+        reason = shorten(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        raise InputError("sweep_dir", f"{shorten(str(path))} is not a readable Parquet table ({reason})") from None
+    if len(table) == 0 or not all(isinstance(column, str) for column in table.columns):
+        raise InputError("sweep_dir", f"{shorten(str(path))} is not the summary table of a sweep")
+    return table
+
+
+def plot_columns(table, x: str, by: str | None, metric: str) -> tuple:
+    """The columns of a plot, checked: ``x`` an axis of the sweep, ``by`` another axis ('' for one
+    line, None for the default), ``metric`` a numeric column other than the axes."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    from hetlb.validation import shown
+
+    axes = [c for c in table.columns if "." in c]
+    if x not in axes:
+        raise InputError("--x", f"must be an axis of the sweep ({', '.join(axes) or 'it has none'}), got {shown(x)}")
+    if by is None:  # the default: a line per policy when the sweep varies the policy
+        by = "policy.id" if "policy.id" in axes and x != "policy.id" else ""
+    by = by or None
+    others = [c for c in axes if c != x]
+    if by is not None and by not in others:
+        rule = f"must be another axis of the sweep ({', '.join(others) or 'it has none'}) or '' for one line"
+        raise InputError("--by", f"{rule}, got {shown(by)}")
+    figures = [c for c in table.columns if f"{c}_ci_low" in table.columns]
+    column = table[metric] if metric in table.columns else None
+    if metric in axes or column is None or not is_numeric_dtype(column) or is_bool_dtype(column):
+        raise InputError(
+            "--metric",
+            f"must be a figure of the sweep such as {', '.join(figures[:4]) or 'events'} (a numeric column of "
+            f"summary.csv other than the axes), got {shown(metric)}",
+        )
+    for flag, name in (("--x", x), ("--by", by)):
+        if name is not None and not table[name].map(lambda v: isinstance(v, (str, int, float, np.number))).all():
+            raise InputError(flag, f"the values of {name} must be numbers or texts to plot against")
+    return x, by, metric
+
+
+def plot_series(table, x: str, by: str | None, metric: str, with_bound: bool) -> tuple:
+    """The x values, the series {label: (mean, ci_low, ci_high)} on them (NaN where a line has
+    no point) and the speed lower bound on them (with ``with_bound``, else None)."""
+    xs = sorted(table[x].dropna().unique())
+    groups = list(table.groupby(by, sort=False, dropna=False)) if by else [(metric, table)]
+    axes = [c for c in table.columns if "." in c and c not in (x, by)]
+    series, aligned = {}, []
+    for label, rows in groups:
+        rows = rows.dropna(subset=[x])
+        if rows[x].duplicated().any():
+            varying = [c for c in axes if rows[c].map(repr).nunique() > 1]
+            rule = (
+                f"the axis {varying[0]} varies too: give --by {varying[0]}"
+                if len(varying) == 1
+                else (f"the axes {', '.join(varying)} vary too: plot a sweep that varies one axis besides --x")
+            )
+            raise InputError("--by", f"a line has one point per value of {x}, but {rule}")
+        rows = rows.set_index(x).reindex(xs)
+        aligned.append(rows)
+        band = [
+            rows[f"{metric}_ci_{end}"] if f"{metric}_ci_{end}" in rows else np.nan * rows[metric]
+            for end in ("low", "high")
+        ]
+        series[str(label)] = tuple(np.asarray(values, dtype=float) for values in (rows[metric], *band))
+    bound = None
+    if with_bound:
+        if "speed_lower_bound" not in table.columns:
+            raise InputError("--bound", "this sweep has no speed lower bound (C*/lambda is for the continuous model)")
+        bound = aligned[0]["speed_lower_bound"].to_numpy(dtype=float)
+    return xs, series, bound
 
 
 def command_reproduce(args) -> int:
@@ -1115,7 +1185,9 @@ def build_parser() -> ArgumentParser:
     plot.add_argument("sweep_dir", help="the --out folder of hetlb sweep")
     plot.add_argument("--x", required=True, help="axis column, e.g. system.load")
     plot.add_argument("--metric", default="mean_response_time", help="column to plot (default %(default)s)")
-    plot.add_argument("--by", default="policy.id", help="one line per value of this column ('' for one line)")
+    plot.add_argument(
+        "--by", help="one line per value of this axis (default policy.id when the sweep varies it; '' for one line)"
+    )
     plot.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
     plot.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
 

@@ -34,8 +34,8 @@ every key with its default and unit.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -97,17 +97,16 @@ class Scenario:
 
     @classmethod
     def from_mapping(cls, data: dict) -> Scenario:
-        unknown = sorted(set(data) - {"system", "policy", "run"})
+        validation.table("scenario", data)
+        unknown = sorted(set(data) - set(TABLES))
         if unknown:
-            raise InputError(f"scenario.{unknown[0]}", "unknown table; use [system], [policy] and [run]")
-        system_data = dict(data.get("system", {}))
-        model = system_data.get("model", "continuous")
-        if model not in SYSTEM_KEYS:
-            raise InputError("system.model", f"must be one of {', '.join(SYSTEM_KEYS)}, got {model!r}")
+            name = validation.shorten(unknown[0])
+            raise InputError(f"scenario.{name}", "unknown table; use [system], [policy] and [run]")
+        system_data, policy_data, run = (dict(validation.table(name, data.get(name, {}))) for name in TABLES)
+        model = validation.choice("system.model", system_data.get("model", "continuous"), tuple(SYSTEM_KEYS))
         check_keys("system", system_data, SYSTEM_KEYS[model])
-        policy_data = dict(data.get("policy", {}))
-        run = dict(data.get("run", {}))
         check_keys("run", run, RUN_KEYS[model])
+        check_run(model, run)
         system = build_slotted_system(system_data) if model == "slotted" else build_system(system_data)
         return cls(system, build_policy(policy_data), run)
 
@@ -116,20 +115,76 @@ class Scenario:
         return cls.from_mapping(read_toml(path))
 
 
-def read_toml(path) -> dict:
+TABLES = ("system", "policy", "run")
+"""The tables of a scenario."""
+
+MAX_TOML_BYTES = 32 * 2**20
+"""The largest scenario or spec file read (a larger one is refused rather than read into memory)."""
+
+
+def read_toml(path, field: str = "config") -> dict:
+    """The tables of the TOML file at ``path``; ``field`` names the path in error messages."""
+    found = validation.input_file(field, path)
+    name = validation.shorten(str(found))
     try:
-        with Path(path).open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise InputError("config", f"no such file: {path}") from None
+        with found.open("rb") as handle:
+            raw = handle.read(MAX_TOML_BYTES + 1)
+    except OSError as error:
+        raise InputError(field, f"cannot read {name}: {error.strerror or error}") from None
+    if len(raw) > MAX_TOML_BYTES:
+        raise InputError(field, f"{name} is larger than {MAX_TOML_BYTES // 2**20} MiB: not a scenario or spec file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(field, f"{name} is not UTF-8 text (byte {error.start}): TOML files are UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise InputError("config", f"{path} is not valid TOML: {error}") from None
+        raise InputError(field, f"{name} is not valid TOML: {validation.shorten(str(error))}") from None
+    except RecursionError:
+        raise InputError(field, f"{name} is not valid TOML: nested too deeply") from None
+
+
+RUN_CHECKS: dict[str, dict[str, Callable]] = {
+    "continuous": {
+        "jobs": lambda name, value: validation.integer(name, value),
+        "horizon": validation.positive_number,
+        "warmup": lambda name, value: validation.number(name, value, 0.0),
+        "batches": lambda name, value: validation.integer(name, value, low=2),
+        "occupancy_levels": lambda name, value: validation.integer(name, value),
+        "state_distribution": validation.flag,
+        "speed_bins": lambda name, value: validation.integer(name, value),
+    },
+    "slotted": {
+        "slots": lambda name, value: validation.integer(name, value),
+        "warmup": lambda name, value: validation.integer(name, value, low=0),
+        "batches": lambda name, value: validation.integer(name, value, low=2),
+        "preference": validation.flag,
+    },
+}
+"""The type of each value of a [run] table, by model (the runs check the rest, such as jobs >=
+batches and horizon > warmup)."""
+
+
+def check_run(model: str, run: dict) -> None:
+    """Check the type of every value of the [run] table of a ``model`` scenario."""
+    for key, value in run.items():
+        if value is None:
+            continue  # the default, as a keyword of hetlb.simulate
+        if key == "replications":
+            validation.integer("run.replications", value)
+        elif key == "seed":
+            if not isinstance(value, np.random.SeedSequence):
+                validation.seed("run.seed", value)
+        elif key in RUN_CHECKS[model]:
+            RUN_CHECKS[model][key](f"run.{key}", value)
 
 
 def check_keys(table: str, data: dict, allowed: set) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise InputError(f"{table}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+        name = validation.shorten(unknown[0])
+        raise InputError(f"{table}.{name}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
 
 
 def build_slotted_system(data: dict) -> SlottedSystem:
@@ -145,9 +200,9 @@ def build_slotted_system(data: dict) -> SlottedSystem:
 
 def build_system(data: dict) -> System:
     speeds = speeds_of(data)
-    kind = data.get("job_sizes", "exponential")
-    job_sizes = JobSizes(kind, float(data["scv"])) if "scv" in data else JobSizes(kind)
-    graph, report = data.get("graph"), None
+    kind = validation.text("system.job_sizes", data.get("job_sizes", "exponential"))
+    job_sizes = JobSizes(kind, validation.number("system.scv", data["scv"])) if "scv" in data else JobSizes(kind)
+    graph, report = check_graph(data.get("graph")), None
     rates: dict[str, Any] = {
         "arrival_rate": data.get("arrival_rate"),
         "load": data.get("load"),
@@ -188,7 +243,12 @@ def speeds_of(data: dict) -> np.ndarray:
         return draw_speeds(validation.integer("system.n_servers", data.get("n_servers")), spec)
     if "speeds" in data:
         speeds = data["speeds"]
-        return parse_speeds(speeds) if isinstance(speeds, str) else np.asarray(speeds, dtype=float)
+        if isinstance(speeds, str):
+            return parse_speeds(speeds)
+        if not isinstance(speeds, (list, tuple, np.ndarray)) or not all(map(validation.is_real, speeds)):
+            rule = f'must be a text such as "2x1.0,2x0.5" or a list of numbers, got {validation.shown(speeds)}'
+            raise InputError("system.speeds", rule)
+        return np.asarray(speeds, dtype=float)
     n_servers = validation.integer("system.n_servers", data.get("n_servers"))
     try:
         mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
@@ -202,7 +262,19 @@ def speeds_of(data: dict) -> np.ndarray:
     return np.repeat(mix[:, 0], np.round(counts).astype(int))
 
 
+def check_graph(graph):
+    """A graph as the [system] table gives it: a construction table, one list of server indices
+    per job type, or (from Python) a graph object, all checked further by hetlb.model."""
+    if isinstance(graph, (str, bool, int, float)) or (
+        isinstance(graph, list)
+        and not all(isinstance(servers, list) and all(map(validation.is_integer, servers)) for servers in graph)
+    ):
+        rule = "must be one list of server indices per job type, or a construction table {kind = ...}"
+        raise InputError("system.graph", f"{rule}, got {validation.shown(graph)}")
+    return graph
+
+
 def build_policy(data: dict) -> Policy:
     params = dict(data)
-    policy_id = params.pop("id", "jsq")
+    policy_id = validation.text("policy.id", params.pop("id", "jsq"))
     return make_policy(policy_id, **params)

@@ -1,4 +1,4 @@
-"""The checks every user value passes: numbers, integers, arrays, choices and seeds.
+"""The checks every user value passes: numbers, integers, arrays, choices, seeds, texts and paths.
 
 Each check returns the value in its canonical type or raises :class:`hetlb.errors.InputError`
 naming the field and the rule it breaks, so that the command line prints one line and exits 2.
@@ -8,7 +8,11 @@ all check their input with it, and it imports nothing of hetlb but the error typ
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +20,26 @@ from hetlb.errors import InputError
 
 REAL_TYPES = (int, float, np.integer, np.floating)
 INTEGER_TYPES = (int, np.integer)
+MESSAGE_WIDTH = 80
+"""Characters of a user value that an error message repeats (:func:`shorten`)."""
+NAME_MAX = 255
+"""Bytes of one name in a path (a file or folder name), the limit of common file systems."""
+PATH_MAX = 4096
+"""Bytes of a whole path."""
+
+
+def shorten(text: str, limit: int = MESSAGE_WIDTH) -> str:
+    """``text`` on one line and cut to about ``limit`` characters, saying how long it was, so that
+    an error message stays one line of reasonable length whatever the input."""
+    text = " ".join(str(text).splitlines())
+    if len(text) <= limit:
+        return text
+    return f"{text[: max(limit - 3, 1)]}... ({len(text):,} characters)"
+
+
+def shown(value, limit: int = MESSAGE_WIDTH) -> str:
+    """A user value as an error message repeats it: its repr, shortened (:func:`shorten`)."""
+    return shorten(repr(value), limit)
 
 
 def is_integer(value) -> bool:
@@ -32,19 +56,19 @@ def integer(name: str, value, low: int = 1, high: int | None = None) -> int:
     """An integer in [low, high] (high None: no upper bound), as an int."""
     if not is_integer(value) or value < low or (high is not None and value > high):
         rule = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise InputError(name, f"must be {rule}, got {value!r}")
+        raise InputError(name, f"must be {rule}, got {shown(value)}")
     return int(value)
 
 
 def number(name: str, value, low: float | None = None, *, strict: bool = False, high: float | None = None) -> float:
     """A finite number >= low (> low when ``strict``) and <= high, as a float; None bounds are open."""
     if not is_real(value) or not math.isfinite(value):
-        raise InputError(name, f"must be a finite number, got {value!r}")
+        raise InputError(name, f"must be a finite number, got {shown(value)}")
     below = low is not None and (value <= low if strict else value < low)
     if below or (high is not None and value > high):
         parts = [f"{'>' if strict else '>='} {low:g}"] if low is not None else []
         parts += [f"<= {high:g}"] if high is not None else []
-        raise InputError(name, f"must be a finite number {' and '.join(parts)}, got {value!r}")
+        raise InputError(name, f"must be a finite number {' and '.join(parts)}, got {shown(value)}")
     return float(value)
 
 
@@ -56,7 +80,7 @@ def positive_number(name: str, value) -> float:
 def probability(name: str, value, *, positive: bool = False) -> float:
     """A number in [0, 1], or in (0, 1] when ``positive``."""
     if not is_real(value) or not (0.0 < value <= 1.0 if positive else 0.0 <= value <= 1.0):
-        raise InputError(name, f"must be a number in {'(0, 1]' if positive else '[0, 1]'}, got {value!r}")
+        raise InputError(name, f"must be a number in {'(0, 1]' if positive else '[0, 1]'}, got {shown(value)}")
     return float(value)
 
 
@@ -74,20 +98,115 @@ def positive_finite_array(name: str, values) -> np.ndarray:
     return array
 
 
-def choice(name: str, value, choices) -> object:
+def choice(name: str, value, choices) -> Any:
     """One of ``choices`` (a sequence of allowed values)."""
     if value not in choices:
-        raise InputError(name, f"must be one of {', '.join(map(str, choices))}, got {value!r}")
+        raise InputError(name, f"must be one of {', '.join(map(str, choices))}, got {shown(value)}")
     return value
 
 
 def flag(name: str, value) -> bool:
     """True or false, never a number standing for one."""
     if not isinstance(value, bool):
-        raise InputError(name, f"must be true or false, got {value!r}")
+        raise InputError(name, f"must be true or false, got {shown(value)}")
     return value
 
 
 def seed(name: str, value) -> int:
     """A seed: an integer >= 0."""
     return integer(name, value, low=0)
+
+
+def text(name: str, value) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise InputError(name, f"must be a non-empty text, got {shown(value)}")
+    return value
+
+
+def table(name: str, value) -> dict:
+    """A table (a TOML table, a mapping with text keys)."""
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise InputError(name, f"must be a table, got {shown(value)}")
+    return value
+
+
+def path(name: str, value) -> Path:
+    """A file system path: a non-empty text (or os.PathLike) without NUL characters, each name in
+    it at most NAME_MAX bytes and the whole at most PATH_MAX bytes."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise InputError(name, f"must be a file path, got {shown(value)}")
+    if len(os.fsencode(value)) > PATH_MAX:
+        raise InputError(name, f"the path is longer than {PATH_MAX} bytes: {shorten(value)}")
+    for part in Path(value).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise InputError(name, f"a name in the path is longer than {NAME_MAX} bytes: {shorten(part)}")
+    return Path(value)
+
+
+def input_file(name: str, value) -> Path:
+    """The path of a file to read: it exists and is not a folder."""
+    found = path(name, value)
+    with os_errors(name, found):
+        if found.is_dir():
+            raise InputError(name, f"is a folder, not a file: {shorten(str(found))}")
+        if not found.exists():
+            raise InputError(name, f"no such file: {shorten(str(found))}")
+    return found
+
+
+def output_file(name: str, value, *, suffixes=None, regular: bool = False, parents: bool = False) -> Path:
+    """The path of a file to write: not a folder, its folder exists and is writable (with
+    ``parents``: the folders missing on the way can be made), its extension one of ``suffixes``
+    (without dots) when given; with ``regular``, an existing file must be a regular file (not a
+    device such as /dev/null)."""
+    found = path(name, value)
+    with os_errors(name, found):
+        if found.is_dir():
+            raise InputError(name, f"is a folder, not a file: {shorten(str(found))}")
+        if suffixes is not None and found.suffix.lower().removeprefix(".") not in suffixes:
+            allowed = ", ".join(f".{suffix}" for suffix in suffixes)
+            raise InputError(name, f"must end in one of {allowed}, got {shorten(str(found))}")
+        if regular and found.exists() and not found.is_file():
+            raise InputError(name, f"must be a regular file, got {shorten(str(found))}")
+        if found.exists():
+            if not os.access(found, os.W_OK):
+                raise InputError(name, f"cannot write {shorten(str(found))}: permission denied")
+        elif parents:
+            writable_folder(name, found.parent)
+        elif not found.parent.is_dir():
+            raise InputError(name, f"no such folder: {shorten(str(found.parent))}")
+        elif not os.access(found.parent, os.W_OK):
+            raise InputError(name, f"cannot write in {shorten(str(found.parent))}: permission denied")
+    return found
+
+
+def output_folder(name: str, value) -> Path:
+    """The path of a folder to write in: a folder, or a path where one can be made (no file on
+    the way, the nearest existing folder writable)."""
+    found = path(name, value)
+    with os_errors(name, found):
+        writable_folder(name, found)
+    return found
+
+
+@contextlib.contextmanager
+def os_errors(name: str, where):
+    """Turn an OSError met while looking at ``where`` into an InputError naming ``name``."""
+    try:
+        yield
+    except OSError as error:
+        raise InputError(name, f"cannot use {shorten(str(where))}: {error.strerror or error}") from None
+
+
+def writable_folder(name: str, folder: Path) -> None:
+    """Raise unless ``folder`` is, or can be made as, a writable folder."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(name, f"{shorten(str(existing))} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(name, f"cannot write in {shorten(str(existing))}: permission denied")

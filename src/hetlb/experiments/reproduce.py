@@ -29,9 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
+from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, sweep
 from hetlb.plots.figures import draw_metric, plt
 from hetlb.results.run import finite_or_null, json_default
@@ -316,8 +318,11 @@ def reproduce(
         key: options.get(key, quick if scale == "quick" else paper)
         for key, (quick, paper, _) in reproduction.options.items()
     }
-    out = Path(out or Path("reproductions") / name)
-    out.mkdir(parents=True, exist_ok=True)
+    out = validation.output_folder("out", Path("reproductions") / name if out is None else out)
+    if store is not None:  # a store that cannot be used fails now, not after the first sweep
+        ResultStore(store).close()
+    with validation.os_errors("out", out):
+        out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     pool, _, close = resolve_executor(executor)
     try:
@@ -328,7 +333,8 @@ def reproduce(
     undeclared = sorted(set(ids) - set(reproduction.claims))
     if undeclared or len(set(ids)) != len(ids):
         raise ValueError(f"{name}: claim ids must be declared and distinct, got {ids}")
-    outcome.table.to_csv(out / "points.csv", index=False)
+    with validation.os_errors("out", out):
+        outcome.table.to_csv(out / "points.csv", index=False)
     statuses = [claim.status for claim in outcome.claims]
     report = {
         "reproduction": name,
@@ -343,7 +349,8 @@ def reproduce(
         "wall_seconds": time.perf_counter() - started,
         "hetlb": __version__,
     }
-    (out / "claims.json").write_text(
-        json.dumps(finite_or_null(report), indent=2, default=json_default, allow_nan=False) + "\n"
-    )
+    with validation.os_errors("out", out):
+        (out / "claims.json").write_text(
+            json.dumps(finite_or_null(report), indent=2, default=json_default, allow_nan=False) + "\n"
+        )
     return report

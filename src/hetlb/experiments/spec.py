@@ -39,10 +39,15 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.scenario import Scenario, read_toml
+from hetlb.scenario import TABLES, Scenario, read_toml
 from hetlb.version import __version__
 
 SPEC_KEYS = {"name", "replications", "seed", "common_random_numbers", "base", "axes"}
+MAX_RUNS = 1_000_000
+"""The most runs (points x replications) a sweep may have: a larger one is refused before its
+points are built."""
+SWEPT_RUN_KEYS = ("replications", "seed")
+"""Keys of [run] that belong to the whole sweep (the top of the spec), neither base nor axis."""
 
 
 @dataclass(frozen=True)
@@ -96,31 +101,61 @@ class SweepSpec:
     def __post_init__(self):
         validation.integer("replications", self.replications)
         validation.seed("seed", self.seed)
+        validation.flag("common_random_numbers", self.common_random_numbers)
+        validation.text("name", self.name)
+        validation.table("base", self.base)
+        for table in TABLES:
+            validation.table(f"base.{table}", self.base.get(table, {}))
+        for key in SWEPT_RUN_KEYS:
+            if key in self.base.get("run", {}):
+                raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
+        validation.table("axes", self.axes)
+        runs = self.replications
         for path, values in self.axes.items():
-            if path.split(".")[0] not in ("system", "policy", "run") or "." not in path:
-                raise InputError(f"axes.{path}", "must be a dotted path starting with system., policy. or run.")
+            field = f"axes.{validation.shorten(path)}"
+            if path.split(".")[0] not in TABLES or "." not in path or "" in path.split("."):
+                raise InputError(field, "must be a dotted path starting with system., policy. or run.")
+            if path in (f"run.{key}" for key in SWEPT_RUN_KEYS):
+                raise InputError(field, "is set for the whole sweep: put it at the top of the spec")
             if not isinstance(values, list) or not values:
-                raise InputError(f"axes.{path}", "must be a non-empty list of values")
+                raise InputError(field, f"must be a non-empty list of values, got {validation.shown(values)}")
+            runs *= len(values)
+        if runs > MAX_RUNS:
+            raise InputError(
+                "axes" if self.axes else "replications",
+                f"the sweep has {runs:,} runs (points x replications); at most {MAX_RUNS:,}",
+            )
+        for path, values in self.axes.items():
+            seen = set()
+            for value in values:
+                written = json.dumps(value, sort_keys=True, default=repr)
+                if written in seen:
+                    rule = f"repeats the value {validation.shown(value)}: each point once"
+                    raise InputError(f"axes.{validation.shorten(path)}", rule)
+                seen.add(written)
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
+        validation.table("spec", data)
         unknown = sorted(set(data) - SPEC_KEYS)
         if unknown:
-            raise InputError(unknown[0], f"unknown key in the sweep spec; allowed: {', '.join(sorted(SPEC_KEYS))}")
+            allowed = ", ".join(sorted(SPEC_KEYS))
+            raise InputError(validation.shorten(unknown[0]), f"unknown key in the sweep spec; allowed: {allowed}")
         if "base" not in data:
             raise InputError("base", "the spec needs a [base] scenario with [base.system]")
         return cls(
             base=data["base"],
-            axes=dict(data.get("axes", {})),
+            axes=dict(validation.table("axes", data.get("axes", {}))),
             replications=data.get("replications", 1),
             seed=data.get("seed", 0),
             common_random_numbers=data.get("common_random_numbers", True),
-            name=str(data.get("name", "sweep")),
+            name=data.get("name", "sweep"),
         )
 
     @classmethod
     def from_toml(cls, path) -> SweepSpec:
-        return dataclasses.replace(cls.from_mapping(read_toml(path)), source=str(Path(path).resolve()))
+        spec = cls.from_mapping(read_toml(path, field="spec"))
+        return dataclasses.replace(spec, source=str(Path(path).resolve()))
 
     def to_mapping(self) -> dict:
         """The spec as a mapping that :meth:`from_mapping` reads back (the layout of a spec file)."""
@@ -140,15 +175,18 @@ class SweepSpec:
             values = dict(zip(self.axes, combination))
             scenario = copy.deepcopy(self.base)
             for path, value in values.items():
-                table, *keys = path.split(".")
-                target = scenario.setdefault(table, {})
-                for key in keys[:-1]:
+                target = scenario
+                for key in path.split(".")[:-1]:
                     target = target.setdefault(key, {})
-                target[keys[-1]] = value
+                    if not isinstance(target, dict):
+                        raise InputError(
+                            f"axes.{validation.shorten(path)}", f"{key} is not a table in the base scenario"
+                        )
+                target[path.rsplit(".", 1)[1]] = value
             try:
                 Scenario.from_mapping(scenario)
             except InputError as error:
-                raise InputError(f"point {values}: {error.field}", error.rule) from None
+                raise InputError(f"point {validation.shorten(str(values))}: {error.field}", error.rule) from None
             points.append(Point(values, scenario))
         return points
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.experiments.executors import Interrupted, resolve_executor, signals_interrupt, stop
 from hetlb.experiments.spec import SweepSpec
@@ -76,27 +77,25 @@ def sweep(
     out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
     """
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
-    for key in ("replications", "seed"):
-        if key in spec.base.get("run", {}):
-            raise InputError(f"base.run.{key}", "is set for the whole sweep: put it at the top of the spec")
     started = time.perf_counter()
     points = spec.points()
     units = spec.units(points)
+    out = None if out is None else validation.output_folder("out", out)  # checked before any run
     results_store = ResultStore(store) if store is not None else None
-    if results_store is not None:  # registered first, so a sweep stopped midway is listed with its progress
-        results_store.register(
-            spec.name,
-            [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
-            spec=spec.to_mapping(),
-            source=spec.source,
-        )
     try:
         done = {} if force or results_store is None else results_store.existing(unit.key for unit in units)
+        if results_store is not None:  # registered before any run, so a sweep stopped midway is listed
+            results_store.register(
+                spec.name,
+                [(unit.key, unit.point_index, points[unit.point_index].values, unit.replication) for unit in units],
+                spec=spec.to_mapping(),
+                source=spec.source,
+            )
         todo = [unit for unit in units if unit.key not in done]
         reused = len(units) - len(todo)
 
         bar = ProgressBar(f"{spec.name} ", enabled=progress)
-        events = sum(row["events"] for row in done.values())
+        events = sum(row.get("events", 0) for row in done.values())
         if todo:
             pool, workers, close = resolve_executor(executor)
             in_flight: set[Future] = set()
@@ -114,7 +113,7 @@ def sweep(
                         if results_store is not None:
                             results_store.put(finished)
                         done.update(finished)
-                        events += sum(row["events"] for row in finished.values())
+                        events += sum(row.get("events", 0) for row in finished.values())
                     bar.update((len(done) - reused) / len(todo), events, detail=f"{len(done)}/{len(units)} runs")
             except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: stop the workers, keep what is stored
                 stop(pool, in_flight)
@@ -139,7 +138,7 @@ def sweep(
     runs = runs_table(points, units, done)
     summary = summary_table(points, runs)
     if out is not None:
-        write_tables(Path(out), runs, summary)
+        write_tables(out, runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
 
 
@@ -227,10 +226,16 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(out: Path, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table in (("runs", runs), ("summary", summary)):
-        table.to_csv(out / f"{name}.csv", index=False)
-        table.to_parquet(out / f"{name}.parquet", index=False)
+    """runs.csv, runs.parquet, summary.csv and summary.parquet in folder ``out`` (made if missing)."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, table in (("runs", runs), ("summary", summary)):
+            table.to_csv(out / f"{name}.csv", index=False)
+            table.to_parquet(out / f"{name}.parquet", index=False)
+    except OSError as error:
+        where = validation.shorten(str(error.filename or out))
+        raise InputError("out", f"cannot write {where}: {error.strerror or error}") from None
 
 
 def comparable(table: pd.DataFrame) -> pd.DataFrame:

@@ -114,8 +114,16 @@ def draw_metric(
     axes.legend(handles, labels, fontsize=8, title=axis_label(legend_title) if legend_title else None)
 
 
+def image_formats() -> tuple:
+    """The file extensions matplotlib writes (png, pdf, svg, ...), without dots."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
 def plot_metric(x, series: dict, path, **options) -> None:
-    """Write a PNG of one panel (the options of :func:`draw_metric`)."""
+    """Write an image of one panel (the options of :func:`draw_metric`); its format follows the
+    extension of ``path`` (:func:`image_formats`)."""
     plot_panels([dict(x=x, series=series, **options)], path)
 
 
