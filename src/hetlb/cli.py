@@ -721,7 +721,7 @@ def command_store(args) -> int:
 def command_plot(args) -> int:
     from hetlb import validation
     from hetlb.plots import plot_metric
-    from hetlb.plots.figures import image_formats
+    from hetlb.plots.figures import axis_label, image_formats
 
     folder = validation.path("sweep_dir", args.sweep_dir)
     table = read_summary(folder)
@@ -729,7 +729,17 @@ def command_plot(args) -> int:
     output = validation.output_file("--output", args.output or folder / f"{metric}.png", suffixes=image_formats())
     xs, series, bound = plot_series(table, x, by, metric, args.bound)
     try:
-        plot_metric(xs, series, output, xlabel=x, ylabel=metric.replace("_", " "), bound=bound, bound_label=BOUND_LABEL)
+        plot_metric(
+            xs,
+            series,
+            output,
+            xlabel=x,
+            ylabel=metric.replace("_", " "),
+            title=f"{folder.resolve().name}: {axis_label(metric)} by {axis_label(x).split(' (')[0]}",
+            legend_title=axis_label(by) if by else None,
+            bound=bound,
+            bound_label=BOUND_LABEL,
+        )
     except OSError as error:
         raise InputError(
             "--output", f"cannot write {validation.shorten(str(output))}: {error.strerror or error}"
