@@ -1577,7 +1577,7 @@ class Judge:
         kind, _, trials = value.partition(":")
         if kind not in ("poisson", "bernoulli", "binomial"):
             self.bad(f"{name}: unknown law", value[:40])
-        elif kind == "binomial":
+        elif kind == "binomial" and ":" in value:  # a bare "binomial" may mean a default K
             try:
                 k = int(trials)
             except ValueError:
@@ -1894,7 +1894,7 @@ class Judge:
                 self.bad(f"plot {name}: not a column")
         if ns.metric in FIXTURE_COLUMNS and ns.metric not in FIXTURE_METRICS and ns.metric != "mean_response_time":
             self.bad("plot --metric: a column without an interval", ns.metric)
-        if ns.output is not None:
+        if ns.output:  # '' is the default path
             out = self.file_bytes(ns.output)
             if out == "dir":
                 self.bad("plot --output: a folder")
@@ -1962,8 +1962,28 @@ class CaseTimeout(BaseException):
     """Raised in the case when its time is up (a BaseException: not caught as an error)."""
 
 
+ON_TIMEOUT = []
+"""Callbacks of the time limit, given where the case was: the worker tells its parent first, so a
+crash that follows the exception (it interrupts compiled code) still counts as a hang."""
+
+
 def _alarm(signum, frame):
-    raise CaseTimeout
+    here = where_stack(frame)
+    for callback in ON_TIMEOUT:
+        callback(here)
+    raise CaseTimeout(here)
+
+
+def where_stack(frame) -> str:
+    """``where`` for a running frame and its callers."""
+    frames = traceback.extract_stack(frame)
+    ours = [f for f in frames if "/hetlb/" in f.filename and "fuzz_cli" not in f.filename]
+    if not frames:
+        return "?"
+    frame = (ours or frames)[-1]
+    path = frame.filename
+    path = "hetlb/" + path.rsplit("/hetlb/", 1)[1] if "/hetlb/" in path else "/".join(Path(path).parts[-2:])
+    return f"{path}:{frame.lineno} in {frame.name}"
 
 
 def materialize(case: Case, folder: Path, fixtures: Path) -> None:
@@ -2035,7 +2055,7 @@ def run_in_process(case: Case, folder: Path, fixtures: Path, seconds: float) -> 
                     status = 0
             result["exit"] = status if isinstance(status, int) else repr(status)
     except CaseTimeout as error:
-        result.update(timeout=True, where=where(error.__traceback__))
+        result.update(timeout=True, where=error.args[0] if error.args else where(error.__traceback__))
     except BaseException as error:  # noqa: B036 - anything that escapes main is the finding
         result["exception"] = {
             "type": type(error).__name__,
@@ -2063,7 +2083,10 @@ def _worker(conn, cases, root, fixtures, seconds, memory_mb):
     null = os.open(os.devnull, os.O_RDWR)
     log = os.open(os.path.join(root, f"worker-{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(null, 0), os.dup2(log, 1), os.dup2(log, 2)
+    current = [None]
+    ON_TIMEOUT.append(lambda here: conn.send(("timeout", current[0], here)))
     for case in cases:
+        current[0] = case.id
         conn.send(("start", case.id, None))
         folder = Path(root) / "cases" / case.id.replace(":", "-")
         try:
@@ -2110,6 +2133,7 @@ class Slot:
     current: str | None = None
     started: float = 0.0
     deadline: float = 0.0
+    timed_out: str | None = None  # where the case was when its time was up
 
 
 def kill_group(process) -> None:
@@ -2229,9 +2253,11 @@ def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
     enormous = case.costly and not case.invalid
     if outcome.get("killed") or outcome.get("timeout"):
         at = f"time limit at {outcome['where']}" if outcome.get("timeout") else "no answer in time, killed"
+        after = outcome.get("after")
+        then = f"then {'killed' if after.get('killed') else 'died: ' + after.get('crashed', '?')}" if after else ""
         if enormous:
-            return "hang", f"{at} ({command}, valid but enormous input)", case.costly[0]
-        return "hang", f"{at} ({command})", ""
+            return "hang", f"{at} ({command}, valid but enormous input)", f"{case.costly[0]} {then}".strip()
+        return "hang", f"{at} ({command})", then
     if outcome.get("crashed"):
         return "crash", f"the process died ({outcome['crashed']}): {command}", ""
     error = outcome.get("exception")
@@ -2320,7 +2346,7 @@ def run_cases(
     try:
         fixtures = root / "fixtures"
         receive, send = context.Pipe(duplex=False)
-        builder = context.Process(target=_build_fixtures, args=(send, str(fixtures)), daemon=True)
+        builder = context.Process(target=_build_fixtures, args=(send, str(fixtures)))
         builder.start()
         send.close()
         try:
@@ -2340,8 +2366,7 @@ def run_cases(
                 process = context.Process(
                     target=_worker,
                     args=(send, list(chunk), str(root), str(fixtures), seconds, memory_mb),
-                    daemon=True,
-                )
+                )  # not a daemon: a case may start a process pool
                 process.start()
                 send.close()
                 now = time.perf_counter()
@@ -2360,8 +2385,10 @@ def run_cases(
                     continue
                 now = time.perf_counter()
                 if kind == "start":
-                    slot.current, slot.started = case_id, now
+                    slot.current, slot.started, slot.timed_out = case_id, now, None
                     slot.deadline = now + seconds + grace
+                elif kind == "timeout":
+                    slot.timed_out = outcome
                 elif kind == "done":
                     outcomes[case_id] = outcome
                     slot.remaining.popleft()
@@ -2392,6 +2419,8 @@ def end(slot: Slot, running: dict, queue: deque, outcomes: dict, how: dict) -> N
     del running[slot.conn]
     if slot.remaining:
         first = slot.remaining.popleft()
+        if slot.timed_out and first.id == slot.current:  # it died or hung on after its time limit
+            how = {"timeout": True, "where": slot.timed_out, "after": how}
         outcomes[first.id] = {**how, "seconds": time.perf_counter() - (slot.started or time.perf_counter())}
         queue.extendleft(reversed(slot.remaining))
 

@@ -134,21 +134,27 @@ def test_the_harness_catches_a_traceback_a_hang_a_memory_bomb_and_a_dying_proces
             return len(bytearray(4 << 30))  # 4 GB: over the address-space limit
         if how == "die":
             os.kill(os.getpid(), signal.SIGKILL)
+        if how == "late":
+            try:
+                time.sleep(60)
+            finally:  # dies after its time limit, as compiled code interrupted by it may
+                os.kill(os.getpid(), signal.SIGKILL)
         print("fine")
         return 0
 
     monkeypatch.setattr(hetlb.cli, "command_bound", misbehave)  # the children are forks of this process
-    behaviours = ["ok", "bug", "sleep", "ok", "die", "ok", "deaf", "bomb", "ok"]
+    behaviours = ["ok", "bug", "sleep", "ok", "die", "ok", "deaf", "bomb", "late", "ok"]
     cases = [fake_case(argv=["bound", "--speeds", how, "--load", "0.5"]) for how in behaviours]
     for index, case in enumerate(cases):
         case.index = index
     report = fuzz_cli.run_cases(cases, seconds=2, grace=1, batch=len(cases))
     statuses = [report.outcomes[case.id]["status"] for case in cases]
-    assert statuses == ["ok", "traceback", "hang", "ok", "crash", "ok", "hang", "traceback", "ok"]
+    assert statuses == ["ok", "traceback", "hang", "ok", "crash", "ok", "hang", "traceback", "hang", "ok"]
     assert report.outcomes["0:1"]["cause"].startswith("ZeroDivisionError at ")
     assert report.outcomes["0:2"]["cause"].startswith("time limit at ")
     assert "killed" in report.outcomes["0:6"]["cause"]
     assert report.outcomes["0:7"]["exception"]["type"] == "MemoryError"
+    assert report.outcomes["0:8"]["cause"].startswith("time limit at ") and "died" in report.outcomes["0:8"]["detail"]
     assert "ZeroDivisionError" in report.summary()
 
 
