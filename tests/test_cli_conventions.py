@@ -506,3 +506,31 @@ def test_every_documented_command_line_runs(page, argv, tmp_path, monkeypatch, c
     assert status == 0 and out.strip()
     if "--json" in argv:
         json.loads(out)
+
+
+@pytest.mark.parametrize("command", ["policies", "exact", "bound", "graph", "diffusion", "store", "simulate", "demo"])
+def test_help_of_every_command_prints(command, capsys):
+    with pytest.raises(SystemExit) as leaving:
+        main([command, "-h"])
+    assert leaving.value.code == 0 and capsys.readouterr().out.startswith(f"usage: hetlb {command}")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["demo", "--out", "/dev/null"], "--out: /dev/null is a file, not a folder"),
+        (["demo", "--replications", "99999999999999999999"], "--replications: must be an integer in [1, 100]"),
+        (["demo", "--jobs", "5"], "--jobs: must be an integer in [100, 100000000]"),
+    ],
+)
+def test_demo_checks_its_inputs_before_running(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hetlb: error: {message}") and err.count("\n") == 1
+
+
+def test_a_config_whose_tables_are_not_tables_is_one_line(tmp_path, capsys):
+    config = tmp_path / "scenario.toml"
+    config.write_text("system = 3\n")
+    assert main(["exact", "--config", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == "hetlb: error: system: must be a table, got 3"

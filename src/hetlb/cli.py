@@ -129,6 +129,8 @@ def add_output_flags(parser, *, json_output: bool = True, quiet: bool = False, v
     group = parser.add_argument_group("output")
     if json_output:
         group.add_argument("--json", action="store_true", help="print the results as JSON instead of text")
+    if not (quiet or verbose):
+        return  # argparse cannot format the usage of an empty exclusive group
     talk = group.add_mutually_exclusive_group()
     if quiet:
         talk.add_argument("-q", "--quiet", action="store_true", help="no progress bar or notices on standard error")
@@ -142,7 +144,7 @@ def scenario_from_args(args, continuous_only: bool = False):
 
     flag = lambda name: getattr(args, name, None)  # noqa: E731 - commands take only the flags they use
     data = read_toml(args.config) if args.config is not None else {}
-    system = dict(data.get("system", {}))
+    system = dict(validation.table("system", data.get("system", {})))
     flags = {
         key: flag(key)
         for key in (
@@ -170,14 +172,14 @@ def scenario_from_args(args, continuous_only: bool = False):
         system["speed_distribution"] = parse_construction(args.speed_distribution)
     if flag("graph") is not None:
         system["graph"] = parse_construction(args.graph)
-    policy = dict(data.get("policy", {}))
+    policy = dict(validation.table("policy", data.get("policy", {})))
     if flag("policy") is not None:
         policy = {"id": args.policy}
     if flag("d") is not None:
         policy["d"] = args.d
     policy.update(parse_assignment(text, "--set") for text in flag("set") or [])
     policy.update({name: flag(name) for name in LED_FLAGS if flag(name) is not None})
-    run = dict(data.get("run", {}))
+    run = dict(validation.table("run", data.get("run", {})))
     for key in (
         "jobs",
         "horizon",
@@ -626,12 +628,21 @@ def check_policies(args, policy_ids: list) -> int:
     return 0 if all(report.passed for report in reports) else 1
 
 
+DEMO_MAX_JOBS = 10**8
+DEMO_MAX_REPLICATIONS = 100
+"""The demo's 30 points at most: 30 x 100 x 10^8 jobs is days of computing already; larger
+studies are sweeps (resumable, on every core)."""
+
+
 def command_demo(args) -> int:
     from hetlb.demo import run_demo
 
+    out = validation.output_folder("--out", args.out)
+    validation.integer("--jobs", args.jobs, low=100, high=DEMO_MAX_JOBS)
+    validation.integer("--replications", args.replications, low=1, high=DEMO_MAX_REPLICATIONS)
     notify_compiling(args)
     bar, report = run_reporter(args, "demo ", "run")
-    rows = run_demo(Path(args.out), jobs=args.jobs, replications=args.replications, report=report, echo=not args.json)
+    rows = run_demo(out, jobs=args.jobs, replications=args.replications, report=report, echo=not args.json)
     bar.close()
     if args.json:
         print_json({"out": args.out, "rows": rows})
