@@ -11,6 +11,12 @@ from hetlb.errors import InputError
 
 SIZE_KINDS = {"exponential": 0, "hyperexponential": 1, "deterministic": 2}
 
+MAX_SCV = 1e8
+"""The largest squared coefficient of variation of hyperexponential sizes. Its second phase has
+probability about 1 / (2 scv) and mean about scv: beyond this, the phase probability loses its
+digits in float64 (at about 1e16 it is 0) and a run of any sensible length meets too few of its
+jobs to measure anything."""
+
 
 @dataclass(frozen=True)
 class JobSizes:
@@ -29,8 +35,10 @@ class JobSizes:
             raise InputError("job_sizes.kind", f"must be one of {', '.join(SIZE_KINDS)}, got {self.kind!r}")
         expected_scv = {"exponential": 1.0, "deterministic": 0.0}.get(self.kind)
         if self.kind == "hyperexponential":
-            if not (math.isfinite(self.scv) and self.scv > 1.0):
-                raise InputError("job_sizes.scv", f"a hyperexponential needs a finite scv > 1, got {self.scv}")
+            if not (isinstance(self.scv, (int, float)) and math.isfinite(self.scv) and 1.0 < self.scv <= MAX_SCV):
+                raise InputError(
+                    "job_sizes.scv", f"a hyperexponential needs a finite scv in (1, {MAX_SCV:g}], got {self.scv!r}"
+                )
         elif self.scv not in (expected_scv, 1.0):
             raise InputError("job_sizes.scv", f"is fixed at {expected_scv} for {self.kind} sizes")
         else:
