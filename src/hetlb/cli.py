@@ -499,6 +499,8 @@ def command_simulate(args) -> int:
     if verbose(args):
         for i, run in enumerate(result.runs):
             print(f"hetlb: replication {i + 1} of {result.replications}: {result_line(run)}", file=sys.stderr)
+    for warning in getattr(result, "warnings", []):  # not silenced by --quiet: they qualify the results
+        print(f"hetlb: warning: {warning}", file=sys.stderr)
     if args.json:
         print(result.to_json(per_server=True if args.per_server else None, indent=None if args.compact else 2))
         return 0

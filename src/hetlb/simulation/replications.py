@@ -80,7 +80,7 @@ def stopping_rule(jobs, horizon, warmup) -> tuple[int | None, float, float]:
     warmup = check_warmup(warmup)
     if horizon is not None:
         return None, check_horizon(horizon, warmup), warmup
-    return validation.integer("jobs", DEFAULT_JOBS if jobs is None else jobs), math.inf, warmup
+    return validation.count("jobs", DEFAULT_JOBS if jobs is None else jobs), math.inf, warmup
 
 
 def safe_ratio(numerator, denominator) -> float:
