@@ -128,12 +128,10 @@ def simulate(
     check_policy_stability(system, policy)
     check_speeds(system)
     run_cost(system, jobs, horizon, warmup).check(replications)
-    validation.check_memory(
-        "system",
+    check_run_memory(
         run_memory(system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications),
-        f"a simulation of {system.n_servers:,} servers"
-        + (f" and {replications:,} replications" if replications > 1 else ""),
-        "use fewer servers" + (" or replications" if replications > 1 else ""),
+        system.n_servers,
+        replications,
     )
 
     model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
@@ -212,9 +210,9 @@ class RunCost:
                     "arrival_rate",
                     f"with finite buffers at most {self.admitted_rate:.3g} of the arrival rate "
                     f"{self.arrival_rate:.3g} can be admitted, so {self.jobs:,} measured jobs take about "
-                    f"{validation.quantity(self.lost + self.jobs)} arrivals, all but those jobs lost (blocking "
-                    f"at least {1 - self.admitted_rate / self.arrival_rate:.6g}): more than {OVERHEAD_RATIO:,} "
-                    "times the work of the jobs asked for; lower the arrival rate or give a horizon",
+                    f"{validation.quantity(self.lost + self.jobs)} arrivals, all but those jobs lost (at most "
+                    f"{self.admitted_rate / self.arrival_rate:.3g} of the arrivals admitted): more than "
+                    f"{OVERHEAD_RATIO:,} times the work of the jobs asked for; lower the arrival rate or give a horizon",
                 )
             raise InputError(
                 "speed",
@@ -272,46 +270,55 @@ def run_cost(system: System, jobs: int | None, horizon: float, warmup: float) ->
 
 def run_memory(
     system: System, policy: Policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
-) -> int:
-    """Bytes a simulation allocates at most, with the job pool it starts with (bytes per server of
-    the kernel's records, trees and key buckets, per edge of the graph, per job slot, per level of
-    s_{m,i}, per batch, per trace entry; the results each replication keeps; numpy temporaries
-    while building them). The pool doubles when more jobs wait than it holds; grow_job_pool refuses
-    to grow it beyond the machine's memory."""
+) -> dict:
+    """Bytes a simulation allocates at most, by the argument that drives them (``system``: per
+    server the kernel's records, trees and key buckets, per edge of the graph, per job slot of the
+    pool it starts with, the results' per-server arrays; ``replications``: what the further
+    replications keep; ``batches``, ``occupancy_levels``, ``trace``, ``state_distribution``,
+    ``speed_bins``: their arrays in the run and the results), numpy temporaries included. The job
+    pool doubles when more jobs wait than it holds; grow_job_pool refuses to grow it beyond the
+    machine's memory. Their sum bounds a run's memory (tests measure it)."""
     n, edges, types = system.n_servers, system.graph.n_edges, system.n_types
     n_classes = len(np.unique(system.speed))
-    width = tree_width(n)
-    finite = system.buffer[system.buffer != INFINITE_BUFFER]
     slots = initial_job_slots(system.buffer, n)
     levels = n_classes * (occupancy_levels + 1)
     bucketed = policy.spec.ranks_whole_set and policy.spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
+    histogram = kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE * 8
+    kept = 48 * n + 600 * n_classes + histogram  # per replication: per-server arrays, class tables, histogram
     distribution = 2 * STATE_DISTRIBUTION_SIZE_PER_SERVER * n + 128 if state_distribution else 0
-    per_run = (
-        160 * n  # server records, model arrays, keys, window integrals, speed classes
-        + 2 * 48 * width  # the tournament tree and the key tree, with what building them takes
-        + 64 * n  # key buckets
-        + 64 * edges
-        + 48 * types
-        + 40 * slots
-        + (32 * (slots + 2) * n_classes if bucketed else 0)  # the key buckets' boundaries
-        + 40 * levels
-        + 128 * batches
-        + 64 * trace
-        + 8 * distribution
-        + 8 * len(finite)
-        + kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE * 8
+    return {
+        "system": (
+            160 * n  # server records, model arrays, keys, window integrals, speed classes
+            + 2 * 48 * tree_width(n)  # the tournament tree and the key tree, with what building them takes
+            + 64 * n  # key buckets
+            + 64 * edges
+            + 48 * types
+            + 40 * slots
+            + (32 * (slots + 2) * n_classes if bucketed else 0)  # the key buckets' boundaries
+            + histogram
+            + 600 * n_classes  # the metadata's speed classes (Python objects)
+            + kept
+        ),
+        "replications": (replications - 1) * kept,
+        "batches": 128 * batches + 160 * batches * replications,
+        "occupancy_levels": 40 * levels + 24 * levels * replications,
+        "trace": 64 * trace * (1 + replications),
+        "state_distribution": 8 * distribution * (1 + replications),
+        "speed_bins": 400 * (speed_bins or 0) * replications,
+    }
+
+
+def check_run_memory(parts: dict, n_servers: int, replications: int) -> None:
+    """Refuse a simulation whose memory (:func:`run_memory`) passes the machine's, naming the
+    argument that weighs most."""
+    field = max(parts, key=parts.get)
+    advice = {"system": "use fewer servers", "replications": "use fewer replications"}.get(field, f"lower {field}")
+    if field == "state_distribution":
+        advice = "leave out the state distribution, or use fewer servers"
+    what = f"a simulation of {n_servers:,} server{'s' if n_servers != 1 else ''}" + (
+        f" and {replications:,} replications" if replications > 1 else ""
     )
-    kept = (
-        48 * n  # utilisation, mean queue length, peak queue length
-        + 600 * n_classes  # the occupancy table and the metadata's speed classes (Python objects)
-        + 24 * levels
-        + 8 * distribution
-        + 64 * trace
-        + 400 * (speed_bins or 0)
-        + 160 * batches
-        + kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE * 8
-    )
-    return int(per_run + replications * kept + 600 * n_classes)
+    validation.check_memory(field, sum(parts.values()), what, advice)
 
 
 def check_policy_stability(system: System, policy: Policy) -> None:
