@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 
 EXIT_INPUT_ERROR = 2
@@ -791,8 +792,17 @@ def command_graph(args) -> int:
         "construction": "complete" if system.graph.is_complete() else "explicit",
         "statistics": graph_statistics(system.graph),
     }
+    search = args.epsilon is not None or args.assumption2
+    if args.seed is not None:
+        validation.seed("--seed", args.seed)
+        if not search:
+            raise InputError(
+                "--seed",
+                "seeds the Assumption 2 search only: give --assumption2 too (a random graph takes its seed "
+                "in --graph, e.g. random:p=0.1,seed=3)",
+            )
     values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
-    if args.epsilon is not None or args.assumption2:
+    if search:
         if system.has_infinite_buffers:
             raise InputError(
                 "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
@@ -866,14 +876,14 @@ def command_tune(args) -> int:
     from hetlb.experiments import tune_jsq_df_ds
 
     scenario = scenario_from_args(args, continuous_only=True)
-    if args.grid < 2:
-        raise InputError("--grid", f"must be an integer >= 2, got {args.grid}")
+    grid = validation.count("--grid", args.grid, low=2)
+    validation.check_memory("--grid", 8 * grid, f"a grid of {grid:,} values", "use a smaller grid")
     configured = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # a [policy] of --config
     notify_compiling(args)
     bar, report = run_reporter(args, "tune ", "grid point")
     tuning = tune_jsq_df_ds(
         scenario.system,
-        grid=np.linspace(0.0, 1.0, args.grid),
+        grid=np.linspace(0.0, 1.0, grid),
         d_fast=args.d_fast if args.d_fast is not None else configured.get("d_fast", 2),
         d_slow=args.d_slow if args.d_slow is not None else configured.get("d_slow", 2),
         jobs=args.jobs,

@@ -174,7 +174,9 @@ def byte_size(value) -> str:
         if value < 1024 * scale:
             return f"{value / scale:.1f} {unit}"
     gib = value / 2**30 if isinstance(value, float) else value // 2**30
-    return f"{gib:.1f} GiB" if gib < 10**4 else f"{quantity(gib)} GiB"
+    if gib < 100:
+        return f"{gib:.1f} GiB"
+    return f"{gib:,.0f} GiB" if gib < 10**7 else f"{quantity(gib)} GiB"
 
 
 def check_memory(name: str, needed, what: str, advice: str = "") -> None:
