@@ -57,11 +57,12 @@ class CountDistribution:
         kind, _, trials = str(value).partition(":")
         if trials:
             try:
-                return cls(kind, int(trials))
+                count = int(trials)
             except ValueError:
                 raise InputError(
                     "trials", f"must be an integer in {validation.shown(value)} (e.g. binomial:4)"
                 ) from None
+            return cls(kind, count)
         return cls(kind)
 
     @property

@@ -26,6 +26,9 @@ from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
+    MAX_EVENTS,
+    check_events,
+    check_resolution,
     root_seed_sequence,
     run_replications,
     safe_ratio,
@@ -58,19 +61,11 @@ SPEED_RANGE = (2.0**-30, 2.0**20)
 service times 1 / speed in [2^-20, 2^30] keep the response times, from a thousandth of a service
 time to a thousand of them, inside it. (A model's rates scale freely with its time unit.)"""
 
-MAX_EVENTS = 10**14
-"""The most events a simulation may be expected to take, all its replications together: about
-two months at 20 million events a second. A run asked for more is refused as a mistake."""
-
 OVERHEAD_RATIO = 1000
 OVERHEAD_FLOOR = 10**9
 """A run whose expected events beyond what it was asked for (arrivals lost at full buffers,
 waiting for a measured job at a very slow server) exceed OVERHEAD_RATIO times the events asked
 for, and OVERHEAD_FLOOR (under a minute), is refused: it would hang with nothing to show for it."""
-
-RESOLUTION = 2.0**52 / 1000
-"""A run may last at most this many times its shortest mean time (one over the arrival rate or the
-fastest speed): float64 times then stay a thousandth of that time apart or closer."""
 
 
 def simulate(
@@ -222,31 +217,17 @@ class RunCost:
                 f"times the {validation.quantity(self.asked)} asked for; raise the slowest speeds or leave "
                 "those servers out",
             )
-        total = self.events * replications * runs
-        if total > MAX_EVENTS:
-            field = "replications" if self.events * runs <= MAX_EVENTS else ("jobs" if self.jobs else "horizon")
-            if self.jobs and self.arrival_rate * self.warmup > self.jobs:
-                field = "warmup"
-            raise InputError(
-                field,
-                f"the run{'s' if replications * runs > 1 else ''} would take about "
-                f"{validation.quantity(total)} events, more than the {validation.quantity(MAX_EVENTS)} allowed "
-                f"(about two months at 20 million events a second); ask for less",
-            )
-        shortest = min(1.0 / self.arrival_rate, 1.0 / self.fastest_speed)
-        if not self.end_time / shortest <= RESOLUTION:
-            if self.jobs is None:
-                field, advice = "horizon", "shorten the horizon"
-            elif self.warmup >= self.jobs / self.admitted_rate:
-                field, advice = "warmup", "shorten the warm-up"
-            else:
-                field, advice = "jobs", "measure fewer jobs, or raise the arrival rate"
-            raise InputError(
-                field,
-                f"the run would reach time about {self.end_time:.3g}, where float64 times are "
-                f"{self.end_time * 2.0**-52:.3g} apart: more than a thousandth of the shortest mean time, "
-                f"{shortest:.3g} (one over the arrival rate or the fastest speed); {advice}",
-            )
+        field = "replications" if self.events * runs <= MAX_EVENTS else ("jobs" if self.jobs else "horizon")
+        if self.jobs and self.arrival_rate * self.warmup > self.jobs:
+            field = "warmup"
+        check_events(field, self.events * replications * runs, replications * runs)
+        if self.jobs is None:
+            field, advice = "horizon", "shorten the horizon"
+        elif self.warmup >= self.jobs / self.admitted_rate:
+            field, advice = "warmup", "shorten the warm-up"
+        else:
+            field, advice = "jobs", "measure fewer jobs, or raise the arrival rate"
+        check_resolution(field, self.end_time, min(1.0 / self.arrival_rate, 1.0 / self.fastest_speed), advice)
 
 
 def run_cost(system: System, jobs: int | None, horizon: float, warmup: float) -> RunCost:
