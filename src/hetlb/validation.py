@@ -119,7 +119,10 @@ process itself (Python, numpy, compiled kernels) and to whatever else runs on th
 
 def count(name: str, value, low: int = 1) -> int:
     """A count: an integer in [low, MAX_COUNT], as an int."""
-    return integer(name, value, low, MAX_COUNT)
+    value = integer(name, value, low)
+    if value > MAX_COUNT:
+        raise InputError(name, f"must be an integer <= 2^62 = {MAX_COUNT}, got {shown(value)}")
+    return value
 
 
 def memory_limit() -> float:
