@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hetlb import validation
-from hetlb.errors import InputError
+from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
 
@@ -38,7 +38,7 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {one_line(message)}\n")
 
     def format_help(self) -> str:
         if callable(self.epilog):

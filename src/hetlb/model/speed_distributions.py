@@ -29,7 +29,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.system import SYSTEM_BYTES_PER_SERVER
+from hetlb.model.system import RATE_RULE, SYSTEM_BYTES_PER_SERVER
 
 SPEED_DISTRIBUTIONS = {
     "uniform": {"low", "high"},
@@ -85,7 +85,10 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
 
 
 def _positive(spec: dict, key: str) -> float:
-    return validation.positive_number(f"system.speed_distribution.{key}", spec.get(key))
+    """A rate of the distribution (or its cv), in validation.RATE_RANGE."""
+    value = validation.positive_number(f"system.speed_distribution.{key}", spec.get(key))
+    validation.positive_finite_array(f"system.speed_distribution.{key}", value, validation.RATE_RANGE, RATE_RULE)
+    return value
 
 
 def _positive_list(spec: dict, key: str) -> np.ndarray:
@@ -95,7 +98,9 @@ def _positive_list(spec: dict, key: str) -> np.ndarray:
         raise InputError(f"system.speed_distribution.{key}", "must be a list of numbers") from None
     if len(values) == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise InputError(f"system.speed_distribution.{key}", "must be a non-empty list of finite numbers > 0")
-    return values
+    return validation.positive_finite_array(
+        f"system.speed_distribution.{key}", values, validation.RATE_RANGE, RATE_RULE
+    )
 
 
 def _read_numbers(path) -> np.ndarray:
