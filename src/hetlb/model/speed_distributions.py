@@ -58,6 +58,7 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
         "system.n_servers",
         SYSTEM_BYTES_PER_SERVER * n_servers,
         f"a system of {validation.quantity(n_servers)} servers",
+        "use fewer servers",
     )
     seed = spec.get("seed", 0)
     rng = np.random.default_rng(validation.seed("system.speed_distribution.seed", seed))

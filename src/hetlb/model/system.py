@@ -267,9 +267,12 @@ def parse_speeds(text: str) -> np.ndarray:
         counts.append(count_int)
         speeds.append(speed)
     n_servers = sum(counts)
-    if n_servers > validation.MAX_COUNT:
-        raise InputError("speeds", f"at most {validation.MAX_COUNT} servers, got {validation.quantity(n_servers)}")
     validation.check_memory(
-        "speeds", SYSTEM_BYTES_PER_SERVER * n_servers, f"a system of {validation.quantity(n_servers)} servers"
+        "speeds",
+        SYSTEM_BYTES_PER_SERVER * n_servers,
+        f"a system of {validation.quantity(n_servers)} servers",
+        "use fewer servers",
     )
+    if n_servers > validation.MAX_COUNT:
+        raise InputError("speeds", f"at most 2^62 servers, got {validation.quantity(n_servers)}")
     return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))
