@@ -238,7 +238,10 @@ def test_run_cost_counts_lost_arrivals_and_the_slowest_server():
     cost = continuous.run_cost(system, 50, math.inf, 0.0)
     assert cost.admitted_rate == 3.0 and cost.lost == pytest.approx(50 * (1e6 - 1))
     slow = hetlb.System.from_speeds([1.0, 1e-6], load=0.5)
-    assert continuous.run_cost(slow, 100, math.inf, 0.0).drain == pytest.approx(2 * 0.5 * (1 + 1e-6) / 1e-6)
+    largest = math.log(100) + 0.58  # about the largest of 100 exponential sizes
+    assert continuous.run_cost(slow, 100, math.inf, 0.0).drain == pytest.approx(2 * 0.5 * (1 + 1e-6) * largest / 1e-6)
+    heavy = hetlb.System.from_speeds([1.0], load=0.5, job_sizes=hetlb.JobSizes("hyperexponential", 1e8))
+    assert continuous.run_cost(heavy, 10**9, math.inf, 0.0).drain > 1e8  # a size of 1e8 means is expected
     # a job type limited to one slow server admits no more than that server serves
     graph = hetlb.System.from_speeds([1.0, 1.0], arrival_rate=[100.0, 0.5], graph=[[0], [1]], buffer=2)
     assert continuous.run_cost(graph, 100, math.inf, 0.0).admitted_rate == 1.5

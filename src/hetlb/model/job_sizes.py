@@ -59,5 +59,19 @@ class JobSizes:
         """E[X^2] = 1 + scv (mean 1)."""
         return 1.0 + self.scv
 
+    def largest(self, count: float) -> float:
+        """About the expected largest of ``count`` sizes (an estimate for bounding a run's length):
+        1 if deterministic, ln(count) + 0.58 for exponential sizes (0.58: Euler's constant), and for
+        the H2 the larger of that for each phase over the sizes it is expected to draw (at least
+        one when the expected number is below one, weighted by its chance)."""
+        count = max(float(count), 1.0)
+        if self.kind == "deterministic":
+            return 1.0
+        if self.kind == "exponential":
+            return math.log(count) + 0.58
+        p1, rate1, rate2 = self.phase_parameters()
+        drawn = [count * p1, count * (1.0 - p1)]
+        return float(max(min(n, 1.0) * (math.log(max(n, 1.0)) + 0.58) / rate for n, rate in zip(drawn, (rate1, rate2))))
+
     def describe(self) -> dict:
         return {"kind": self.kind, "mean": 1.0, "scv": self.scv}

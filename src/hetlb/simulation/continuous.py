@@ -175,8 +175,8 @@ class RunCost:
     arrivals lost at full buffers beyond those: with finite buffers at most ``admitted_rate`` of the
     arrival rate is admitted (no more than the servers a job type may use can serve), so each
     measured job costs at least arrival_rate / admitted_rate arrivals. ``drain``: the events while
-    a measured job is served at the slowest server (1 / speed time units, at the arrival rate),
-    which the run waits for. ``end_time``: about when the run ends."""
+    the largest measured job (JobSizes.largest of the jobs measured) is served at the slowest
+    server, at the arrival rate, which the run waits for. ``end_time``: about when the run ends."""
 
     arrival_rate: float
     admitted_rate: float
@@ -211,11 +211,12 @@ class RunCost:
                 )
             raise InputError(
                 "speed",
-                f"the slowest server (speed {self.slowest_speed:.3g}) takes about {1 / self.slowest_speed:.3g} "
-                f"time units per job, while jobs arrive at rate {self.arrival_rate:.3g}: seeing a measured job "
-                f"through it takes about {validation.quantity(self.drain)} events, more than {OVERHEAD_RATIO:,} "
-                f"times the {validation.quantity(self.asked)} asked for; raise the slowest speeds or leave "
-                "those servers out",
+                f"the slowest server (speed {self.slowest_speed:.3g}) may take about "
+                f"{self.drain / (2 * self.arrival_rate):.3g} time units on the largest measured job, while jobs "
+                f"arrive at rate {self.arrival_rate:.3g}: seeing it through takes about "
+                f"{validation.quantity(self.drain)} events, more than {OVERHEAD_RATIO:,} times the "
+                f"{validation.quantity(self.asked)} asked for; raise the slowest speeds or leave those servers "
+                "out (or lower the job sizes' scv)",
             )
         field = "replications" if self.events * runs <= MAX_EVENTS else ("jobs" if self.jobs else "horizon")
         if self.jobs and self.arrival_rate * self.warmup > self.jobs:
@@ -239,13 +240,14 @@ def run_cost(system: System, jobs: int | None, horizon: float, warmup: float) ->
         reachable = np.add.reduceat(system.speed[graph.indices], graph.indptr[:-1]) if graph.n_edges else 0.0
         admitted = min(float(np.minimum(system.arrival_rate, reachable).sum()), system.capacity, rate)
     slowest, fastest = float(system.speed.min()), float(system.speed.max())
-    drain = 2.0 * rate / slowest
+    service = system.job_sizes.largest(rate * horizon if jobs is None else jobs) / slowest
+    drain = 2.0 * rate * service
     if jobs is None:
-        asked, lost, end_time = 2.0 * rate * horizon, 0.0, horizon + 1.0 / slowest
+        asked, lost, end_time = 2.0 * rate * horizon, 0.0, horizon + service
     else:
         asked = 2.0 * (rate * warmup + jobs)
         lost = jobs * (rate / admitted - 1.0)
-        end_time = warmup + jobs / admitted + 1.0 / slowest
+        end_time = warmup + jobs / admitted + service
     return RunCost(rate, admitted, slowest, fastest, jobs, horizon, warmup, asked, lost, drain, end_time)
 
 
