@@ -310,11 +310,23 @@ def test_jsq_lisf_chains_where_the_iterative_solver_breaks_down_are_solved_witho
     def no_lu(*args, **kwargs):
         raise AssertionError("the direct solver was called")
 
+    estimates = []
+
+    def estimate(field, needed, what, advice=""):
+        estimates.append(needed)
+
     monkeypatch.setattr(exact, "spsolve", no_lu)
+    monkeypatch.setattr(validation, "check_memory", estimate)
     system = hetlb.System.from_speeds([1.0, 1.0, 1.0, 0.5, 0.5, 0.5], load=0.8, buffer=3)
-    solution = hetlb.theory.solve_exact(system, "jsq-lisf")
+    tracemalloc.start()
+    try:
+        solution = hetlb.theory.solve_exact(system, "jsq-lisf")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert solution.n_states == 13_977 and solution.residual <= 1e-9
     assert solution.stationary.sum() == pytest.approx(1.0)
+    assert peak <= estimates[-1]  # the chain stays within its memory estimate (the last check)
 
 
 def test_the_exact_solver_refuses_chains_beyond_its_memory_and_work(monkeypatch):
