@@ -151,6 +151,65 @@ def test_a_graph_beyond_the_memory_limit_is_refused_before_sampling(capsys, monk
     refused(capsys, "system.graph", *argv, words="a graph of about 5e+08 edges needs about 11.2 GiB")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--speeds", "2,1", "--load", "0.5", "--jobs", "100", "--policy", "pod", "--d", 10**24],
+        [
+            "simulate",
+            "--speeds",
+            "2,1",
+            "--load",
+            "0.5",
+            "--jobs",
+            "100",
+            "--policy",
+            "jsq-df-ds",
+            "--set",
+            "d_fast=1e24",
+        ],
+        ["simulate", "--speeds", "2,1", "--load", "0.5", "--buffer", 2**62, "--jobs", "100"],
+        [
+            "simulate",
+            "--model",
+            "slotted",
+            "--speeds",
+            "2,1",
+            "--load",
+            "0.5",
+            "--slots",
+            "100",
+            "--policy",
+            "pod",
+            "--d",
+            10**24,
+        ],
+        [
+            "simulate",
+            "--model",
+            "slotted",
+            "--speeds",
+            "2,1",
+            "--load",
+            "0.5",
+            "--slots",
+            "100",
+            "--policy",
+            "l-pod",
+            "--push-d",
+            10**24,
+        ],
+    ],
+)
+def test_huge_sample_sizes_and_buffers_are_valid(capsys, argv):
+    argv = [str(arg) for arg in argv]
+    if "d_fast=1e24" in argv:
+        argv[argv.index("d_fast=1e24")] = f"d_fast={10**24}"
+    status, out, err = run_cli(capsys, *argv, "--quiet", "--json")
+    assert status == 0, err
+    assert json.loads(out)["replications"] == 1
+
+
 def test_no_numpy_warning_comes_before_the_error(capsys, recwarn):
     refused(capsys, "arrival_rate", "simulate", "--speeds", "10", "--load", "1e308", "--buffer", "1")
     assert not [warning for warning in recwarn if issubclass(warning.category, RuntimeWarning)]

@@ -347,7 +347,9 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
     compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
     if policy.code == registry.JSQ_DF_DS:
         compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
-    sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
+    sample_sizes = [  # the kernel samples min(d, servers) of them: d beyond N is N (and fits in an int64)
+        min(policy.params[name], system.n_servers) for name in ("d", "d_fast", "d_slow") if name in policy.params
+    ]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
     finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
     n_levels = (
@@ -439,7 +441,8 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         trace_type=np.zeros(trace, np.int64),
         trace_server=np.zeros(trace, np.int64),
         trace_queue=np.zeros(trace, np.int64),
-        sample=np.zeros(model.sample_sizes.max(), np.int64),
+        # pod and jsq-df-ds draw min(d, degree) servers
+        sample=np.zeros(max(1, min(int(model.sample_sizes.max()), int(np.diff(model.compat_indptr).max()))), np.int64),
         window_job_area=np.zeros(n_servers),
         window_busy_area=np.zeros(n_servers),
         window_level_area=np.zeros(levels),
@@ -453,7 +456,7 @@ def initial_job_slots(buffer: np.ndarray, n_servers: int) -> int:
     """Job slots a run starts with: room for every waiting job when the buffers are finite and
     small, else 2N + 4096 (grow_job_pool doubles them when needed)."""
     finite = buffer[buffer != INFINITE_BUFFER]
-    if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096:
+    if len(finite) == n_servers and finite.sum(dtype=np.float64) < 4 * n_servers + 4096:  # no int64 overflow
         return int(finite.sum()) + 1
     return 2 * n_servers + 4096
 

@@ -118,7 +118,7 @@ def check_slotted_run(
     n, m = system.n_servers, system.dispatchers
     decisions = system.total_arrival_rate if system.routing == "job" else m
     per_slot = n + m + system.total_arrival_rate + decisions * (n if preference else 1)
-    check_events("slots", (slots + warmup) * per_slot * replications, replications)
+    check_events("slots" if slots >= warmup else "warmup", (slots + warmup) * per_slot * replications, replications)
     pairs = m * n
     local, tokens = policy.spec.on_local_estimates, policy.code == registry.JIQ
     per_run = (
@@ -218,13 +218,13 @@ def pack_model(
         per_job=int(system.routing == "job"),
         policy_code=policy.code,
         local=int(local),
-        pod_d=int(policy.params.get("d", 1)),
+        pod_d=min(int(policy.params.get("d", 1)), system.n_servers),  # min(d, N) are drawn: d beyond N is N
         measure_preference=int(preference),
         warmup=warmup,
         end_slot=warmup + slots,
         batch_ends=(warmup + np.floor(slots * np.arange(1, batches + 1) / batches)).astype(np.int64),
         shared_ties=int(system.ties == "shared"),
-        **led,
+        **{**led, "push_d": min(led["push_d"], system.n_servers)},
     )
 
 
@@ -250,7 +250,7 @@ def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
         batches=np.zeros((n_batches, len(kernel.BATCH_FIELDS))),
         batch_preference_count=np.zeros((n_batches, preference_ranks)),
         batch_preference_share=np.zeros((n_batches, preference_ranks)),
-        sample=np.zeros(max(model.pod_d, model.push_d, 1), np.int64),
+        sample=np.zeros(min(max(model.pod_d, model.push_d, 1), n_servers), np.int64),  # min(d, N) are drawn
         trace_slot=np.zeros(trace, np.int64),
         trace_dispatcher=np.zeros(trace, np.int64),
         trace_jobs=np.zeros(trace, np.int64),
