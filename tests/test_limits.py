@@ -279,6 +279,11 @@ def test_counts_stop_at_two_to_the_62():
             "",
         ),
         (["tune", "--speeds", "2,1", "--load", "0.5", "--grid", 10**12], "--grid", "memory"),
+        (
+            ["graph", "--speeds", "100000x1", "--load", "0.5", "--buffer", "2", "--assumption2"],
+            "--assumption2",
+            "5e+10 steps",
+        ),
         (["tune", "--speeds", "2,1", "--load", "0.5", "--grid", "3000", "--jobs", "10000000"], "jobs", "events"),
     ],
 )

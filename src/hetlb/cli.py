@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -807,6 +808,7 @@ def command_graph(args) -> int:
             raise InputError(
                 "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
             )
+        check_assumption2_search(system, args.epsilon, int(system.buffer.max()))
         values["assumption2"] = well_connectedness(
             system.graph, system.arrival_rate, system.speed, args.epsilon, int(system.buffer.max()), rng=args.seed or 0
         )
@@ -815,6 +817,35 @@ def command_graph(args) -> int:
     else:
         print(format_graph(values))
     return 0
+
+
+ASSUMPTION2_MAX_WORK = 10**10
+"""The most steps the Assumption 2 search may take (about a minute): each of its greedy runs
+(2 + 8 restarts) adds or removes the servers of a subset one at a time, scanning every candidate
+server for each, so its cost grows with subset size x candidates, that is with N^2."""
+
+
+def check_assumption2_search(system, epsilon, b: int, restarts: int = 8) -> None:
+    """Refuse an Assumption 2 search (hetlb.graphs.connectivity.well_connectedness) that would
+    take more than ASSUMPTION2_MAX_WORK steps; conditions it decides by trying every subset (at
+    most 100,000 of them) or that are vacuous cost little."""
+    from hetlb.graphs.constructions import assumption2_parameters
+
+    params = assumption2_parameters(system.arrival_rate, system.speed, epsilon, b)
+    server_type, k = params["server_type"], params["K"] - 1
+    work = 0
+    for size, candidates in zip(params["min_subset_size"], (server_type < k, server_type <= k)):
+        n = int(candidates.sum())
+        if size > n or math.lgamma(n + 1) - math.lgamma(size + 1) - math.lgamma(n - size + 1) <= math.log(1e5):
+            continue
+        work += (restarts + 2) * size * n
+    if work > ASSUMPTION2_MAX_WORK:
+        raise InputError(
+            "--assumption2",
+            f"the search on {system.n_servers:,} servers would take about {validation.quantity(work)} steps "
+            f"(its greedy runs scan every server for each of the subset's), more than "
+            f"{validation.quantity(ASSUMPTION2_MAX_WORK)}; use fewer servers",
+        )
 
 
 def counted(n: int, noun: str) -> str:
