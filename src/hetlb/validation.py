@@ -2,6 +2,8 @@
 
 Each check returns the value in its canonical type or raises :class:`hetlb.errors.InputError`
 naming the field and the rule it breaks, so that the command line prints one line and exits 2.
+Its limits (MAX_COUNT, RATE_RANGE, and check_memory against the machine's memory) bound what any
+computation may be asked for, so that none overflows, hangs or runs out of memory unannounced.
 This module is the bottom layer of hetlb: model, simulation, theory, experiments and the CLI
 all check their input with it, and it imports nothing of hetlb but the error type.
 """
@@ -157,7 +159,7 @@ def address_space_in_use() -> int:
 
 def quantity(value) -> str:
     """A count or size in a few characters: 1234 as "1,234", 3.6e10 as "3.6e+10", a Python int of
-    any size in the same form (6^5000 as "1.4e+3890"), infinity as "inf"."""
+    any size in the same form (6^5000 as "5.7e+3890"), infinity as "inf"."""
     if isinstance(value, INTEGER_TYPES) and abs(value) < 10**7:
         return f"{int(value):,}"
     if isinstance(value, INTEGER_TYPES) and abs(value) > 10**300:  # beyond a float: its power of ten
@@ -190,7 +192,8 @@ def check_memory(name: str, needed, what: str, advice: str = "") -> None:
         raise InputError(
             name,
             f"{what} needs about {byte_size(needed)} of memory, more than the {byte_size(limit)} a "
-            f"computation may use here ({MEMORY_FRACTION:.0%} of the machine's)" + (f"; {advice}" if advice else ""),
+            f"computation may use here ({MEMORY_FRACTION:.0%} of the memory available to it)"
+            + (f"; {advice}" if advice else ""),
         )
 
 
