@@ -486,6 +486,10 @@ def test_usage_errors_echo_long_input_in_short(capsys):
 def test_one_line_keeps_the_start_and_the_advice():
     text = one_line("is not a column; columns: " + ", ".join(f"c{i}" for i in range(1000)) + "; pick one")
     assert len(text) <= 400 and text.startswith("is not a column; columns: c0, c1") and text.endswith("; pick one")
+    columns = ", ".join(f"column_{i}" for i in range(500))
+    for field in ("nope", "x" * 5000):
+        error = InputError(field, f"is not a column; columns: {columns}; pick one")
+        assert len(f"hetlb: error: {error}") <= 400 and str(error).endswith("; pick one")
     word = one_line("got '" + "y" * 5000 + "'; do z")
     assert word == "got '" + "y" * 76 + "... (5,001 characters)'; do z"
     assert one_line("two\nlines") == "two lines"

@@ -39,7 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {one_line(message)}\n")
+        head = f"{self.prog}: error: "
+        self.exit(EXIT_INPUT_ERROR, f"{head}{one_line(message, 400 - len(head))}\n")  # 400 characters at most
 
     def format_help(self) -> str:
         if callable(self.epilog):

@@ -8,8 +8,11 @@ import re
 
 WORD_WIDTH = 80
 """Characters of one word (a run without spaces, such as a value the user typed) that a message keeps."""
-RULE_WIDTH = 400
-"""Characters of a rule beyond which its middle is left out (its start and its advice are kept)."""
+FIELD_WIDTH = 100
+MESSAGE_WIDTH = 384
+"""Characters of a field, and of "field: rule", beyond which their middle is left out (the start and
+the advice at the end are kept): with "hetlb: error: " the line stays within 400 characters."""
+RULE_WIDTH = MESSAGE_WIDTH
 
 
 def one_line(text, width: int = RULE_WIDTH) -> str:
@@ -34,8 +37,8 @@ class InputError(ValueError):
     one line of reasonable length (:func:`one_line`), whatever the input they repeat."""
 
     def __init__(self, field: str, rule: str):
-        self.field = one_line(field, WORD_WIDTH + 40)
-        self.rule = one_line(rule)
+        self.field = one_line(field, FIELD_WIDTH)
+        self.rule = one_line(rule, MESSAGE_WIDTH - 2 - len(self.field))
         super().__init__(f"{self.field}: {self.rule}")
 
     def __reduce__(self):
