@@ -225,6 +225,18 @@ def test_a_system_beyond_the_memory_limit_is_refused_before_it_is_built(monkeypa
     assert error.value.field == "n_types" and "the complete graph of 1,000,000 job types" in error.value.rule
 
 
+def test_a_file_of_speeds_that_is_no_text_file_is_one_line(capsys, tmp_path):
+    utf16 = tmp_path / "speeds.txt"
+    utf16.write_text("1\n2\n", encoding="utf-16")
+    for path, words in ((utf16, "as text"), ("/dev/zero", "is not a file"), (tmp_path, "is not a file")):
+        refused(
+            capsys,
+            "system.speed_distribution.file",
+            *("bound", "--n-servers", "4", "--load", "0.7", "--speed-distribution", f"empirical:file={path}"),
+            words=words,
+        )
+
+
 def test_memory_limit_is_a_fraction_of_the_machine():
     limit = validation.memory_limit()
     assert 0 < limit < math.inf

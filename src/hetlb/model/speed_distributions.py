@@ -104,13 +104,26 @@ def _positive_list(spec: dict, key: str) -> np.ndarray:
     )
 
 
+READ_BYTES_PER_BYTE = 64
+"""Memory reading a file of numbers takes per byte of it, at most (its text, the words, the floats)."""
+
+
 def _read_numbers(path) -> np.ndarray:
+    field = "system.speed_distribution.file"
     try:
-        text = Path(path).read_text()
-    except OSError:
-        raise InputError("system.speed_distribution.file", f"cannot read {path}") from None
+        file = Path(path)
+        if not file.is_file():  # a folder, a device such as /dev/zero, or nothing
+            raise InputError(field, f"{validation.shown(str(path))} is not a file")
+        validation.check_memory(
+            field, READ_BYTES_PER_BYTE * file.stat().st_size, f"reading {validation.shown(str(path))}"
+        )
+        text = file.read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path; UnicodeDecodeError: not UTF-8 text
+        if isinstance(error, InputError):
+            raise
+        raise InputError(field, f"cannot read {validation.shown(str(path))} as text: {error}") from None
     try:
         values = np.array([float(word) for word in re.split(r"[\s,]+", text.strip()) if word])
     except ValueError:
-        raise InputError("system.speed_distribution.file", f"{path} must hold numbers only") from None
+        raise InputError(field, f"{validation.shown(str(path))} must hold numbers only") from None
     return _positive_list({"file": values}, "file")
