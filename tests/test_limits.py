@@ -139,6 +139,8 @@ def test_the_speed_bound_of_the_smallest_and_largest_rates_is_exact():
         ),
         (["diffusion", "--speeds", "1,2", "--paths", 10**14], "paths", "steps of work"),
         (["diffusion", "--speeds", "1,2", "--buffer", 10**20], "buffer", "<= 2^62"),
+        (["simulate", "--speeds", "2,1", "--load", "0.5", "--policy", "pod", "--d", 10**20], "policy pod.d", "2^62"),
+        (["tune", "--speeds", "2,1", "--load", "0.5", "--d-fast", 10**20], "policy jsq-df-ds.d_fast", "2^62"),
     ],
 )
 def test_huge_and_tiny_numbers_give_one_line(capsys, argv, field, words):
@@ -154,7 +156,7 @@ def test_a_graph_beyond_the_memory_limit_is_refused_before_sampling(capsys, monk
 @pytest.mark.parametrize(
     "argv",
     [
-        ["simulate", "--speeds", "2,1", "--load", "0.5", "--jobs", "100", "--policy", "pod", "--d", 10**24],
+        ["simulate", "--speeds", "2,1", "--load", "0.5", "--jobs", "100", "--policy", "pod", "--d", 2**62],
         [
             "simulate",
             "--speeds",
@@ -182,7 +184,7 @@ def test_a_graph_beyond_the_memory_limit_is_refused_before_sampling(capsys, monk
             "--policy",
             "pod",
             "--d",
-            10**24,
+            2**62,
         ],
         [
             "simulate",
@@ -197,14 +199,14 @@ def test_a_graph_beyond_the_memory_limit_is_refused_before_sampling(capsys, monk
             "--policy",
             "l-pod",
             "--push-d",
-            10**24,
+            2**62,
         ],
     ],
 )
 def test_huge_sample_sizes_and_buffers_are_valid(capsys, argv):
     argv = [str(arg) for arg in argv]
     if "d_fast=1e24" in argv:
-        argv[argv.index("d_fast=1e24")] = f"d_fast={10**24}"
+        argv[argv.index("d_fast=1e24")] = f"d_fast={2**62}"
     status, out, err = run_cli(capsys, *argv, "--quiet", "--json")
     assert status == 0, err
     assert json.loads(out)["replications"] == 1

@@ -52,7 +52,7 @@ MODELS = (CONTINUOUS, SLOTTED)
 """Where a policy can run: the continuous-time simulator (hetlb.simulate) and the slotted
 multi-dispatcher model of 001 (hetlb.simulate_slotted)."""
 
-COUNT = "an integer >= 1"
+COUNT = "an integer in [1, 2^62]"
 PROBABILITY = "a number in [0, 1]"
 POSITIVE_PROBABILITY = "a number in (0, 1]"
 FLAG = "true or false"
@@ -134,7 +134,7 @@ def valid_parameter(kind, value) -> bool:
     if kind == FLAG:
         return isinstance(value, bool)
     if kind == COUNT:
-        return validation.is_integer(value) and value >= 1
+        return validation.is_integer(value) and 1 <= value <= validation.MAX_COUNT
     if not validation.is_real(value):
         return False
     return 0.0 < value <= 1.0 if kind == POSITIVE_PROBABILITY else 0.0 <= value <= 1.0
