@@ -25,6 +25,13 @@ BAD_SYSTEMS = [
     (dict(speed=[1.0], load=0.5, buffer=0), "buffer"),
     (dict(speed=[1.0], load=0.5, buffer=2.5), "buffer"),
     (dict(speed=[1.0], load=0.5, job_sizes="pareto"), "job_sizes.kind"),
+    (dict(speed=[1e-300], load=0.5), "speed"),  # outside validation.RATE_RANGE
+    (dict(speed=[1.0, 1e101], load=0.5), "speed"),
+    (dict(speed=[1.0], arrival_rate=1e-320), "arrival_rate"),
+    (dict(speed=[1.0], load=5e-324), "arrival_rate"),
+    (dict(speed=[3.0], arrival_rate=1e300, buffer=1), "arrival_rate"),
+    (dict(speed=[1.0], load=0.5, buffer=2**63), "buffer"),
+    (dict(speed=[1.0], excess_capacity=1e300, buffer=1), "excess_capacity"),
 ]
 
 
@@ -54,6 +61,14 @@ def test_hyperexponential_needs_scv_above_one():
         (dict(policy="jsq", warmup=-1.0), "warmup"),
         (dict(policy="jsq", replications=0), "replications"),
         (dict(policy="jsq", seed=-3), "seed"),
+        (dict(policy="jsq", jobs=2**63), "jobs"),
+        (dict(policy="jsq", replications=2**63), "replications"),
+        (dict(policy="jsq", batches=2**63), "batches"),
+        (dict(policy="jsq", trace=-1), "trace"),
+        (dict(policy="jsq", state_distribution=1), "state_distribution"),
+        (dict(policy="jsq", jobs=10**15), "jobs"),  # 2e15 events
+        (dict(policy="jsq", horizon=1e300), "horizon"),
+        (dict(policy="jsq", occupancy_levels=10**15), "occupancy_levels"),  # memory
     ],
 )
 def test_bad_run_names_the_field(kwargs, field):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hetlb import validation
-from hetlb.errors import InputError
+from hetlb.errors import InputError, one_line
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -39,7 +40,8 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message}\n")
+        head = f"{self.prog}: error: "
+        self.exit(EXIT_INPUT_ERROR, f"{head}{one_line(message, 400 - len(head))}\n")  # 400 characters at most
 
     def format_help(self) -> str:
         if callable(self.epilog):
@@ -503,6 +505,8 @@ def command_simulate(args) -> int:
     if verbose(args):
         for i, run in enumerate(result.runs):
             print(f"hetlb: replication {i + 1} of {result.replications}: {result_line(run)}", file=sys.stderr)
+    for warning in getattr(result, "warnings", []):  # not silenced by --quiet: they qualify the results
+        print(f"hetlb: warning: {warning}", file=sys.stderr)
     if args.json:
         print(result.to_json(per_server=True if args.per_server else None, indent=None if args.compact else 2))
         return 0
@@ -882,12 +886,22 @@ def command_graph(args) -> int:
         "construction": "complete" if system.graph.is_complete() else "explicit",
         "statistics": graph_statistics(system.graph),
     }
+    search = args.epsilon is not None or args.assumption2
+    if args.seed is not None:
+        validation.seed("--seed", args.seed)
+        if not search:
+            raise InputError(
+                "--seed",
+                "seeds the Assumption 2 search only: give --assumption2 too (a random graph takes its seed "
+                "in --graph, e.g. random:p=0.1,seed=3)",
+            )
     values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
-    if args.epsilon is not None or args.assumption2:
+    if search:
         if system.has_infinite_buffers:
             raise InputError(
                 "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
             )
+        check_assumption2_search(system, args.epsilon, int(system.buffer.max()))
         values["assumption2"] = well_connectedness(
             system.graph, system.arrival_rate, system.speed, args.epsilon, int(system.buffer.max()), rng=args.seed or 0
         )
@@ -896,6 +910,35 @@ def command_graph(args) -> int:
     else:
         print(format_graph(values))
     return 0
+
+
+ASSUMPTION2_MAX_WORK = 10**10
+"""The most steps the Assumption 2 search may take (about a minute): each of its greedy runs
+(2 + 8 restarts) adds or removes the servers of a subset one at a time, scanning every candidate
+server for each, so its cost grows with subset size x candidates, that is with N^2."""
+
+
+def check_assumption2_search(system, epsilon, b: int, restarts: int = 8) -> None:
+    """Refuse an Assumption 2 search (hetlb.graphs.connectivity.well_connectedness) that would
+    take more than ASSUMPTION2_MAX_WORK steps; conditions it decides by trying every subset (at
+    most 100,000 of them) or that are vacuous cost little."""
+    from hetlb.graphs.constructions import assumption2_parameters
+
+    params = assumption2_parameters(system.arrival_rate, system.speed, epsilon, b)
+    server_type, k = params["server_type"], params["K"] - 1
+    work = 0
+    for size, candidates in zip(params["min_subset_size"], (server_type < k, server_type <= k)):
+        n = int(candidates.sum())
+        if size > n or math.lgamma(n + 1) - math.lgamma(size + 1) - math.lgamma(n - size + 1) <= math.log(1e5):
+            continue
+        work += (restarts + 2) * size * n
+    if work > ASSUMPTION2_MAX_WORK:
+        raise InputError(
+            "--assumption2",
+            f"the search on {system.n_servers:,} servers would take about {validation.quantity(work)} steps "
+            f"(its greedy runs scan every server for each of the subset's), more than "
+            f"{validation.quantity(ASSUMPTION2_MAX_WORK)}; use fewer servers",
+        )
 
 
 def counted(n: int, noun: str) -> str:
@@ -957,13 +1000,14 @@ def command_tune(args) -> int:
     from hetlb.experiments import tune_jsq_df_ds
 
     scenario = scenario_from_args(args, continuous_only=True)
-    validation.integer("--grid", args.grid, low=2)
+    grid = validation.count("--grid", args.grid, low=2)
+    validation.check_memory("--grid", 8 * grid, f"a grid of {grid:,} values", "use a smaller grid")
     configured = scenario.policy.params if scenario.policy.id == "jsq-df-ds" else {}  # a [policy] of --config
     notify_compiling(args)
     bar, report = run_reporter(args, "tune ", "grid point")
     tuning = tune_jsq_df_ds(
         scenario.system,
-        grid=np.linspace(0.0, 1.0, args.grid),
+        grid=np.linspace(0.0, 1.0, grid),
         d_fast=args.d_fast if args.d_fast is not None else configured.get("d_fast", 2),
         d_slow=args.d_slow if args.d_slow is not None else configured.get("d_slow", 2),
         jobs=args.jobs,

@@ -2,6 +2,8 @@
 
 Each check returns the value in its canonical type or raises :class:`hetlb.errors.InputError`
 naming the field and the rule it breaks, so that the command line prints one line and exits 2.
+Its limits (MAX_COUNT, RATE_RANGE, and check_memory against the machine's memory) bound what any
+computation may be asked for, so that none overflows, hangs or runs out of memory unannounced.
 This module is the bottom layer of hetlb: model, simulation, theory, experiments and the CLI
 all check their input with it, and it imports nothing of hetlb but the error type.
 """
@@ -84,18 +86,119 @@ def probability(name: str, value, *, positive: bool = False) -> float:
     return float(value)
 
 
-def positive_finite_array(name: str, values) -> np.ndarray:
-    """A non-empty 1-d float64 array of finite numbers > 0 (a scalar becomes one element)."""
+def positive_finite_array(name: str, values, within: tuple[float, float] | None = None, why: str = "") -> np.ndarray:
+    """A non-empty 1-d float64 array of finite numbers > 0 (a scalar becomes one element), each in
+    the closed range ``within`` when given (e.g. RATE_RANGE; ``why`` tells the user why)."""
     try:
         array = np.atleast_1d(np.asarray(values, dtype=np.float64))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(name, "must be numbers") from None
     if array.ndim != 1 or len(array) == 0:
         raise InputError(name, "must be a non-empty list of numbers")
     bad = array[~(np.isfinite(array) & (array > 0))]
     if len(bad):
         raise InputError(name, f"every value must be finite and > 0, got {bad[0]}")
+    if within is not None:
+        outside = array[(array < within[0]) | (array > within[1])]
+        if len(outside):
+            rule = f"every value must lie in [{within[0]:g}, {within[1]:g}]{f' ({why})' if why else ''}"
+            raise InputError(name, f"{rule}, got {outside[0]:g}")
     return array
+
+
+# Limits: how large a count may be, and how much memory one computation may plan to use.
+
+MAX_COUNT = 2**62
+"""The largest count a user gives (jobs, slots, replications, buffer sizes): the kernels keep
+counts in 64-bit integers, and this leaves them room to run past it (arrivals beyond the jobs
+counted, events)."""
+
+RATE_RANGE = (1e-100, 1e100)
+"""Rates (jobs per time unit: speeds, arrival rates) a model takes. Within it, rates, the times
+they give, and their products, squares and sums over any count stay far inside the range of
+float64 (about 1e-308 to 1e308); a time unit can always be chosen to bring a model into it."""
+
+MEMORY_FRACTION = 0.5
+"""The share of the machine's memory one computation may plan to use: the rest is left to the
+process itself (Python, numpy, compiled kernels) and to whatever else runs on the machine."""
+
+
+def count(name: str, value, low: int = 1) -> int:
+    """A count: an integer in [low, MAX_COUNT], as an int."""
+    value = integer(name, value, low)
+    if value > MAX_COUNT:
+        raise InputError(name, f"must be an integer <= 2^62 = {MAX_COUNT}, got {shown(value)}")
+    return value
+
+
+def memory_limit() -> float:
+    """Bytes one computation may allocate: MEMORY_FRACTION of the machine's physical memory, or of
+    what its address-space limit (``ulimit -v``) leaves this process if that is less; infinite when
+    neither can be read."""
+    import contextlib
+    import os
+
+    available = []
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        available.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    with contextlib.suppress(ImportError, AttributeError, ValueError, OSError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            available.append(soft - address_space_in_use())
+    return MEMORY_FRACTION * max(min(available), 0) if available else math.inf
+
+
+def address_space_in_use() -> int:
+    """Bytes of address space this process holds (0 where the system does not say)."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(AttributeError, ValueError, OSError, IndexError):
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return 0
+
+
+def quantity(value) -> str:
+    """A count or size in a few characters: 1234 as "1,234", 3.6e10 as "3.6e+10", a Python int of
+    any size in the same form (6^5000 as "5.7e+3890"), infinity as "inf"."""
+    if is_integer(value) and abs(int(value)) < 10**7:
+        return f"{int(value):,}"
+    if is_integer(value) and abs(int(value)) > 10**300:  # beyond a float: its power of ten
+        magnitude = abs(int(value))
+        exponent = math.floor(math.log10(magnitude))  # log10 takes ints of any size, maybe off by one
+        exponent += (10 ** (exponent + 1) <= magnitude) - (10**exponent > magnitude)
+        mantissa = magnitude // 10 ** (exponent - 1) / 10  # two significant digits, rounded down
+        return f"{'-' if value < 0 else ''}{mantissa:.1f}e+{exponent}"
+    return f"{float(value):.2g}"
+
+
+def byte_size(value) -> str:
+    """Bytes as "512 B", "1.5 GiB", "8.4e+15 GiB"."""
+    if isinstance(value, INTEGER_TYPES) and value < 1024:
+        return f"{int(value)} B"
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20)):
+        if value < 1024 * scale:
+            return f"{value / scale:.1f} {unit}"
+    gib = value / 2**30 if isinstance(value, float) else value // 2**30
+    if gib < 100:
+        return f"{gib:.1f} GiB"
+    return f"{gib:,.0f} GiB" if gib < 10**7 else f"{quantity(gib)} GiB"
+
+
+def check_memory(name: str, needed, what: str, advice: str = "") -> None:
+    """Refuse, before allocating, ``what`` when its estimate ``needed`` (bytes; any int or float)
+    is more than :func:`memory_limit`; ``advice`` says what to change."""
+    limit = memory_limit()
+    if needed > limit:
+        raise InputError(
+            name,
+            f"{what} needs about {byte_size(needed)} of memory, more than the {byte_size(limit)} a "
+            f"computation may use here ({MEMORY_FRACTION:.0%} of the memory available to it)"
+            + (f"; {advice}" if advice else ""),
+        )
 
 
 def choice(name: str, value, choices) -> Any:

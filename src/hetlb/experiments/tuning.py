@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model import System
 from hetlb.policies import make_policy
-from hetlb.simulation.continuous import check_policy_stability, simulate
+from hetlb.simulation.continuous import check_policy_stability, run_cost, simulate
+from hetlb.simulation.replications import stopping_rule
 
 DEFAULT_GRID = tuple(np.round(np.linspace(0.0, 1.0, 6), 10))
 """p_F and p_S each take these values (0, 0.2, ..., 1)."""
@@ -55,6 +57,12 @@ def tune_jsq_df_ds(
     values = np.asarray(grid, dtype=float)
     if values.ndim != 1 or len(values) == 0 or np.any((values < 0) | (values > 1)):
         raise InputError("grid", "must be a non-empty list of probabilities in [0, 1]")
+    max_blocking = validation.probability("max_blocking", max_blocking)
+    validation.count("replications", replications)
+    measured_jobs, horizon, warmup = stopping_rule(jobs, None, warmup)
+    points = len(values) ** 2
+    validation.check_memory("grid", 400 * points, f"the table of {points:,} grid points", "use a smaller grid")
+    run_cost(system, measured_jobs, horizon, warmup).check(replications, runs=points)
     table = []
     for i, p_fast in enumerate(values):
         for j, p_slow in enumerate(values):

@@ -43,6 +43,12 @@ EMPTY_PORT_RULES = ("resample", "add-edge")
 DEFAULT_MAX_EDGES = 500_000_000
 """Constructions refuse to build more edges than this (8 bytes each) unless told otherwise."""
 
+PORT_BYTES = 160
+EDGE_BYTES = 24
+"""Memory a construction takes per port (its rate, edge probabilities, counts and row pointer,
+with the sampler's temporaries) and per edge (its server index, with the sorting and copying
+around it): constructions refuse, before sampling, a graph whose estimate passes the machine's."""
+
 _WORDS_PER_CALL = 1 << 22
 
 
@@ -676,13 +682,23 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
     if "ports" in spec and "ports_exponent" in spec:
         raise InputError("system.graph.ports", "give ports or ports_exponent, not both")
     if "ports" in spec:
-        return validation.integer("system.graph.ports", spec["ports"])
+        ports = validation.count("system.graph.ports", spec["ports"])
+        _check_ports("system.graph.ports", ports)
+        return ports
     if "ports_exponent" in spec:
         exponent = validation.number("system.graph.ports_exponent", spec["ports_exponent"])
         if exponent < 0:
             raise InputError("system.graph.ports_exponent", f"must be >= 0, got {exponent!r}")
+        _check_ports("system.graph.ports_exponent", math.exp(min(exponent * math.log(n_servers), 700.0)))
         return max(1, round(n_servers**exponent))
     return None
+
+
+def _check_ports(field: str, ports: float) -> None:
+    """Refuse a number of ports whose graph would not fit in the machine's memory."""
+    validation.check_memory(
+        field, PORT_BYTES * ports, f"a graph of {validation.quantity(ports)} ports", "use fewer ports"
+    )
 
 
 _RECENT_GRAPHS: dict = {}
@@ -786,6 +802,9 @@ def _check_rule(rule) -> None:
 
 
 def _check_size(edges: float, max_edges) -> None:
+    validation.check_memory(
+        "system.graph", EDGE_BYTES * edges, f"a graph of about {validation.quantity(edges)} edges", "use fewer edges"
+    )
     if edges > max_edges:
         raise InputError(
             "max_edges",

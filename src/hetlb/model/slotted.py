@@ -23,6 +23,12 @@ from hetlb.constants import COUNT_KINDS
 from hetlb.errors import InputError
 from hetlb.model.system import ServerSpeeds
 
+MAX_PER_SLOT = 1e9
+"""The largest mean count per slot (a speed, an arrival rate, a binomial's trials): counts per slot
+and queue lengths stay exact 64-bit integers over any run of at most validation.MAX_COUNT slots."""
+SLOTTED_RATE_RANGE = (validation.RATE_RANGE[0], MAX_PER_SLOT)
+SLOTTED_RATE_RULE = "mean jobs per slot: choose the slot length to bring them there"
+
 ROUTINGS = ("slot", "job")
 TIES = ("independent", "shared")
 
@@ -39,7 +45,7 @@ class CountDistribution:
         if self.kind not in COUNT_KINDS:
             raise InputError("distribution", f"must be one of {', '.join(COUNT_KINDS)}, got {self.kind!r}")
         if self.kind == "binomial":
-            validation.integer("trials", self.trials)
+            validation.integer("trials", self.trials, high=int(MAX_PER_SLOT))
         elif self.trials != 1:
             raise InputError("trials", f"only a binomial has a number of trials, not a {self.kind}")
 
@@ -51,9 +57,12 @@ class CountDistribution:
         kind, _, trials = str(value).partition(":")
         if trials:
             try:
-                return cls(kind, int(trials))
+                count = int(trials)
             except ValueError:
-                raise InputError("trials", f"must be an integer in {value!r} (e.g. binomial:4)") from None
+                raise InputError(
+                    "trials", f"must be an integer in {validation.shown(value)} (e.g. binomial:4)"
+                ) from None
+            return cls(kind, count)
         return cls(kind)
 
     @property
@@ -114,13 +123,15 @@ class SlottedSystem(ServerSpeeds):
         ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
             uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
         """
-        speed = validation.positive_finite_array("speed", speed)
-        dispatchers = validation.integer("dispatchers", dispatchers)
+        speed = validation.positive_finite_array("speed", speed, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
+        dispatchers = validation.count("dispatchers", dispatchers)
+        validation.check_memory("dispatchers", 8 * dispatchers, f"{validation.quantity(dispatchers)} dispatchers")
         if (arrival_rate is None) == (load is None):
             raise InputError("arrival_rate", "give exactly one of arrival_rate and load")
         name, value = ("load", load) if load is not None else ("arrival_rate", arrival_rate)
         value = validation.positive_number(name, value)
-        total = float(value * speed.sum()) if name == "load" else value
+        total = value * float(speed.sum()) if name == "load" else value
+        validation.positive_finite_array("arrival_rate", total, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
         if total >= speed.sum():
             raise InputError(
                 name,

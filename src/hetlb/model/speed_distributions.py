@@ -29,6 +29,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.model.system import RATE_RULE, SYSTEM_BYTES_PER_SERVER
 
 SPEED_DISTRIBUTIONS = {
     "uniform": {"low", "high"},
@@ -52,6 +53,13 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
             f"system.speed_distribution.{unknown[0]}",
             f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}",
         )
+    n_servers = validation.count("system.n_servers", n_servers)
+    validation.check_memory(
+        "system.n_servers",
+        SYSTEM_BYTES_PER_SERVER * n_servers,
+        f"a system of {validation.quantity(n_servers)} servers",
+        "use fewer servers",
+    )
     seed = spec.get("seed", 0)
     rng = np.random.default_rng(validation.seed("system.speed_distribution.seed", seed))
     if kind == "uniform":
@@ -78,20 +86,38 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
 
 
 def _positive(spec: dict, key: str) -> float:
-    return validation.positive_number(f"system.speed_distribution.{key}", spec.get(key))
+    """A rate of the distribution (or its cv), in validation.RATE_RANGE."""
+    value = validation.positive_number(f"system.speed_distribution.{key}", spec.get(key))
+    validation.positive_finite_array(f"system.speed_distribution.{key}", value, validation.RATE_RANGE, RATE_RULE)
+    return value
 
 
 def _positive_list(spec: dict, key: str) -> np.ndarray:
-    return validation.positive_finite_array(f"system.speed_distribution.{key}", spec.get(key))
+    return validation.positive_finite_array(
+        f"system.speed_distribution.{key}", spec.get(key), validation.RATE_RANGE, RATE_RULE
+    )
+
+
+READ_BYTES_PER_BYTE = 64
+"""Memory reading a file of numbers takes per byte of it, at most (its text, the words, the floats)."""
 
 
 def _read_numbers(path) -> np.ndarray:
+    field = "system.speed_distribution.file"
     try:
-        text = Path(path).read_text()
-    except OSError:
-        raise InputError("system.speed_distribution.file", f"cannot read {path}") from None
+        file = Path(path)
+        if not file.is_file():  # a folder, a device such as /dev/zero, or nothing
+            raise InputError(field, f"{validation.shown(str(path))} is not a file")
+        validation.check_memory(
+            field, READ_BYTES_PER_BYTE * file.stat().st_size, f"reading {validation.shown(str(path))}"
+        )
+        text = file.read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path; UnicodeDecodeError: not UTF-8 text
+        if isinstance(error, InputError):
+            raise
+        raise InputError(field, f"cannot read {validation.shown(str(path))} as text: {error}") from None
     try:
         values = np.array([float(word) for word in re.split(r"[\s,]+", text.strip()) if word])
     except ValueError:
-        raise InputError("system.speed_distribution.file", f"{path} must hold numbers only") from None
+        raise InputError(field, f"{validation.shown(str(path))} must hold numbers only") from None
     return _positive_list({"file": values}, "file")

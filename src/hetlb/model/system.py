@@ -20,6 +20,14 @@ from hetlb.errors import InputError
 from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.model.job_sizes import JobSizes
 
+SYSTEM_BYTES_PER_SERVER = 64
+"""A bound on the memory a System takes per server (its speed and buffer arrays, its speed classes,
+the complete graph's row of one job type: about 25 bytes measured), for refusing a system too
+large for the machine before building it."""
+
+RATE_RULE = "rates in jobs per time unit: choose the time unit to bring them there"
+"""Why speeds and arrival rates must lie in validation.RATE_RANGE, for the error message."""
+
 
 class ServerSpeeds:
     """What a system derives from its servers' ``speed`` and its ``total_arrival_rate`` (jobs per
@@ -106,7 +114,9 @@ class System(ServerSpeeds):
         graph_construction: the report of the construction that built ``graph``
             (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
         """
-        speed = validation.positive_finite_array("speed", parse_speeds(speed) if isinstance(speed, str) else speed)
+        speed = validation.positive_finite_array(
+            "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
+        )
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
             pass
@@ -115,7 +125,13 @@ class System(ServerSpeeds):
         if graph is None:
             if arrival_rate is not None and np.ndim(arrival_rate) == 1:
                 n_types = len(arrival_rate)
-            graph = CompatibilityGraph.complete(validation.integer("n_types", n_types), n_servers)
+            n_types = validation.count("n_types", n_types)
+            validation.check_memory(
+                "n_types",
+                8 * n_types * (n_servers + 2),
+                f"the complete graph of {n_types:,} job types on {n_servers:,} servers",
+            )
+            graph = CompatibilityGraph.complete(n_types, n_servers)
         if graph.n_servers != n_servers:
             raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
         arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load, excess_capacity)
@@ -189,7 +205,9 @@ def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     App. C.2; docs/reference/diffusion.md). With infinite buffers the system is stable iff c > 0
     (System refuses c <= 0 then); with finite buffers any c is allowed."""
     speed = np.asarray(speed, dtype=float)
-    excess_capacity = validation.number("excess_capacity", excess_capacity)
+    excess_capacity = validation.number(
+        "excess_capacity", excess_capacity, -validation.RATE_RANGE[1], high=validation.RATE_RANGE[1]
+    )
     rate = float(speed.sum()) - excess_capacity * math.sqrt(len(speed))
     if rate <= 0:
         raise InputError(
@@ -211,9 +229,10 @@ def port_arrival_rates(
     if excess_capacity is not None:
         arrival_rate = arrival_rate_for_excess_capacity(speed, excess_capacity)
     elif load is not None:
-        arrival_rate = validation.positive_number("load", load) * speed.sum()
-    rates = validation.positive_finite_array("arrival_rate", arrival_rate)
+        arrival_rate = validation.positive_number("load", load) * float(speed.sum())  # a float: no numpy warning
+    rates = validation.positive_finite_array("arrival_rate", arrival_rate, validation.RATE_RANGE, RATE_RULE)
     if len(rates) == 1 and n_types > 1:
+        validation.check_memory("types", 8 * n_types, f"the arrival rates of {validation.quantity(n_types)} job types")
         return np.full(n_types, rates[0] / n_types)
     if len(rates) != n_types:
         raise InputError("arrival_rate", f"needs one rate per job type ({n_types}), got {len(rates)}")
@@ -232,15 +251,15 @@ def buffer_array(buffer, n_servers: int) -> np.ndarray:
         if value is None or (isinstance(value, (float, np.floating)) and math.isinf(value)):
             sizes.append(INFINITE_BUFFER)
         elif isinstance(value, (float, np.floating)) and float(value).is_integer():
-            sizes.append(validation.integer("buffer", int(value)))
+            sizes.append(validation.count("buffer", int(value)))
         else:
-            sizes.append(validation.integer("buffer", value))
+            sizes.append(validation.count("buffer", value))
     return np.broadcast_to(np.array(sizes, dtype=np.int64), (n_servers,)).copy()
 
 
 def parse_speeds(text: str) -> np.ndarray:
     """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
-    speeds = []
+    counts, speeds = [], []
     for item in str(text).split(","):
         item = item.strip()
         count, _, value = item.rpartition("x") if "x" in item else ("1", "", item)
@@ -248,9 +267,19 @@ def parse_speeds(text: str) -> np.ndarray:
             count_int, speed = int(count), float(value)
         except ValueError:
             raise InputError(
-                "speeds", f"each item must be a speed or COUNTxSPEED (e.g. 50x0.5), got {item!r}"
+                "speeds", f"each item must be a speed or COUNTxSPEED (e.g. 50x0.5), got {validation.shown(item)}"
             ) from None
         if count_int < 1:
-            raise InputError("speeds", f"a count must be >= 1, got {item!r}")
-        speeds.extend([speed] * count_int)
-    return validation.positive_finite_array("speeds", speeds)
+            raise InputError("speeds", f"a count must be >= 1, got {validation.shown(item)}")
+        counts.append(count_int)
+        speeds.append(speed)
+    n_servers = sum(counts)
+    validation.check_memory(
+        "speeds",
+        SYSTEM_BYTES_PER_SERVER * n_servers,
+        f"a system of {validation.quantity(n_servers)} servers",
+        "use fewer servers",
+    )
+    if n_servers > validation.MAX_COUNT:
+        raise InputError("speeds", f"at most 2^62 servers, got {validation.quantity(n_servers)}")
+    return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))

@@ -52,7 +52,7 @@ MODELS = (CONTINUOUS, SLOTTED)
 """Where a policy can run: the continuous-time simulator (hetlb.simulate) and the slotted
 multi-dispatcher model of 001 (hetlb.simulate_slotted)."""
 
-COUNT = "an integer >= 1"
+COUNT = "an integer >= 1 (at most 2^62)"
 PROBABILITY = "a number in [0, 1]"
 POSITIVE_PROBABILITY = "a number in (0, 1]"
 FLAG = "true or false"
@@ -135,7 +135,7 @@ def check_parameter(field: str, kind, value):
     if kind == FLAG:
         return validation.flag(field, value)
     if kind == COUNT:
-        return validation.integer(field, value)
+        return validation.count(field, value)
     return validation.probability(field, value, positive=kind == POSITIVE_PROBABILITY)
 
 

@@ -123,7 +123,10 @@ class RunResult:
 
     @property
     def littles_law_gap(self) -> float:
-        """(L - lambda_admitted W) / L: zero up to edge effects of the finite run."""
+        """(L - lambda_admitted W) / L: zero up to edge effects of the finite run (nan when no job
+        was measured or the system stayed empty)."""
+        if not (self.completed_jobs and self.measured_time > 0 and self.mean_number_in_system > 0):
+            return math.nan
         admitted_rate = (self.arrivals * (1.0 - self.blocking_probability)) / self.measured_time
         little = admitted_rate * self.mean_response_time
         return (self.mean_number_in_system - little) / self.mean_number_in_system
@@ -289,6 +292,14 @@ class SimulationResult(ReplicatedResult):
     def histogram(self) -> np.ndarray:
         return np.sum([run.histogram for run in self.runs], axis=0)
 
+    @property
+    def warnings(self) -> list:
+        """Why the figures may not be trusted, each with what to change (empty when nothing is
+        seen): no job measured; a Little's-law gap beyond LITTLE_GAP_LIMIT and the confidence
+        intervals; a mean number in system that grew or shrank between the halves of the window by
+        more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval."""
+        return simulation_warnings(self)
+
     response_time_p50 = mean_property(
         "response_time_p50", "median response time (time units), averaged over the replications"
     )
@@ -329,6 +340,7 @@ class SimulationResult(ReplicatedResult):
                 out[name + "_ci"] = ci
         out["littles_law_gap"] = self.littles_law_gap
         out["number_in_system_growth"] = self.number_in_system_growth
+        out["warnings"] = self.warnings
         out["halfin_whitt"] = self.halfin_whitt
         out["occupancy_by_class"] = self.occupancy_by_class
         out["replications"] = self.replications
@@ -339,6 +351,53 @@ class SimulationResult(ReplicatedResult):
 
     def headline(self) -> tuple:
         return "mean response time", self.mean_response_time, self.mean_response_time_ci
+
+
+LITTLE_GAP_LIMIT = 0.05
+"""A Little's-law gap |L - lambda W| / L above 5%, and above the relative half-widths of the
+intervals of L and W, says the measurement window is too short against the time the system takes
+to reach steady state (from the empty start or the end of the warm-up): the jobs in system at its
+ends weigh on the figures more than the intervals say."""
+GROWTH_LIMIT = 0.10
+GROWTH_SIGMAS = 3.0
+"""A mean number in system that differs between the two halves of the window by more than 10% and
+more than 3 times the relative half-width of its interval says the system had not settled (the
+difference of the halves has a spread about that half-width)."""
+
+
+def relative_half_width(value, ci) -> float:
+    """Half the width of ``ci`` over ``value`` (0 when either is missing or not finite)."""
+    if ci is None or not np.all(np.isfinite(ci)) or not math.isfinite(value) or value == 0:
+        return 0.0
+    return abs(float(ci[1]) - float(ci[0])) / 2.0 / abs(value)
+
+
+def simulation_warnings(result) -> list:
+    """The warnings of a SimulationResult (:attr:`SimulationResult.warnings`)."""
+    stopping = result.metadata.get("stopping", {})
+    more = "measure more jobs" if stopping.get("jobs") else "lengthen the horizon"
+    warm_up = "give a warm-up (--warmup)" if not stopping.get("warmup") else "lengthen the warm-up"
+    window = float(np.mean([run.measured_time for run in result.runs]))
+    if sum(run.completed_jobs for run in result.runs) == 0:
+        return [f"no job was measured in the window ({window:.3g} time units); {more}"]
+    warnings = []
+    spread_l = relative_half_width(result.mean_number_in_system, result.mean_number_in_system_ci)
+    spread = max(spread_l, relative_half_width(result.mean_response_time, result.mean_response_time_ci))
+    gap = result.littles_law_gap
+    if math.isfinite(gap) and abs(gap) > max(LITTLE_GAP_LIMIT, spread):
+        warnings.append(
+            f"Little's law gap {gap:+.1%} is beyond the {spread:.1%} of the confidence intervals: the "
+            f"measurement window ({window:.3g} time units) is short against the time the system takes to "
+            f"reach steady state; {more} or {warm_up}"
+        )
+    growth = result.number_in_system_growth
+    if math.isfinite(growth) and abs(growth) > max(GROWTH_LIMIT, GROWTH_SIGMAS * spread_l):
+        warnings.append(
+            f"the mean number in system {'grew' if growth > 0 else 'fell'} by {abs(growth):.1%} from the "
+            f"first half of the window to the second, beyond {GROWTH_SIGMAS:g} times the {spread_l:.1%} of "
+            f"its interval: the system had not settled; {more} or {warm_up}"
+        )
+    return warnings
 
 
 def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:

@@ -29,9 +29,15 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
-from hetlb.model.system import speed_classes
+from hetlb.model.system import RATE_RULE, speed_classes
 from hetlb.policies.registry import POLICIES, policies_where
-from hetlb.simulation.replications import check_horizon, check_warmup, root_seed_sequence
+from hetlb.simulation.replications import (
+    check_events,
+    check_horizon,
+    check_resolution,
+    check_warmup,
+    root_seed_sequence,
+)
 from hetlb.stats import t_interval
 
 __all__ = [
@@ -151,7 +157,26 @@ def _buffer(buffer, speed: np.ndarray, arrival_rate: float) -> int:
                 f"buffers (excess capacity c = varsigma + nu > 0), got {arrival_rate}",
             )
         return INFINITE_BUFFER
-    return validation.integer("buffer", buffer)
+    return validation.count("buffer", buffer)
+
+
+def _rates(speeds, arrival_rate) -> tuple[np.ndarray, float]:
+    """The speeds and the arrival rate, each in validation.RATE_RANGE."""
+    speed = validation.positive_finite_array("speeds", speeds, validation.RATE_RANGE, RATE_RULE)
+    validation.check_memory("speeds", 64 * speed.size, f"{speed.size:,} buffers")
+    if not validation.is_real(arrival_rate):
+        raise InputError("arrival_rate", f"must be a positive finite rate, got {validation.shown(arrival_rate)}")
+    rate = validation.positive_finite_array("arrival_rate", arrival_rate, validation.RATE_RANGE, RATE_RULE)[0]
+    return speed, float(rate)
+
+
+def _check_run(speed: np.ndarray, arrival_rate: float, horizon: float, runs: int, work_per_event: int = 1) -> None:
+    """Refuse ``runs`` runs to ``horizon`` whose events (arrivals and services, at most
+    arrival_rate + sum(speeds) per time unit, times ``work_per_event``) pass MAX_EVENTS, or whose
+    times lose float64's resolution."""
+    rate = arrival_rate + float(speed.sum())
+    check_events("horizon", rate * horizon * runs * work_per_event, runs)
+    check_resolution("horizon", horizon, 1.0 / max(arrival_rate, float(speed.max())), "shorten the horizon")
 
 
 def served_rate(speeds, kind: str) -> np.ndarray:
@@ -189,13 +214,13 @@ def simulate_bounding_system(
     replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     Cost per event O(log n + log of the longest buffer).
     """
-    speed = validation.positive_finite_array("speeds", speeds)
-    arrival_rate = validation.positive_number("arrival_rate", arrival_rate)
+    speed, arrival_rate = _rates(speeds, arrival_rate)
     rates = served_rate(speed, kind)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
     horizon = check_horizon(horizon, warmup)
-    replications = validation.integer("replications", replications)
+    replications = validation.count("replications", replications)
+    _check_run(speed, arrival_rate, horizon, replications)
     root = root_seed_sequence(seed)
     n = speed.size
     measured_time = horizon - warmup
@@ -295,8 +320,7 @@ def check_sandwich(
     clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
     """
-    speed = validation.positive_finite_array("speeds", speeds)
-    arrival_rate = validation.positive_number("arrival_rate", arrival_rate)
+    speed, arrival_rate = _rates(speeds, arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)
     warmup = check_warmup(warmup)
     horizon = check_horizon(horizon, warmup)
@@ -308,6 +332,7 @@ def check_sandwich(
     for tie_break in tie_breaks:
         if tie_break not in TIE_BREAKS:
             raise InputError("tie_breaks", f"unknown tie-break {tie_break!r}; choose from: {', '.join(TIE_BREAKS)}")
+    _check_run(speed, arrival_rate, horizon, 1, speed.size * (2 + len(tie_breaks)))
     distinct_speeds, speed_class = speed_classes(speed)
     clock_seed, tie_seed = root_seed_sequence(seed).spawn(2)
 

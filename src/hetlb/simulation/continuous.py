@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,12 +20,15 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
-from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament
+from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.replications import (
+    MAX_EVENTS,
+    check_events,
+    check_resolution,
     entropy_of,
     root_seed_sequence,
     run_replications,
@@ -54,6 +58,17 @@ event, one bucket per step); the tests run both paths."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
+
+SPEED_RANGE = (2.0**-30, 2.0**20)
+"""Speeds the simulation takes. Its response-time histogram spans 2^-30 to 2^40 time units: mean
+service times 1 / speed in [2^-20, 2^30] keep the response times, from a thousandth of a service
+time to a thousand of them, inside it. (A model's rates scale freely with its time unit.)"""
+
+OVERHEAD_RATIO = 1000
+OVERHEAD_FLOOR = 10**9
+"""A run whose expected events beyond what it was asked for (arrivals lost at full buffers,
+waiting for a measured job at a very slow server) exceed OVERHEAD_RATIO times the events asked
+for, and OVERHEAD_FLOOR (under a minute), is refused: it would hang with nothing to show for it."""
 
 
 def simulate(
@@ -98,16 +113,24 @@ def simulate(
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
-    validation.integer("replications", replications)
-    validation.integer("batches", batches, low=2)
-    validation.integer("occupancy_levels", occupancy_levels)
-    validation.integer("trace", trace, low=0)
+    validation.count("replications", replications)
+    validation.count("batches", batches, low=2)
+    validation.count("occupancy_levels", occupancy_levels)
+    validation.count("trace", trace, low=0)
+    validation.flag("state_distribution", state_distribution)
     root_seed = root_seed_sequence(seed)
     if speed_bins is not None:
-        validation.integer("speed_bins", speed_bins)
+        validation.count("speed_bins", speed_bins)
     if jobs is not None and jobs < batches:
         raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
+    check_speeds(system)
+    run_cost(system, jobs, horizon, warmup).check(replications)
+    check_run_memory(
+        run_memory(system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications),
+        system.n_servers,
+        replications,
+    )
 
     model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
     runs = run_replications(
@@ -131,6 +154,157 @@ def simulate(
         "versions": versions(),
     }
     return SimulationResult(runs, metadata)
+
+
+def check_speeds(system: System) -> None:
+    """The speeds must lie in SPEED_RANGE, where the response times fit the histogram."""
+    outside = system.speed[(system.speed < SPEED_RANGE[0]) | (system.speed > SPEED_RANGE[1])]
+    if len(outside):
+        raise InputError(
+            "speed",
+            f"the simulation takes speeds in [2^-30, 2^20] = [{SPEED_RANGE[0]:.3g}, {SPEED_RANGE[1]:.3g}], where "
+            f"its response-time histogram (2^-30 to 2^40 time units) holds the response times, got "
+            f"{outside[0]:.3g}; choose the time unit to bring them there",
+        )
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What one replication is expected to take, in events (arrivals and departures, as the
+    kernel counts them) and simulated time, before it runs.
+
+    ``asked``: the events of what the run was asked for: the warm-up's arrivals, then the
+    measured jobs (or every arrival up to the horizon), each with its departure. ``lost``: the
+    arrivals lost at full buffers beyond those: with finite buffers at most ``admitted_rate`` of the
+    arrival rate is admitted (no more than the servers a job type may use can serve), so each
+    measured job costs at least arrival_rate / admitted_rate arrivals. ``drain``: the events while
+    the largest measured job (JobSizes.largest of the jobs measured) is served at the slowest
+    server, at the arrival rate, which the run waits for. ``end_time``: about when the run ends."""
+
+    arrival_rate: float
+    admitted_rate: float
+    slowest_speed: float
+    fastest_speed: float
+    jobs: int | None
+    horizon: float
+    warmup: float
+    asked: float
+    lost: float
+    drain: float
+    end_time: float
+
+    @property
+    def events(self) -> float:
+        return self.asked + self.lost + self.drain
+
+    def check(self, replications: int = 1, runs: int = 1) -> None:
+        """Refuse a run whose cost is out of proportion to what it was asked for (more than
+        OVERHEAD_RATIO times its asked events, and more than OVERHEAD_FLOOR), whose ``runs`` x
+        ``replications`` runs exceed MAX_EVENTS, or whose times lose the precision of a service."""
+        overhead = self.lost + self.drain
+        if overhead > max(OVERHEAD_FLOOR, OVERHEAD_RATIO * self.asked):
+            if self.lost >= self.drain:
+                raise InputError(
+                    "arrival_rate",
+                    f"with finite buffers at most {self.admitted_rate:.3g} of the arrival rate "
+                    f"{self.arrival_rate:.3g} can be admitted, so {self.jobs:,} measured jobs take about "
+                    f"{validation.quantity(self.lost + (self.jobs or 0))} arrivals, all but those jobs lost (at most "
+                    f"{self.admitted_rate / self.arrival_rate:.3g} of the arrivals admitted): more than "
+                    f"{OVERHEAD_RATIO:,} times the work of the jobs asked for; lower the arrival rate or give a horizon",
+                )
+            raise InputError(
+                "speed",
+                f"the slowest server (speed {self.slowest_speed:.3g}) may take about "
+                f"{self.drain / (2 * self.arrival_rate):.3g} time units on the largest measured job, while jobs "
+                f"arrive at rate {self.arrival_rate:.3g}: seeing it through takes about "
+                f"{validation.quantity(self.drain)} events, more than {OVERHEAD_RATIO:,} times the "
+                f"{validation.quantity(self.asked)} asked for; raise the slowest speeds or leave those servers "
+                "out (or lower the job sizes' scv)",
+            )
+        field = "replications" if self.events * runs <= MAX_EVENTS else ("jobs" if self.jobs else "horizon")
+        if self.jobs and self.arrival_rate * self.warmup > self.jobs:
+            field = "warmup"
+        check_events(field, self.events * replications * runs, replications * runs)
+        if self.jobs is None:
+            field, advice = "horizon", "shorten the horizon"
+        elif self.warmup >= self.jobs / self.admitted_rate:
+            field, advice = "warmup", "shorten the warm-up"
+        else:
+            field, advice = "jobs", "measure fewer jobs, or raise the arrival rate"
+        check_resolution(field, self.end_time, min(1.0 / self.arrival_rate, 1.0 / self.fastest_speed), advice)
+
+
+def run_cost(system: System, jobs: int | None, horizon: float, warmup: float) -> RunCost:
+    """The expected cost of one replication of a checked stopping rule (:class:`RunCost`)."""
+    rate = system.total_arrival_rate
+    admitted = rate
+    if not system.has_infinite_buffers:
+        graph = system.graph
+        reachable = np.add.reduceat(system.speed[graph.indices], graph.indptr[:-1]) if graph.n_edges else 0.0
+        admitted = min(float(np.minimum(system.arrival_rate, reachable).sum()), system.capacity, rate)
+    slowest, fastest = float(system.speed.min()), float(system.speed.max())
+    service = system.job_sizes.largest(rate * horizon if jobs is None else jobs) / slowest
+    drain = 2.0 * rate * service
+    if jobs is None:
+        asked, lost, end_time = 2.0 * rate * horizon, 0.0, horizon + service
+    else:
+        asked = 2.0 * (rate * warmup + jobs)
+        lost = jobs * (rate / admitted - 1.0)
+        end_time = warmup + jobs / admitted + service
+    return RunCost(rate, admitted, slowest, fastest, jobs, horizon, warmup, asked, lost, drain, end_time)
+
+
+def run_memory(
+    system: System, policy: Policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
+) -> dict:
+    """Bytes a simulation allocates at most, by the argument that drives them (``system``: per
+    server the kernel's records, trees and key buckets, per edge of the graph, per job slot of the
+    pool it starts with, the results' per-server arrays; ``replications``: what the further
+    replications keep; ``batches``, ``occupancy_levels``, ``trace``, ``state_distribution``,
+    ``speed_bins``: their arrays in the run and the results), numpy temporaries included. The job
+    pool doubles when more jobs wait than it holds; grow_job_pool refuses to grow it beyond the
+    machine's memory. Their sum bounds a run's memory (tests measure it)."""
+    n, edges, types = system.n_servers, system.graph.n_edges, system.n_types
+    n_classes = len(np.unique(system.speed))
+    slots = initial_job_slots(system.buffer, n)
+    levels = n_classes * (occupancy_levels + 1)
+    bucketed = policy.spec.ranks_whole_set and policy.spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
+    histogram = kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE * 8
+    kept = 48 * n + 600 * n_classes + histogram  # per replication: per-server arrays, class tables, histogram
+    distribution = 2 * STATE_DISTRIBUTION_SIZE_PER_SERVER * n + 128 if state_distribution else 0
+    return {
+        "system": (
+            160 * n  # server records, model arrays, keys, window integrals, speed classes
+            + 2 * 48 * tree_width(n)  # the tournament tree and the key tree, with what building them takes
+            + 64 * n  # key buckets
+            + 64 * edges
+            + 48 * types
+            + 40 * slots
+            + (32 * (slots + 2) * n_classes if bucketed else 0)  # the key buckets' boundaries
+            + histogram
+            + 600 * n_classes  # the metadata's speed classes (Python objects)
+            + kept
+        ),
+        "replications": (replications - 1) * kept,
+        "batches": 128 * batches + 160 * batches * replications,
+        "occupancy_levels": 40 * levels + 24 * levels * replications,
+        "trace": 64 * trace * (1 + replications),
+        "state_distribution": 8 * distribution * (1 + replications),
+        "speed_bins": 400 * (speed_bins or 0) * replications,
+    }
+
+
+def check_run_memory(parts: dict, n_servers: int, replications: int) -> None:
+    """Refuse a simulation whose memory (:func:`run_memory`) passes the machine's, naming the
+    argument that weighs most."""
+    field = max(parts, key=lambda name: parts[name])
+    advice = {"system": "use fewer servers", "replications": "use fewer replications"}.get(field, f"lower {field}")
+    if field == "state_distribution":
+        advice = "leave out the state distribution, or use fewer servers"
+    what = f"a simulation of {n_servers:,} server{'s' if n_servers != 1 else ''}" + (
+        f" and {replications:,} replications" if replications > 1 else ""
+    )
+    validation.check_memory(field, sum(parts.values()), what, advice)
 
 
 def check_policy_stability(system: System, policy: Policy) -> None:
@@ -176,7 +350,9 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
     compat_indices, compat_first_slow = graph.indices, np.zeros(0, np.int64)
     if policy.code == registry.JSQ_DF_DS:
         compat_indices, compat_first_slow = fast_servers_first(graph, server_class == 0)
-    sample_sizes = [policy.params[name] for name in ("d", "d_fast", "d_slow") if name in policy.params]
+    sample_sizes = [  # the kernel samples min(d, servers) of them: d beyond N is N (and fits in an int64)
+        min(policy.params[name], system.n_servers) for name in ("d", "d_fast", "d_slow") if name in policy.params
+    ]
     uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
     finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
     n_levels = (
@@ -240,13 +416,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         np.zeros(n_servers),
     )
     spec = BY_CODE[model.policy_code]
-    finite = model.buffer[model.buffer != INFINITE_BUFFER]
-    slots = (
-        int(finite.sum()) + 1
-        if len(finite) == n_servers and finite.sum() < 4 * n_servers + 4096
-        else 2 * n_servers + 4096
-    )
-    job_arrival, job_size, job_next = job_pool(slots)
+    job_arrival, job_size, job_next = job_pool(initial_job_slots(model.buffer, n_servers))
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     complete = model.type_uses_tree.any()
     bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
@@ -274,7 +444,8 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         trace_type=np.zeros(trace, np.int64),
         trace_server=np.zeros(trace, np.int64),
         trace_queue=np.zeros(trace, np.int64),
-        sample=np.zeros(model.sample_sizes.max(), np.int64),
+        # pod and jsq-df-ds draw min(d, degree) servers
+        sample=np.zeros(max(1, min(int(model.sample_sizes.max()), int(np.diff(model.compat_indptr).max()))), np.int64),
         window_job_area=np.zeros(n_servers),
         window_busy_area=np.zeros(n_servers),
         window_level_area=np.zeros(levels),
@@ -282,6 +453,15 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         jobs_time=np.zeros(distribution_size),
         waiting_time=np.zeros(distribution_size),
     )
+
+
+def initial_job_slots(buffer: np.ndarray, n_servers: int) -> int:
+    """Job slots a run starts with: room for every waiting job when the buffers are finite and
+    small, else 2N + 4096 (grow_job_pool doubles them when needed)."""
+    finite = buffer[buffer != INFINITE_BUFFER]
+    if len(finite) == n_servers and finite.sum(dtype=np.float64) < 4 * n_servers + 4096:  # no int64 overflow
+        return int(finite.sum()) + 1
+    return 2 * n_servers + 4096
 
 
 def bucket_keys(model, slots: int) -> int:
@@ -311,7 +491,18 @@ def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
     key buckets' range of keys with it."""
     used = len(state.job_next)
     if 2 * used > np.iinfo(np.int32).max:  # the server records keep slots and queue lengths as int32
-        raise OverflowError("more than 2**31 - 1 jobs waiting: the system is unstable")
+        raise InputError(
+            "arrival_rate",
+            f"more than {used:,} jobs wait at once, the most a run holds: the system is (nearly) unstable; "
+            "lower the load or set a buffer",
+        )
+    buckets = 8 * (2 * used + 2) * model.n_classes if len(state.bucket_start) else 0
+    validation.check_memory(
+        "arrival_rate",
+        72 * used + buckets,
+        f"more than {used:,} jobs waiting at once: doubling their job slots",
+        "the system is (nearly) unstable; lower the load or set a buffer",
+    )
     arrival, size, next_slot = job_pool(2 * used)
     arrival[:used] = state.job_arrival
     size[:used] = state.job_size

@@ -18,6 +18,37 @@ from hetlb.progress import ProgressBar
 DEFAULT_JOBS = 100_000
 """Jobs measured when neither ``jobs`` nor ``horizon`` is given."""
 
+MAX_EVENTS = 10**14
+"""The most events a simulation may be expected to take, all its replications together: about
+two months at 20 million events a second. A run asked for more is refused as a mistake."""
+
+RESOLUTION = 2.0**52 / 1000
+"""A run may last at most this many times its shortest mean time (one over the arrival rate or the
+fastest speed): float64 times then stay a thousandth of that time apart or closer."""
+
+
+def check_events(field: str, events: float, runs: int = 1) -> None:
+    """Refuse ``runs`` runs expected to take ``events`` events in all, beyond MAX_EVENTS."""
+    if not events <= MAX_EVENTS:
+        raise InputError(
+            field,
+            f"the run{'s' if runs > 1 else ''} would take about {validation.quantity(events)} events, more than "
+            f"the {validation.quantity(MAX_EVENTS)} allowed (about two months at 20 million events a second); "
+            "ask for less",
+        )
+
+
+def check_resolution(field: str, end_time: float, shortest: float, advice: str) -> None:
+    """Refuse a run that reaches time ``end_time`` when its shortest mean time is ``shortest``
+    (one over the fastest rate), if float64 times there are more than a thousandth of it apart."""
+    if not end_time / shortest <= RESOLUTION:
+        raise InputError(
+            field,
+            f"the run would reach time about {end_time:.3g}, where float64 times are "
+            f"{end_time * 2.0**-52:.3g} apart: more than a thousandth of the shortest mean time, "
+            f"{shortest:.3g} (one over the fastest rate); {advice}",
+        )
+
 
 def root_seed_sequence(seed) -> np.random.SeedSequence:
     """The SeedSequence the replications spawn from: ``seed`` itself, or one made from an integer >= 0."""
@@ -87,7 +118,7 @@ def stopping_rule(jobs, horizon, warmup) -> tuple[int | None, float, float]:
     warmup = check_warmup(warmup)
     if horizon is not None:
         return None, check_horizon(horizon, warmup), warmup
-    return validation.integer("jobs", DEFAULT_JOBS if jobs is None else jobs), math.inf, warmup
+    return validation.count("jobs", DEFAULT_JOBS if jobs is None else jobs), math.inf, warmup
 
 
 def safe_ratio(numerator, denominator) -> float:

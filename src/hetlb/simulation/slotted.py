@@ -23,6 +23,7 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.simulation.replications import (
+    check_events,
     entropy_of,
     root_seed_sequence,
     run_replications,
@@ -68,16 +69,17 @@ def simulate_slotted(
         )
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
-    slots = validation.integer("slots", slots)
-    warmup = validation.integer("warmup", warmup, low=0)
-    validation.integer("replications", replications)
-    validation.integer("batches", batches, low=2)
-    validation.integer("trace", trace, low=0)
+    slots = validation.count("slots", slots)
+    warmup = validation.count("warmup", warmup, low=0)
+    validation.count("replications", replications)
+    validation.count("batches", batches, low=2)
+    validation.count("trace", trace, low=0)
     if slots < batches:
         raise InputError("slots", f"must be at least the number of batches ({batches})")
     validation.flag("preference", preference)
     root_seed = root_seed_sequence(seed)
     check_static_stability(system, policy)
+    check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
 
     model = pack_model(system, policy, slots, warmup, batches, preference)
     runs = run_replications(
@@ -104,6 +106,41 @@ def simulate_slotted(
         "versions": versions(),
     }
     return SlottedResult(runs, metadata)
+
+
+def check_slotted_run(
+    system: SlottedSystem, policy: Policy, slots, warmup, replications, batches, preference, trace
+) -> None:
+    """Refuse, before it starts, a run whose work (per slot: every server's service, every
+    dispatcher's decision, every job when routed one by one, a sort of the servers per decision when
+    measuring the preference) passes MAX_EVENTS, or whose arrays (per server, per dispatcher and
+    server pair of the local estimates, tokens and preference counts, per batch, per trace entry,
+    with what each replication keeps) pass the machine's memory."""
+    n, m = system.n_servers, system.dispatchers
+    decisions = system.total_arrival_rate if system.routing == "job" else m
+    per_slot = n + m + system.total_arrival_rate + decisions * (n if preference else 1)
+    check_events("slots" if slots >= warmup else "warmup", (slots + warmup) * per_slot * replications, replications)
+    pairs = m * n
+    local, tokens = policy.spec.on_local_estimates, policy.code == registry.JIQ
+    per_run = (
+        2**18  # the results' Python objects and numpy's small arrays
+        + 96 * n
+        + 24 * m
+        + 8 * pairs * (local + tokens)
+        + (16 * pairs + 16 * batches * n if preference else 0)
+        + 48 * trace
+        + 96 * batches
+    )
+    kept = 48 * n + 48 * trace + 96 * batches + (48 * pairs + 96 * n + 16 * batches * n if preference else 0)
+    parts = {"system": per_run + kept, "replications": (replications - 1) * kept}
+    field = max(parts, key=lambda name: parts[name])
+    validation.check_memory(
+        field,
+        sum(parts.values()),
+        f"a slotted simulation of {n:,} servers and {m:,} dispatchers"
+        + (f", {replications:,} replications" if replications > 1 else ""),
+        "use fewer servers or dispatchers" if field == "system" else "use fewer replications",
+    )
 
 
 def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
@@ -182,13 +219,13 @@ def pack_model(
         per_job=int(system.routing == "job"),
         policy_code=policy.code,
         local=int(local),
-        pod_d=int(policy.params.get("d", 1)),
+        pod_d=min(int(policy.params.get("d", 1)), system.n_servers),  # min(d, N) are drawn: d beyond N is N
         measure_preference=int(preference),
         warmup=warmup,
         end_slot=warmup + slots,
         batch_ends=(warmup + np.floor(slots * np.arange(1, batches + 1) / batches)).astype(np.int64),
         shared_ties=int(system.ties == "shared"),
-        **led,
+        **{**led, "push_d": min(led["push_d"], system.n_servers)},
     )
 
 
@@ -214,7 +251,7 @@ def new_state(model: kernel.SlottedModel, trace: int) -> kernel.SlottedState:
         batches=np.zeros((n_batches, len(kernel.BATCH_FIELDS))),
         batch_preference_count=np.zeros((n_batches, preference_ranks)),
         batch_preference_share=np.zeros((n_batches, preference_ranks)),
-        sample=np.zeros(max(model.pod_d, model.push_d, 1), np.int64),
+        sample=np.zeros(min(max(model.pod_d, model.push_d, 1), n_servers), np.int64),  # min(d, N) are drawn
         trace_slot=np.zeros(trace, np.int64),
         trace_dispatcher=np.zeros(trace, np.int64),
         trace_jobs=np.zeros(trace, np.int64),

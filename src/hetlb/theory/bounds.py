@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.model.system import RATE_RULE
 
 __all__ = ["SpeedLowerBound", "speed_lower_bound"]
 
@@ -42,14 +44,12 @@ def speed_lower_bound(speed, total_arrival_rate) -> SpeedLowerBound:
     ``speed[s]`` is the service rate of server s (mu_{t_s} in 000); servers of equal speed form
     one type. Requires lambda_Sigma < sum_s speed[s].
     """
-    speed = np.asarray(speed, dtype=float)
-    if speed.ndim != 1 or speed.size == 0:
-        raise InputError("speed", "must be a non-empty one-dimensional list of server rates")
-    if not np.all(np.isfinite(speed) & (speed > 0)):
-        raise InputError("speed", "every server rate must be positive and finite")
-    total_arrival_rate = float(total_arrival_rate)
-    if not (np.isfinite(total_arrival_rate) and total_arrival_rate > 0):
+    speed = validation.positive_finite_array("speed", speed, validation.RATE_RANGE, RATE_RULE)
+    if not validation.is_real(total_arrival_rate):
         raise InputError("total_arrival_rate", "must be a positive finite rate (jobs per unit time)")
+    total_arrival_rate = float(
+        validation.positive_finite_array("total_arrival_rate", total_arrival_rate, validation.RATE_RANGE, RATE_RULE)[0]
+    )
     capacity = float(speed.sum())
     if total_arrival_rate >= capacity:
         raise InputError(

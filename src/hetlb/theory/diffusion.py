@@ -18,6 +18,7 @@ integrator for every policy (Corollaries 4.4 to 4.7). Levels i >= 3 receive no r
 limit, so started at 0 they stay 0, and their stationary limit is 0 (Corollary 4.9): X_3 = 0.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ from scipy import stats
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.model.system import RATE_RULE
 from hetlb.policies.registry import POLICIES
 
 __all__ = [
@@ -51,6 +53,17 @@ DIFFUSION_POLICIES: dict[str, str] = {
 """The policies with a diffusion limit in 002 (PolicySpec.diffusion_limit): id -> the result giving it."""
 
 _RANDOM_BLOCK_STEPS = 512
+
+MAX_COORDINATES = 2000
+"""The most coordinates of xi_2 (distinct speeds of the pool basis) a DiffusionLimit built here
+has: its level matrix is m x m (32 MB at m = 2000) and each step costs paths x m."""
+
+MAX_STEPS = 5 * 10**6
+MAX_STEP_WORK = 2 * 10**9
+"""The most steps, and steps x paths x (coordinates + 1), a simulation of the SDE may take: a few
+minutes (a step costs some 30 microseconds plus its arithmetic; the default stationary run of a
+uniform F takes 2.2e4 steps and 1.1e7 of that work). More steps mean the SDE's time scales are too
+far apart for an explicit scheme (a fine step over a long relaxation), and the run is refused."""
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -102,7 +115,7 @@ def speed_pools(rate, fraction=None) -> SpeedLaw:
     gamma_j (positive, summing to 1). Without ``fraction``, ``rate`` lists the speeds of individual
     servers and F is their empirical distribution F_n (equal speeds pooled).
     """
-    rate = validation.positive_finite_array("rate", rate)
+    rate = validation.positive_finite_array("rate", rate, validation.RATE_RANGE, RATE_RULE)
     if fraction is None:
         rate, counts = np.unique(rate, return_counts=True)
         return _frozen_speed_law(rate, counts / counts.sum(), rate[0], rate[-1])
@@ -124,11 +137,14 @@ def continuous_speeds(low, high, density=None, n_nodes=8) -> SpeedLaw:
     mu_min = low and mu_max = high are the support ends, not the outermost nodes.
     """
     low, high = validation.number("low", low), validation.number("high", high)
+    validation.positive_finite_array("low", low, validation.RATE_RANGE, RATE_RULE)
+    validation.positive_finite_array("high", high, validation.RATE_RANGE, RATE_RULE)
     if low <= 0:
         raise InputError("low", f"must be a positive finite rate (jobs per time unit), got {low}")
     if high <= low:
         raise InputError("high", f"must be finite and above low = {low}, got {high}")
-    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(validation.integer("n_nodes", n_nodes, low=1))
+    n_nodes = validation.integer("n_nodes", n_nodes, low=1, high=MAX_COORDINATES)
+    unit_nodes, unit_weights = np.polynomial.legendre.leggauss(n_nodes)
     rate = low + (high - low) * (unit_nodes + 1.0) / 2.0
     weight = unit_weights.copy()
     if density is not None:
@@ -167,12 +183,21 @@ class DiffusionLimit:
     policy: str = "custom"
 
     def __post_init__(self):
-        for name in ("excess_capacity", "idle_rate", "noise_variance"):
+        low, high = validation.RATE_RANGE
+        excess_capacity = validation.number("excess_capacity", self.excess_capacity, -high, high=high)
+        if excess_capacity != 0 and abs(excess_capacity) < low:
+            raise InputError(
+                "excess_capacity", f"must be 0 or of magnitude in [{low:g}, {high:g}], got {excess_capacity!r}"
+            )
+        object.__setattr__(self, "excess_capacity", excess_capacity)
+        for name in ("idle_rate", "noise_variance"):
             object.__setattr__(self, name, validation.number(name, getattr(self, name)))
         if self.idle_rate <= 0:
             raise InputError("idle_rate", f"must be positive (per time unit), got {self.idle_rate}")
         if self.noise_variance <= 0:
             raise InputError("noise_variance", f"must be positive, got {self.noise_variance}")
+        for name in ("idle_rate", "noise_variance"):
+            validation.positive_finite_array(name, getattr(self, name), validation.RATE_RANGE, RATE_RULE)
         vectors = {
             name: np.array(getattr(self, name), dtype=float) for name in ("routing", "departure_weight", "count_weight")
         }
@@ -210,7 +235,13 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
         raise InputError("policy", f"unknown policy {policy!r}; choose one of: {', '.join(DIFFUSION_POLICIES)}")
     if not isinstance(speeds, SpeedLaw):
         raise InputError("speeds", "must be a SpeedLaw from speed_pools() or continuous_speeds()")
-    buffer = None if buffer is None else validation.integer("buffer", buffer, low=1)
+    buffer = None if buffer is None else validation.count("buffer", buffer)
+    if speeds.rate.size > MAX_COORDINATES and policy not in ("jfsq", "jssq") and buffer != 1:
+        raise InputError(
+            "speeds",
+            f"{policy} has one coordinate of xi_2 per distinct speed, at most {MAX_COORDINATES:,}, got "
+            f"{speeds.rate.size:,}: pool the speeds (e.g. 500x0.8,500x1.2) or give their law",
+        )
     idle_rate = {
         "jfsq": speeds.rate_min,
         "jsq-fiq": speeds.rate_min,
@@ -297,8 +328,17 @@ def _require_stationary(limit: DiffusionLimit) -> None:
 # --- the integrator ------------------------------------------------------------------------------
 
 
+def _level_rates(limit: DiffusionLimit) -> np.ndarray:
+    """|eigenvalues| of the level matrix: its diagonal when it is diagonal (the pool basis), which
+    skips an O(m^3) eigensolver."""
+    matrix = limit.level_matrix
+    if np.count_nonzero(matrix) == np.count_nonzero(np.diagonal(matrix)):
+        return np.abs(np.diagonal(matrix))
+    return np.abs(np.linalg.eigvals(matrix))
+
+
 def _fastest_rate(limit: DiffusionLimit) -> float:
-    level_rate = np.abs(np.linalg.eigvals(limit.level_matrix)).max(initial=0.0)
+    level_rate = _level_rates(limit).max(initial=0.0)
     return max(limit.idle_rate, level_rate)
 
 
@@ -310,6 +350,15 @@ def default_step(limit: DiffusionLimit) -> float:
     """
     drift_rate = limit.excess_capacity**2 / limit.noise_variance
     return 0.01 / max(_fastest_rate(limit), drift_rate)
+
+
+def _checked_seed(seed):
+    """A seed for numpy's default_rng: an integer >= 0, or a SeedSequence or Generator as is."""
+    if validation.is_integer(seed):
+        return validation.seed("seed", seed)
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.Generator, np.random.BitGenerator)):
+        return seed
+    raise InputError("seed", f"must be an integer >= 0 or a numpy SeedSequence, got {validation.shown(seed)}")
 
 
 def _checked_step(limit: DiffusionLimit, step) -> float:
@@ -332,11 +381,45 @@ def relaxation_time(limit: DiffusionLimit) -> float:
     total X_1 + X_2, a Brownian motion with drift -c while X_1 is near 0, takes to drain an
     excursion of its typical size sigma^2 / (2 c).
     """
-    level_rate = np.abs(np.linalg.eigvals(limit.level_matrix)).min(initial=np.inf)
+    level_rate = _level_rates(limit).min(initial=np.inf)
     slowest_rate = min(limit.idle_rate, level_rate)
     if limit.n_coordinates == 0 or limit.excess_capacity <= 0:
         return 1.0 / slowest_rate
-    return max(1.0 / slowest_rate, limit.noise_variance / (2.0 * limit.excess_capacity**2))
+    squared = limit.excess_capacity**2
+    drain_time = limit.noise_variance / (2.0 * squared) if squared > 0 else math.inf  # c^2 may underflow
+    return max(1.0 / slowest_rate, drain_time)
+
+
+def _check_work(limit: DiffusionLimit, n_paths: int, step: float, duration: float, n_snapshots: int) -> int:
+    """The number of steps of ``step`` over ``duration`` time units, after refusing a simulation of
+    ``n_paths`` paths whose work (steps x paths x (coordinates + 1)) passes MAX_STEP_WORK or whose
+    arrays pass the machine's memory."""
+    n_steps = duration / step
+    if not n_steps <= MAX_STEPS:
+        raise InputError(
+            "excess_capacity",
+            f"the SDE would take about {validation.quantity(n_steps)} steps of {step:.3g} over {duration:.3g} "
+            f"time units, more than {validation.quantity(MAX_STEPS)}: its time scales are too far apart "
+            f"(relaxation {relaxation_time(limit):.3g} time units, fastest rate "
+            f"{max(_fastest_rate(limit), limit.excess_capacity**2 / limit.noise_variance):.3g}); bring the "
+            "excess capacity nearer the square root of the mean speed",
+        )
+    work = n_steps * n_paths * (limit.n_coordinates + 1)
+    if not work <= MAX_STEP_WORK:
+        raise InputError(
+            "paths",
+            f"{n_paths:,} paths of {validation.quantity(n_steps)} steps on {limit.n_coordinates + 1} "
+            f"coordinates are {validation.quantity(work)} steps of work, more than "
+            f"{validation.quantity(MAX_STEP_WORK)}; use fewer paths",
+        )
+    validation.check_memory(
+        "paths",
+        8 * n_paths * ((limit.n_coordinates + 1) * (_RANDOM_BLOCK_STEPS + 16) + 4 * n_snapshots)
+        + 8 * 4 * limit.n_coordinates**2,
+        f"{n_paths:,} paths of the SDE",
+        "use fewer paths",
+    )
+    return int(round(n_steps))
 
 
 def _advance(limit: DiffusionLimit, x1, level, step: float, n_steps: int, rng, sample_every: int = 0):
@@ -467,11 +550,13 @@ def stationary_diffusion(
     ``seed`` (int or SeedSequence) seeds the one numpy Generator used.
     """
     _require_stationary(limit)
-    n_paths = validation.integer("n_paths", n_paths, low=2)
-    n_snapshots = validation.integer("n_snapshots", n_snapshots, low=1)
+    n_paths = validation.count("n_paths", n_paths, low=2)
+    n_snapshots = validation.count("n_snapshots", n_snapshots)
+    seed = _checked_seed(seed)
     step = _checked_step(limit, step)
     burn_in = 20.0 * relaxation_time(limit) if burn_in is None else validation.number("burn_in", burn_in, 0.0)
     horizon = 100.0 * relaxation_time(limit) if horizon is None else validation.positive_number("horizon", horizon)
+    _check_work(limit, n_paths, step, burn_in + max(horizon, n_snapshots * step), n_snapshots)
     n_steps = max(n_snapshots, int(round(horizon / step)))
     sample_every = max(1, n_steps // n_snapshots)
     rng = np.random.default_rng(seed)
@@ -543,11 +628,13 @@ def diffusion_paths(
     if not isinstance(limit, DiffusionLimit):
         raise InputError("limit", "must be a DiffusionLimit, e.g. from policy_diffusion()")
     horizon = validation.positive_number("horizon", horizon)
-    n_paths = validation.integer("n_paths", n_paths, low=1)
+    n_paths = validation.count("n_paths", n_paths)
+    seed = _checked_seed(seed)
     step = _checked_step(limit, step)
     record_interval = (
         horizon / 200 if record_interval is None else validation.positive_number("record_interval", record_interval)
     )
+    _check_work(limit, n_paths, step, max(horizon, step), max(1.0, horizon / record_interval))
     sample_every = max(1, int(round(record_interval / step)))
     n_steps = sample_every * max(1, int(round(horizon / (sample_every * step))))
     x1, level = _initial_state(limit, n_paths, x1_start, level_start)

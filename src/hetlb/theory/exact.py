@@ -66,6 +66,16 @@ MAX_STATES = 250_000
 
 _RESIDUAL_TOLERANCE = 1e-9
 _DIRECT_SOLVE_LIMIT = 3000
+_DIRECT_FALLBACK_LIMIT = 10_000
+"""Chains up to this many states are solved by sparse LU when the iterative solver fails: the fill
+of the LU of these chains grows fast (14,000 states of jsq-lisf fill 16.5 million entries, 36 s);
+larger chains that the iterative solver cannot solve are refused."""
+_SOLVER_WORK = 2 * 10**10
+"""The iterative solver stops after this many multiply-adds (iterations x nonzeros x 2): under a
+minute; the chains here converge in a few hundred iterations."""
+MAX_ROUTING_WORK = 2 * 10**9
+"""The most work the routing tables of a chain may take: states x compatible servers x the
+samples a policy averages over (pod and jsq-df-ds average over every subset they may sample)."""
 
 
 EXACT_POLICIES = policies_where(exact_rule=True)
@@ -99,7 +109,7 @@ def _check_buffer(buffer, n_servers: int) -> np.ndarray:
     sizes = [buffer] * n_servers if np.ndim(buffer) == 0 else list(buffer)
     if len(sizes) != n_servers:
         raise InputError("buffer", f"must be one integer or one per server ({n_servers}), got {len(sizes)}")
-    return np.array([validation.integer("buffer", b, low=1) for b in sizes], dtype=np.int64)
+    return np.array([validation.count("buffer", b) for b in sizes], dtype=np.int64)
 
 
 # --- routing ---------------------------------------------------------------------------------
@@ -266,20 +276,42 @@ def _stationary_distribution(generator: sp.csr_matrix) -> tuple[np.ndarray, floa
     if system.shape[0] > _DIRECT_SOLVE_LIMIT:
         inverse_diagonal = 1.0 / system.diagonal()
         jacobi = LinearOperator(system.shape, matvec=lambda v: inverse_diagonal * v, dtype=float)
-        solution, info = bicgstab(system, rhs, rtol=1e-13, atol=0.0, maxiter=20_000, M=jacobi)
-        if info == 0 and _relative_residual(chain, _normalised(solution)) <= _RESIDUAL_TOLERANCE:
-            pinned = solution
+        maxiter = int(min(20_000, max(100, _SOLVER_WORK // (2 * max(system.nnz, 1)))))
+        # from zero, then (if that breaks down, as on some jsq-lisf chains) from a uniform start
+        for start in (None, np.full(system.shape[0], 1.0)):
+            solution, info = bicgstab(system, rhs, x0=start, rtol=1e-13, atol=0.0, maxiter=maxiter, M=jacobi)
+            if info == 0 and _relative_residual(chain, _normalised(solution)) <= _RESIDUAL_TOLERANCE:
+                pinned = solution
+                break
+    if pinned is None and system.shape[0] > _DIRECT_FALLBACK_LIMIT:
+        raise InputError(
+            "buffer",
+            f"the iterative solver did not converge on this chain of {system.shape[0] + 1:,} states, and a "
+            f"direct solve of more than {_DIRECT_FALLBACK_LIMIT:,} states could take hours and all the memory; "
+            "use fewer servers or smaller buffers",
+        )
     if pinned is None:
         pinned = np.atleast_1d(spsolve(system.tocsc(), rhs))
     if not np.all(np.isfinite(pinned)):
-        raise ArithmeticError("the stationary equations of the chain could not be solved (singular system)")
+        raise InputError("speed", f"the stationary equations of the chain could not be solved: {_rate_span(chain)}")
     pi_reachable = _normalised(pinned)
     residual = _relative_residual(chain, pi_reachable)
     if residual > _RESIDUAL_TOLERANCE:
-        raise ArithmeticError(f"stationary solution is inaccurate: relative residual {residual:.3g}")
+        raise InputError(
+            "speed", f"the stationary solution is inaccurate (relative residual {residual:.3g}): {_rate_span(chain)}"
+        )
     pi = np.zeros(n_states)
     pi[reachable] = pi_reachable
     return pi, residual
+
+
+def _rate_span(chain: sp.csr_matrix) -> str:
+    """What to change when the equations cannot be solved: the span of the chain's rates."""
+    rates = np.abs(chain.data[chain.data != 0])
+    return (
+        f"its rates span {rates.min():.3g} to {rates.max():.3g}, too far apart for float64; bring the speeds "
+        "and arrival rates closer together"
+    )
 
 
 def _normalised(pinned: np.ndarray) -> np.ndarray:
@@ -341,6 +373,52 @@ def _idle_order_chain(buffer, covered):
             if q[s] < buffer[s]:
                 after_arrival[i, s] = index[(q[:s] + (q[s] + 1,) + q[s + 1 :], tuple(x for x in order if x != s))]
     return np.array([q for q, _ in keys], dtype=np.int64), idle_rank, after_departure, after_arrival
+
+
+def _routing_samples(policy: Policy, m: int) -> int:
+    """How many samples a policy's exact rule averages over for a job type with m servers: every
+    subset of d (pod) or of d_F fast and d_S slow servers (jsq-df-ds, bounded by both subsets of m);
+    one for the others."""
+    params = policy.params
+    if "d" in params:
+        return math.comb(m, min(params["d"], m))
+    if "d_fast" in params:
+        return 2 * (math.comb(m, min(params["d_fast"], m)) + math.comb(m, min(params["d_slow"], m)))
+    return 1
+
+
+def _check_chain_size(
+    n_states: int, n_queue_vectors: int, n_servers: int, compat: list, policy, tracks_idle_order: bool
+) -> None:
+    """Refuse, before building it, a chain whose routing tables take more than MAX_ROUTING_WORK or
+    whose arrays (by its states and its at most states x (2N + 1) transitions) pass the machine's
+    memory. ``policy`` is None for a custom routing."""
+    n_types = len(compat)
+    if policy is not None:
+        work = sum(_routing_samples(policy, len(c)) * (n_states * len(c) + 2000) for c in compat)
+        if work > MAX_ROUTING_WORK:
+            raise InputError(
+                "policy",
+                f"{policy.id} averages over the samples it may draw: its routing tables on {n_states:,} states "
+                f"take about {validation.quantity(work)} steps, more than {validation.quantity(MAX_ROUTING_WORK)}; "
+                "use fewer servers, smaller buffers or a smaller sample",
+            )
+    n_transitions = n_states * (2 * n_servers + 1)
+    needed = (
+        16 * n_queue_vectors * n_servers  # the queue-length vectors
+        + (8 * 4 + 24) * n_states * n_servers  # states, idle ranks and successors, with temporaries
+        + (n_states * (300 + 24 * n_servers) if tracks_idle_order else 0)  # the (q, order) keys in Python
+        + 8 * (n_types + 8) * n_states * n_servers  # the routing tables, the routed rates and the rule's arrays
+        + 160 * n_transitions  # the generator, its transpose and the reachable sub-chain, in COO, CSR and CSC
+        + 8 * 16 * n_states  # the solver's vectors
+        + (16 * n_states * min(n_states, 2000) if n_states <= _DIRECT_FALLBACK_LIMIT else 0)  # a sparse LU
+    )
+    validation.check_memory(
+        "buffer",
+        needed,
+        f"the chain of {n_states:,} states and up to {validation.quantity(n_transitions)} transitions",
+        "use fewer servers or smaller buffers",
+    )
 
 
 def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_STATES, **policy_params) -> ExactSolution:
@@ -417,6 +495,9 @@ def solve_exact_arrays(
             f"the chain has {how_counted} = {_short_count(n_states)} states, more than the limit "
             f"max_states = {max_states:,}; use fewer servers or smaller buffers",
         )
+    _check_chain_size(
+        n_states, math.prod(shape), n_servers, compat, policy if routing is None else None, tracks_idle_order
+    )
 
     queue_vectors = np.indices(shape).reshape(n_servers, -1).T
     if tracks_idle_order:
