@@ -7,6 +7,7 @@ Every case here is refused before it runs, or is small: none may hang or allocat
 import json
 import math
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -540,3 +541,16 @@ def test_warnings_are_in_the_result_and_name_the_warm_up_once_there_is_one():
     assert result.warnings == result.summary["warnings"] and result.warnings
     assert all("lengthen the warm-up" in warning for warning in result.warnings)
     assert result.to_dict()["warnings"] == result.warnings
+
+
+@pytest.mark.parametrize(
+    "executor, words",
+    [("processes:99999999999999999999", "[1, 1024]"), ("processes:0", "[1, 1024]"), ("processes:1000", "memory")],
+)
+def test_a_sweep_refuses_a_pool_it_cannot_start(executor, words, tmp_path, capsys, monkeypatch):
+    from hetlb import validation
+
+    monkeypatch.setattr(validation, "memory_limit", lambda: 16.0 * 2**30)  # as on a 32 GiB machine
+    spec = Path(__file__).resolve().parents[1] / "examples" / "jsq-family.toml"
+    argv = ["sweep", str(spec), "--executor", executor, "--store", str(tmp_path / "s.sqlite")]
+    refused(capsys, "executor", *argv, words=words)

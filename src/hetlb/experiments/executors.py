@@ -24,7 +24,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
+from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.validation import shown
 
 PARENT_POLL_SECONDS = 0.5
 """How often a worker's watch thread looks whether its parent is still there."""
@@ -234,6 +236,12 @@ class SerialExecutor(Executor):
         return future
 
 
+MAX_WORKERS = 1024
+"""The most local worker processes a sweep starts (each is a whole Python process)."""
+WORKER_BYTES = 250 * 2**20
+"""Memory of one worker: Python, numpy, scipy and the loaded kernels (about 213 MiB measured)."""
+
+
 def resolve_executor(executor) -> tuple[Executor, int, Callable[[], object]]:
     """(executor, number of workers, close) for ``executor``.
 
@@ -248,8 +256,13 @@ def resolve_executor(executor) -> tuple[Executor, int, Callable[[], object]]:
                 workers = int(executor.split(":", 1)[1])
             except ValueError:
                 workers = 0
-            if workers < 1:
-                raise InputError("executor", f"processes:N needs an integer N >= 1, got {executor!r}")
+            if not 1 <= workers <= MAX_WORKERS:
+                raise InputError(
+                    "executor", f"processes:N needs an integer N in [1, {MAX_WORKERS}], got {shown(executor)}"
+                )
+            validation.check_memory(
+                "executor", WORKER_BYTES * workers, f"{workers:,} worker processes", "use fewer workers"
+            )
         pool = WorkerPool(workers)
         return pool, workers, pool.shutdown
     if executor == "serial":
