@@ -49,9 +49,9 @@ from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.simulation import continuous, slotted  # noqa: E402
 from hetlb.simulation.bounding import served_rate  # noqa: E402
 
-CLOCK = time.process_time
-"""CPU time of this process: a kernel is one thread, and CPU time does not count the time the
-shared machine gives to others."""
+CLOCK = time.thread_time
+"""CPU time of this thread: a kernel runs in the calling thread, and CPU time counts neither the
+time the shared machine gives to other processes nor the threads of linear-algebra libraries."""
 
 
 # --- hetlb, timed around its compiled kernel alone ----------------------------------------------

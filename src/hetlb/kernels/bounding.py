@@ -273,6 +273,7 @@ def run_coupled(
         for s in range(n_servers):
             key[p, s] = selection_key(tie_breaks[p], 0, speed_class[s], n_classes, speed[s], 0.0)
     candidates = np.arange(n_servers)
+    ties = np.empty(n_servers, dtype=np.int64)
     rate_at_length = np.zeros(INITIAL_LEVELS)
     violations = np.zeros((n_policies, 2), dtype=np.int64)
     first_violation = np.full((n_policies, 2), np.inf)
@@ -304,7 +305,7 @@ def run_coupled(
                     continue
                 if row >= FIRST_POLICY_ROW:
                     p = row - FIRST_POLICY_ROW
-                    s, _ = least_key_server(candidates, 0, n_servers, key[p], tie_rng)
+                    s, _ = least_key_server(candidates, 0, n_servers, key[p], ties, tie_rng)
                     queue_len[p, s] += 1
                     key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s], now)
                 shortest[row], longest[row] = join_shortest(level_count[row], shortest[row], longest[row])
