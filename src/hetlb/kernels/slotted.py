@@ -152,7 +152,7 @@ of its information and ``preference_share[m, r]`` sums mu_{sigma(r)} / mu_Sigma 
 preference is not measured); the ``trace_*`` arrays hold the first decisions."""
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def draw_count(code, trials, mean, rng):
     """One per-slot count with mean ``mean``: Poisson, Bernoulli, or binomial(trials, mean / trials)."""
     if code == COUNT_POISSON:
@@ -160,6 +160,30 @@ def draw_count(code, trials, mean, rng):
     if code == COUNT_BERNOULLI:
         return 1 if rng.random() < mean else 0
     return rng.binomial(trials, mean / trials)
+
+
+@njit(cache=True)
+def least_ties(values, ties):
+    """How many servers hold the least of ``values``; they are written to ``ties`` in index order.
+    One scan without a branch: each server is written at the end of the least values so far, or at
+    the start when its value is a new least. The tied server of rank floor(u k) is then the one
+    hetlb.policies.local_estimates.least_value_server(values, u) picks, found without its second
+    scan."""
+    least = values[0]
+    count = 0
+    for n in range(len(values)):
+        v = values[n]
+        at = 0 if v < least else count
+        ties[at] = n
+        count = at + (v <= least)
+        least = min(least, v)
+    return count
+
+
+@njit(cache=True)
+def tied_server(ties, count, u):
+    """The tied server of rank floor(u count) (``ties`` from :func:`least_ties`)."""
+    return ties[min(int(u * count), count - 1)]
 
 
 @njit(cache=True)
@@ -309,6 +333,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     batch_ends = model.batch_ends
     n_servers, n_dispatchers, n_batches = len(speed), len(dispatcher_rate), len(batch_ends)
     tokens = code == registry.JIQ
+    ties = np.empty(n_servers, np.int64)
     exact_messages = n_servers if code == registry.JSQ else (min(pod_d, n_servers) if code == registry.POD else 0)
 
     for _ in range(max_slots):
@@ -323,6 +348,8 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
             )
         arrivals_to[:] = 0
         slot_tie = dispatch_rng.random() if shared_ties else 0.0
+        # jsq: every decision of the slot sees the same queues, and so the same tied servers
+        least_count = least_ties(queue_len, ties) if code == registry.JSQ else 0
         for m in range(n_dispatchers):
             arrived = dispatcher_arrivals[m]
             c.arrivals_total += arrived
@@ -349,7 +376,9 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                     elif s < 0:
                         s = rules.speed_weighted_server(all_servers, 0, n_servers, cumulative_speed, dispatch_rng)
                 else:
-                    s = least_value_server(view, slot_tie if shared_ties else dispatch_rng.random())
+                    if code != registry.JSQ:
+                        least_count = least_ties(view, ties)
+                    s = tied_server(ties, least_count, slot_tie if shared_ties else dispatch_rng.random())
                 if c.trace_n < len(trace_slot):
                     i = c.trace_n
                     trace_slot[i] = c.slot
