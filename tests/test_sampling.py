@@ -2,15 +2,18 @@
 
 The alias table draws the type of every arrival of the continuous kernel; a chi-square test of
 many draws against the rates checks its law (and the table's probabilities are checked exactly,
-to rounding, by summing each index's share of the buckets).
+to rounding, by summing each index's share of the buckets). The inversion draws the slotted
+model's Poisson counts of mean below 10; chi-square tests check it against the Poisson law.
 """
+
+import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
 import hetlb
-from hetlb.kernels.sampling import alias_draw, alias_table
+from hetlb.kernels.sampling import alias_draw, alias_table, poisson_by_inversion
 
 DRAWS = 200_000
 
@@ -60,3 +63,31 @@ def test_job_types_of_a_run_follow_the_rates():
     trace = hetlb.simulate(system, "jsq", jobs=20_000, seed=4, trace=20_000).runs[0].trace
     observed = np.bincount(trace["job_type"], minlength=len(rate))
     assert stats.chisquare(observed, len(trace["job_type"]) * rate / rate.sum()).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("mean", [0.05, 0.5, 1.0, 3.7, 9.9])
+def test_poisson_inversion_passes_a_chi_square_test(mean):
+    rng = np.random.default_rng(int(mean * 100))
+    zero = math.exp(-mean)
+    draws = np.array([poisson_by_inversion(mean, zero, u) for u in rng.random(DRAWS)])
+    top = int(stats.poisson.ppf(1 - 1e-4, mean))  # pool the tail into one cell
+    observed = np.bincount(np.minimum(draws, top), minlength=top + 1)
+    expected = DRAWS * np.append(stats.poisson.pmf(np.arange(top), mean), stats.poisson.sf(top - 1, mean))
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert abs(draws.mean() - mean) < 5 * math.sqrt(mean / DRAWS)
+
+
+def test_poisson_inversion_ends_at_the_top_of_the_unit_interval():
+    """u as close to 1 as a double gets: the count is finite and far in the tail."""
+    u = np.nextafter(1.0, 0.0)
+    for mean in (0.5, 9.9):
+        count = poisson_by_inversion(mean, math.exp(-mean), u)
+        assert mean < count < 1000
+
+
+def test_slotted_counts_have_the_poisson_means():
+    """The slotted kernel's arrivals and services (served jobs cannot exceed the offers) over a run."""
+    system = hetlb.SlottedSystem.from_speeds([0.9, 0.6, 0.3], dispatchers=2, load=0.6)
+    run = hetlb.simulate_slotted(system, "jsq", slots=100_000, seed=5).runs[0]
+    expected = system.total_arrival_rate * run.slots
+    assert abs(run.arrivals - expected) < 5 * math.sqrt(expected)

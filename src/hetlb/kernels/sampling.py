@@ -50,3 +50,26 @@ def alias_draw(keep, alias, u):
     x = u * n
     i = min(int(x), n - 1)
     return i if x - i < keep[i] else alias[i]
+
+
+POISSON_INVERSION_MAX_MEAN = 10.0
+"""Below this mean a Poisson count is drawn by inversion (:func:`poisson_by_inversion`), at or above
+it by numpy's Generator.poisson (its PTRS method, O(1) per draw)."""
+
+
+@njit(cache=True)
+def poisson_by_inversion(mean, zero_probability, u):
+    """The Poisson(``mean``) count that the uniform ``u`` on [0, 1) draws by inversion: the least k
+    with u < P(X <= k), the probabilities built up from ``zero_probability`` = exp(-mean) by
+    P(X = k) = P(X = k - 1) mean / k. One uniform number and about mean + 1 steps, where
+    numpy's multiplication method (its choice below a mean of 10) takes mean + 1 uniform numbers and
+    an exponential. Should rounding leave P(X <= k) below u for every k, the search ends where
+    P(X = k) underflows to 0 (a count of probability far below 1e-300)."""
+    k = 0
+    probability = zero_probability
+    cumulative = zero_probability
+    while u >= cumulative and probability > 0.0:
+        k += 1
+        probability *= mean / k
+        cumulative += probability
+    return k
