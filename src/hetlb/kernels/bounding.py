@@ -190,7 +190,7 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
             level_since = with_more_levels(level_since, level + 2)
         if jobs + 1 >= len(time_at_jobs):
             time_at_jobs = with_more_levels(time_at_jobs, jobs + 2)
-        waiting = jobs + 1 - level_count[1] - (shortest == 0)
+        waiting = jobs + 1 - level_count[1] - int(shortest == 0)
         if waiting >= len(time_at_waiting):
             time_at_waiting = with_more_levels(time_at_waiting, waiting + 1)
     for level in range(1, len(level_count)):
@@ -253,7 +253,7 @@ def bounding_events(
             if (
                 level + 1 >= len(level_count)
                 or jobs + 1 >= len(time_at_jobs)
-                or jobs + 1 - level_count[1] - (shortest == 0) >= len(time_at_waiting)
+                or jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
             ):
                 return now, shortest, longest, jobs, arrivals, lost, events, True
         pending = False

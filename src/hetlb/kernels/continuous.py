@@ -32,7 +32,15 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.kernels.buckets import move_key, random_least_server
 from hetlb.kernels.jit import prefetch, records
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import lower_time, prefetch_path, random_least_leaf, set_key, set_time
+from hetlb.kernels.trees import (
+    lower_time,
+    lower_time_at_root,
+    prefetch_path,
+    random_least_leaf,
+    set_key,
+    set_time,
+    set_time_by_scan,
+)
 from hetlb.policies import registry, rules
 
 # advance() return status
@@ -67,6 +75,10 @@ BATCH_FIELDS = (
 
 PREFETCH_MIN_SERVERS = 16384
 """From this many servers on, the per-server data outgrows the caches and the kernel prefetches."""
+
+SCAN_MAX_SERVERS = 16
+"""Up to this many servers, the tournament tree of departures keeps its root alone up to date,
+found by a scan of the leaves (hetlb.kernels.trees.set_time_by_scan)."""
 
 KernelModel = namedtuple(
     "KernelModel",
@@ -268,16 +280,17 @@ def set_queue_length(server, now, new_len):
     """Set a server's (a SERVER_DTYPE record's) number of jobs to ``new_len`` at time ``now``,
     with the areas of that number and of its busy time."""
     server.job_area -= (new_len - server.queue_len) * now
-    server.busy_area -= ((new_len > 0) - (server.queue_len > 0)) * now
+    server.busy_area -= (int(new_len > 0) - int(server.queue_len > 0)) * now
     server.queue_len = new_len
 
 
 @njit(cache=True)
-def move_level(m, level, change, now, level_count, level_area):
+def move_level(i, change, now, level_count, level_area):
     """Add ``change`` (+1 or -1) to s_{m,level} (the number of class-m servers with at least
-    ``level`` jobs) at time ``now``, with its area."""
-    level_area[m, level] -= change * now
-    level_count[m, level] += change
+    ``level`` jobs) at time ``now``, with its area; ``i`` = m * (levels + 1) + level indexes the
+    flattened arrays (a one-dimensional index costs less in the loop than two)."""
+    level_area[i] -= change * now
+    level_count[i] += change
 
 
 @njit(cache=True)
@@ -300,7 +313,7 @@ def begin_measurement(c, at, servers, level_count, level_area):
     c.job_area = -c.in_system * at
     for s in range(len(servers)):
         servers[s].job_area = -servers[s].queue_len * at
-        servers[s].busy_area = -(servers[s].queue_len > 0) * at
+        servers[s].busy_area = -int(servers[s].queue_len > 0) * at
     for m in range(level_count.shape[0]):
         for level in range(level_count.shape[1]):
             level_area[m, level] = -level_count[m, level] * at
@@ -325,7 +338,7 @@ def close_window(
     c.window_job_area = area_at(c.job_area, c.in_system, at)
     for s in range(len(servers)):
         window_job_area[s] = area_at(servers[s].job_area, servers[s].queue_len, at)
-        window_busy_area[s] = area_at(servers[s].busy_area, servers[s].queue_len > 0, at)
+        window_busy_area[s] = area_at(servers[s].busy_area, int(servers[s].queue_len > 0), at)
     for m in range(level_count.shape[0]):
         for level in range(level_count.shape[1]):
             window_level_area[m, level] = area_at(level_area[m, level], level_count[m, level], at)
@@ -376,6 +389,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     servers, server_key = records(state.servers), state.server_key
     queue_len = servers.queue_len  # a column, for power-of-d
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
+    n_servers = len(servers)
+    scanning = n_servers <= SCAN_MAX_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     departures, key_tree = records(state.departures), records(state.key_tree)
     bucket_order, bucket_position, bucket_key, bucket_start = (
@@ -387,6 +402,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     # keep the keys for scans, for the tree, for the buckets
     scanned, keyed, bucketed = len(server_key) > 0, len(key_tree) > 0, len(bucket_order) > 0
     level_count, level_area = state.level_count, state.level_area
+    level_width = level_count.shape[1]
+    flat_level_count, flat_level_area = level_count.reshape(-1), level_area.reshape(-1)
     n_levels = level_count.shape[1] - 1
     histogram, batches, batch_close, sample, ties = (
         state.histogram,
@@ -517,7 +534,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             c.job_area -= now
             set_queue_length(server, now, q + 1)
             if q + 1 <= n_levels:
-                move_level(server.speed_class, q + 1, 1, now, level_count, level_area)
+                move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q + 1, server.speed_class, n_classes, class_speed[server.speed_class], now
@@ -533,7 +550,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.busy += 1
                 server.service_arrival = now
                 server.service_size = size
-                lower_time(departures, s, now + size * server.inv_speed)
+                if scanning:
+                    lower_time_at_root(departures, s, now + size * server.inv_speed)
+                else:
+                    lower_time(departures, s, now + size * server.inv_speed)
             else:
                 # it waits: a slot in the ring of waiting jobs, after the last and before the first
                 slot = c.free_slot
@@ -588,7 +608,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             q = server.queue_len - 1
             set_queue_length(server, now, q)
             if q + 1 <= n_levels:
-                move_level(server.speed_class, q + 1, -1, now, level_count, level_area)
+                move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q, server.speed_class, n_classes, class_speed[server.speed_class], now
@@ -607,10 +627,14 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 job_next[server.last_waiting] = job_next[slot]
                 job_next[slot] = c.free_slot
                 c.free_slot = slot
-                set_time(departures, s, now + server.service_size * server.inv_speed)
+                next_time = now + server.service_size * server.inv_speed
             else:
                 c.busy -= 1
-                set_time(departures, s, np.inf)
+                next_time = np.inf
+            if scanning:
+                set_time_by_scan(departures, s, next_time, n_servers)
+            else:
+                set_time(departures, s, next_time)
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED
