@@ -118,11 +118,12 @@ def departing_level(served_rate, level_count, longest, position):
 
 
 @njit(cache=True)
-def credit_level(level_count, level_area, level_since, level, now, warmup):
-    """Add Q_level times the time since its last change (after ``warmup``) to ``level_area``."""
-    start = max(level_since[level], warmup)
-    level_area[level] += level_count[level] * max(now - start, 0.0)
-    level_since[level] = now
+def move_level_area(level_area, level, change, now, warmup):
+    """Q_level changes by ``change`` at time ``now``: subtract change * max(now, warmup) from its
+    area. With every Q_i = 0 at time 0, int_warmup^T Q_i dt = Q_i(T) T + level_area[i] (the sum of
+    the changes before the warm-up is Q_i(warmup), each taken at the warm-up time), so a change
+    costs one multiply-add and the time of the last change is not kept."""
+    level_area[level] -= change * max(now, warmup)
 
 
 @njit(cache=True)
@@ -151,7 +152,6 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     level_count = np.zeros(INITIAL_LEVELS, dtype=np.int64)
     level_count[0] = n_buffers
     level_area = np.zeros(INITIAL_LEVELS)
-    level_since = np.zeros(INITIAL_LEVELS)
     time_at_jobs = np.zeros(2 * n_buffers + 1)
     time_at_waiting = np.zeros(n_buffers + 1)
     mean_step = 1.0 / (arrival_rate + served_rate)  # the mean time to the next event, by Q_1
@@ -168,7 +168,6 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
             rng,
             level_count,
             level_area,
-            level_since,
             time_at_jobs,
             time_at_waiting,
             now,
@@ -187,14 +186,13 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
         if level + 1 >= len(level_count):
             level_count = with_more_levels(level_count, level + 2)
             level_area = with_more_levels(level_area, level + 2)
-            level_since = with_more_levels(level_since, level + 2)
         if jobs + 1 >= len(time_at_jobs):
             time_at_jobs = with_more_levels(time_at_jobs, jobs + 2)
         waiting = jobs + 1 - level_count[1] - int(shortest == 0)
         if waiting >= len(time_at_waiting):
             time_at_waiting = with_more_levels(time_at_waiting, waiting + 1)
     for level in range(1, len(level_count)):
-        credit_level(level_count, level_area, level_since, level, horizon, warmup)
+        level_area[level] += level_count[level] * horizon
     return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
 
 
@@ -209,7 +207,6 @@ def bounding_events(
     rng,
     level_count,
     level_area,
-    level_since,
     time_at_jobs,
     time_at_waiting,
     now,
@@ -230,18 +227,22 @@ def bounding_events(
             busy = level_count[1]
             total_rate = arrival_rate + served_rate[busy]
             next_time = now + rng.exponential() * mean_step[busy]
-            credit_jobs(
-                time_at_jobs, time_at_waiting, jobs, jobs - level_count[1], now, min(next_time, horizon), warmup
-            )
             if next_time >= horizon:
+                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
                 return now, shortest, longest, jobs, arrivals, lost, events, False
+            if now >= warmup:  # the time to the next event, as credit_jobs would find it
+                span = next_time - now
+                time_at_jobs[jobs] += span
+                time_at_waiting[jobs - busy] += span
+            else:
+                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
             now = next_time
             measuring = now >= warmup
             events += measuring
             draw = rng.random() * total_rate
             if draw >= arrival_rate:
                 level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
-                credit_level(level_count, level_area, level_since, level, now, warmup)
+                move_level_area(level_area, level, -1, now, warmup)
                 shortest, longest = leave_level(level_count, level, shortest, longest)
                 jobs -= 1
                 continue
@@ -257,7 +258,7 @@ def bounding_events(
             ):
                 return now, shortest, longest, jobs, arrivals, lost, events, True
         pending = False
-        credit_level(level_count, level_area, level_since, shortest + 1, now, warmup)
+        move_level_area(level_area, shortest + 1, 1, now, warmup)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
 
