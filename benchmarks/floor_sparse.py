@@ -136,9 +136,9 @@ def _simulate_jfsq(indptr, indices, speed, speed_class, n_classes, keep, alias, 
 
 
 def run_floor_sparse(indptr, indices, speed, port_rate, buffer, jobs, seed, clock=time.process_time):
-    """Run the sparse JFSQ floor until ``jobs`` jobs have completed; speeds must be given fastest
-    class first or not, the classes are read from them. Returns ``(mean_response_time, lost,
-    events, seconds)``, ``seconds`` by ``clock`` around the compiled kernel alone."""
+    """Run the sparse JFSQ floor until ``jobs`` jobs have completed (the speed classes are read from
+    the speeds, class 0 the fastest). Returns ``(mean_response_time, lost, events, seconds)``,
+    ``seconds`` by ``clock`` around the compiled kernel alone."""
     speed = np.ascontiguousarray(speed, dtype=np.float64)
     classes = np.unique(speed)[::-1]
     speed_class = np.searchsorted(-classes, -speed).astype(np.int64)
