@@ -4,8 +4,9 @@ Plain Python lists, one slot at a time; it shares no code with ``hetlb``. It fol
 draw protocol as ``hetlb.kernels.slotted`` (the order in which each of the four generators is
 used), so that for the same generators the two must agree exactly:
 
-* environment: per slot, A_m for m = 0..M-1, then S_n for n = 0..N-1. Poisson: ``poisson(mean)``;
-  Bernoulli: ``random() < mean``; binomial: ``binomial(trials, mean / trials)``.
+* environment: per slot, A_m for m = 0..M-1, then S_n for n = 0..N-1. Poisson of mean < 10: by
+  inversion of one random(), the least k with u < P(X <= k), P(X = 0) = exp(-mean) and
+  P(X = k) = P(X = k - 1) * mean / k; of mean >= 10: ``poisson(mean)``; Bernoulli: ``random() < mean``; binomial: ``binomial(trials, mean / trials)``.
 * dispatch: with ties "shared", first one random() for the slot; then one decision per dispatcher
   with arrivals (one per job with routing "job"), m in order. A uniform index of 0..k-1 is
   ``int(random() * k)``.
@@ -27,14 +28,26 @@ used), so that for the same generators the two must agree exactly:
 
 from __future__ import annotations
 
+import math
+
 
 def uniform_index(rng, k):
     return min(int(rng.random() * k), k - 1)
 
 
+def poisson_by_inversion(mean, u):
+    k, probability = 0, math.exp(-mean)
+    cumulative = probability
+    while u >= cumulative and probability > 0.0:
+        k += 1
+        probability *= mean / k
+        cumulative += probability
+    return k
+
+
 def draw_count(kind, trials, mean, rng):
     if kind == "poisson":
-        return int(rng.poisson(mean))
+        return poisson_by_inversion(mean, rng.random()) if mean < 10.0 else int(rng.poisson(mean))
     if kind == "bernoulli":
         return 1 if rng.random() < mean else 0
     return int(rng.binomial(trials, mean / trials))

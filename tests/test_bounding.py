@@ -9,7 +9,13 @@ from conftest import bonferroni_t_halfwidth
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.kernels.bounding import FIRST_POLICY_ROW, length_of_rank, sandwich_violations, serving_rank
+from hetlb.kernels.bounding import (
+    FIRST_POLICY_ROW,
+    departing_level,
+    length_of_rank,
+    sandwich_violations,
+    serving_rank,
+)
 from hetlb.simulation.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
 from hetlb.theory import solve_exact_arrays
 from hetlb.theory.bounding import solve_bounding_system
@@ -71,7 +77,8 @@ def test_violation_counter_sees_a_broken_level():
 
 
 def test_departure_lookup_matches_sorting():
-    """serving_rank and length_of_rank find the buffer a sorted matching would pick."""
+    """serving_rank and length_of_rank find the buffer a sorted matching would pick, and so does
+    the event loop's scan down the levels (departing_level)."""
     rng = np.random.default_rng(5)
     for _ in range(200):
         lengths = np.sort(rng.integers(0, 5, size=7))[::-1]
@@ -83,6 +90,7 @@ def test_departure_lookup_matches_sorting():
         assert rank == min(expected_rank, level_count[1] + 1)
         if rank <= level_count[1]:
             assert length_of_rank(level_count, lengths.max(), rank) == lengths[rank - 1]
+            assert departing_level(served_rate, level_count, lengths.max(), position) == lengths[rank - 1]
 
 
 # --- closed forms and exact chains ------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_rules_choose_inside_the_candidate_range(queue_len, data):
     idle_since = np.array(data.draw(st.lists(st.floats(0, 1e6), min_size=n, max_size=n)))
     for code in [POLICIES[policy_id].code for policy_id in policies_where(ranks_whole_set=True)]:
         keys = rules.selection_keys(code, queue_len, server_class.astype(np.int64), len(classes), speed, idle_since)
-        server, least = rules.least_key_server(candidates, lo, hi, keys, rng)
+        server, least = rules.least_key_server(candidates, lo, hi, keys, np.zeros(hi - lo, np.int64), rng)
         assert server in candidates
         assert keys[server] == least == min(keys[candidates])
     d = data.draw(st.integers(1, 4))

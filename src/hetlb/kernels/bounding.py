@@ -103,22 +103,36 @@ def length_of_rank(level_count, longest, rank):
 
 
 @njit(cache=True)
-def credit_level(level_count, level_area, level_since, level, now, warmup):
-    """Add Q_level times the time since its last change (after ``warmup``) to ``level_area``."""
-    start = max(level_since[level], warmup)
-    if now > start:
-        level_area[level] += level_count[level] * (now - start)
-    level_since[level] = now
+def departing_level(served_rate, level_count, longest, position):
+    """The length of the buffer whose server's speed interval holds ``position`` (0 <= position <
+    served_rate[Q_1]): the buffer of rank r, the least r with served_rate[r] > position, has the
+    greatest length i with Q_i >= r, that is with served_rate[Q_i] > position. A scan down from the
+    longest length, which takes few steps where a binary search over the ranks takes log2 n
+    unpredictable ones; the same length as length_of_rank(serving_rank(...)). Should rounding put
+    ``position`` at or past served_rate[Q_1], it takes the rank Q_1 as they do."""
+    busy = level_count[1]
+    level = longest
+    while served_rate[level_count[level]] <= position and level_count[level] < busy:
+        level -= 1
+    return level
+
+
+@njit(cache=True)
+def move_level_area(level_area, level, change, now, warmup):
+    """Q_level changes by ``change`` at time ``now``: subtract change * max(now, warmup) from its
+    area. With every Q_i = 0 at time 0, int_warmup^T Q_i dt = Q_i(T) T + level_area[i] (the sum of
+    the changes before the warm-up is Q_i(warmup), each taken at the warm-up time), so a change
+    costs one multiply-add and the time of the last change is not kept."""
+    level_area[level] -= change * max(now, warmup)
 
 
 @njit(cache=True)
 def credit_jobs(time_at_jobs, time_at_waiting, jobs, waiting, start, end, warmup):
     """Add the time in [start, end] after ``warmup`` to the bins Q_{+1} = ``jobs`` and
     Q_{+2} = ``waiting``."""
-    start = max(start, warmup)
-    if end > start:
-        time_at_jobs[jobs] += end - start
-        time_at_waiting[waiting] += end - start
+    span = max(end - max(start, warmup), 0.0)
+    time_at_jobs[jobs] += span
+    time_at_waiting[waiting] += span
 
 
 @njit(cache=True)
@@ -129,54 +143,124 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     Returns (level_area, time_at_jobs, time_at_waiting, counts): the integral over [warmup, horizon]
     of Q_i for each level i, the time spent with Q_{+1} = j and with Q_{+2} = j for each j, and
     (arrivals, lost arrivals, events) after the warm-up.
+
+    The events run in :func:`bounding_events`, which never replaces an array (a replaced array
+    would be reference-counted on every event); it stops before an arrival that needs more room,
+    and the arrays grow here.
     """
     n_buffers = len(served_rate) - 1
     level_count = np.zeros(INITIAL_LEVELS, dtype=np.int64)
     level_count[0] = n_buffers
     level_area = np.zeros(INITIAL_LEVELS)
-    level_since = np.zeros(INITIAL_LEVELS)
     time_at_jobs = np.zeros(2 * n_buffers + 1)
     time_at_waiting = np.zeros(n_buffers + 1)
-    shortest, longest, jobs = 0, 0, 0
-    arrivals, lost, events = 0, 0, 0
-    now = 0.0
+    mean_step = 1.0 / (arrival_rate + served_rate)  # the mean time to the next event, by Q_1
+    # now, shortest, longest, jobs, arrivals, lost, events, and whether an arrival is half done
+    now, shortest, longest, jobs, arrivals, lost, events, pending = 0.0, 0, 0, 0, 0, 0, 0, False
     while True:
-        departure_rate = served_rate[level_count[1]]
-        total_rate = arrival_rate + departure_rate
-        next_time = now + rng.exponential() / total_rate
-        credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - level_count[1], now, min(next_time, horizon), warmup)
-        if next_time >= horizon:
+        now, shortest, longest, jobs, arrivals, lost, events, pending = bounding_events(
+            served_rate,
+            mean_step,
+            arrival_rate,
+            buffer,
+            horizon,
+            warmup,
+            rng,
+            level_count,
+            level_area,
+            time_at_jobs,
+            time_at_waiting,
+            now,
+            shortest,
+            longest,
+            jobs,
+            arrivals,
+            lost,
+            events,
+            pending,
+        )
+        if not pending:
             break
-        now = next_time
-        measuring = now >= warmup
-        events += measuring
-        draw = rng.random() * total_rate
-        if draw < arrival_rate:
+        # the room the pending arrival needs, grown as each array fills (doubling)
+        level = shortest + 1
+        if level + 1 >= len(level_count):
+            level_count = with_more_levels(level_count, level + 2)
+            level_area = with_more_levels(level_area, level + 2)
+        if jobs + 1 >= len(time_at_jobs):
+            time_at_jobs = with_more_levels(time_at_jobs, jobs + 2)
+        waiting = jobs + 1 - level_count[1] - int(shortest == 0)
+        if waiting >= len(time_at_waiting):
+            time_at_waiting = with_more_levels(time_at_waiting, waiting + 1)
+    for level in range(1, len(level_count)):
+        level_area[level] += level_count[level] * horizon
+    return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
+
+
+@njit(cache=True)
+def bounding_events(
+    served_rate,
+    mean_step,
+    arrival_rate,
+    buffer,
+    horizon,
+    warmup,
+    rng,
+    level_count,
+    level_area,
+    time_at_jobs,
+    time_at_waiting,
+    now,
+    shortest,
+    longest,
+    jobs,
+    arrivals,
+    lost,
+    events,
+    pending,
+):
+    """The events of :func:`simulate_bounding` from the state (now, shortest, ..., events) up to the
+    horizon, or up to an arrival that needs longer arrays: it returns that state with ``pending``
+    true, the arrival drawn and counted, to be finished by the next call once they have grown.
+    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read."""
+    while True:
+        if not pending:
+            busy = level_count[1]
+            total_rate = arrival_rate + served_rate[busy]
+            next_time = now + rng.exponential() * mean_step[busy]
+            if next_time >= horizon:
+                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
+                return now, shortest, longest, jobs, arrivals, lost, events, False
+            if now >= warmup:  # the time to the next event, as credit_jobs would find it
+                span = next_time - now
+                time_at_jobs[jobs] += span
+                time_at_waiting[jobs - busy] += span
+            else:
+                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
+            now = next_time
+            measuring = now >= warmup
+            events += measuring
+            draw = rng.random() * total_rate
+            if draw >= arrival_rate:
+                level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
+                move_level_area(level_area, level, -1, now, warmup)
+                shortest, longest = leave_level(level_count, level, shortest, longest)
+                jobs -= 1
+                continue
             arrivals += measuring
             if shortest == buffer:
                 lost += measuring
                 continue
             level = shortest + 1
-            if level + 1 >= len(level_count):
-                level_count = with_more_levels(level_count, level + 2)
-                level_area = with_more_levels(level_area, level + 2)
-                level_since = with_more_levels(level_since, level + 2)
-            credit_level(level_count, level_area, level_since, level, now, warmup)
-            shortest, longest = join_shortest(level_count, shortest, longest)
-            jobs += 1
-            if jobs >= len(time_at_jobs):
-                time_at_jobs = with_more_levels(time_at_jobs, jobs + 1)
-            if jobs - level_count[1] >= len(time_at_waiting):
-                time_at_waiting = with_more_levels(time_at_waiting, jobs - level_count[1] + 1)
-        else:
-            rank = min(serving_rank(served_rate, draw - arrival_rate, level_count[1]), level_count[1])
-            level = length_of_rank(level_count, longest, rank)
-            credit_level(level_count, level_area, level_since, level, now, warmup)
-            shortest, longest = leave_level(level_count, level, shortest, longest)
-            jobs -= 1
-    for level in range(1, len(level_count)):
-        credit_level(level_count, level_area, level_since, level, horizon, warmup)
-    return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
+            if (
+                level + 1 >= len(level_count)
+                or jobs + 1 >= len(time_at_jobs)
+                or jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
+            ):
+                return now, shortest, longest, jobs, arrivals, lost, events, True
+        pending = False
+        move_level_area(level_area, shortest + 1, 1, now, warmup)
+        shortest, longest = join_shortest(level_count, shortest, longest)
+        jobs += 1
 
 
 # --- the coupled run -------------------------------------------------------------------------------
@@ -273,6 +357,7 @@ def run_coupled(
         for s in range(n_servers):
             key[p, s] = selection_key(tie_breaks[p], 0, speed_class[s], n_classes, speed[s], 0.0)
     candidates = np.arange(n_servers)
+    ties = np.empty(n_servers, dtype=np.int64)
     rate_at_length = np.zeros(INITIAL_LEVELS)
     violations = np.zeros((n_policies, 2), dtype=np.int64)
     first_violation = np.full((n_policies, 2), np.inf)
@@ -304,7 +389,7 @@ def run_coupled(
                     continue
                 if row >= FIRST_POLICY_ROW:
                     p = row - FIRST_POLICY_ROW
-                    s, _ = least_key_server(candidates, 0, n_servers, key[p], tie_rng)
+                    s, _ = least_key_server(candidates, 0, n_servers, key[p], ties, tie_rng)
                     queue_len[p, s] += 1
                     key[p, s] = selection_key(tie_breaks[p], queue_len[p, s], speed_class[s], n_classes, speed[s], now)
                 shortest[row], longest[row] = join_shortest(level_count[row], shortest[row], longest[row])

@@ -31,7 +31,16 @@ from numba import njit
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.kernels.buckets import move_key, random_least_server
 from hetlb.kernels.jit import prefetch, records
-from hetlb.kernels.trees import lower_time, prefetch_path, random_least_leaf, set_key, set_time
+from hetlb.kernels.sampling import alias_draw
+from hetlb.kernels.trees import (
+    lower_time,
+    lower_time_at_root,
+    prefetch_path,
+    random_least_leaf,
+    set_key,
+    set_time,
+    set_time_by_scan,
+)
 from hetlb.policies import registry, rules
 
 # advance() return status
@@ -67,6 +76,10 @@ BATCH_FIELDS = (
 PREFETCH_MIN_SERVERS = 16384
 """From this many servers on, the per-server data outgrows the caches and the kernel prefetches."""
 
+SCAN_MAX_SERVERS = 16
+"""Up to this many servers, the tournament tree of departures keeps its root alone up to date,
+found by a scan of the leaves (hetlb.kernels.trees.set_time_by_scan)."""
+
 KernelModel = namedtuple(
     "KernelModel",
     [
@@ -76,7 +89,8 @@ KernelModel = namedtuple(
         "server_class",
         "n_classes",
         "class_speed",
-        "cumulative_type_rate",
+        "type_keep",
+        "type_alias",
         "total_arrival_rate",
         "compat_indptr",
         "compat_indices",
@@ -98,7 +112,8 @@ KernelModel = namedtuple(
 )
 KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulation.continuous.pack_model).
 
-``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
+``type_keep`` and ``type_alias`` are the alias table of the job types' arrival rates
+(hetlb.kernels.sampling); ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
 (p_F, p_S); for jsq-df-ds each job type's servers are listed fastest class first and
 ``compat_first_slow[k]`` is the position of type k's first slow server (empty for other policies)."""
 
@@ -121,7 +136,6 @@ class KernelState(
             "bucket_start",
             "level_count",
             "level_area",
-            "level_last",
             "histogram",
             "batches",
             "trace_time",
@@ -129,6 +143,7 @@ class KernelState(
             "trace_server",
             "trace_queue",
             "sample",
+            "ties",
             "window_job_area",
             "window_busy_area",
             "window_level_area",
@@ -165,22 +180,21 @@ SERVER_DTYPE = np.dtype(
         ("inv_speed", "f8"),
         ("service_arrival", "f8"),
         ("service_size", "f8"),
-        ("last_change", "f8"),
+        ("spare", "f8"),
         ("job_area", "f8"),
         ("busy_area", "f8"),
     ]
 )
 """One server, 64 bytes (a cache line): jobs held (counting the one in service), speed class m,
 peak number of jobs, the job slot of its last waiting job, 1/speed, arrival time and size of
-the job in service, and the time its number of jobs last changed with the integrals of that
-number and of busy time."""
+the job in service, 8 spare bytes, and the integrals of its number of jobs and of its busy time
+in the form of :func:`set_queue_length`."""
 
 COUNTER_DTYPE = np.dtype(
     [
         ("now", "f8"),
         ("next_arrival", "f8"),
         ("end_time", "f8"),
-        ("last_total_change", "f8"),
         ("measuring", "i8"),
         ("free_slot", "i8"),
         ("in_system", "i8"),
@@ -215,7 +229,7 @@ admitted jobs to the target, and the run goes on until every measured job has le
 the window only: ``close_window`` keeps their values at its end (``window_*``)."""
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
     """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
     hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential.
@@ -248,32 +262,35 @@ def histogram_bin(x):
     return octave * HISTOGRAM_BINS_PER_OCTAVE + fraction
 
 
+# The time integrals are kept by their changes: a count x(t) that changes by dx_i at the times t_i
+# has the integral int_a^T x dt = x(T) T - (x(a) a + sum_{a < t_i <= T} dx_i t_i), so each change
+# subtracts dx_i t_i from an "area" that starts at -x(a) a, and the integral up to any time T is
+# area + x(T) T (:func:`area_at`). A change costs one multiply-add and reads no time of the last
+# change.
+
+
+@njit(cache=True)
+def area_at(area, count, at):
+    """The integral up to ``at`` of a count whose area (in the form above) is ``area``."""
+    return area + count * at
+
+
 @njit(cache=True)
 def set_queue_length(server, now, new_len):
-    """Integrate a server's (a SERVER_DTYPE record's) number of jobs and busy time up to ``now``,
-    then set its number of jobs to ``new_len``."""
-    elapsed = now - server.last_change
-    server.job_area += server.queue_len * elapsed
-    if server.queue_len > 0:
-        server.busy_area += elapsed
-    server.last_change = now
+    """Set a server's (a SERVER_DTYPE record's) number of jobs to ``new_len`` at time ``now``,
+    with the areas of that number and of its busy time."""
+    server.job_area -= (new_len - server.queue_len) * now
+    server.busy_area -= (int(new_len > 0) - int(server.queue_len > 0)) * now
     server.queue_len = new_len
 
 
 @njit(cache=True)
-def move_level(m, level, change, now, level_count, level_area, level_last):
-    """Integrate s_{m,level} (the number of class-m servers with at least ``level`` jobs) up to
-    ``now``, then add ``change`` (+1 or -1) to it."""
-    level_area[m, level] += level_count[m, level] * (now - level_last[m, level])
-    level_last[m, level] = now
-    level_count[m, level] += change
-
-
-@njit(cache=True)
-def integrate_total(c, now):
-    """Add the area under the number in system up to ``now``."""
-    c.job_area += c.in_system * (now - c.last_total_change)
-    c.last_total_change = now
+def move_level(i, change, now, level_count, level_area):
+    """Add ``change`` (+1 or -1) to s_{m,level} (the number of class-m servers with at least
+    ``level`` jobs) at time ``now``, with its area; ``i`` = m * (levels + 1) + level indexes the
+    flattened arrays (a one-dimensional index costs less in the loop than two)."""
+    level_area[i] -= change * now
+    level_count[i] += change
 
 
 @njit(cache=True)
@@ -288,19 +305,18 @@ def record_state_time(c, now, jobs_time, waiting_time):
 
 
 @njit(cache=True)
-def begin_measurement(c, at, servers, level_area, level_last):
+def begin_measurement(c, at, servers, level_count, level_area):
     """Start the statistics at the end of the warm-up: integrals from ``at`` on, counts from zero."""
     c.measuring = 1
     c.tagging = 1
-    c.last_total_change = at
     c.last_state_time = at
-    c.job_area = 0.0
+    c.job_area = -c.in_system * at
     for s in range(len(servers)):
-        servers[s].job_area = 0.0
-        servers[s].busy_area = 0.0
-        servers[s].last_change = at
-    level_area[:, :] = 0.0
-    level_last[:, :] = at
+        servers[s].job_area = -servers[s].queue_len * at
+        servers[s].busy_area = -int(servers[s].queue_len > 0) * at
+    for m in range(level_count.shape[0]):
+        for level in range(level_count.shape[1]):
+            level_area[m, level] = -level_count[m, level] * at
 
 
 @njit(cache=True)
@@ -310,7 +326,6 @@ def close_window(
     servers,
     level_count,
     level_area,
-    level_last,
     window_job_area,
     window_busy_area,
     window_level_area,
@@ -318,17 +333,15 @@ def close_window(
     waiting_time,
 ):
     """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]."""
-    integrate_total(c, at)
     if len(jobs_time) > 0:
         record_state_time(c, at, jobs_time, waiting_time)
-    c.window_job_area = c.job_area
+    c.window_job_area = area_at(c.job_area, c.in_system, at)
     for s in range(len(servers)):
-        elapsed = at - servers[s].last_change
-        window_job_area[s] = servers[s].job_area + servers[s].queue_len * elapsed
-        window_busy_area[s] = servers[s].busy_area + (elapsed if servers[s].queue_len > 0 else 0.0)
+        window_job_area[s] = area_at(servers[s].job_area, servers[s].queue_len, at)
+        window_busy_area[s] = area_at(servers[s].busy_area, int(servers[s].queue_len > 0), at)
     for m in range(level_count.shape[0]):
         for level in range(level_count.shape[1]):
-            window_level_area[m, level] = level_area[m, level] + level_count[m, level] * (at - level_last[m, level])
+            window_level_area[m, level] = area_at(level_area[m, level], level_count[m, level], at)
     c.tagging = 0
     c.window_end = at
 
@@ -342,7 +355,7 @@ def snapshot_batch(c, batches, batch_close, at):
     row[2] = c.admitted
     row[3] = c.blocked
     row[4] = c.waited
-    row[8] = c.job_area
+    row[8] = area_at(c.job_area, c.in_system, at)
     batch_close[c.batch_index] = at
     c.batch_index += 1
 
@@ -361,9 +374,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     )
     compat_indptr, compat_indices = model.compat_indptr, model.compat_indices
     compat_cumulative_speed, type_uses_tree = model.compat_cumulative_speed, model.type_uses_tree
-    cumulative_type_rate, total_arrival_rate = model.cumulative_type_rate, model.total_arrival_rate
+    type_keep, type_alias, total_arrival_rate = model.type_keep, model.type_alias, model.total_arrival_rate
     mean_interarrival = 1.0 / total_arrival_rate
-    n_types = len(cumulative_type_rate)
+    n_types = len(type_keep)
     size_code = model.size_code
     first_phase_probability, first_phase_rate, second_phase_rate = (
         model.size_params[0],
@@ -376,6 +389,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     servers, server_key = records(state.servers), state.server_key
     queue_len = servers.queue_len  # a column, for power-of-d
     prefetching = len(servers) >= PREFETCH_MIN_SERVERS
+    n_servers = len(servers)
+    scanning = n_servers <= SCAN_MAX_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     departures, key_tree = records(state.departures), records(state.key_tree)
     bucket_order, bucket_position, bucket_key, bucket_start = (
@@ -386,9 +401,17 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     )
     # keep the keys for scans, for the tree, for the buckets
     scanned, keyed, bucketed = len(server_key) > 0, len(key_tree) > 0, len(bucket_order) > 0
-    level_count, level_area, level_last = state.level_count, state.level_area, state.level_last
+    level_count, level_area = state.level_count, state.level_area
+    level_width = level_count.shape[1]
+    flat_level_count, flat_level_area = level_count.reshape(-1), level_area.reshape(-1)
     n_levels = level_count.shape[1] - 1
-    histogram, batches, batch_close, sample = state.histogram, state.batches, state.batch_close, state.sample
+    histogram, batches, batch_close, sample, ties = (
+        state.histogram,
+        state.batches,
+        state.batch_close,
+        state.sample,
+        state.ties,
+    )
     trace_time, trace_type, trace_server, trace_queue = (
         state.trace_time,
         state.trace_type,
@@ -410,14 +433,13 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
         now = min(c.next_arrival, next_departure)
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
-                begin_measurement(c, warmup, servers, level_area, level_last)
+                begin_measurement(c, warmup, servers, level_count, level_area)
             close_window(
                 c,
                 horizon,
                 servers,
                 level_count,
                 level_area,
-                level_last,
                 window_job_area,
                 window_busy_area,
                 window_level_area,
@@ -428,14 +450,12 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 finish(c, horizon, batches, batch_close)
                 return FINISHED
         if c.measuring == 0 and now >= warmup:
-            begin_measurement(c, warmup, servers, level_area, level_last)
+            begin_measurement(c, warmup, servers, level_count, level_area)
         if batch_by_jobs == 0:
             while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
-                integrate_total(c, batch_ends[c.batch_index])
                 snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
         c.now = now
         c.events += 1
-        integrate_total(c, now)
         if distributions and c.tagging == 1:
             record_state_time(c, now, jobs_time, waiting_time)
         if prefetching:  # the next departure's server: start loading what its departure reads
@@ -451,13 +471,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
         if c.next_arrival <= next_departure:
             # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
             # that order, its server from the policy stream
-            if n_types == 1:
-                job_type = 0
-            else:
-                job_type = min(
-                    np.searchsorted(cumulative_type_rate, arrival_rng.random() * total_arrival_rate, side="right"),
-                    n_types - 1,
-                )
+            job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
 
             # the server it is sent to (whether or not its buffer has room)
             lo = compat_indptr[job_type]
@@ -488,7 +502,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     s = random_least_leaf(key_tree, policy_rng, servers)
                     least = key_tree[1].key
                 else:
-                    s, least = rules.least_key_server(compat_indices, lo, hi, server_key, policy_rng)
+                    s, least = rules.least_key_server(compat_indices, lo, hi, server_key, ties, policy_rng)
                 if rules.falls_back_to_uniform(policy_code, least, n_classes):
                     s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
 
@@ -517,9 +531,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if q > 0:
                 c.waited += c.tagging
             c.in_system += 1
+            c.job_area -= now
             set_queue_length(server, now, q + 1)
             if q + 1 <= n_levels:
-                move_level(server.speed_class, q + 1, 1, now, level_count, level_area, level_last)
+                move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q + 1, server.speed_class, n_classes, class_speed[server.speed_class], now
@@ -535,7 +550,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.busy += 1
                 server.service_arrival = now
                 server.service_size = size
-                lower_time(departures, s, now + size * server.inv_speed)
+                if scanning:
+                    lower_time_at_root(departures, s, now + size * server.inv_speed)
+                else:
+                    lower_time(departures, s, now + size * server.inv_speed)
             else:
                 # it waits: a slot in the ring of waiting jobs, after the last and before the first
                 slot = c.free_slot
@@ -549,7 +567,6 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     job_next[server.last_waiting] = slot
                 server.last_waiting = slot
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
-                integrate_total(c, now)
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
                 close_window(
@@ -558,7 +575,6 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     servers,
                     level_count,
                     level_area,
-                    level_last,
                     window_job_area,
                     window_busy_area,
                     window_level_area,
@@ -587,11 +603,12 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 batches[b, 6] += response
                 batches[b, 7] += waiting
             c.in_system -= 1
+            c.job_area += now
             c.departures_total += 1
             q = server.queue_len - 1
             set_queue_length(server, now, q)
             if q + 1 <= n_levels:
-                move_level(server.speed_class, q + 1, -1, now, level_count, level_area, level_last)
+                move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q, server.speed_class, n_classes, class_speed[server.speed_class], now
@@ -610,10 +627,14 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 job_next[server.last_waiting] = job_next[slot]
                 job_next[slot] = c.free_slot
                 c.free_slot = slot
-                set_time(departures, s, now + server.service_size * server.inv_speed)
+                next_time = now + server.service_size * server.inv_speed
             else:
                 c.busy -= 1
-                set_time(departures, s, np.inf)
+                next_time = np.inf
+            if scanning:
+                set_time_by_scan(departures, s, next_time, n_servers)
+            else:
+                set_time(departures, s, next_time)
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED
@@ -622,10 +643,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
 
 @njit(cache=True)
 def finish(c, at, batches, batch_close):
-    """End the run at time ``at``: bring the number-in-system integral up to it (the last batches'
-    job area) and close the remaining batches. The per-server and per-level integrals need no
-    update: the results read the ones close_window froze."""
-    integrate_total(c, at)
+    """End the run at time ``at``: close the remaining batches (their job area is the integral up to
+    ``at``). The results read the per-server and per-level integrals that close_window froze."""
     while c.batch_index < len(batches):
         snapshot_batch(c, batches, batch_close, at)
     c.end_time = at

@@ -28,6 +28,7 @@ pod and l-pod, O(d) per push, O(N M) for the estimate error of an LED policy and
 O(N log N) per decision when the preference is measured. Memory: O(N) per dispatcher.
 """
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -35,6 +36,7 @@ from numba import njit
 
 from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
 from hetlb.kernels.jit import records
+from hetlb.kernels.sampling import POISSON_INVERSION_MAX_MEAN, poisson_by_inversion
 from hetlb.policies import registry, rules
 from hetlb.policies.local_estimates import below_average_server, least_value_server
 from hetlb.policies.registry import L_JBA, L_JSQ, L_POD
@@ -152,14 +154,42 @@ of its information and ``preference_share[m, r]`` sums mu_{sigma(r)} / mu_Sigma 
 preference is not measured); the ``trace_*`` arrays hold the first decisions."""
 
 
-@njit(cache=True)
-def draw_count(code, trials, mean, rng):
-    """One per-slot count with mean ``mean``: Poisson, Bernoulli, or binomial(trials, mean / trials)."""
+@njit(cache=True, inline="always")
+def draw_count(code, trials, mean, zero_probability, rng):
+    """One per-slot count with mean ``mean``: Poisson, Bernoulli, or binomial(trials, mean / trials).
+    A Poisson count of mean below POISSON_INVERSION_MAX_MEAN is drawn by inversion from one uniform
+    number, with ``zero_probability`` = exp(-mean) (hetlb.kernels.sampling)."""
     if code == COUNT_POISSON:
+        if mean < POISSON_INVERSION_MAX_MEAN:
+            return poisson_by_inversion(mean, zero_probability, rng.random())
         return rng.poisson(mean)
     if code == COUNT_BERNOULLI:
         return 1 if rng.random() < mean else 0
     return rng.binomial(trials, mean / trials)
+
+
+@njit(cache=True)
+def least_ties(values, ties):
+    """How many servers hold the least of ``values``; they are written to ``ties`` in index order.
+    One scan without a branch: each server is written at the end of the least values so far, or at
+    the start when its value is a new least. The tied server of rank floor(u k) is then the one
+    hetlb.policies.local_estimates.least_value_server(values, u) picks, found without its second
+    scan."""
+    least = values[0]
+    count = 0
+    for n in range(len(values)):
+        v = values[n]
+        at = 0 if v < least else count
+        ties[at] = n
+        count = at + (v <= least)
+        least = min(least, v)
+    return count
+
+
+@njit(cache=True)
+def tied_server(ties, count, u):
+    """The tied server of rank floor(u count) (``ties`` from :func:`least_ties`)."""
+    return ties[min(int(u * count), count - 1)]
 
 
 @njit(cache=True)
@@ -309,6 +339,15 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
     batch_ends = model.batch_ends
     n_servers, n_dispatchers, n_batches = len(speed), len(dispatcher_rate), len(batch_ends)
     tokens = code == registry.JIQ
+    ties = np.empty(n_servers, np.int64)
+    # P(count = 0) of a Poisson count with each mean, for the inversion of draw_count (math.exp, as in
+    # plain Python, so that the kernel gives the same counts run either way)
+    server_zero = np.empty(n_servers)
+    for n in range(n_servers):
+        server_zero[n] = math.exp(-speed[n])
+    dispatcher_zero = np.empty(n_dispatchers)
+    for m in range(n_dispatchers):
+        dispatcher_zero[m] = math.exp(-dispatcher_rate[m])
     exact_messages = n_servers if code == registry.JSQ else (min(pod_d, n_servers) if code == registry.POD else 0)
 
     for _ in range(max_slots):
@@ -319,10 +358,12 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
         # 1. arrivals and decisions on the information at the start of the slot
         for m in range(n_dispatchers):
             dispatcher_arrivals[m] = draw_count(
-                model.arrival_code, model.arrival_trials, dispatcher_rate[m], environment_rng
+                model.arrival_code, model.arrival_trials, dispatcher_rate[m], dispatcher_zero[m], environment_rng
             )
         arrivals_to[:] = 0
         slot_tie = dispatch_rng.random() if shared_ties else 0.0
+        # jsq: every decision of the slot sees the same queues, and so the same tied servers
+        least_count = least_ties(queue_len, ties) if code == registry.JSQ else 0
         for m in range(n_dispatchers):
             arrived = dispatcher_arrivals[m]
             c.arrivals_total += arrived
@@ -349,7 +390,9 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                     elif s < 0:
                         s = rules.speed_weighted_server(all_servers, 0, n_servers, cumulative_speed, dispatch_rng)
                 else:
-                    s = least_value_server(view, slot_tie if shared_ties else dispatch_rng.random())
+                    if code != registry.JSQ:
+                        least_count = least_ties(view, ties)
+                    s = tied_server(ties, least_count, slot_tie if shared_ties else dispatch_rng.random())
                 if c.trace_n < len(trace_slot):
                     i = c.trace_n
                     trace_slot[i] = c.slot
@@ -375,7 +418,7 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
 
         # 2. the queue recursion, with each server's pull reports or idle token (3.) as soon as it is done
         for n in range(n_servers):
-            offered = draw_count(model.service_code, model.service_trials, speed[n], environment_rng)
+            offered = draw_count(model.service_code, model.service_trials, speed[n], server_zero[n], environment_rng)
             before = queue_len[n] + arrivals_to[n]
             after = before - offered if before > offered else 0
             departed = before - after

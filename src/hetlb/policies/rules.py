@@ -73,23 +73,26 @@ def uniform_index(rng, n):
 
 
 @njit(cache=True)
-def least_key_server(candidates, lo, hi, key, rng):
+def least_key_server(candidates, lo, hi, key, ties, rng):
     """Scan the servers ``candidates[lo:hi]`` for one with the least ``key[s]`` (its selection key),
-    ties uniformly at random (reservoir sampling). Returns (server, least key)."""
-    chosen = candidates[lo]
-    least = key[chosen]
-    ties = 1
-    for i in range(lo + 1, hi):
+    ties uniformly at random. Returns (server, least key).
+
+    One scan writes each server to ``ties`` (at least hi - lo entries) at the end of those with the
+    least key so far, or at its start when its key is a new least, without a branch; then one
+    uniform number picks the one of rank floor(u k) of the k tied servers, in scan order (none is
+    drawn when k = 1). Reservoir sampling would draw one number per tie."""
+    least = key[candidates[lo]]
+    count = 0
+    for i in range(lo, hi):
         s = candidates[i]
-        if key[s] < least:
-            least = key[s]
-            chosen = s
-            ties = 1
-        elif key[s] == least:
-            ties += 1
-            if rng.random() * ties < 1.0:
-                chosen = s
-    return chosen, least
+        k = key[s]
+        at = 0 if k < least else count
+        ties[at] = s
+        count = at + (k <= least)
+        least = min(least, k)
+    if count == 1:
+        return ties[0], least
+    return ties[uniform_index(rng, count)], least
 
 
 @njit(cache=True)

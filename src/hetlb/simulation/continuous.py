@@ -20,6 +20,7 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
+from hetlb.kernels.sampling import alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
@@ -363,6 +364,7 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         batch_ends[-1] = horizon
     else:
         batch_ends = np.floor(jobs * np.arange(1, batches + 1) / batches)
+    type_keep, type_alias = alias_table(np.asarray(system.arrival_rate, dtype=np.float64))
     return kernel.KernelModel(
         speed=system.speed,
         inv_speed=1.0 / system.speed,
@@ -370,7 +372,8 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
         server_class=server_class,
         n_classes=len(class_speed),
         class_speed=class_speed,
-        cumulative_type_rate=np.cumsum(system.arrival_rate),
+        type_keep=type_keep,
+        type_alias=type_alias,
         total_arrival_rate=system.total_arrival_rate,
         compat_indptr=graph.indptr,
         compat_indices=compat_indices,
@@ -422,10 +425,11 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
     buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
+    server_keys = keys if spec.ranks_whole_set and not model.type_uses_tree.all() else np.zeros(0)
     return kernel.KernelState(
         counters=np.zeros(1, dtype=kernel.COUNTER_DTYPE),
         servers=servers,
-        server_key=keys if spec.ranks_whole_set and not model.type_uses_tree.all() else np.zeros(0),
+        server_key=server_keys,
         job_arrival=job_arrival,
         job_size=job_size,
         job_next=job_next,
@@ -437,7 +441,6 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         bucket_start=buckets[3],
         level_count=np.zeros(levels, np.int64),
         level_area=np.zeros(levels),
-        level_last=np.zeros(levels),
         histogram=np.zeros(kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE, np.int64),
         batches=np.zeros((len(model.batch_ends), len(kernel.BATCH_FIELDS))),
         trace_time=np.zeros(trace),
@@ -446,6 +449,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         trace_queue=np.zeros(trace, np.int64),
         # pod and jsq-df-ds draw min(d, degree) servers
         sample=np.zeros(max(1, min(int(model.sample_sizes.max()), int(np.diff(model.compat_indptr).max()))), np.int64),
+        ties=np.zeros(np.diff(model.compat_indptr).max() if len(server_keys) else 0, np.int64),
         window_job_area=np.zeros(n_servers),
         window_busy_area=np.zeros(n_servers),
         window_level_area=np.zeros(levels),
