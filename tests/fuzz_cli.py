@@ -1335,7 +1335,7 @@ class Judge:
             self.bad(f"{name}: not a readable file", content)
             return None
         try:
-            doc = tomllib.loads(content.decode("utf-8"))
+            doc = tomllib.loads(content.decode("utf-8-sig"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as error:
             self.bad(f"{name}: not TOML", type(error).__name__)
             return None

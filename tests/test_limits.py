@@ -554,3 +554,18 @@ def test_a_sweep_refuses_a_pool_it_cannot_start(executor, words, tmp_path, capsy
     spec = Path(__file__).resolve().parents[1] / "examples" / "jsq-family.toml"
     argv = ["sweep", str(spec), "--executor", executor, "--store", str(tmp_path / "s.sqlite")]
     refused(capsys, "executor", *argv, words=words)
+
+
+def test_what_the_fuzz_campaign_found_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    refused(capsys, "--out", "demo", "--out", "loop", "--jobs", "200", words="leads nowhere")
+    (tmp_path / "empty.sqlite").touch()  # an empty file is a new store
+    refused(capsys, "name", "store", "\udcff\udcfetiny", "--store", str(tmp_path / "empty.sqlite"), words="UTF-8")
+    config = tmp_path / "scenario.toml"
+    config.write_text("[system]\nn_servers = 9223372036854775808\nspeed_mix = [[1.0, 1.0]]\nload = 0.5\n")
+    refused(capsys, "system.n_servers", "simulate", "--config", str(config), words="2^62")
+    argv = ["simulate", "--model", "slotted", "--arrivals", "binomial:", "--speeds", "1,0.5", "--load", "0.5"]
+    refused(capsys, "trials", *argv, "--policy", "jiq", "--slots", "500", words="binomial:K")
+    argv = ["reproduce", "weng-fig4", "--set", "n_max=0", "--executor", "serial", "--store", "s.sqlite"]
+    refused(capsys, "n_max", *argv, "--out", "repro", "-q", words="[16, ")

@@ -721,7 +721,7 @@ def command_store(args) -> int:
             for entry in sweeps:
                 print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
             return 0
-        rows = store.load(args.name)
+        rows = store.load(validation.text("name", args.name))
     if not rows:
         raise InputError("name", f"no finished runs of a sweep named {shorten(repr(args.name))} in {store.name}")
     if args.json:
@@ -805,11 +805,12 @@ def plot_columns(table, x: str, by: str | None, metric: str) -> tuple:
         raise InputError("--by", f"{rule}, got {shown(by)}")
     figures = [c for c in table.columns if f"{c}_ci_low" in table.columns]
     column = table[metric] if metric in table.columns else None
-    if metric in axes or column is None or not is_numeric_dtype(column) or is_bool_dtype(column):
+    identity = metric in axes or metric in ("point", "replications") or metric.endswith(("_ci_low", "_ci_high"))
+    if identity or column is None or not is_numeric_dtype(column) or is_bool_dtype(column):
         raise InputError(
             "--metric",
             f"must be a figure of the sweep such as {', '.join(figures[:4]) or 'events'} (a numeric column of "
-            f"summary.csv other than the axes), got {shown(metric)}",
+            f"summary.csv other than the axes, point, replications and the interval bounds), got {shown(metric)}",
         )
     for flag, name in (("--x", x), ("--by", by)):
         if name is not None and not table[name].map(lambda v: isinstance(v, (str, int, float, np.number))).all():

@@ -46,7 +46,7 @@ from hetlb.graphs.constructions import construct_graph, graph_ports
 from hetlb.model import JobSizes, System, parse_speeds
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
-from hetlb.model.system import port_arrival_rates
+from hetlb.model.system import port_arrival_rates, server_count
 from hetlb.policies import Policy, make_policy
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
@@ -240,7 +240,7 @@ def speeds_of(data: dict) -> np.ndarray:
         spec = data["speed_distribution"]
         if not isinstance(spec, dict):
             raise InputError("system.speed_distribution", "must be a table with a kind")
-        return draw_speeds(validation.integer("system.n_servers", data.get("n_servers")), spec)
+        return draw_speeds(server_count("system.n_servers", data.get("n_servers")), spec)
     if "speeds" in data:
         speeds = data["speeds"]
         if isinstance(speeds, str):
@@ -249,7 +249,7 @@ def speeds_of(data: dict) -> np.ndarray:
             rule = f'must be a text such as "2x1.0,2x0.5" or a list of numbers, got {validation.shown(speeds)}'
             raise InputError("system.speeds", rule)
         return np.asarray(speeds, dtype=float)
-    n_servers = validation.integer("system.n_servers", data.get("n_servers"))
+    n_servers = server_count("system.n_servers", data.get("n_servers"))
     try:
         mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
     except (TypeError, ValueError):

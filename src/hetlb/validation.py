@@ -224,7 +224,16 @@ def text(name: str, value) -> str:
     """A non-empty string."""
     if not isinstance(value, str) or not value:
         raise InputError(name, f"must be a non-empty text, got {shown(value)}")
+    utf8(name, value)
     return value
+
+
+def utf8(name: str, value: str) -> None:
+    """Refuse a text that UTF-8 cannot write (bytes of another encoding, read as surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(name, f"must be UTF-8 text, got {shown(value)}") from None
 
 
 def table(name: str, value) -> dict:
@@ -241,6 +250,7 @@ def path(name: str, value) -> Path:
         value = os.fspath(value)
     if not isinstance(value, str) or not value.strip() or "\0" in value:
         raise InputError(name, f"must be a file path, got {shown(value)}")
+    utf8(name, value)
     if len(os.fsencode(value)) > PATH_MAX:
         raise InputError(name, f"the path is longer than {PATH_MAX} bytes: {shorten(value)}")
     for part in Path(value).parts:
@@ -307,6 +317,8 @@ def os_errors(name: str, where):
 def writable_folder(name: str, folder: Path) -> None:
     """Raise unless ``folder`` is, or can be made as, a writable folder."""
     existing = folder
+    if existing.is_symlink() and not existing.exists():
+        raise InputError(name, f"{shorten(str(existing))} is a link that leads nowhere")
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hetlb import validation
 from hetlb.experiments.reproduce import (
     Claim,
     Outcome,
@@ -81,7 +82,9 @@ GRAPH_OPTIONS = {
 def graph_sweep(context, name: str, job_sizes: dict):
     """Run the Fig. 3 setting over N and the four policies; return (summary, options)."""
     o = context.options
-    sizes = [2**k for k in range(int(np.log2(o["n_min"])), int(np.log2(o["n_max"])) + 1)]
+    n_min = validation.integer("n_min", o["n_min"], low=2)
+    n_max = validation.integer("n_max", o["n_max"], low=n_min, high=2**24)
+    sizes = [2**k for k in range(int(np.log2(n_min)), int(np.log2(n_max)) + 1)]
     spec = SweepSpec(
         base={
             "system": {

@@ -54,7 +54,9 @@ class CountDistribution:
         """A CountDistribution, or its kind name, with "binomial:K" for K trials."""
         if isinstance(value, cls):
             return value
-        kind, _, trials = str(value).partition(":")
+        kind, colon, trials = str(value).partition(":")
+        if colon and not trials:
+            raise InputError("trials", f"binomial:K needs the number of trials K, got {validation.shown(value)}")
         if trials:
             try:
                 count = int(trials)

@@ -29,7 +29,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.model.system import RATE_RULE, SYSTEM_BYTES_PER_SERVER
+from hetlb.model.system import RATE_RULE, server_count
 
 SPEED_DISTRIBUTIONS = {
     "uniform": {"low", "high"},
@@ -53,13 +53,7 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
             f"system.speed_distribution.{unknown[0]}",
             f"unknown key for kind {kind!r}; allowed: {', '.join(sorted(allowed))}",
         )
-    n_servers = validation.count("system.n_servers", n_servers)
-    validation.check_memory(
-        "system.n_servers",
-        SYSTEM_BYTES_PER_SERVER * n_servers,
-        f"a system of {validation.quantity(n_servers)} servers",
-        "use fewer servers",
-    )
+    n_servers = server_count("system.n_servers", n_servers)
     seed = spec.get("seed", 0)
     rng = np.random.default_rng(validation.seed("system.speed_distribution.seed", seed))
     if kind == "uniform":

@@ -257,6 +257,18 @@ def buffer_array(buffer, n_servers: int) -> np.ndarray:
     return np.broadcast_to(np.array(sizes, dtype=np.int64), (n_servers,)).copy()
 
 
+def server_count(name: str, n_servers) -> int:
+    """A number of servers: a count whose system fits in memory (SYSTEM_BYTES_PER_SERVER each)."""
+    n_servers = validation.count(name, n_servers)
+    validation.check_memory(
+        name,
+        SYSTEM_BYTES_PER_SERVER * n_servers,
+        f"a system of {validation.quantity(n_servers)} servers",
+        "use fewer servers",
+    )
+    return n_servers
+
+
 def parse_speeds(text: str) -> np.ndarray:
     """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
     counts, speeds = [], []
@@ -273,13 +285,5 @@ def parse_speeds(text: str) -> np.ndarray:
             raise InputError("speeds", f"a count must be >= 1, got {validation.shown(item)}")
         counts.append(count_int)
         speeds.append(speed)
-    n_servers = sum(counts)
-    validation.check_memory(
-        "speeds",
-        SYSTEM_BYTES_PER_SERVER * n_servers,
-        f"a system of {validation.quantity(n_servers)} servers",
-        "use fewer servers",
-    )
-    if n_servers > validation.MAX_COUNT:
-        raise InputError("speeds", f"at most 2^62 servers, got {validation.quantity(n_servers)}")
+    server_count("speeds", sum(counts))
     return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))
