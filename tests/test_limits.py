@@ -97,7 +97,7 @@ def test_the_speed_bound_of_the_smallest_and_largest_rates_is_exact():
         (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", 2**64], "jobs", "<= 2^62"),
         (["simulate", "--speeds", "1", "--load", "0.5", "--buffer", 2**63], "buffer", "<= 2^62"),
         (["exact", "--speeds", "1", "--load", "0.5", "--buffer", 2**63], "buffer", "<= 2^62"),
-        (["simulate", "--speeds", "99999999999999999999x1", "--load", "0.5"], "speeds", "1e+20 servers needs"),
+        (["simulate", "--speeds", "99999999999999999999x1", "--load", "0.5"], "speeds", "<= 2^62"),
         (["simulate", "--speeds", "1", "--load", "0.5", "--replications", 10**20], "replications", "<= 2^62"),
         (
             ["simulate", "--speeds", "1", "--load", "0.5", "--jobs", 20, "--replications", 10**12],
