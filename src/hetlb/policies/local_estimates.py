@@ -50,8 +50,8 @@ def below_average_server(estimate, speed, rate_weighted, inclusive, rng):
 @njit(cache=True)
 def least_value_server(values, u):
     """A server with the least ``values[n]``; among k ties the one of rank floor(u k) in index order,
-    so a uniform ``u`` on [0, 1) picks uniformly (two scans; the reservoir of
-    hetlb.policies.rules.least_key_server draws once per tie, and stale estimates tie often)."""
+    so a uniform ``u`` on [0, 1) picks uniformly (two scans and one draw, however many servers
+    tie: stale estimates tie often)."""
     least = values[0]
     ties = 0
     for n in range(len(values)):
