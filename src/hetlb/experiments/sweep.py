@@ -16,8 +16,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hetlb import validation
 from hetlb.errors import InputError
@@ -37,6 +36,9 @@ from hetlb.results.table import (  # noqa: F401 (the table's columns, imported f
 )
 from hetlb.scenario import Scenario
 from hetlb.stats import t_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TIMING_COLUMNS = ("wall_seconds", "events_per_second")
 """Columns that measure the machine, not the model: the only ones that differ between executors."""
@@ -192,6 +194,8 @@ def run_units(units) -> list[tuple[str, dict]]:
 
 
 def runs_table(points, units, done: dict) -> pd.DataFrame:
+    import pandas as pd
+
     records = []
     for unit in units:
         if unit.key in done:
@@ -210,6 +214,8 @@ def runs_table(points, units, done: dict) -> pd.DataFrame:
 def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per point: its axis values, then its figures (hetlb.results.table.point_row), then
     the speed lower bound (continuous model)."""
+    import pandas as pd
+
     records = []
     for index, point in enumerate(points):
         mine = runs[runs["point"] == index] if len(runs) else runs
@@ -246,6 +252,8 @@ def comparable(table: pd.DataFrame) -> pd.DataFrame:
 def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) -> pd.DataFrame:
     """Per point (all axes but ``by``), the mean of ``metric`` under ``first`` minus ``second``
     over paired replications, with its 95% interval (common random numbers make pairs)."""
+    import pandas as pd
+
     keys = [c for c in runs.columns if c not in (by, "point", "key", "replication") and "." in c]
     a = runs[runs[by] == first].set_index(keys + ["replication"])[metric]
     b = runs[runs[by] == second].set_index(keys + ["replication"])[metric]
