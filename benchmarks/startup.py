@@ -35,7 +35,7 @@ COMMANDS = {
     "sweep worker start": [
         sys.executable,
         "-c",
-        "from hetlb.experiments.executors import _worker_start; _worker_start()",
+        "from hetlb.experiments.sweep import run_units; from hetlb.experiments.executors import warm_kernels; warm_kernels()",
     ],
     "hetlb reproduce --list": [sys.executable, "-m", "hetlb", "reproduce", "--list"],
 }

@@ -167,17 +167,25 @@ def estimated_events(scenario: Scenario) -> float:
 
 
 def group_units(units, points, events_per_task: int, min_tasks: int) -> list[list]:
-    """Consecutive units in groups of about ``events_per_task`` events, and at least
-    ``min_tasks`` groups when there are that many units (so every worker has work)."""
+    """Units in tasks, longest first, so that the cores finish together.
+
+    Units are taken in decreasing estimated cost (ties in their order), and each task gathers
+    about min(``events_per_task``, remaining work / ``min_tasks``) events: tasks shrink as the
+    work left does (guided scheduling), so the last ones are short and no core waits at the end
+    of a sweep for another's long task; there are at least ``min_tasks`` tasks when there are
+    that many units (so every worker has work)."""
     cost = {i: estimated_events(Scenario.from_mapping(point.scenario)) for i, point in enumerate(points)}
-    total = sum(cost[unit.point_index] for unit in units)
-    target = min(events_per_task, total / min(min_tasks, len(units)))
-    groups, current, size = [], [], 0.0
-    for unit in units:
+    ordered = sorted(units, key=lambda unit: -cost[unit.point_index])
+    remaining = sum(cost[unit.point_index] for unit in ordered)
+    groups, current, size, target = [], [], 0.0, 0.0
+    for unit in ordered:
+        if not current:
+            target = min(events_per_task, remaining / min_tasks)
         current.append(unit)
         size += cost[unit.point_index]
         if size >= target:
             groups.append(current)
+            remaining -= size
             current, size = [], 0.0
     if current:
         groups.append(current)
