@@ -177,7 +177,9 @@ def group_units(units, points, events_per_task: int, min_tasks: int) -> list[lis
     cost = {i: estimated_events(Scenario.from_mapping(point.scenario)) for i, point in enumerate(points)}
     ordered = sorted(units, key=lambda unit: -cost[unit.point_index])
     remaining = sum(cost[unit.point_index] for unit in ordered)
-    groups, current, size, target = [], [], 0.0, 0.0
+    groups: list[list] = []
+    current: list = []
+    size, target = 0.0, 0.0
     for unit in ordered:
         if not current:
             target = min(events_per_task, remaining / min_tasks)
