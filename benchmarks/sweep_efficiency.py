@@ -7,7 +7,7 @@ load 0.9, about ``--events`` events a run) on ``processes:2``, timed from the ca
 to its return (workers started and warmed, runs, tables), against the floor two cores give:
 two plain Python processes started at the same moment, each running half of the same runs (same
 seeds) in a loop, timed from their start to the end of the later one. Parallel efficiency is
-the floor's wall time over the sweep's; events per minute count the simulated arrivals and
+the floor's wall time over the sweep's (median over alternated rounds); events per minute count the simulated arrivals and
 departures over the sweep's wall time.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import statistics
 import subprocess
 import sys
 import time
@@ -64,19 +65,31 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--events", type=float, default=5e6, help="events of one run (about)")
     parser.add_argument("--servers", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of (floor, sweep), alternated")
     args = parser.parse_args()
     spec = spec_of(args.runs, args.events, args.servers)
     units = spec.units(spec.points())
-    floor_seconds, floor_events = plain_processes(units)
-    started = time.perf_counter()
-    result = sweep(spec, executor="processes:2", store=None)
-    sweep_seconds = time.perf_counter() - started
-    events = int(result.runs["events"].sum())
-    assert events == floor_events, (events, floor_events)  # the same runs
-    print(f"{args.runs} runs x {events / args.runs / 1e6:.2f} M events, N = {args.servers}, 2 workers")
-    print(f"two plain processes : {floor_seconds:7.2f} s  {floor_events / floor_seconds * 60 / 1e6:8.1f} M events/min")
-    print(f"sweep, processes:2  : {sweep_seconds:7.2f} s  {events / sweep_seconds * 60 / 1e6:8.1f} M events/min")
-    print(f"parallel efficiency : {floor_seconds / sweep_seconds:.3f}")
+    ratios, floors, sweeps = [], [], []
+    for _ in range(args.rounds):  # alternated, so that a busy moment of the machine hits both
+        floor_seconds, floor_events = plain_processes(units)
+        started = time.perf_counter()
+        result = sweep(spec, executor="processes:2", store=None)
+        sweep_seconds = time.perf_counter() - started
+        events = int(result.runs["events"].sum())
+        assert events == floor_events, (events, floor_events)  # the same runs
+        ratios.append(floor_seconds / sweep_seconds)
+        floors.append(floor_seconds)
+        sweeps.append(sweep_seconds)
+    floor_seconds, sweep_seconds = statistics.median(floors), statistics.median(sweeps)
+    print(
+        f"{args.runs} runs x {events / args.runs / 1e6:.2f} M events, N = {args.servers}, 2 workers, {args.rounds} rounds"
+    )
+    print(f"two plain processes : median {floor_seconds:6.2f} s  {events / floor_seconds * 60 / 1e6:7.0f} M events/min")
+    print(f"sweep, processes:2  : median {sweep_seconds:6.2f} s  {events / sweep_seconds * 60 / 1e6:7.0f} M events/min")
+    print(
+        f"parallel efficiency : median {statistics.median(ratios):.3f} "
+        f"(rounds: {', '.join(f'{ratio:.3f}' for ratio in ratios)})"
+    )
 
 
 if __name__ == "__main__":
