@@ -10,8 +10,11 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import signal
+import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -101,12 +104,16 @@ def sweep(
         if todo:
             pool, workers, close = resolve_executor(executor)
             in_flight: set[Future] = set()
+            prefetch: threading.Thread | None = None
+            prefetching = False
             try:
                 tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
                 while True:
                     # keep two tasks per worker submitted, so results are stored as they come
                     for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
                         in_flight.add(pool.submit(run_units, task))
+                    if not prefetching:  # after the first submissions: a forking pool has forked
+                        prefetch, prefetching = import_in_background("pandas"), True
                     if not in_flight:
                         break
                     finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -132,6 +139,8 @@ def sweep(
                 raise interrupted(spec, len(units), stored, len(done), interrupt) from None
             finally:
                 close()
+                if prefetch is not None:
+                    prefetch.join()
             bar.close()
     finally:
         if results_store is not None:
@@ -142,6 +151,17 @@ def sweep(
     if out is not None:
         write_tables(out, runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
+
+
+def import_in_background(name: str) -> threading.Thread | None:
+    """Import module ``name`` in a thread of this process while the workers run (the sweep's
+    owner mostly waits), so that building the tables does not pay for it at the end. None when
+    it is imported already."""
+    if name in sys.modules:
+        return None
+    thread = threading.Thread(target=importlib.import_module, args=(name,), name="hetlb-import", daemon=True)
+    thread.start()
+    return thread
 
 
 def interrupted(spec: SweepSpec, runs: int, stored: int | None, finished: int, interrupt) -> Interrupted:
