@@ -37,7 +37,7 @@ COMMANDS = {
         "-c",
         "from hetlb.experiments.sweep import run_units; from hetlb.experiments.executors import warm_kernels; warm_kernels()",
     ],
-    "hetlb reproduce --list": [sys.executable, "-m", "hetlb", "reproduce", "--list"],
+    "hetlb reproduce --help": [sys.executable, "-m", "hetlb", "reproduce", "--help"],
 }
 
 
