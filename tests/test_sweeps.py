@@ -239,3 +239,34 @@ def test_a_store_of_the_earlier_layout_opens_and_lists_its_sweeps(tmp_path):
         assert opened.sweeps() == [{"name": "old", "runs": 3, "finished": 2, "source": None}]
         assert opened.load("old") == [{"mean_response_time": 2.5, "key": "b"}, {"mean_response_time": 1.5, "key": "a"}]
         assert opened.spec("old") is None
+
+
+def test_tasks_are_longest_first_and_finer_at_the_end():
+    from hetlb.experiments.sweep import estimated_events, group_units
+    from hetlb.scenario import Scenario
+
+    spec = SweepSpec(
+        base={"system": {"speeds": "2,1", "load": 0.5}, "run": {"jobs": 1000}},
+        axes={"run.jobs": [1000, 200_000, 5000, 50_000]},
+        replications=20,
+        seed=1,
+    )
+    points = spec.points()
+    units = spec.units(points)
+    tasks = group_units(units, points, 4_000_000, 4)
+    assert sorted(unit.key for task in tasks for unit in task) == sorted(unit.key for unit in units)
+    sizes = [sum(estimated_events(Scenario.from_mapping(points[u.point_index].scenario)) for u in t) for t in tasks]
+    assert len(tasks) >= 4
+    assert sizes[0] == max(sizes) and sizes[-1] <= sizes[0] / 10  # long tasks first, short ones last
+
+
+def test_importing_experiments_leaves_out_pandas_matplotlib_and_the_papers():
+    code = (
+        "import sys, hetlb, hetlb.experiments\n"
+        "heavy = [m for m in ('pandas', 'matplotlib', 'scipy.stats', 'hetlb.experiments.weng') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "from hetlb.experiments import REPRODUCTIONS, reproduce\n"
+        "assert callable(reproduce) and 'hetlb.experiments.weng' not in sys.modules\n"
+        "assert len(REPRODUCTIONS) >= 10 and 'hetlb.experiments.weng' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

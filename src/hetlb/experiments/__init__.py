@@ -1,12 +1,17 @@
-"""Experiments: sweeps over scenarios, executors, the result store, paper reproductions."""
+"""Experiments: sweeps over scenarios, executors, the result store, paper reproductions.
 
-from hetlb.experiments import buke, weng, zhou  # register the reproductions of papers 000, 001 and 002
+Importing this package is cheap (no pandas, scipy.stats or matplotlib): the paper modules
+buke, weng and zhou, which register their reproductions, are imported the first time
+:data:`REPRODUCTIONS` is read or one of them is named, and tune_jsq_df_ds when first asked for.
+"""
+
+import importlib
+
 from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.reproduce import REPRODUCTIONS, reproduce
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, comparable, paired_differences, sweep
-from hetlb.experiments.tuning import tune_jsq_df_ds
 
 __all__ = [
     "REPRODUCTIONS",
@@ -23,3 +28,13 @@ __all__ = [
     "sweep",
     "tune_jsq_df_ds",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("buke", "weng", "zhou"):
+        return importlib.import_module(f"hetlb.experiments.{name}")
+    if name == "tune_jsq_df_ds":
+        from hetlb.experiments.tuning import tune_jsq_df_ds
+
+        return tune_jsq_df_ds
+    raise AttributeError(f"module 'hetlb.experiments' has no attribute {name!r}")

@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hetlb import validation
 from hetlb.errors import InputError
@@ -35,9 +35,11 @@ from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, sweep
-from hetlb.plots.figures import draw_metric, plt
 from hetlb.results.run import finite_or_null, json_default
 from hetlb.version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCALES = ("quick", "paper")
 STATUSES = ("holds", "deviates", "refuted", "fails")
@@ -142,7 +144,60 @@ class Reproduction:
     claims: dict = field(default_factory=dict)  # id -> the paper's claim in a few words
 
 
-REPRODUCTIONS: dict[str, Reproduction] = {}
+PAPER_MODULES = ("hetlb.experiments.buke", "hetlb.experiments.weng", "hetlb.experiments.zhou")
+"""The modules that register the reproductions of papers 000, 001 and 002, in listing order."""
+
+
+class Registry(dict):
+    """The reproductions by name: a dict that imports :data:`PAPER_MODULES` (which register their
+    reproductions) the first time it is read, so that importing hetlb.experiments stays cheap."""
+
+    loaded = False
+
+    def load(self) -> Registry:
+        if not self.loaded:
+            self.loaded = True
+            import importlib
+
+            for module in PAPER_MODULES:
+                importlib.import_module(module)
+        return self
+
+    def __getitem__(self, name):
+        return dict.__getitem__(self.load(), name)
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self.load(), name)
+
+    def __iter__(self):
+        return dict.__iter__(self.load())
+
+    def __len__(self) -> int:
+        return dict.__len__(self.load())
+
+    def __eq__(self, other) -> bool:
+        return dict.__eq__(self.load(), other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self.load())
+
+    def keys(self):
+        return dict.keys(self.load())
+
+    def values(self):
+        return dict.values(self.load())
+
+    def items(self):
+        return dict.items(self.load())
+
+    def get(self, name, default=None):
+        return dict.get(self.load(), name, default)
+
+
+REPRODUCTIONS: dict[str, Reproduction] = Registry()
+"""Every registered reproduction by name (filled on first use)."""
 
 
 def claims_of(catalogue: dict, *ids: str) -> dict:
@@ -152,7 +207,7 @@ def claims_of(catalogue: dict, *ids: str) -> dict:
 
 
 def register(reproduction: Reproduction) -> Reproduction:
-    REPRODUCTIONS[reproduction.name] = reproduction
+    dict.__setitem__(REPRODUCTIONS, reproduction.name, reproduction)
     return reproduction
 
 
@@ -217,6 +272,8 @@ def plot_reproduction(panels: list, path, *, title: str = "", note: str = "") ->
     hetlb.plots' draw_metric (lines with shaded intervals), or of :func:`draw_bars` with
     ``bars=True``. Each series of a panel has its own marker and line style; ``note`` (what the
     shading or the bars are) is written under the panels."""
+    from hetlb.plots.figures import draw_metric, plt
+
     figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.6), squeeze=False)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)

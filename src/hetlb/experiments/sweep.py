@@ -10,14 +10,16 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import signal
+import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hetlb import validation
 from hetlb.errors import InputError
@@ -37,6 +39,9 @@ from hetlb.results.table import (  # noqa: F401 (the table's columns, imported f
 )
 from hetlb.scenario import Scenario
 from hetlb.stats import t_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TIMING_COLUMNS = ("wall_seconds", "events_per_second")
 """Columns that measure the machine, not the model: the only ones that differ between executors."""
@@ -99,12 +104,16 @@ def sweep(
         if todo:
             pool, workers, close = resolve_executor(executor)
             in_flight: set[Future] = set()
+            prefetch: threading.Thread | None = None
+            prefetching = False
             try:
                 tasks = iter(group_units(todo, points, events_per_task, 2 * workers))
                 while True:
                     # keep two tasks per worker submitted, so results are stored as they come
                     for task in itertools.islice(tasks, 2 * workers - len(in_flight)):
                         in_flight.add(pool.submit(run_units, task))
+                    if not prefetching:  # after the first submissions: a forking pool has forked
+                        prefetch, prefetching = import_in_background("pandas"), True
                     if not in_flight:
                         break
                     finished_futures, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -130,6 +139,8 @@ def sweep(
                 raise interrupted(spec, len(units), stored, len(done), interrupt) from None
             finally:
                 close()
+                if prefetch is not None:
+                    prefetch.join()
             bar.close()
     finally:
         if results_store is not None:
@@ -140,6 +151,17 @@ def sweep(
     if out is not None:
         write_tables(out, runs, summary)
     return SweepResult(runs, summary, len(todo), reused, time.perf_counter() - started)
+
+
+def import_in_background(name: str) -> threading.Thread | None:
+    """Import module ``name`` in a thread of this process while the workers run (the sweep's
+    owner mostly waits), so that building the tables does not pay for it at the end. None when
+    it is imported already."""
+    if name in sys.modules:
+        return None
+    thread = threading.Thread(target=importlib.import_module, args=(name,), name="hetlb-import", daemon=True)
+    thread.start()
+    return thread
 
 
 def interrupted(spec: SweepSpec, runs: int, stored: int | None, finished: int, interrupt) -> Interrupted:
@@ -165,17 +187,27 @@ def estimated_events(scenario: Scenario) -> float:
 
 
 def group_units(units, points, events_per_task: int, min_tasks: int) -> list[list]:
-    """Consecutive units in groups of about ``events_per_task`` events, and at least
-    ``min_tasks`` groups when there are that many units (so every worker has work)."""
+    """Units in tasks, longest first, so that the cores finish together.
+
+    Units are taken in decreasing estimated cost (ties in their order), and each task gathers
+    about min(``events_per_task``, remaining work / ``min_tasks``) events: tasks shrink as the
+    work left does (guided scheduling), so the last ones are short and no core waits at the end
+    of a sweep for another's long task; there are at least ``min_tasks`` tasks when there are
+    that many units (so every worker has work)."""
     cost = {i: estimated_events(Scenario.from_mapping(point.scenario)) for i, point in enumerate(points)}
-    total = sum(cost[unit.point_index] for unit in units)
-    target = min(events_per_task, total / min(min_tasks, len(units)))
-    groups, current, size = [], [], 0.0
-    for unit in units:
+    ordered = sorted(units, key=lambda unit: -cost[unit.point_index])
+    remaining = sum(cost[unit.point_index] for unit in ordered)
+    groups: list[list] = []
+    current: list = []
+    size, target = 0.0, 0.0
+    for unit in ordered:
+        if not current:
+            target = min(events_per_task, remaining / min_tasks)
         current.append(unit)
         size += cost[unit.point_index]
         if size >= target:
             groups.append(current)
+            remaining -= size
             current, size = [], 0.0
     if current:
         groups.append(current)
@@ -192,6 +224,8 @@ def run_units(units) -> list[tuple[str, dict]]:
 
 
 def runs_table(points, units, done: dict) -> pd.DataFrame:
+    import pandas as pd
+
     records = []
     for unit in units:
         if unit.key in done:
@@ -210,6 +244,8 @@ def runs_table(points, units, done: dict) -> pd.DataFrame:
 def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per point: its axis values, then its figures (hetlb.results.table.point_row), then
     the speed lower bound (continuous model)."""
+    import pandas as pd
+
     records = []
     for index, point in enumerate(points):
         mine = runs[runs["point"] == index] if len(runs) else runs
@@ -246,6 +282,8 @@ def comparable(table: pd.DataFrame) -> pd.DataFrame:
 def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) -> pd.DataFrame:
     """Per point (all axes but ``by``), the mean of ``metric`` under ``first`` minus ``second``
     over paired replications, with its 95% interval (common random numbers make pairs)."""
+    import pandas as pd
+
     keys = [c for c in runs.columns if c not in (by, "point", "key", "replication") and "." in c]
     a = runs[runs[by] == first].set_index(keys + ["replication"])[metric]
     b = runs[runs[by] == second].set_index(keys + ["replication"])[metric]
