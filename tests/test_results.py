@@ -218,3 +218,13 @@ def test_slotted_to_frame_is_a_sweeps_summary_row():
     assert list(frame.columns) == ["policy.id", "system.n_servers", "system.dispatchers", "system.load", *row.columns]
     assert frame[row.columns].equals(row)
     assert frame.loc[0, "mean_delay"] == pytest.approx(np.mean([r.mean_delay for r in result.runs]))
+
+
+def test_the_table_of_t_quantiles_is_scipys():
+    from scipy.special import stdtrit
+
+    from hetlb.stats.intervals import CONFIDENCE, T_975, t_quantile
+
+    assert 0.5 + CONFIDENCE / 2.0 == 0.975  # the intervals look the table up
+    assert list(T_975) == [float(stdtrit(df, 0.975)) for df in range(1, len(T_975) + 1)]
+    assert t_quantile(len(T_975) + 1, 0.975) == float(stdtrit(len(T_975) + 1, 0.975))
