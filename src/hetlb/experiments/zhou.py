@@ -33,6 +33,7 @@ from hetlb.experiments.reproduce import (
     Explanation,
     Outcome,
     Reproduction,
+    claims_of,
     decide,
     intervals_note,
     plain_names,
@@ -764,7 +765,7 @@ register(
             "warmup": (5_000, 20_000, "warm-up slots per run"),
             "replications": (3, 10, "independent replications per point (at least 2)"),
         },
-        {claim_id: CLAIMS[claim_id] for claim_id in ("C10", "C11a", "C11b", "C11c")},
+        claims_of(CLAIMS, "C10", "C11a", "C11b", "C11c"),
     )
 )
 register(
@@ -786,7 +787,7 @@ register(
             "warmup": (5_000, 20_000, "warm-up slots per run"),
             "replications": (3, 10, "independent replications per point (at least 2)"),
         },
-        {claim_id: CLAIMS[claim_id] for claim_id in ("C10", "C12a", "C12b", "C12c")},
+        claims_of(CLAIMS, "C10", "C12a", "C12b", "C12c"),
     )
 )
 register(
@@ -816,6 +817,6 @@ register(
             "fit_points": (3, 3, "smallest eps values in the regression of C13"),
             "replications": (4, 10, "independent replications per point (at least 2)"),
         },
-        {claim_id: CLAIMS[claim_id] for claim_id in ("C13a", "C13b", "C14")},
+        claims_of(CLAIMS, "C13a", "C13b", "C14"),
     )
 )

@@ -143,8 +143,6 @@ def describe_kind(kind) -> str:
     return f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind
 
 
-BOTH_MODELS = (CONTINUOUS, SLOTTED)
-
 LED_UPDATE_PARAMETERS = {
     "update": (
         "push",
@@ -178,7 +176,7 @@ POLICIES: dict[str, PolicySpec] = {
             RANDOM,
             "a compatible server chosen uniformly at random",
             "baseline; 001 section 5",
-            models=BOTH_MODELS,
+            models=MODELS,
             exact_rule=exact_rules.random,
             slotted_information="no information",
         ),
@@ -187,7 +185,7 @@ POLICIES: dict[str, PolicySpec] = {
             WEIGHTED_RANDOM,
             "a compatible server chosen with probability proportional to its speed",
             "baseline; the Delta = 0 reference of 001 section 3",
-            models=BOTH_MODELS,
+            models=MODELS,
             exact_rule=exact_rules.weighted_random,
             slotted_information="the speeds mu_n",
         ),
@@ -196,7 +194,7 @@ POLICIES: dict[str, PolicySpec] = {
             JSQ,
             "join a shortest compatible queue (queue length counts the job in service); ties uniformly at random",
             "000 section 6 (JSQ); 002 ('RR', random tie-breaking)",
-            models=BOTH_MODELS,
+            models=MODELS,
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jsq,
@@ -234,7 +232,7 @@ POLICIES: dict[str, PolicySpec] = {
             JIQ,
             "a compatible idle server uniformly at random; if none is idle, a compatible server uniformly at random",
             "000 section 6 (JIQ)",
-            models=BOTH_MODELS,
+            models=MODELS,
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jiq,
@@ -259,7 +257,7 @@ POLICIES: dict[str, PolicySpec] = {
             "join the shortest, ties at random",
             "Mitzenmacher; 001 (Pod)",
             {"d": (2, "number of servers sampled", COUNT)},
-            models=BOTH_MODELS,
+            models=MODELS,
             exact_rule=exact_rules.pod,
             slotted_information="the true queues of the d sampled servers at the start of the slot "
             "(2d messages per decision)",
