@@ -291,10 +291,12 @@ def test_l_pod_preference(d):
 def test_l_jba_rule_prefers_exactly_the_below_average_servers():
     speed = np.array([1.0, 0.5, 2.0, 1.0, 0.25, 1.0])
     estimate = np.array([0, 3, 1, 5, 2, 7], dtype=np.int64)  # mean 3: below are servers 0, 2, 4
+    everyone = np.arange(len(speed))
     rng = np.random.default_rng(11)
     draws = 20_000
     counts = np.bincount(
-        [below_average_server(estimate, speed, False, False, rng) for _ in range(draws)], minlength=len(speed)
+        [below_average_server(everyone, 0, len(speed), estimate, speed, False, False, rng) for _ in range(draws)],
+        minlength=len(speed),
     )
     below = np.array([True, False, True, False, True, False])
     assert np.all(counts[~below] == 0)
@@ -304,9 +306,14 @@ def test_l_jba_rule_prefers_exactly_the_below_average_servers():
     delta = probability - speed / speed.sum()
     assert np.array_equal(delta > 0, below)
     # "<=" takes the server at the mean; equal estimates leave the strict set empty
-    assert below_average_server(estimate, speed, False, True, rng) in (0, 1, 2, 4)
-    assert any(below_average_server(estimate, speed, False, True, rng) == 1 for _ in range(200))
-    assert below_average_server(np.full(6, 4, dtype=np.int64), speed, True, False, rng) == -1
+    assert below_average_server(everyone, 0, len(speed), estimate, speed, False, True, rng) in (0, 1, 2, 4)
+    assert any(
+        below_average_server(everyone, 0, len(speed), estimate, speed, False, True, rng) == 1 for _ in range(200)
+    )
+    assert below_average_server(everyone, 0, len(speed), np.full(6, 4, dtype=np.int64), speed, True, False, rng) == -1
+    # on a subset of candidates the mean is theirs: of servers 3, 1, 5 (mean 5) only server 1 is below
+    subset = np.array([9, 3, 1, 5])
+    assert {below_average_server(subset, 1, 4, estimate, speed, False, False, rng) for _ in range(50)} == {1}
 
 
 def test_l_jba_and_weighted_random_preferences():

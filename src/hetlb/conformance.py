@@ -12,7 +12,11 @@
 - ``exact agreement``: the simulated mean response time and blocking probability on a small
   heterogeneous system with two job types and finite buffers lie within Student-t intervals
   (Bonferroni over the two measures, family level ``alpha``) of the exact CTMC solution;
-- ``slotted invariants``: a run of the slotted model conserves jobs and routes within range.
+- ``slotted invariants``: a run of the slotted model conserves jobs and routes within range;
+- ``choice on estimates``: for a policy that runs live, hetlb.policies.choice.choose_server (what
+  ``hetlb serve`` decides with) draws each server of a random candidate set as often as the exact
+  rule says (a chi-square test per state, Bonferroni over the states, family level ``alpha``),
+  and never one the rule excludes.
 
 The tests run it over every registered policy, so a new policy is checked as soon as it has an
 entry (docs/how-to/add-a-policy.md).
@@ -29,8 +33,9 @@ from scipy import stats
 from hetlb.errors import InputError
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.system import System, speed_classes
-from hetlb.policies import rules
-from hetlb.policies.registry import BY_CODE, CONTINUOUS, POLICIES, SLOTTED, make_policy
+from hetlb.policies import exact_rules, rules
+from hetlb.policies.choice import JBA_FALLBACK_WEIGHTED, choose_server
+from hetlb.policies.registry import BY_CODE, CONTINUOUS, LIVE, POLICIES, SLOTTED, make_policy
 from hetlb.simulation.continuous import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.theory.exact import solve_exact
@@ -88,6 +93,8 @@ def check_policy(policy_id: str, *, seed: int = 0, alpha: float = 1e-3) -> Confo
             checks.append(_exact_agreement(policy_id, seed, alpha))
     if SLOTTED in spec.models:
         checks.append(_slotted_invariants(policy_id, seed))
+    if LIVE in spec.models:
+        checks.append(_choice_on_estimates(policy_id, seed, alpha))
     return ConformanceReport(policy_id, checks)
 
 
@@ -201,3 +208,54 @@ def _slotted_invariants(policy_id: str, seed: int, slots: int = 2000) -> Check:
     return Check(
         "slotted invariants", not problems, "; ".join(problems) or f"{counters['arrivals']} arrivals conserved"
     )
+
+
+ESTIMATE_RULES = {"l-jsq": exact_rules.jsq, "l-pod": exact_rules.pod, "l-jba": exact_rules.below_average}
+"""The exact rule of an LED policy applied to its estimates (at its default options)."""
+
+
+def _choice_on_estimates(policy_id: str, seed: int, alpha: float, n_states: int = 40, draws: int = 3000) -> Check:
+    """choose_server's draws on random candidate sets against the exact routing probabilities."""
+    spec = POLICIES[policy_id]
+    rule = ESTIMATE_RULES.get(policy_id, spec.exact_rule)
+    assert rule is not None, "every live policy has an exact rule or an estimate rule"
+    params = make_policy(policy_id).params
+    rng = np.random.default_rng(seed)
+    decision_rng = np.random.default_rng(seed + 1)
+    n_servers = 8
+    for _ in range(n_states):
+        speed = rng.choice([0.25, 0.5, 1.0, 2.0], size=n_servers)
+        estimate = (rng.integers(0, 4, size=n_servers) * (rng.random(n_servers) < 0.7)).astype(np.int64)
+        _, server_class = speed_classes(speed)
+        candidates = np.concatenate([[n_servers], rng.permutation(n_servers)[: int(rng.integers(1, n_servers + 1))]])
+        lo, hi = 1, len(candidates)
+        chosen = candidates[lo:hi]
+        scratch = np.zeros(n_servers + 1)
+        counts = np.zeros(n_servers + 1, dtype=np.int64)
+        cumulative = np.zeros(len(candidates))
+        cumulative[lo:hi] = np.cumsum(speed[chosen])
+        for _ in range(draws):
+            s = choose_server(
+                spec.code, candidates, lo, hi, estimate, server_class, int(server_class.max()) + 1, speed,
+                cumulative, np.zeros(n_servers), params.get("d", 2), False, False, JBA_FALLBACK_WEIGHTED,
+                scratch, np.zeros(n_servers + 1, dtype=np.int64), np.zeros(n_servers + 1, dtype=np.int64),
+                decision_rng,
+            )  # fmt: skip
+            counts[s] += 1
+        probability = rule(estimate[chosen][None, :], speed[chosen], speed[chosen] == speed.max(), params, None)[0]
+        observed = counts[chosen]
+        if observed.sum() != draws or np.any(observed[probability == 0] > 0):
+            return Check(
+                "choice on estimates", False, f"estimates {estimate[chosen].tolist()}: chose an excluded server"
+            )
+        support = probability > 0
+        if support.sum() > 1:
+            p_value = stats.chisquare(observed[support], draws * probability[support]).pvalue
+            if p_value < alpha / n_states:
+                return Check(
+                    "choice on estimates",
+                    False,
+                    f"estimates {estimate[chosen].tolist()}, speeds {speed[chosen].tolist()}: draws "
+                    f"{observed.tolist()} against probabilities {np.round(probability, 3).tolist()} (p = {p_value:.2g})",
+                )
+    return Check("choice on estimates", True, f"draws match the exact rule on {n_states} random candidate sets")

@@ -384,7 +384,9 @@ def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement
                     if s < 0:
                         s = rules.uniform_index(dispatch_rng, n_servers)
                 elif code == L_JBA:
-                    s = below_average_server(view, speed, jba_rate_weighted, jba_inclusive, dispatch_rng)
+                    s = below_average_server(
+                        all_servers, 0, n_servers, view, speed, jba_rate_weighted, jba_inclusive, dispatch_rng
+                    )
                     if s < 0 and jba_fallback_jsq:
                         s = least_value_server(view, slot_tie if shared_ties else dispatch_rng.random())
                     elif s < 0:

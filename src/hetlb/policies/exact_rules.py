@@ -143,3 +143,11 @@ def jsq_lisf(queue_len, speed, is_fast, params, idle_rank):
     idle = queue_len == 0
     longest_idle = _shortest(np.where(idle, idle_rank, np.inf))
     return _uniform_over(np.where(idle.any(axis=1, keepdims=True), longest_idle, _shortest(queue_len)))
+
+
+def below_average(queue_len, speed, is_fast, params, idle_rank):
+    """l-jba on exact values: the servers strictly below the plain mean, by speed; if none, by speed
+    over all (its default options; 001 section 5)."""
+    below = queue_len < queue_len.mean(axis=1, keepdims=True)
+    weight = np.where(below.any(axis=1, keepdims=True), below * speed, speed)
+    return weight / weight.sum(axis=1, keepdims=True)

@@ -15,33 +15,36 @@ def is_below(scaled_estimate, total, inclusive):
 
 
 @njit(cache=True)
-def below_average_server(estimate, speed, rate_weighted, inclusive, rng):
-    """l-jba: a server of B = {n : estimate[n] < average} with probability speed[n] / sum_{k in B} speed[k]
-    (one uniform draw); -1 when B is empty.
+def below_average_server(candidates, lo, hi, estimate, speed, rate_weighted, inclusive, rng):
+    """l-jba over the servers ``candidates[lo:hi]``: one of B = {s : estimate[s] < average} with
+    probability speed[s] / sum_{k in B} speed[k] (one uniform draw); -1 when B is empty.
 
-    average: the plain mean (1/N) sum_n estimate[n], or with ``rate_weighted`` the mean
-    sum_n speed[n] estimate[n] / mu_Sigma; ``inclusive``: "<=" instead of "<". The comparison is
-    made as scale * estimate[n] < sum (scale = N or mu_Sigma), exact for the plain mean.
+    average: the plain mean of the candidates' estimates, or with ``rate_weighted`` the mean
+    sum_s speed[s] estimate[s] / sum_s speed[s]; ``inclusive``: "<=" instead of "<". The comparison
+    is made as scale * estimate[s] < sum (scale = the count or the sum of speeds), exact for the
+    plain mean.
     """
-    n_servers = len(estimate)
     total = 0.0
     scale = 0.0
-    for n in range(n_servers):
-        weight = speed[n] if rate_weighted else 1.0
-        total += weight * estimate[n]
+    for i in range(lo, hi):
+        s = candidates[i]
+        weight = speed[s] if rate_weighted else 1.0
+        total += weight * estimate[s]
         scale += weight
     below_weight = 0.0
-    for n in range(n_servers):
-        if is_below(scale * estimate[n], total, inclusive):
-            below_weight += speed[n]
+    for i in range(lo, hi):
+        s = candidates[i]
+        if is_below(scale * estimate[s], total, inclusive):
+            below_weight += speed[s]
     if below_weight == 0.0:
         return -1
     u = rng.random() * below_weight
     chosen = -1
-    for n in range(n_servers):
-        if is_below(scale * estimate[n], total, inclusive):
-            chosen = n
-            u -= speed[n]
+    for i in range(lo, hi):
+        s = candidates[i]
+        if is_below(scale * estimate[s], total, inclusive):
+            chosen = s
+            u -= speed[s]
             if u < 0.0:
                 break
     return chosen

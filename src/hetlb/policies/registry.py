@@ -47,10 +47,11 @@ JBA_EMPTY_SET = ("weighted-random", "l-jsq")
 
 # --- the registry --------------------------------------------------------------------------------
 
-CONTINUOUS, SLOTTED = "continuous", "slotted"
-MODELS = (CONTINUOUS, SLOTTED)
-"""Where a policy can run: the continuous-time simulator (hetlb.simulate) and the slotted
-multi-dispatcher model of 001 (hetlb.simulate_slotted)."""
+CONTINUOUS, SLOTTED, LIVE = "continuous", "slotted", "live"
+MODELS = (CONTINUOUS, SLOTTED, LIVE)
+"""Where a policy can run: the continuous-time simulator (hetlb.simulate), the slotted
+multi-dispatcher model of 001 (hetlb.simulate_slotted), and real requests (``hetlb serve``, which
+decides with hetlb.policies.choice.choose_server on its estimates)."""
 
 COUNT = "an integer >= 1 (at most 2^62)"
 PROBABILITY = "a number in [0, 1]"
@@ -209,6 +210,7 @@ POLICIES: dict[str, PolicySpec] = {
             JFSQ,
             "join a shortest compatible queue; ties to the fastest server, remaining ties at random",
             "000 section 3 (JFSQ); 002 (JFSQ, speed-aware JSQ)",
+            models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jfsq,
@@ -220,6 +222,7 @@ POLICIES: dict[str, PolicySpec] = {
             JSSQ,
             "join a shortest compatible queue; ties to the slowest server, remaining ties at random",
             "002 (JSSQ)",
+            models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jssq,
@@ -246,6 +249,7 @@ POLICIES: dict[str, PolicySpec] = {
             "the fastest compatible idle server (ties at random); if none is idle, a compatible server "
             "uniformly at random, whatever its queue",
             "000 section 3 (JFIQ); not the JFIQ of 002, which is jsq-fiq",
+            models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jfiq,
@@ -267,6 +271,7 @@ POLICIES: dict[str, PolicySpec] = {
             SED,
             "shortest expected delay: a compatible server minimising (queue length + 1) / speed, ties at random",
             "practitioners' baseline",
+            models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             exact_rule=exact_rules.sed,
         ),
@@ -276,6 +281,7 @@ POLICIES: dict[str, PolicySpec] = {
             "join a shortest compatible queue; among idle servers the fastest (ties at random); when none "
             "is idle, ties among the shortest at random",
             "002 (its JFIQ); not the jfiq of 000",
+            models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jsq_fiq,
@@ -322,7 +328,7 @@ POLICIES: dict[str, PolicySpec] = {
             "change only at updates",
             "001 section 5 (L-JSQ); LSQ of Vargaftik et al.",
             dict(LED_UPDATE_PARAMETERS),
-            models=(SLOTTED,),
+            models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information=LED_INFORMATION,
         ),
@@ -346,7 +352,7 @@ POLICIES: dict[str, PolicySpec] = {
                     JBA_EMPTY_SET,
                 ),
             },
-            models=(SLOTTED,),
+            models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information="its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
         ),
@@ -356,7 +362,7 @@ POLICIES: dict[str, PolicySpec] = {
             "LED: sample min(d, N) distinct servers uniformly, join the least local estimate, ties at random",
             "001 section 5 (L-Pod)",
             {**LED_UPDATE_PARAMETERS, "d": (2, "number of servers sampled", COUNT)},
-            models=(SLOTTED,),
+            models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information=LED_INFORMATION,
         ),
