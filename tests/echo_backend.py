@@ -8,7 +8,9 @@ Every path answers with a JSON echo of the request (method, path, query, body, h
 - ``/load``: ``{"queue_length": n}``;
 - ``/status/CODE``: an answer with that status;
 - ``/sleep/MS``: answers after MS milliseconds (a stall the proxy times out on);
-- ``/hold``: answers when ``/admin/release`` is called (requests a test keeps in a backend).
+- ``/hold``: answers when ``/admin/release`` is called (requests a test keeps in a backend);
+- ``/admin/count``: ``{"count": n}``, the requests it received (all but these admin paths,
+  ``/healthz`` and ``/load``).
 """
 
 import asyncio
@@ -19,7 +21,7 @@ from aiohttp import web
 
 
 def make_app(port: int) -> web.Application:
-    state = {"held": 0, "healthy": True, "release": asyncio.Event()}
+    state = {"held": 0, "count": 0, "healthy": True, "release": asyncio.Event()}
 
     async def handle(request: web.Request) -> web.StreamResponse:
         path = request.path
@@ -29,6 +31,8 @@ def make_app(port: int) -> web.Application:
             return web.json_response({"queue_length": state["held"]})
         if path.startswith("/admin/"):
             action = path.removeprefix("/admin/")
+            if action == "count":
+                return web.json_response({"count": state["count"]})
             if action == "release":
                 state["release"].set()
                 state["release"] = asyncio.Event()
@@ -36,6 +40,7 @@ def make_app(port: int) -> web.Application:
                 state["healthy"] = action == "healthy"
             return web.Response(text=action)
         state["held"] += 1
+        state["count"] += 1
         try:
             body = await request.read()
             if path.startswith("/sleep/"):

@@ -151,6 +151,8 @@ class ServeConfig:
 
 def duration(name: str, value, *, zero: bool = False) -> float:
     """Seconds from a number of seconds or a text such as "100ms", "0.5s" (> 0; >= 0 with ``zero``)."""
+    if isinstance(value, str) and value.strip() == "0":
+        value = 0.0
     if isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)\s*", value)
         if match is None:

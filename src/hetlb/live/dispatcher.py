@@ -137,16 +137,23 @@ class Dispatcher:
             at += len(admitted)
             self.indptr[k + 1] = at
 
-    def choose(self, k: int) -> int:
-        """The backend policy sends a request of job type index k to, or NO_BACKEND."""
+    def choose(self, k: int, exclude: tuple[int, ...] = ()) -> int:
+        """The backend the policy sends a request of job type index k to, or NO_BACKEND; a retry
+        ``exclude``s the backends it tried (then the candidates are copied without them)."""
+        candidates, cumulative_speed = self.candidates, self.cumulative_speed
         lo = int(self.indptr[k])
         hi = int(self.indptr[k + 1])
+        if exclude:
+            admitted = candidates[lo:hi]
+            candidates = admitted[~np.isin(admitted, exclude)]
+            cumulative_speed = np.cumsum(self.speed[candidates])
+            lo, hi = 0, len(candidates)
         if lo == hi:
             return NO_BACKEND
         return int(
             choose_server(
-                self.policy_code, self.candidates, lo, hi, self.estimate, self.speed_class, self.n_classes,
-                self.speed, self.cumulative_speed, self.idle_since, self.sample_size, self.jba_rate_weighted,
+                self.policy_code, candidates, lo, hi, self.estimate, self.speed_class, self.n_classes,
+                self.speed, cumulative_speed, self.idle_since, self.sample_size, self.jba_rate_weighted,
                 self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample, self.uniforms,
             )
         )  # fmt: skip
@@ -227,6 +234,8 @@ class Dispatcher:
         if abs(speed - self.speed[s]) <= 0.01 * self.speed[s]:
             return False
         self.speed[s] = speed
+        measured = self.speed_auto & (self.speed_samples >= AUTO_SPEED_MIN_SAMPLES)
+        self.speed[self.speed_auto & ~measured] = self.speed[measured].mean()  # the unmeasured: the mean
         return True
 
     # --- what it knows ----------------------------------------------------------------------------

@@ -164,22 +164,23 @@ class Proxy:
         headers.setdefault("X-Forwarded-Proto", request.scheme)
         attempts = 1 + (self.config.retries if request.method in IDEMPOTENT else 0)
         target = request.rel_url
+        tried: tuple[int, ...] = ()
         for attempt in range(attempts):
             decided = time.perf_counter()
-            s = dispatcher.choose(k)
+            s = dispatcher.choose(k, tried)
             self.metrics.decision(time.perf_counter() - decided)
             if s == NO_BACKEND:
                 self.metrics.rejected("no_backend")
                 return web.Response(status=503, headers={"Retry-After": "1"}, text="no healthy backend\n")
             if dispatcher.is_full(s):
                 dispatcher.blocked[s] += 1
-                return web.Response(
-                    status=503, headers={"Retry-After": "1", BACKEND: dispatcher.urls[s]}, text="backend full\n"
-                )
-            last = attempt == attempts - 1
+                return web.Response(status=503, headers={"Retry-After": "1"}, text="backend full\n")
+            untried = dispatcher.indptr[k + 1] - dispatcher.indptr[k] - len(tried)
+            last = attempt == attempts - 1 or untried <= 1
             response = await self.call(request, s, target, headers, body, started, last)
             if response is not None:
                 return response
+            tried += (s,)
         raise AssertionError("the last attempt always answers")
 
     async def call(self, request, s, target, headers, body, started, last) -> web.StreamResponse | None:
