@@ -5,18 +5,17 @@ number in system, the seed, faults, bad input, stopping)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 
 import aiohttp
 import numpy as np
 import pytest
+from live_processes import backend_process
 from scipy import stats
 
 from hetlb.errors import InputError
 from hetlb.live.backend import BackendSpec, FifoServer, ServiceTimes, parse_listen
-from hetlb.live.processes import ChildProcess, hetlb_command
 from hetlb.model.job_sizes import JobSizes
 
 # --- the queue and the service times, without a network ------------------------------------------
@@ -95,17 +94,6 @@ def test_service_times_have_the_mean_and_law(kind, scv):
 
 
 # --- real processes ------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def backend_process(*args: str, count: int = 1):
-    """A ``hetlb backend`` child with ``count`` backends: (process, urls); stopped at the end."""
-    child = ChildProcess("hetlb backend", hetlb_command("backend", *args))
-    try:
-        lines = child.read_lines(count)
-        yield child, [line.split()[0] for line in lines]
-    finally:
-        child.stop()
 
 
 async def get(session, url, **kwargs):
