@@ -18,7 +18,7 @@ import time
 
 import aiohttp
 import pytest
-from live_processes import Processes, free_ports, get, listening, status, wait_for
+from serve_processes import Processes, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
 
@@ -531,7 +531,7 @@ def test_several_dispatchers_are_independent_processes_on_consecutive_ports(proc
 def test_help_lists_the_interface():
     help_text = subprocess.run(
         [sys.executable, "-m", "hetlb", "serve", "--help"], capture_output=True, text=True, timeout=30,
-        env=__import__("live_processes").environment(),
+        env=__import__("serve_processes").environment(),
     ).stdout  # fmt: skip
     for flag in ("--listen", "--policy", "--d", "--p-hat", "--backend", "--admin", "--signals", "--default-type",
                  "--dispatchers", "--config"):  # fmt: skip

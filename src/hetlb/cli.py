@@ -21,6 +21,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
+from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -1438,6 +1439,7 @@ def build_parser() -> ArgumentParser:
     serve.set_defaults(handler=command_serve)
     add_serve_flags(serve)
     add_output_flags(serve, json_output=False, quiet=True)
+    add_live_commands(commands)  # backend, loadgen, testbed
     return parser
 
 

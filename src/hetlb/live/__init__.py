@@ -1,6 +1,9 @@
-"""hetlb on real requests: ``hetlb serve``, a reverse proxy that routes HTTP requests to backends
-with the registered policies, deciding by the same rule as the simulator
-(hetlb.policies.choice.choose_server) on its load estimates (docs/reference/serve.md).
+"""hetlb on real HTTP traffic: the dispatcher (``hetlb serve``), the model's test backends, a load
+generator and the testbed.
+
+``hetlb serve`` is a reverse proxy that routes HTTP requests to backends with the registered
+policies, deciding by the same rule as the simulator (hetlb.policies.choice.choose_server) on its
+load estimates (docs/reference/serve.md):
 
 >>> from hetlb.live import ServeConfig
 >>> config = ServeConfig.from_mapping({"backends": ["http://127.0.0.1:9001,speed=2", "http://127.0.0.1:9002"],
@@ -12,6 +15,13 @@ with the registered policies, deciding by the same rule as the simulator
 """
 
 from hetlb.live.config import Backend, ServeConfig, Signals, load_config
-from hetlb.live.processes import serve
 
 __all__ = ["Backend", "ServeConfig", "Signals", "load_config", "serve"]
+
+
+def serve(config: ServeConfig, **options) -> int:
+    """Run ``hetlb serve`` with ``config`` until SIGTERM or SIGINT (hetlb.live.serving.serve): the
+    exit status, 0 after a clean stop."""
+    from hetlb.live.serving import serve as run
+
+    return run(config, **options)
