@@ -18,6 +18,7 @@ import time
 
 import aiohttp
 import pytest
+from live_processes import backend_process
 from serve_processes import Processes, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
@@ -536,3 +537,34 @@ def test_help_lists_the_interface():
     for flag in ("--listen", "--policy", "--d", "--p-hat", "--backend", "--admin", "--signals", "--default-type",
                  "--dispatchers", "--config"):  # fmt: skip
         assert flag in help_text
+
+
+# --- with hetlb backend, the model's servers --------------------------------------------------------------
+
+
+def test_through_hetlb_backends_the_estimate_is_the_number_in_system(processes):
+    """One dispatcher, default signals, three model servers (deterministic 400 ms services at speed 1):
+    while a burst is queued and no request arrives, the estimate of each backend is its GET /load."""
+    port = free_ports(2)
+    speeds = [2.0, 1.0, 1.0]
+    listens = [f"--listen=127.0.0.1:0,speed={speed:g}" for speed in speeds]
+    with backend_process(*listens, "--mean-service-ms", "400", "--job-sizes", "deterministic", count=3) as (_, urls):
+        processes.serve(*[f"--backend={u},speed={v:g}" for u, v in zip(urls, speeds)], "--policy", "jfsq",
+                        port=port, admin=port + 1)  # fmt: skip
+        results: list = []
+        threads = [hold(port, "any", results) for _ in range(8)]  # /hold is an ordinary job to hetlb backend
+        load = lambda: [json.loads(get(u + "/load")[2])["queue_length"] for u in urls]  # noqa: E731
+
+        def agree():
+            before = load()
+            estimate = [b["estimate"] for b in status(port + 1)["backends"]]
+            return sum(before) == 8 and before == load() and (before, estimate)
+
+        seen = wait_for(agree, timeout=10, step=0.005)
+        assert seen, "no quiescent moment with the whole burst queued"
+        true_load, estimate = seen
+        assert estimate == true_load and true_load[0] >= true_load[1]  # jfsq: the fast one first
+        for thread in threads:
+            thread.join(20)
+        assert [result[0] for result in results] == [200] * 8
+        assert [b["estimate"] for b in status(port + 1)["backends"]] == load() == [0, 0, 0]
