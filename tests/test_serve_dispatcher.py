@@ -3,13 +3,18 @@ rules (frequencies on a frozen estimate against hetlb.policies.exact_rules), its
 the signals as docs/reference/serve.md says, its in-flight counts are released exactly once, and
 ejection removes a backend from every candidate set."""
 
+import re
+import tomllib
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from hetlb.conformance import ESTIMATE_RULES
-from hetlb.live.config import LIVE_POLICIES, ServeConfig
+from hetlb.live.config import CONFIG_KEYS, LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
+from hetlb.live.metrics import Metrics
 from hetlb.policies.registry import POLICIES
 
 SPEEDS = [2.0, 2.0, 1.0, 1.0, 0.5, 0.25]
@@ -160,3 +165,19 @@ def test_auto_speed_is_the_inverse_mean_service_time():
     dispatcher.refresh()
     assert dispatcher.speed[0] == 1.0 / 0.02  # the mean of the samples: 20 ms, 50 requests per second
     assert dispatcher.speed[1] == dispatcher.speed[0]  # unmeasured: the mean of the measured
+
+
+# --- the reference page ---------------------------------------------------------------------------------
+
+SERVE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "serve.md"
+
+
+def test_the_reference_lists_every_key_and_metric_and_its_toml_loads():
+    text = SERVE_PAGE.read_text()
+    assert not [key for key in CONFIG_KEYS if f"| `{key}` |" not in text]
+    dispatcher = Dispatcher(config_of("jsq"), seed=1)
+    names = {family.name for family in Metrics(dispatcher).registry.collect()}
+    assert names and not [name for name in names if f"`{name}" not in text and f"`{name}_total`" not in text]
+    for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
+        config = ServeConfig.from_mapping(tomllib.loads(block))
+        assert config.backends[1].speed is None and config.policy.id == "jfsq"
