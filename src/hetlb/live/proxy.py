@@ -187,12 +187,12 @@ class Proxy:
         """One call to backend s; None when it failed and a retry is allowed."""
         dispatcher = self.dispatcher
         assert self.session is not None
-        lease = dispatcher.start(s)
-        if self.config.signals.push and self.random.random() < self.config.p_hat:
-            self.push()
         url = self.base[s].with_path(self.base[s].raw_path.rstrip("/") + target.raw_path, encoded=True)
         url = url.with_query(target.raw_query_string) if target.raw_query_string else url
+        if self.config.signals.push and self.random.random() < self.config.p_hat:
+            self.push()
         response = None
+        lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
             async with self.session.request(
                 request.method, URL(str(url), encoded=True), headers=headers, data=body, timeout=self.timeout,
