@@ -33,9 +33,9 @@ import time
 import numpy as np
 
 from hetlb.live.config import ServeConfig
-from hetlb.live.uniforms import UniformSource, seed_uniforms
+from hetlb.live.random_source import RandomSource, decide
 from hetlb.model.system import speed_classes
-from hetlb.policies.choice import JBA_FALLBACK_LEAST, JBA_FALLBACK_WEIGHTED, choose_server
+from hetlb.policies.choice import JBA_FALLBACK_LEAST, JBA_FALLBACK_WEIGHTED
 
 NO_BACKEND = -1
 """choose() when every compatible backend is ejected."""
@@ -83,8 +83,7 @@ class Dispatcher:
         self.jba_rate_weighted = params.get("average") == "rate-weighted"
         self.jba_inclusive = bool(params.get("inclusive", False))
         self.jba_fallback = JBA_FALLBACK_LEAST if params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED
-        self.uniforms = UniformSource()
-        seed_uniforms(int(np.random.SeedSequence(seed).generate_state(1)[0] >> 1))
+        self.random_source = RandomSource(np.random.default_rng(seed))
 
         self.speed_auto = np.array([backend.speed is None for backend in backends])
         self.speed = np.array([1.0 if backend.speed is None else backend.speed for backend in backends])
@@ -151,10 +150,10 @@ class Dispatcher:
         if lo == hi:
             return NO_BACKEND
         return int(
-            choose_server(
-                self.policy_code, candidates, lo, hi, self.estimate, self.speed_class, self.n_classes,
-                self.speed, cumulative_speed, self.idle_since, self.sample_size, self.jba_rate_weighted,
-                self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample, self.uniforms,
+            decide(
+                self.random_source, self.policy_code, candidates, lo, hi, self.estimate, self.speed_class,
+                self.n_classes, self.speed, cumulative_speed, self.idle_since, self.sample_size,
+                self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample,
             )
         )  # fmt: skip
 
