@@ -6,12 +6,16 @@ more than the decision itself. A :class:`RandomSource` (a numba StructRef, passe
 holds the dispatcher's Generator, unboxed once when it is made, and :func:`decide` calls
 choose_server with it: the rule and its signature are those the kernels and the conformance check
 use, so their compiled and cached code is shared, never specialised for the live side.
+
+This module imports numba when it is imported (a StructRef type is a numba class); only the live
+dispatcher imports it, never ``import hetlb``.
 """
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.experimental import structref
 
+from hetlb.jit import njit
 from hetlb.policies.choice import choose_server
 
 
@@ -28,7 +32,7 @@ class RandomSource(structref.StructRefProxy):
         return new_source(generator)
 
 
-@njit(cache=True)
+@njit
 def new_source(generator):
     return RandomSource(generator)
 
@@ -37,7 +41,7 @@ structref.define_constructor(RandomSource, RandomSourceType, ["generator"])
 structref.define_boxing(RandomSourceType, RandomSource)
 
 
-@njit(cache=True)
+@njit
 def decide(
     source, code, candidates, lo, hi, estimate, speed_class, n_classes, speed, cumulative_speed, idle_since, d,
     jba_rate_weighted, jba_inclusive, jba_fallback, keys, ties, sample,
