@@ -15,6 +15,7 @@ from hetlb.conformance import ESTIMATE_RULES
 from hetlb.live.config import CONFIG_KEYS, LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.metrics import Metrics
+from hetlb.live.proxy import service_time
 from hetlb.policies.registry import POLICIES
 
 SPEEDS = [2.0, 2.0, 1.0, 1.0, 0.5, 0.25]
@@ -181,3 +182,16 @@ def test_the_reference_lists_every_key_and_metric_and_its_toml_loads():
     for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
         config = ServeConfig.from_mapping(tomllib.loads(block))
         assert config.backends[1].speed is None and config.policy.id == "jfsq"
+
+
+def test_auto_speed_samples_are_service_times():
+    dispatcher = Dispatcher(config_of("jsq"), seed=1)
+    busy = dispatcher.start(0)
+    empty_later = dispatcher.start(1)
+    empty_later.found_empty, busy.found_empty = True, False
+    assert service_time({"X-Service-Ms": "20", "X-Sojourn-Ms": "50"}, busy) == 0.02  # reported: any answer
+    assert service_time({"X-Sojourn-Ms": "50"}, busy) is None  # a sojourn behind others is no service time
+    assert service_time({"X-Sojourn-Ms": "50"}, empty_later) == 0.05  # found empty: the sojourn is the service
+    measured = service_time({}, empty_later)
+    assert measured is not None and 0 <= measured < 60
+    assert service_time({"X-Service-Ms": "x"}, busy) is None

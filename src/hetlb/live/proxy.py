@@ -47,6 +47,7 @@ HOP_BY_HOP = frozenset(
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"))
 QUEUE_LENGTH = "X-Queue-Length"
 SOJOURN = "X-Sojourn-Ms"
+SERVICE = "X-Service-Ms"
 BACKEND = "X-Backend"
 MAX_REPORT = 10**9
 MAX_PENDING_PROBES = 1024
@@ -68,6 +69,20 @@ def reported_number(text: str | None) -> int | None:
     except (TypeError, ValueError):
         return None
     return value if 0 <= value <= MAX_REPORT else None
+
+
+def service_time(headers, lease) -> float | None:
+    """A request's service time in seconds (speed=auto), if it shows one: the backend's
+    X-Service-Ms; else, for a request that found the backend empty, its X-Sojourn-Ms or the
+    response time measured here; else None."""
+    for name, needs_empty in ((SERVICE, False), (SOJOURN, True)):
+        text = headers.get(name)
+        if text is not None and (lease.found_empty or not needs_empty):
+            try:
+                return float(text) / 1000.0
+            except ValueError:
+                return None
+    return time.perf_counter() - lease.started if lease.found_empty else None
 
 
 class Proxy:
@@ -244,13 +259,9 @@ class Proxy:
             self.on_failure(s)
             return
         dispatcher.succeeded(s)
-        if dispatcher.speed_auto[s] and lease.found_empty:
-            sojourn = upstream.headers.get(SOJOURN)
-            try:
-                seconds = float(sojourn) / 1000.0 if sojourn is not None else time.perf_counter() - lease.started
-            except ValueError:
-                seconds = time.perf_counter() - lease.started
-            if dispatcher.observe_service(s, seconds):
+        if dispatcher.speed_auto[s]:
+            seconds = service_time(upstream.headers, lease)
+            if seconds is not None and dispatcher.observe_service(s, seconds):
                 dispatcher.refresh()
 
     def on_failure(self, s: int) -> None:
