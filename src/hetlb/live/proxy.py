@@ -210,7 +210,7 @@ class Proxy:
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
             async with self.session.request(
-                request.method, URL(str(url), encoded=True), headers=headers, data=body, timeout=self.timeout,
+                request.method, url, headers=headers, data=body, timeout=self.timeout,
                 allow_redirects=False,
             ) as upstream:  # fmt: skip
                 self.on_response(lease, upstream)
