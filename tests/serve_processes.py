@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from pathlib import Path
@@ -68,15 +69,18 @@ class Processes:
         self.running: list[subprocess.Popen] = []
 
     def start(self, argv: list[str], ready_port: int | None = None) -> subprocess.Popen:
+        # output to files, not pipes: a long run never blocks on a full pipe
+        errors = tempfile.TemporaryFile()
         process = subprocess.Popen(
-            argv, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            argv, env=environment(), stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
         )
+        process.error_file = errors  # type: ignore[attr-defined]
         self.running.append(process)
         if ready_port is not None:
             deadline = time.monotonic() + START_TIMEOUT
             while not listening(ready_port):
                 if process.poll() is not None:
-                    raise RuntimeError(f"{argv[:4]} exited {process.returncode}: {process.stderr.read()}")
+                    raise RuntimeError(f"{argv[:4]} exited {process.returncode}: {error_text(process)}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{argv[:4]} did not listen on {ready_port}")
                 time.sleep(0.05)
@@ -103,7 +107,7 @@ class Processes:
         deadline = time.monotonic() + START_TIMEOUT
         while not listening(port):
             if process.poll() is not None:
-                raise RuntimeError(f"exited {process.returncode}: {process.stderr.read()}")
+                raise RuntimeError(f"exited {process.returncode}: {error_text(process)}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nothing listens on {port}")
             time.sleep(0.05)
@@ -123,9 +127,19 @@ class Processes:
     def stop_all(self) -> None:
         for process in reversed(self.running):
             self.stop(process, timeout=5.0)
-            for stream in (process.stdout, process.stderr):
-                if stream is not None:
-                    stream.close()
+            process.error_file.close()
+
+
+def error_text(process: subprocess.Popen) -> str:
+    """What a process wrote on standard error so far."""
+    process.error_file.seek(0)
+    return process.error_file.read().decode(errors="replace")
+
+
+def finish(process: subprocess.Popen, timeout: float = 30.0) -> tuple[int, str]:
+    """Wait for a process to end: (exit status, standard error)."""
+    process.wait(timeout)
+    return process.returncode, error_text(process)
 
 
 def get(url: str, headers: dict | None = None, method: str = "GET", data: bytes | None = None, timeout=10.0):

@@ -19,7 +19,7 @@ import time
 import aiohttp
 import pytest
 from live_processes import backend_process
-from serve_processes import Processes, free_ports, get, listening, status, wait_for
+from serve_processes import Processes, finish, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
 
@@ -70,7 +70,7 @@ def test_after_a_config_error_nothing_listens(processes):
     port = free_ports(2)
     argv = [sys.executable, "-m", "hetlb", "serve", "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{port + 1}"]
     process = processes.start([*argv, "--backend", f"http://127.0.0.1:{port + 2}", "--p-hat", "0"])
-    _, err = process.communicate(timeout=30)
+    _, err = finish(process)
     assert process.returncode == 2 and err.strip() == "hetlb: error: p_hat: must be a number in (0, 1], got 0.0"
     assert not listening(port) and not listening(port + 1)
 
@@ -91,7 +91,7 @@ def test_a_port_in_use_is_a_config_error(processes):
             "http://127.0.0.1:9",
         ]
         process = processes.start(argv)
-        _, err = process.communicate(timeout=30)
+        _, err = finish(process)
     assert process.returncode == 2 and err.strip().startswith("hetlb: error: listen: cannot listen on"), err
 
 
@@ -113,7 +113,7 @@ def test_a_config_file_with_flags_overriding_it(tmp_path, processes):
     bad = tmp_path / "bad.toml"
     bad.write_text('backends = ["http://127.0.0.1:9"]\nlisten_on = "x"\n')
     process = processes.start([sys.executable, "-m", "hetlb", "serve", "--config", str(bad)])
-    _, err = process.communicate(timeout=30)
+    _, err = finish(process)
     assert process.returncode == 2 and err.startswith("hetlb: error: listen_on: unknown key")
 
 
