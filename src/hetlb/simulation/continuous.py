@@ -87,6 +87,10 @@ def simulate(
     speed_bins: int | None = None,
     trace: int = 0,
     progress: bool = False,
+    dispatchers: int | None = None,
+    update=None,
+    split=None,
+    herd_window: float | None = None,
     **policy_params,
 ) -> SimulationResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
@@ -107,8 +111,31 @@ def simulate(
         and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
     trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
+    dispatchers, update, split, herd_window: M dispatchers that decide on their own estimates,
+        refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers, which
+        returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) always runs there.
     """
     policy = resolve_policy(policy, policy_params)
+    options = {"dispatchers": dispatchers, "update": update, "split": split, "herd_window": herd_window}
+    if policy.spec.on_local_estimates or any(value is not None for value in options.values()):
+        from hetlb.simulation.dispatchers import simulate_dispatchers
+
+        return simulate_dispatchers(
+            system,
+            policy,
+            **{name: value for name, value in options.items() if value is not None},
+            jobs=jobs,
+            horizon=horizon,
+            warmup=warmup,
+            replications=replications,
+            seed=seed,
+            batches=batches,
+            occupancy_levels=occupancy_levels,
+            state_distribution=state_distribution,
+            speed_bins=speed_bins,
+            trace=trace,
+            progress=progress,
+        )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     if not isinstance(system, System):
