@@ -192,6 +192,7 @@ def scenario_from_args(args, continuous_only: bool = False):
         "preference",
         "speed_bins",
         "state_distribution",
+        "herd_window",
     ):
         value = flag(key)
         if value is not None and value is not False:
@@ -385,6 +386,8 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         ("response time p99", "response_time_p99"),
     ):
         lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    if "dispatchers" in meta:
+        lines += ["", *dispatcher_lines(meta["dispatchers"], summary)]
     classes = summary["occupancy_by_class"]
     if len(classes) <= MAX_CLASS_ROWS:
         lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
@@ -416,6 +419,24 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         queue = np.mean([run.mean_queue_length for run in result.runs], axis=0)
         lines += ["", *per_server_lines(speeds, queue, utilisation)]
     return "\n".join(lines)
+
+
+def dispatcher_lines(dispatchers: dict, summary: dict) -> list:
+    """The dispatchers' figures of a DispatchersResult: messages per job by kind, the estimates'
+    error and age, the herd."""
+    per_job = summary["messages_per_job"]
+    kinds = ", ".join(f"{kind} {value:.4g}" for kind, value in per_job.items() if value and kind != "total")
+    lines = [f"  {dispatchers['dispatchers']} dispatcher(s), updates {dispatchers['update_text']}"]
+    lines.append(f"  {'messages per job':<26}{per_job['total']:>12.6g}  ({kinds or 'none'})")
+    for label, key in (
+        ("mean estimate error", "mean_estimate_error"),
+        ("mean estimate bias", "mean_estimate_bias"),
+        ("mean estimate age", "mean_estimate_age"),
+        ("herd fraction", "herd_fraction"),
+    ):
+        lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    lines.append(f"  {'':<26}(decisions onto another dispatcher's choice within {dispatchers['herd_window']:.4g})")
+    return lines
 
 
 def speed_bins_lines(profiles: list) -> list:
@@ -1122,7 +1143,12 @@ def add_slotted_flags(parser) -> None:
         choices=["continuous", "slotted"],
         help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
     )
-    group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
+    group.add_argument(
+        "--dispatchers",
+        type=int,
+        metavar="M",
+        help="number of dispatchers (default 1); in the continuous model each decides on its own estimates",
+    )
     group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
     group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
     group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
@@ -1133,8 +1159,20 @@ def add_slotted_flags(parser) -> None:
     )
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    group.add_argument(
+        "--update",
+        help="slotted: push or pull (an LED policy's strategy); continuous: the update signals, e.g. "
+        "piggyback,push:p_hat=0.1:d=2 (exact, probe, increment, piggyback, push, pull, snapshot; "
+        "docs/reference/dispatchers.md)",
+    )
+    group.add_argument(
+        "--herd-window",
+        type=float,
+        metavar="T",
+        help="continuous model with dispatchers: a decision herds when another dispatcher chose its server "
+        "less than T earlier (default 0.1 N / arrival rate)",
+    )
     for flag, kind in (
-        ("--update", str),
         ("--p-hat", float),
         ("--push-d", int),
         ("--push-trigger", str),

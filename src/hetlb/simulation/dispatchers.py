@@ -121,7 +121,7 @@ def simulate_dispatchers(
     describe["dispatchers"] = n_dispatchers
     metadata = {
         "system": describe,
-        "policy": policy.describe(),
+        "policy": {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS},
         "policy_definition": policy.spec.definition,
         "dispatchers": {
             "dispatchers": n_dispatchers,
