@@ -23,6 +23,7 @@ PAGES_WITH_CODE = [
     "reference/scenario.md",
     "reference/diffusion.md",
     "reference/slotted.md",
+    "reference/dispatchers.md",
     "reference/bounding-systems.md",
     "how-to/placement.md",
     "how-to/add-a-policy.md",
