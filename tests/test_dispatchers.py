@@ -274,3 +274,60 @@ def test_same_seed_same_results():
     ]
     assert runs[0].to_dict()["runs"][0]["mean_response_time"] == runs[1].to_dict()["runs"][0]["mean_response_time"]
     assert runs[0].runs[0].messages == runs[1].runs[0].messages
+
+
+def test_scenario_keys_and_the_command_line_give_the_python_api_result(tmp_path, capsys):
+    import json
+
+    from hetlb.cli import main
+    from hetlb.scenario import Scenario
+
+    expected = hetlb.simulate(
+        hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.7),
+        "l-jsq",
+        dispatchers=2,
+        split=[0.25, 0.75],
+        update="piggyback,push:p_hat=0.2:d=2:mean_delay=0.1",
+        herd_window=0.3,
+        jobs=2000,
+        seed=4,
+    )
+    table = {
+        "system": {"speeds": "2x1.0,2x0.5", "load": 0.7, "dispatchers": 2, "dispatcher_share": [0.25, 0.75]},
+        "policy": {"id": "l-jsq", "update": {"piggyback": {}, "push": {"p_hat": 0.2, "d": 2, "mean_delay": 0.1}}},
+        "run": {"jobs": 2000, "seed": 4, "herd_window": 0.3},
+    }
+    got = Scenario.from_mapping(table).simulate()
+    assert got.mean_response_time == expected.mean_response_time
+    assert got.runs[0].messages == expected.runs[0].messages
+    argv = ["simulate", "--speeds", "2x1.0,2x0.5", "--load", "0.7", "--policy", "l-jsq", "--dispatchers", "2"]
+    argv += ["--update", "piggyback,push:p_hat=0.2:d=2:mean_delay=0.1", "--jobs", "2000", "--seed", "4"]
+    assert main([*argv, "--json", "-q"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    equal_split = hetlb.simulate(
+        hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.7),
+        "l-jsq",
+        dispatchers=2,
+        update="piggyback,push:p_hat=0.2:d=2:mean_delay=0.1",
+        jobs=2000,
+        seed=4,
+    )
+    assert printed["mean_response_time"] == equal_split.mean_response_time
+    assert printed["messages_per_job"] == equal_split.messages_per_job
+    assert main(argv) == 0
+    assert "herd fraction" in capsys.readouterr().out
+    assert main([*argv[:-4], "--update", "push:p_hat=2", "--jobs", "100"]) == 2
+    assert capsys.readouterr().err.strip() == "hetlb: error: update.push.p_hat: must be a number in (0, 1], got 2"
+
+
+def test_messages_in_flight_beyond_the_first_heap_and_their_age():
+    """Snapshots every 0.1 delayed by 5: about M N 50 = 4,000 messages in flight, past the heap it
+    starts with; every estimate then holds an observation at least 5 old."""
+    system = hetlb.System.from_speeds([1.0] * 20, load=0.6)
+    result = hetlb.simulate(
+        system, "jsq", dispatchers=4, update="snapshot:tau=0.1:delay=5", jobs=5000, warmup=10.0, seed=3
+    )
+    run = result.runs[0]
+    assert run.mean_estimate_age >= 5.0
+    assert run.messages["snapshot"] % (4 * 20) == 0
+    assert run.stale_messages == 0  # a constant delay delivers in the order of sending

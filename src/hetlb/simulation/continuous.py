@@ -113,11 +113,11 @@ def simulate(
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
     dispatchers, update, split, herd_window: M dispatchers that decide on their own estimates,
         refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers, which
-        returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) always runs there.
+        returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them.
     """
     policy = resolve_policy(policy, policy_params)
     options = {"dispatchers": dispatchers, "update": update, "split": split, "herd_window": herd_window}
-    if policy.spec.on_local_estimates or any(value is not None for value in options.values()):
+    if any(value is not None for value in options.values()):
         from hetlb.simulation.dispatchers import simulate_dispatchers
 
         return simulate_dispatchers(
@@ -135,6 +135,12 @@ def simulate(
             speed_bins=speed_bins,
             trace=trace,
             progress=progress,
+        )
+    if policy.spec.on_local_estimates:
+        raise InputError(
+            "policy",
+            f"{policy.id} decides on local estimates: give dispatchers= (and update=) for continuous time, "
+            "or run the slotted model (hetlb.simulate_slotted)",
         )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
