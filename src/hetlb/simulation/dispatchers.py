@@ -41,6 +41,10 @@ DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 32
 least-key tree's two nodes per leaf, its width up to 4N; a message in flight (a snapshot of every
 dispatcher)."""
 
+SOURCE_BYTES = 64
+"""Bytes per (dispatcher, job type) pair at most: its rate, its alias-table entries and their
+temporaries, and the dispatcher's counts."""
+
 MAX_PAIRS = 2**31
 """At most this many (dispatcher, server) pairs: the messages address a pair by one index."""
 
@@ -83,6 +87,7 @@ def simulate_dispatchers(
     check_policy(policy)
     n_dispatchers = validation.count("dispatchers", dispatchers)
     updates = Updates.parse(default_update(policy) if update is None else update)
+    check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
     rates = source_rates(system, n_dispatchers, split)
     window = default_herd_window(system) if herd_window is None else check_herd_window(herd_window)
     jobs, horizon, warmup = continuous.stopping_rule(jobs, horizon, warmup)
@@ -102,7 +107,6 @@ def simulate_dispatchers(
     parts = continuous.run_memory(
         system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
     )
-    check_dispatcher_memory(system.n_servers, n_dispatchers, updates)
     continuous.check_run_memory(parts, system.n_servers, replications)
 
     model = continuous.pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
@@ -196,15 +200,19 @@ def source_rates(system: System, n_dispatchers: int, split) -> np.ndarray:
     return values
 
 
-def check_dispatcher_memory(n_servers: int, n_dispatchers: int, updates: Updates) -> None:
-    """Refuse more than MAX_PAIRS (dispatcher, server) pairs, or more than the machine's memory."""
-    pairs = n_servers * n_dispatchers
+def check_dispatcher_memory(n_servers: int, n_types: int, n_dispatchers: int, updates: Updates) -> None:
+    """Refuse more than MAX_PAIRS (dispatcher, server) or (dispatcher, job type) pairs, or more than
+    the machine's memory, before anything of that size is allocated."""
+    pairs = max(n_servers, n_types) * n_dispatchers
     if pairs > MAX_PAIRS:
-        raise InputError("dispatchers", f"M x N = {pairs:,} is more than the {MAX_PAIRS:,} pairs a run holds")
+        raise InputError(
+            "dispatchers",
+            f"M x max(N, job types) = {pairs:,} is more than the {MAX_PAIRS:,} pairs a run holds; use fewer dispatchers",
+        )
     views = 1 if updates.truth else n_dispatchers
     validation.check_memory(
         "dispatchers",
-        DISPATCHER_BYTES_PER_PAIR * n_servers * views,
+        DISPATCHER_BYTES_PER_PAIR * n_servers * views + SOURCE_BYTES * n_types * n_dispatchers,
         f"the estimates of {n_dispatchers:,} dispatchers of {n_servers:,} servers",
         "use fewer dispatchers or servers",
     )
