@@ -21,6 +21,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
+from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -268,9 +269,10 @@ def notify_compiling(args, models=("continuous",)) -> None:
     if quiet(args):
         return
     from hetlb.progress import needs_compiling
+    from hetlb.simulation.ahead_of_time import compiled_kernels
 
     kernels = []
-    if "continuous" in models:
+    if "continuous" in models and compiled_kernels() is None:
         from hetlb.kernels import continuous
 
         kernels += [continuous.advance, continuous.finish]
@@ -278,7 +280,7 @@ def notify_compiling(args, models=("continuous",)) -> None:
         from hetlb.kernels import slotted
 
         kernels += [slotted.advance]
-    if needs_compiling(*kernels):
+    if kernels and needs_compiling(*kernels):
         where = ""
         if verbose(args):
             where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
@@ -587,6 +589,13 @@ def command_bound(args) -> int:
             f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
             f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
         )
+    return 0
+
+
+def command_compile(args) -> int:
+    from hetlb.simulation.precompile import compile_command
+
+    print(compile_command(quiet=args.quiet))
     return 0
 
 
@@ -1371,12 +1380,24 @@ def build_parser() -> ArgumentParser:
     diffusion.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
     add_output_flags(diffusion)
 
+    compile_parser = commands.add_parser(
+        "compile",
+        help="compile the continuous-time kernel ahead of time, so that short simulations start without numba",
+        description="Compile the continuous-time kernel ahead of time for this machine and hetlb's sources "
+        "(seconds to a minute, once); later `hetlb simulate` runs start without importing numba. "
+        "Does nothing when the compiled kernel is up to date.",
+    )
+    compile_parser.set_defaults(handler=command_compile)
+    compile_parser.add_argument("--quiet", action="store_true", help="no compiler output")
+
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
     demo.set_defaults(handler=command_demo)
     demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
     demo.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
     demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
     add_output_flags(demo, quiet=True, verbose="one line per finished run on standard error")
+
+    add_live_commands(commands)  # backend, loadgen, testbed
     return parser
 
 

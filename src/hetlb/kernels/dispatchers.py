@@ -27,9 +27,9 @@ chose less than ``herd_window`` earlier.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from hetlb.constants import INFINITE_BUFFER
+from hetlb.jit import njit, records
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
@@ -44,7 +44,6 @@ from hetlb.kernels.continuous import (
     set_queue_length,
     snapshot_batch,
 )
-from hetlb.kernels.jit import records
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
 from hetlb.policies import rules
@@ -159,7 +158,7 @@ events beyond arrivals and departures, messages dropped as stale and applied, an
 sampled estimate errors (signed, absolute) and ages."""
 
 
-@njit(cache=True)
+@njit
 def heap_push(heap_time, heap_observed, heap_target, heap_value, size, at, observed, target, value):
     """Put a message delivered at ``at`` into the binary min-heap of ``size`` entries; return the size."""
     i = size
@@ -179,7 +178,7 @@ def heap_push(heap_time, heap_observed, heap_target, heap_value, size, at, obser
     return size + 1
 
 
-@njit(cache=True)
+@njit
 def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
     """Remove the earliest message (it was at the root); return the new size."""
     size -= 1
@@ -205,7 +204,7 @@ def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
     return size
 
 
-@njit(cache=True)
+@njit
 def set_estimate(dm, ds, servers, n_classes, class_speed, v, s, value, at):
     """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
     estimate = ds.estimate
@@ -222,7 +221,7 @@ def set_estimate(dm, ds, servers, n_classes, class_speed, v, s, value, at):
         set_key(records(ds.key_trees[v]), s, key)
 
 
-@njit(cache=True)
+@njit
 def apply_message(dm, ds, dc, servers, n_classes, class_speed, target, value, observed):
     """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
     n_servers = ds.estimate.shape[1]
@@ -236,7 +235,7 @@ def apply_message(dm, ds, dc, servers, n_classes, class_speed, target, value, ob
     set_estimate(dm, ds, servers, n_classes, class_speed, v, s, value, observed)
 
 
-@njit(cache=True)
+@njit
 def send(dm, ds, dc, servers, n_classes, class_speed, kind, m, s, now, tagging, update_rng):
     """Dispatcher m learns server s's number in system at ``now`` by a message of ``kind`` (counted
     while ``tagging``): at once, or after the kind's delay."""
@@ -255,7 +254,7 @@ def send(dm, ds, dc, servers, n_classes, class_speed, kind, m, s, now, tagging, 
     )
 
 
-@njit(cache=True)
+@njit
 def schedule_snapshot(dm, counters, update_rng):
     """Move the next poll (in the one record of ``counters``) on from the one just made, or from
     time 0 before the first: its time and which dispatcher it polls (-1: every one, the aligned
@@ -279,7 +278,7 @@ def schedule_snapshot(dm, counters, update_rng):
         dc.next_snapshot = dm.snapshot_phase[m] + dc.snapshot_cycle * interval
 
 
-@njit(cache=True)
+@njit
 def measure_estimate(ds, dc, servers, m, now, sampled):
     """Add dispatcher m's error and age for server ``sampled`` to the sums."""
     error = ds.estimate[m, sampled] - servers[sampled].queue_len
@@ -289,7 +288,7 @@ def measure_estimate(ds, dc, servers, m, now, sampled):
     dc.age_sum += now - ds.estimate_time[m, sampled]
 
 
-@njit(cache=True)
+@njit
 def record_herd(ds, m, s, now, herd_window):
     """Count dispatcher m's decision for s, herded when s was chosen less than herd_window ago."""
     ds.decisions[m] += 1
@@ -300,7 +299,7 @@ def record_herd(ds, m, s, now, herd_window):
             ds.herd_other[m] += 1
 
 
-@njit(cache=True)
+@njit
 def decide(model, dm, ds, servers, job_type, v, policy_rng):
     """The server dispatcher view ``v`` sends a job of ``job_type`` to."""
     lo = model.compat_indptr[job_type]
@@ -334,7 +333,7 @@ def decide(model, dm, ds, servers, job_type, v, policy_rng):
     )
 
 
-@njit(cache=True)
+@njit
 def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_events):
     """Run up to ``max_events`` events (arrivals, departures, deliveries, polls); return RUNNING,
     FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS."""
