@@ -204,53 +204,79 @@ def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
     return size
 
 
-@njit
-def set_estimate(dm, ds, servers, n_classes, class_speed, v, s, value, at):
+@njit(inline="always")
+def set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
     """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
-    estimate = ds.estimate
     if estimate[v, s] == value:
         return
     if value == 0:
-        ds.idle_since[v, s] = at
+        idle_since[v, s] = at
     estimate[v, s] = value
-    if len(ds.key_trees) > 0:
+    if len(key_trees) > 0:
         speed_class = servers[s].speed_class
         key = rules.selection_key(
-            dm.key_code, value, speed_class, n_classes, class_speed[speed_class], ds.idle_since[v, s]
+            dm.key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
         )
-        set_key(records(ds.key_trees[v]), s, key)
+        set_key(records(key_trees[v]), s, key)
 
 
-@njit
-def apply_message(dm, ds, dc, servers, n_classes, class_speed, target, value, observed):
+@njit(inline="always")
+def apply_message(
+    dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, observed
+):
     """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
-    n_servers = ds.estimate.shape[1]
+    n_servers = estimate.shape[1]
     v = target // n_servers
     s = target - v * n_servers
-    if observed < ds.estimate_time[v, s]:
+    if observed < estimate_time[v, s]:
         dc.stale += 1
         return
     dc.delivered += 1
-    ds.estimate_time[v, s] = observed
-    set_estimate(dm, ds, servers, n_classes, class_speed, v, s, value, observed)
+    estimate_time[v, s] = observed
+    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
 
 
-@njit
-def send(dm, ds, dc, servers, n_classes, class_speed, kind, m, s, now, tagging, update_rng):
+@njit(inline="always")
+def send(
+    dm,
+    delay_law,
+    delay_mean,
+    estimate,
+    estimate_time,
+    idle_since,
+    key_trees,
+    heap_time,
+    heap_observed,
+    heap_target,
+    heap_value,
+    messages,
+    dc,
+    servers,
+    n_classes,
+    class_speed,
+    kind,
+    m,
+    s,
+    now,
+    tagging,
+    update_rng,
+):
     """Dispatcher m learns server s's number in system at ``now`` by a message of ``kind`` (counted
     while ``tagging``): at once, or after the kind's delay."""
-    ds.messages[kind] += tagging
-    target = m * ds.estimate.shape[1] + s
+    messages[kind] += tagging
+    target = m * estimate.shape[1] + s
     value = servers[s].queue_len
-    law = dm.delay_law[kind]
+    law = delay_law[kind]
     if law == DELAY_NONE:
-        apply_message(dm, ds, dc, servers, n_classes, class_speed, target, value, now)
+        apply_message(
+            dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, now
+        )
         return
-    delay = dm.delay_mean[kind]
+    delay = delay_mean[kind]
     if law == DELAY_EXPONENTIAL:
         delay *= update_rng.exponential()
     dc.heap_size = heap_push(
-        ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value, dc.heap_size, now + delay, now, target, value
+        heap_time, heap_observed, heap_target, heap_value, dc.heap_size, now + delay, now, target, value
     )
 
 
@@ -278,37 +304,55 @@ def schedule_snapshot(dm, counters, update_rng):
         dc.next_snapshot = dm.snapshot_phase[m] + dc.snapshot_cycle * interval
 
 
-@njit
-def measure_estimate(ds, dc, servers, m, now, sampled):
+@njit(inline="always")
+def measure_estimate(estimate, estimate_time, dc, servers, m, now, sampled):
     """Add dispatcher m's error and age for server ``sampled`` to the sums."""
-    error = ds.estimate[m, sampled] - servers[sampled].queue_len
+    error = estimate[m, sampled] - servers[sampled].queue_len
     dc.error_samples += 1
     dc.error_sum += error
     dc.absolute_error_sum += abs(error)
-    dc.age_sum += now - ds.estimate_time[m, sampled]
+    dc.age_sum += now - estimate_time[m, sampled]
 
 
-@njit
-def record_herd(ds, m, s, now, herd_window):
+@njit(inline="always")
+def record_herd(decisions, herd_same, herd_other, last_decision_time, last_decision_dispatcher, m, s, now, herd_window):
     """Count dispatcher m's decision for s, herded when s was chosen less than herd_window ago."""
-    ds.decisions[m] += 1
-    if now - ds.last_decision_time[s] < herd_window:
-        if ds.last_decision_dispatcher[s] == m:
-            ds.herd_same[m] += 1
+    decisions[m] += 1
+    if now - last_decision_time[s] < herd_window:
+        if last_decision_dispatcher[s] == m:
+            herd_same[m] += 1
         else:
-            ds.herd_other[m] += 1
+            herd_other[m] += 1
 
 
-@njit
-def decide(model, dm, ds, servers, job_type, v, policy_rng):
+@njit(inline="always")
+def decide(
+    dm,
+    compat_indptr,
+    compat_indices,
+    server_class,
+    speed,
+    cumulative_speed,
+    type_uses_tree,
+    n_classes,
+    estimate,
+    idle_since,
+    key_trees,
+    keys,
+    ties,
+    sample,
+    servers,
+    job_type,
+    v,
+    policy_rng,
+):
     """The server dispatcher view ``v`` sends a job of ``job_type`` to."""
-    lo = model.compat_indptr[job_type]
-    hi = model.compat_indptr[job_type + 1]
-    compat_indices = model.compat_indices
-    if dm.type_uses_tree[job_type]:
-        tree = records(ds.key_trees[v])
+    lo = compat_indptr[job_type]
+    hi = compat_indptr[job_type + 1]
+    if type_uses_tree[job_type]:
+        tree = records(key_trees[v])
         s = random_least_leaf(tree, policy_rng, servers)
-        if rules.falls_back_to_uniform(dm.key_code, tree[1].key, model.n_classes):
+        if rules.falls_back_to_uniform(dm.key_code, tree[1].key, n_classes):
             s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
         return s
     return choose_server(
@@ -316,19 +360,19 @@ def decide(model, dm, ds, servers, job_type, v, policy_rng):
         compat_indices,
         lo,
         hi,
-        ds.estimate[v],
-        model.server_class,
-        model.n_classes,
-        model.speed,
-        model.compat_cumulative_speed,
-        ds.idle_since[v],
+        estimate[v],
+        server_class,
+        n_classes,
+        speed,
+        cumulative_speed,
+        idle_since[v],
         dm.sample_size,
         dm.jba_rate_weighted,
         dm.jba_inclusive,
         dm.jba_fallback,
-        ds.keys,
-        ds.ties,
-        ds.sample,
+        keys,
+        ties,
+        sample,
         policy_rng,
     )
 
@@ -377,7 +421,18 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     distributions = len(jobs_time) > 0
     truth_view = dm.truth_view == 1
     herd_window = dm.herd_window
-    heap_capacity = len(ds.heap_time)
+    # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
+    estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
+    keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
+    service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
+    heap_time, heap_observed, heap_target, heap_value = ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value
+    messages, decisions, herd_other, herd_same = ds.messages, ds.decisions, ds.herd_other, ds.herd_same
+    last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
+    probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
+    delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
+    compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
+    speed, cumulative_speed = model.speed, model.compat_cumulative_speed
+    heap_capacity = len(heap_time)
 
     for _ in range(max_events):
         if c.free_slot < 0:
@@ -385,7 +440,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
         if dc.heap_size + dm.message_reserve > heap_capacity:
             return NEEDS_MESSAGE_SLOTS
         next_departure = departures[1].time
-        next_message = ds.heap_time[0] if dc.heap_size > 0 else np.inf
+        next_message = heap_time[0] if dc.heap_size > 0 else np.inf
         now = min(min(c.next_arrival, next_departure), min(next_message, dc.next_snapshot))
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
@@ -417,9 +472,22 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
 
         if next_message == now:
             dc.message_events += 1
-            target, value, observed = ds.heap_target[0], ds.heap_value[0], ds.heap_observed[0]
-            dc.heap_size = heap_pop(ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value, dc.heap_size)
-            apply_message(dm, ds, dc, servers, n_classes, class_speed, target, value, observed)
+            target, value, observed = heap_target[0], heap_value[0], heap_observed[0]
+            dc.heap_size = heap_pop(heap_time, heap_observed, heap_target, heap_value, dc.heap_size)
+            apply_message(
+                dm,
+                estimate,
+                estimate_time,
+                idle_since,
+                key_trees,
+                dc,
+                servers,
+                n_classes,
+                class_speed,
+                target,
+                value,
+                observed,
+            )
             continue
         if dc.next_snapshot == now:
             dc.snapshot_events += 1
@@ -427,7 +495,30 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             for m in range(dm.n_dispatchers):
                 if polled < 0 or m == polled:
                     for s in range(n_servers):
-                        send(dm, ds, dc, servers, n_classes, class_speed, SNAPSHOT, m, s, now, tagging, update_rng)
+                        send(
+                            dm,
+                            delay_law,
+                            delay_mean,
+                            estimate,
+                            estimate_time,
+                            idle_since,
+                            key_trees,
+                            heap_time,
+                            heap_observed,
+                            heap_target,
+                            heap_value,
+                            messages,
+                            dc,
+                            servers,
+                            n_classes,
+                            class_speed,
+                            SNAPSHOT,
+                            m,
+                            s,
+                            now,
+                            tagging,
+                            update_rng,
+                        )
             schedule_snapshot(dm, ds.counters, update_rng)
             continue
 
@@ -435,18 +526,47 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
         if c.next_arrival <= next_departure:
             # an arrival: its source (dispatcher, job type), size and the next arrival epoch come from
             # the arrival stream, in that order, its server from the policy stream
-            source = 0 if n_sources == 1 else alias_draw(dm.source_keep, dm.source_alias, arrival_rng.random())
+            source = 0 if n_sources == 1 else alias_draw(source_keep, source_alias, arrival_rng.random())
             m = source // n_types
             job_type = source - m * n_types
             v = 0 if truth_view else m
             if tagging == 1 and not truth_view:
-                measure_estimate(ds, dc, servers, m, now, c.arrivals_total % n_servers)
-            s = decide(model, dm, ds, servers, job_type, v, policy_rng)
-            ds.messages[PROBE] += tagging * dm.probe_messages[job_type]
+                measure_estimate(estimate, estimate_time, dc, servers, m, now, c.arrivals_total % n_servers)
+            s = decide(
+                dm,
+                compat_indptr,
+                compat_indices,
+                server_class,
+                speed,
+                cumulative_speed,
+                type_uses_tree,
+                n_classes,
+                estimate,
+                idle_since,
+                key_trees,
+                keys,
+                ties,
+                sample,
+                servers,
+                job_type,
+                v,
+                policy_rng,
+            )
+            messages[PROBE] += tagging * probe_messages[job_type]
             if tagging == 1:
-                record_herd(ds, m, s, now, herd_window)
-            ds.last_decision_time[s] = now
-            ds.last_decision_dispatcher[s] = m
+                record_herd(
+                    decisions,
+                    herd_same,
+                    herd_other,
+                    last_decision_time,
+                    last_decision_dispatcher,
+                    m,
+                    s,
+                    now,
+                    herd_window,
+                )
+            last_decision_time[s] = now
+            last_decision_dispatcher[s] = m
 
             size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
             c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
@@ -461,13 +581,48 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             c.arrivals_total += 1
             c.arrivals += tagging
             if dm.increment == 1 and not truth_view:
-                ds.messages[INCREMENT] += tagging
-                set_estimate(dm, ds, servers, n_classes, class_speed, m, s, min(ds.estimate[m, s] + 1, buffer[s]), now)
+                messages[INCREMENT] += tagging
+                set_estimate(
+                    dm,
+                    estimate,
+                    idle_since,
+                    key_trees,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    m,
+                    s,
+                    min(estimate[m, s] + 1, buffer[s]),
+                    now,
+                )
             if finite_buffers and q >= buffer[s]:
                 c.blocked_total += 1
                 c.blocked += tagging
                 if dm.piggyback == 1:  # the rejection is the job's response
-                    send(dm, ds, dc, servers, n_classes, class_speed, PIGGYBACK, m, s, now, tagging, update_rng)
+                    send(
+                        dm,
+                        delay_law,
+                        delay_mean,
+                        estimate,
+                        estimate_time,
+                        idle_since,
+                        key_trees,
+                        heap_time,
+                        heap_observed,
+                        heap_target,
+                        heap_value,
+                        messages,
+                        dc,
+                        servers,
+                        n_classes,
+                        class_speed,
+                        PIGGYBACK,
+                        m,
+                        s,
+                        now,
+                        tagging,
+                        update_rng,
+                    )
             else:
                 c.admitted_total += 1
                 c.admitted += tagging
@@ -480,20 +635,20 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 if q + 1 <= n_levels:
                     move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
                 if truth_view:
-                    set_estimate(dm, ds, servers, n_classes, class_speed, 0, s, q + 1, now)
+                    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now)
                 server.peak_queue = max(server.peak_queue, q + 1)
                 if q == 0:
                     c.busy += 1
                     server.service_arrival = now
                     server.service_size = size
-                    ds.service_dispatcher[s] = m
+                    service_dispatcher[s] = m
                     lower_time(departures, s, now + size * server.inv_speed)
                 else:
                     slot = c.free_slot
                     c.free_slot = job_next[slot]
                     job_arrival[slot] = now
                     job_size[slot] = size
-                    ds.job_dispatcher[slot] = m
+                    job_dispatcher[slot] = m
                     if q == 1:
                         job_next[slot] = slot
                     else:
@@ -501,23 +656,33 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         job_next[server.last_waiting] = slot
                     server.last_waiting = slot
             if dm.push_probability > 0.0 and update_rng.random() < dm.push_probability:
-                taken = rules.sample_without_replacement(n_servers, dm.push_size, ds.probe_sample, update_rng)
+                taken = rules.sample_without_replacement(n_servers, dm.push_size, probe_sample, update_rng)
                 for i in range(taken):
                     send(
                         dm,
-                        ds,
+                        delay_law,
+                        delay_mean,
+                        estimate,
+                        estimate_time,
+                        idle_since,
+                        key_trees,
+                        heap_time,
+                        heap_observed,
+                        heap_target,
+                        heap_value,
+                        messages,
                         dc,
                         servers,
                         n_classes,
                         class_speed,
                         PUSH,
                         m,
-                        ds.probe_sample[i],
+                        probe_sample[i],
                         now,
                         tagging,
                         update_rng,
                     )
-                ds.messages[PUSH] += tagging * taken  # the probes; send counted the replies
+                messages[PUSH] += tagging * taken  # the probes; send counted the replies
             if batch_by_jobs == 1 and tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if tagging == 1 and c.admitted >= target_jobs:
@@ -559,13 +724,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if truth_view:
-                set_estimate(dm, ds, servers, n_classes, class_speed, 0, s, q, now)
-            sender = ds.service_dispatcher[s]
+                set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
+            sender = service_dispatcher[s]
             if q > 0:
                 slot = job_next[server.last_waiting]
                 server.service_arrival = job_arrival[slot]
                 server.service_size = job_size[slot]
-                ds.service_dispatcher[s] = ds.job_dispatcher[slot]
+                service_dispatcher[s] = job_dispatcher[slot]
                 job_next[server.last_waiting] = job_next[slot]
                 job_next[slot] = c.free_slot
                 c.free_slot = slot
@@ -575,10 +740,56 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 next_time = np.inf
             set_time(departures, s, next_time)
             if dm.piggyback == 1:
-                send(dm, ds, dc, servers, n_classes, class_speed, PIGGYBACK, sender, s, now, tagging, update_rng)
+                send(
+                    dm,
+                    delay_law,
+                    delay_mean,
+                    estimate,
+                    estimate_time,
+                    idle_since,
+                    key_trees,
+                    heap_time,
+                    heap_observed,
+                    heap_target,
+                    heap_value,
+                    messages,
+                    dc,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    PIGGYBACK,
+                    sender,
+                    s,
+                    now,
+                    tagging,
+                    update_rng,
+                )
             if dm.pull_probability > 0.0 and update_rng.random() < dm.pull_probability:
                 reported = rules.uniform_index(update_rng, dm.n_dispatchers)
-                send(dm, ds, dc, servers, n_classes, class_speed, PULL, reported, s, now, tagging, update_rng)
+                send(
+                    dm,
+                    delay_law,
+                    delay_mean,
+                    estimate,
+                    estimate_time,
+                    idle_since,
+                    key_trees,
+                    heap_time,
+                    heap_observed,
+                    heap_target,
+                    heap_value,
+                    messages,
+                    dc,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    PULL,
+                    reported,
+                    s,
+                    now,
+                    tagging,
+                    update_rng,
+                )
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED
