@@ -4,9 +4,10 @@ The canonical system (README.md: N servers, half of speed 1 and half of 0.5, loa
 sizes) measured for ``--jobs`` jobs from empty, each kernel timed alone in CPU seconds of this
 thread, best of ``--repeat``, after a compiling run. Rows:
 
-* ``single jsq``: hetlb's single-dispatcher kernel (hetlb.kernels.continuous), jsq;
-* ``M=1 jsq exact``: the dispatcher kernel with one dispatcher that knows the truth (the same
-  decisions, bit for bit, on the tree path; the single kernel above uses its key buckets);
+* ``single jsq``: hetlb's single-dispatcher kernel (hetlb.kernels.continuous), jsq, on its key
+  buckets (its default here), and ``single jsq, tree`` on its least-key tree;
+* ``M=1 jsq exact``: the dispatcher kernel with one dispatcher that knows the truth (the
+  decisions of the single kernel's tree path, bit for bit);
 * ``M=10 l-jsq push``, ``M=10 l-jsq piggyback,push delayed``, ``M=10 jsq snapshot``,
   ``M=10 pod probe``: ten dispatchers with their own estimates.
 
@@ -39,14 +40,19 @@ from hetlb.simulation import continuous, dispatchers  # noqa: E402
 CLOCK = time.thread_time
 
 
-def time_single(system, policy_id, jobs, seed):
-    """(events, CPU seconds) of the single-dispatcher kernel."""
+def time_single(system, policy_id, jobs, seed, tree=False):
+    """(events, 0, CPU seconds) of the single-dispatcher kernel (on its tree with ``tree``)."""
     policy = resolve_policy(policy_id, {})
-    model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
+    buckets = continuous.BUCKET_MAX_CLASSES
+    continuous.BUCKET_MAX_CLASSES = -1 if tree else buckets
+    try:
+        model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
+        state = continuous.new_state(model, system.n_servers, 0)
+    finally:
+        continuous.BUCKET_MAX_CLASSES = buckets
     arrival_stream, policy_stream = np.random.SeedSequence(seed).spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
-    state = continuous.new_state(model, system.n_servers, 0)
     state.counters[0]["window_end"] = np.inf
     state.counters[0]["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
     seconds = 0.0
@@ -93,6 +99,7 @@ def time_dispatchers(system, policy_id, n_dispatchers, update, jobs, seed):
 
 ROWS = {
     "single jsq": lambda system, jobs: time_single(system, "jsq", jobs, SEED),
+    "single jsq, tree": lambda system, jobs: time_single(system, "jsq", jobs, SEED, tree=True),
     "M=1 jsq exact": lambda system, jobs: time_dispatchers(system, "jsq", 1, "exact", jobs, SEED),
     "M=10 l-jsq push": lambda system, jobs: time_dispatchers(system, "l-jsq", 10, "push:p_hat=1:d=2", jobs, SEED),
     "M=10 l-jsq piggyback,push delayed": lambda system, jobs: time_dispatchers(
