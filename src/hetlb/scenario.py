@@ -106,7 +106,7 @@ class Scenario:
 
     def simulate(self, **overrides):
         """Run the scenario (``overrides`` replace run keys, e.g. ``seed``)."""
-        from hetlb.simulation.continuous import simulate
+        from hetlb.simulation.simulate import simulate
         from hetlb.simulation.slotted import simulate_slotted
 
         run = simulate_slotted if self.model == "slotted" else simulate
