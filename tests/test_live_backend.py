@@ -11,7 +11,7 @@ import time
 import aiohttp
 import numpy as np
 import pytest
-from live_processes import backend_process
+from live_fleet import backend_process
 from scipy import stats
 
 from hetlb.errors import InputError

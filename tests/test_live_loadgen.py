@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from aiohttp import web
-from live_processes import backend_process
+from live_fleet import backend_process
 from scipy import stats
 
 from hetlb.cli import main
