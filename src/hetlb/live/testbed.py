@@ -260,6 +260,7 @@ class Testbed:
     progress: bool = False
     rows: list = field(default_factory=list)
     details: list = field(default_factory=list)
+    backend_urls: list = field(default_factory=list)
 
     def run(self) -> list[dict]:
         testbed = self.scenario
@@ -295,6 +296,7 @@ class Testbed:
         child = ChildProcess("hetlb backend", hetlb_command(*arguments))
         stack.callback(child.stop)
         urls = [line.split()[0] for line in child.read_lines(system.n_servers)]
+        self.backend_urls = urls
         self.say(f"hetlb testbed: {system.n_servers} backends listening ({urls[0]} ...)")
         return urls
 
@@ -489,11 +491,13 @@ def format_table(rows: list[dict], orders: dict) -> str:
 def run_testbed(path, out, compare: list[str] | None = None, progress: bool = False, say=None) -> Testbed:
     """Run the testbed scenario file ``path``, writing testbed.csv, testbed.json and testbed.png in
     ``out``; ``compare`` (e.g. ["haproxy", "nginx"]) replaces the file's testbed.compare."""
-    data = read_toml(path, "scenario")
+    return run_testbed_mapping(read_toml(path, "scenario"), out, compare, progress, say)
+
+
+def run_testbed_mapping(data: dict, out, compare: list[str] | None = None, progress: bool = False, say=None) -> Testbed:
+    """:func:`run_testbed` on the tables of a scenario file."""
     if compare is not None:
-        data.setdefault("testbed", {})
-        if isinstance(data["testbed"], dict):
-            data["testbed"]["compare"] = compare
+        data = {**data, "testbed": {**validation.table("testbed", data.get("testbed", {})), "compare": compare}}
     scenario = TestbedScenario.from_mapping(data)
     testbed = Testbed(scenario, Path(out), say=say or (lambda line: print(line, file=sys.stderr)), progress=progress)
     testbed.run()
