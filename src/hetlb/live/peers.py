@@ -4,8 +4,10 @@ folder of their own, never the system's), started in the foreground and stopped.
 Each balancer knows a backend's speed only as its static weight (``weight_of``) and its load only
 as its own count of open connections to it, as in production:
 
-- ``haproxy-leastconn`` (``balance leastconn``): the server with the fewest connections relative
-  to its weight, which is ``sed``'s rule, argmin (n + 1) / w, on the balancer's own counts;
+- ``haproxy-leastconn`` (``balance leastconn``): a busy server has the key (n + 1) / w, ``sed``'s
+  rule on the balancer's own counts, but every idle server has the key 0, whatever its weight, and
+  among equal keys the one queued first (the longest idle) wins: ``jsq-lisf`` while idle servers
+  remain, ``sed`` when none does;
 - ``haproxy-roundrobin`` (``balance roundrobin``): smooth weighted round robin, blind to the load;
 - ``nginx-least_conn`` (``least_conn``): argmin n / w, ties by weighted round robin;
 - ``nginx-random-two`` (``random two least_conn``): two servers drawn in proportion to their
@@ -43,7 +45,7 @@ class Peer:
 PEERS = {
     peer.id: peer
     for peer in (
-        Peer("haproxy-leastconn", "haproxy", "leastconn", "argmin (n+1)/w, sed's rule on its own counts"),
+        Peer("haproxy-leastconn", "haproxy", "leastconn", "longest idle first, else argmin (n+1)/w (sed)"),
         Peer("haproxy-roundrobin", "haproxy", "roundrobin", "weighted round robin"),
         Peer("nginx-least_conn", "nginx", "least_conn", "argmin n/w, ties by weighted round robin"),
         Peer("nginx-random-two", "nginx", "random two least_conn", "pod(2) drawn by weight, least n/w of the two"),

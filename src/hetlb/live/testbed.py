@@ -57,8 +57,10 @@ AGREEMENT_MARGIN = 0.05
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the simulated
 interval widened by this fraction on each side."""
 PEER_RULES = {"haproxy-leastconn": "sed"}
-"""The registered policy whose rule a balancer applies, where one does (on its own exact counts with
-one worker): its simulated figure is shown next to the balancer's."""
+"""The registered policy whose rule a balancer applies when its servers are busy (on its own exact
+counts, with one worker): its simulated figure is shown next to the balancer's. (HAProxy's
+leastconn ranks every idle server equal, whatever its weight, and takes the longest idle: at low
+load it behaves as jsq-lisf; docs/background/live-comparisons.md.)"""
 TESTBED_DEFAULTS = {
     "mean_service_ms": 20.0,
     "loads": [0.5, 0.8],
