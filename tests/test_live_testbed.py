@@ -167,7 +167,7 @@ def test_hetlb_serve_against_the_simulator(tmp_path):
     overhead has an interval (batch means, Bonferroni over the two) that meets the simulated one
     widened by 5% plus the backends' timer lateness (at most 2 ms a request, one-sided)."""
     bed = testbed_module.run_testbed_mapping(
-        {**scenario(policies=["jsq", "jfsq"], duration=4.0), "run": {"jobs": 50_000, "replications": 5}},
+        {**scenario(policies=["jsq", "jfsq"], duration=2.5), "run": {"jobs": 50_000, "replications": 5}},
         tmp_path,
         say=lambda _: None,
     )
