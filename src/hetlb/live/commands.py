@@ -4,6 +4,7 @@ hetlb.cli, which imports this module only when one of them runs)."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 from hetlb.errors import InputError
@@ -76,6 +77,7 @@ def run_testbed(args) -> int:
     from hetlb.live.children import ChildFailed
 
     compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
+    signal.signal(signal.SIGTERM, stop_on_sigterm)  # so that the children are stopped on the way out
     out = validation.output_folder("--out", args.out)
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
@@ -86,3 +88,10 @@ def run_testbed(args) -> int:
     print(testbed.format_table(bed.rows, bed.order_agreement()))
     print(f"written: {out / 'testbed.csv'}, {out / 'testbed.json'}, {out / 'testbed.png'}")
     return 0
+
+
+def stop_on_sigterm(signal_number, frame) -> None:
+    """SIGTERM as Ctrl-C: the testbed stops its children and exits 143."""
+    interrupt = KeyboardInterrupt("stopped by SIGTERM")
+    interrupt.exit_status = 128 + signal_number  # type: ignore[attr-defined]
+    raise interrupt

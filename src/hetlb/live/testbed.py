@@ -318,8 +318,8 @@ class Testbed:
     def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:
         testbed = self.scenario
         scenario = testbed.scenario(policy, load)
-        listen = free_port_block(testbed.dispatchers)
-        admin = free_port_block(testbed.dispatchers)
+        listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
+        admin = listen + testbed.dispatchers
         arguments = serve_arguments(policy, listen, admin, backend_specs(scenario.system, backends), testbed)
         self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
         child = ChildProcess("hetlb serve", hetlb_command(*arguments))
