@@ -51,6 +51,7 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"rate": 3}}, "testbed.rate: unknown key"),
         ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
+        ({"testbed": {"policies": ["jsq-lisf"]}}, "testbed.policies: 'jsq-lisf' is not a live policy"),
         ({"testbed": {"mean_service_ms": 0}}, "testbed.mean_service_ms: must be a finite number > 0"),
         ({"policy": {"id": "jsq"}}, "policy: a testbed runs the policies of testbed.policies"),
         ({"system": {"speeds": "2x1", "model": "slotted"}}, "system.model: the testbed runs the continuous"),
@@ -70,7 +71,8 @@ def test_bad_scenarios_are_one_line_errors(change, message):
 
 
 def test_serve_gets_speeds_types_buffers_and_the_policy():
-    data = scenario(policies=[{"id": "pod", "d": 2}], dispatchers=2, signals="poll:tau=100ms")
+    data = scenario(policies=[{"id": "pod", "d": 2}, {"id": "l-jba", "signals": "piggyback,push"}], dispatchers=2)
+    data["testbed"]["signals"] = "poll:tau=100ms"
     data["system"] = {"speeds": "1,1,0.5", "graph": [[0, 1], [1, 2]], "buffer": 4, "arrival_rate": None}
     del data["system"]["arrival_rate"]
     bed = testbed_module.TestbedScenario.from_mapping(data)
@@ -88,6 +90,8 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert [arguments[i + 1] for i, a in enumerate(arguments) if a == "--backend"] == specs
     build_parser().parse_args(["testbed", str(EXAMPLE), "--compare", "haproxy,nginx"])
     assert not bed.simulated(bed.policies[0])  # two dispatchers on a snapshot: no continuous-time model
+    led = serve_arguments(bed.policies[1], 8000, 9000, specs, bed)
+    assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led
 
 
 def test_peer_configs_weigh_by_speed():
@@ -144,17 +148,17 @@ def test_peers_on_real_backends(tmp_path):
 
 
 def test_a_failing_dispatcher_stops_everything(tmp_path, capsys):
-    """jsq-lisf has no live rule: hetlb serve refuses it, the testbed reports one line, exit 1, and
-    the backends it started are stopped."""
+    """Signals that hetlb serve refuses: the testbed reports one line, exit 1, and the backends it
+    started are stopped."""
     path = tmp_path / "bad.toml"
-    path.write_text('[system]\nspeeds = "2x1"\n[testbed]\nloads = [0.3]\npolicies = ["jsq-lisf"]\nduration = 1.0\n')
+    path.write_text('[system]\nspeeds = "2x1"\n[testbed]\nloads = [0.3]\nsignals = "smoke"\nduration = 1.0\n')
     assert main(["testbed", str(path), "--out", str(tmp_path / "out"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("hetlb: testbed failed: hetlb serve exited with status 2") and err.count("\n") == 1
     assert leftover_processes(" backend --listen 127.0.0.1:0") == []
     with pytest.raises(ChildFailed):
         testbed_module.run_testbed_mapping(
-            {**scenario(policies=["jsq-lisf"]), "run": {"jobs": 1000}}, tmp_path / "again", say=lambda _: None
+            {**scenario(signals="smoke"), "run": {"jobs": 1000}}, tmp_path / "again", say=lambda _: None
         )
 
 

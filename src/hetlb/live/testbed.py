@@ -90,6 +90,7 @@ CSV_COLUMNS = [
     "live_p99_ms",
     "live_blocking",
     "errors",
+    "messages_per_request",
     "sim_policy",
     "sim_mean_ms",
     "sim_ci_low_ms",
@@ -173,7 +174,9 @@ class TestbedScenario:
         return cls.from_mapping(read_toml(path, "scenario"))
 
     def scenario(self, policy: dict, load: float) -> Scenario:
-        """The simulator's scenario of one run (checked by hetlb.scenario)."""
+        """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a
+        continuous-time policy (its testbed-only key ``signals`` left out)."""
+        policy = {name: value for name, value in policy.items() if name != "signals"}
         key = (json.dumps(policy, sort_keys=True), load)
         if key not in self.scenarios:
             self.scenarios[key] = Scenario.from_mapping(
@@ -182,23 +185,40 @@ class TestbedScenario:
         return self.scenarios[key]
 
     def check(self) -> None:
-        """Every scenario builds and is stable, before anything starts."""
+        """The policies are live ones, every scenario builds and is stable, before anything starts."""
+        from hetlb.policies import POLICIES
+
         if not self.policies and not self.compare:
             raise InputError("testbed.policies", "give policies, or balancers to compare, or both")
+        live = [policy_id for policy_id, spec in POLICIES.items() if "live" in spec.models]
+        for policy in self.policies:
+            if policy.get("id") not in live:
+                raise InputError(
+                    "testbed.policies", f"{policy.get('id')!r} is not a live policy; use {', '.join(live)}"
+                )
+            if "signals" in policy:
+                validation.text("testbed.policies.signals", policy["signals"])
         for load in self.loads:
-            for policy in self.policies or [{"id": "jsq"}]:
-                system = self.scenario(policy, load).system
-                assert isinstance(system, System)  # system.model is continuous
-                system.check_stability()
+            system = self.system_at(load)
+            assert isinstance(system, System)  # system.model is continuous
+            system.check_stability()
+            for policy in self.policies:
+                if self.simulated(policy):
+                    self.scenario(policy, load)
         if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
 
     def system_at(self, load: float):
         """The system at ``load`` (the same for every policy)."""
-        return self.scenario(self.policies[0] if self.policies else {"id": "jsq"}, load).system
+        return self.scenario({"id": "jsq"}, load).system
+
+    def signals_of(self, policy: dict) -> str:
+        """The load signals of a policy's dispatchers: its own ``signals`` key, else testbed.signals."""
+        return policy.get("signals", self.signals)
 
     def simulated(self, policy: dict) -> bool:
-        """Whether the simulator models this run: a continuous-time policy, one dispatcher, the default signals."""
+        """Whether the simulator models this run: a continuous-time policy, one dispatcher, the
+        signals that give it exact counts."""
         from hetlb.policies import POLICIES
 
         spec = POLICIES.get(policy["id"])
@@ -206,7 +226,7 @@ class TestbedScenario:
             spec is not None
             and "continuous" in spec.models
             and self.dispatchers == 1
-            and set(self.signals.replace(" ", "").split(",")) <= {"inflight", "piggyback"}
+            and set(self.signals_of(policy).replace(" ", "").split(",")) <= {"inflight", "piggyback"}
         )
 
 
@@ -238,14 +258,15 @@ def backend_specs(system, urls: list[str]) -> list[str]:
 def serve_arguments(policy: dict, listen_port: int, admin_port: int, specs: list[str], testbed) -> list[str]:
     """The command line of ``hetlb serve`` for one run."""
     arguments = ["serve", "--listen", f"127.0.0.1:{listen_port}", "--admin", f"127.0.0.1:{admin_port}"]
-    arguments += ["--policy", policy["id"], "--dispatchers", str(testbed.dispatchers), "--signals", testbed.signals]
+    arguments += ["--policy", policy["id"], "--dispatchers", str(testbed.dispatchers)]
+    arguments += ["--signals", testbed.signals_of(policy)]
     arguments += ["--seed", str(testbed.seed), "--quiet"]
     for name, value in policy.items():
         if name == "d":
             arguments += ["--d", str(value)]
         elif name == "p_hat":
             arguments += ["--p-hat", str(value)]
-        elif name != "id":
+        elif name not in ("id", "signals"):
             arguments += ["--set", f"{name}={value}"]
     for spec in specs:
         arguments += ["--backend", spec]
@@ -317,36 +338,38 @@ class Testbed:
 
     def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:
         testbed = self.scenario
-        scenario = testbed.scenario(policy, load)
+        system = testbed.system_at(load)
         listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
         admin = listen + testbed.dispatchers
-        arguments = serve_arguments(policy, listen, admin, backend_specs(scenario.system, backends), testbed)
+        arguments = serve_arguments(policy, listen, admin, backend_specs(system, backends), testbed)
         self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
         child = ChildProcess("hetlb serve", hetlb_command(*arguments))
         try:
             for m in range(testbed.dispatchers):
                 wait_listening("127.0.0.1", listen + m, child)
             targets = [f"http://127.0.0.1:{listen + m}" for m in range(testbed.dispatchers)]
-            live = generate_load(self.load_spec(targets, scenario.system), progress=self.progress)
+            live = generate_load(self.load_spec(targets, system), progress=self.progress)
             status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
         finally:
             child.stop()
-        simulated = self.simulate(scenario) if testbed.simulated(policy) else None
-        self.record("hetlb", policy["id"], load, live, policy["id"] if simulated else "", simulated, status)
+        simulated = self.simulate(testbed.scenario(policy, load)) if testbed.simulated(policy) else None
+        label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
+        self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
 
     def run_peer(self, peer, load: float, backends: list[str], stack) -> None:
         testbed = self.scenario
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"hetlb-{peer.id}-")))
         (port,) = free_ports(1)
-        scenario = testbed.scenario({"id": PEER_RULES.get(peer.id, "jsq")}, load)
+        system = testbed.system_at(load)
         self.say(f"hetlb testbed: load {load:g}, {peer.id} ...")
-        child = start_peer(peer, port, list(zip(backends, scenario.system.speed.tolist())), folder)
+        child = start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder)
         try:
-            live = generate_load(self.load_spec([f"http://127.0.0.1:{port}"], scenario.system), progress=self.progress)
+            live = generate_load(self.load_spec([f"http://127.0.0.1:{port}"], system), progress=self.progress)
         finally:
             child.stop()
         rule = PEER_RULES.get(peer.id, "")
-        self.record(peer.id, peer.method, load, live, rule, self.simulate(scenario) if rule else None, [])
+        simulated = self.simulate(testbed.scenario({"id": rule}, load)) if rule else None
+        self.record(peer.id, peer.method, load, live, rule, simulated, [])
 
     @staticmethod
     def admin_status(port: int) -> dict | None:
@@ -380,6 +403,7 @@ class Testbed:
             "live_p99_ms": live["response_time_p99"],
             "live_blocking": live["blocking_probability"],
             "errors": live["errors"],
+            "messages_per_request": messages_per_request(status),
             "sim_policy": sim_policy,
         }
         if simulated is not None:
@@ -456,6 +480,18 @@ class Testbed:
             panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
         if panels:
             plot_panels(panels, path)
+
+
+def messages_per_request(statuses: list) -> float | str:
+    """Probe messages (push and poll: a request and its answer each) per request over the
+    dispatchers' ``GET /status``; "" when they do not say."""
+    probes = requests = 0
+    for status in statuses:
+        if not isinstance(status, dict) or not isinstance(status.get("messages"), dict):
+            return ""
+        probes += status["messages"].get("push_probes", 0) + status["messages"].get("poll_probes", 0)
+        requests += status.get("requests", 0)
+    return 2 * probes / requests if requests else ""
 
 
 def row_line(row: dict) -> str:
