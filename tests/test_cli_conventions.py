@@ -49,6 +49,7 @@ def test_every_flag_of_every_command_has_help():
         "backend",
         "loadgen",
         "testbed",
+        "compile",
     }
     missing = []
     for name, command in [("hetlb", parser), *commands.choices.items()]:
@@ -290,8 +291,11 @@ SMALL = ["simulate", "--speeds", "3x1,2x0.5", "--load", "0.6", "--jobs", "3000",
 
 def test_compile_notice_and_quiet(capsys, monkeypatch):
     import hetlb.progress
+    from hetlb.simulation import ahead_of_time
 
     monkeypatch.setattr(hetlb.progress, "needs_compiling", lambda *kernels: True)
+    monkeypatch.setattr(ahead_of_time, "_looked", True)  # no kernel compiled ahead of time
+    monkeypatch.setattr(ahead_of_time, "_loaded", None)
     status, _, err = run(capsys, SMALL)
     assert status == 0 and err.startswith("hetlb: compiling the simulation kernels") and err.count("\n") == 1
     status, _, err = run(capsys, [*SMALL, "--quiet"])

@@ -267,9 +267,10 @@ def notify_compiling(args, models=("continuous",)) -> None:
     if quiet(args):
         return
     from hetlb.progress import needs_compiling
+    from hetlb.simulation.ahead_of_time import compiled_kernels
 
     kernels = []
-    if "continuous" in models:
+    if "continuous" in models and compiled_kernels() is None:
         from hetlb.kernels import continuous
 
         kernels += [continuous.advance, continuous.finish]
@@ -277,7 +278,7 @@ def notify_compiling(args, models=("continuous",)) -> None:
         from hetlb.kernels import slotted
 
         kernels += [slotted.advance]
-    if needs_compiling(*kernels):
+    if kernels and needs_compiling(*kernels):
         where = ""
         if verbose(args):
             where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
@@ -566,6 +567,13 @@ def command_bound(args) -> int:
             f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
             f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
         )
+    return 0
+
+
+def command_compile(args) -> int:
+    from hetlb.simulation.precompile import compile_command
+
+    print(compile_command(quiet=args.quiet))
     return 0
 
 
@@ -1414,6 +1422,16 @@ def build_parser() -> ArgumentParser:
     diffusion.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
     diffusion.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
     add_output_flags(diffusion)
+
+    compile_parser = commands.add_parser(
+        "compile",
+        help="compile the continuous-time kernel ahead of time, so that short simulations start without numba",
+        description="Compile the continuous-time kernel ahead of time for this machine and hetlb's sources "
+        "(seconds to a minute, once); later `hetlb simulate` runs start without importing numba. "
+        "Does nothing when the compiled kernel is up to date.",
+    )
+    compile_parser.set_defaults(handler=command_compile)
+    compile_parser.add_argument("--quiet", action="store_true", help="no compiler output")
 
     demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
     demo.set_defaults(handler=command_demo)

@@ -20,12 +20,13 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
-from hetlb.kernels.sampling import alias_table
+from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
+from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.replications import (
     MAX_EVENTS,
     check_events,
@@ -56,6 +57,12 @@ BUCKET_MAX_CLASSES = 4
 may use every server through key buckets, O(1) per decision, instead of the tree when the
 servers have at most this many speed classes (a jfsq key moves by the number of classes per
 event, one bucket per step); the tests run both paths."""
+
+advance = compiled("advance", kernel.advance)
+alias_table = compiled("alias_table", jit_alias_table)
+selection_keys = compiled("selection_keys", rules.selection_keys)
+"""The kernel functions called from here: compiled ahead of time where hetlb compile has built
+them for these arguments (hetlb.simulation.ahead_of_time), else by numba's JIT."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
@@ -410,7 +417,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = rules.selection_keys(
+    keys = selection_keys(
         model.policy_code,
         np.zeros(n_servers, np.int64),
         model.server_class,
@@ -472,7 +479,7 @@ def bucket_keys(model, slots: int) -> int:
     """Entries of the bucket boundaries: one past the largest key a server can reach when at most
     ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
     n_classes = model.n_classes
-    most = rules.selection_keys(
+    most = selection_keys(
         model.policy_code,
         np.full(n_classes, slots + 1, np.int64),
         np.arange(n_classes),
@@ -533,7 +540,7 @@ def run_replication(
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
     started = time.perf_counter()
     while True:
-        status = kernel.advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        status = advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:
