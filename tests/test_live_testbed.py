@@ -127,7 +127,9 @@ def test_peers_on_real_backends(tmp_path):
     """Each installed balancer in front of 2 backends of speed 1 and 2 of speed 1/4: every request
     answered and attributed to a backend; round robin splits them 4:1 by weight (within one cycle of
     the weights per batch); every process stopped."""
-    bed = testbed_module.run_testbed_mapping(scenario(policies=[], compare=PROGRAMS), tmp_path, say=lambda _: None)
+    bed = testbed_module.run_testbed_mapping(
+        scenario(policies=[], compare=PROGRAMS, warmup=0.2, duration=0.6), tmp_path, say=lambda _: None
+    )
     rows = {row["balancer"]: row for row in bed.rows}
     assert set(rows) == {peer.id for peer in PEERS.values() if peer.program in PROGRAMS}
     for detail in bed.details:
