@@ -40,6 +40,13 @@ def test_the_example_scenario_is_the_documented_one():
     assert example.loads == [0.5, 0.8] and example.mean_service_ms == 20.0
     assert [p["id"] for p in example.policies] == ["jsq", "jfsq", "jfiq", "jiq", "weighted-random"]
     assert math.isclose(system.total_arrival_rate, 0.8 * 7.5)
+    several = testbed_module.TestbedScenario.from_toml(ROOT / "examples" / "testbed-dispatchers.toml")
+    assert several.dispatchers == 4 and [bed.signals_of(p) for bed in [several] for p in several.policies] == [
+        "poll:tau=100ms",
+        "piggyback,push",
+        "piggyback,push",
+        "inflight,piggyback",
+    ]
 
 
 @pytest.mark.parametrize(

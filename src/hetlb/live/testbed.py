@@ -506,6 +506,8 @@ def row_line(row: dict) -> str:
             f"  simulated {row['sim_policy']} {row['sim_mean_ms']:8.2f} [{row['sim_ci_low_ms']:.2f}, "
             f"{row['sim_ci_high_ms']:.2f}]"
         )
+    if row.get("messages_per_request") not in (None, ""):
+        text += f"  {row['messages_per_request']:.2f} messages/request"
     if "agrees" in row:
         text += "  agrees" if row["agrees"] else "  DIFFERS"
     if row["errors"] or row["live_blocking"]:
