@@ -15,7 +15,7 @@ from scipy import stats
 
 from hetlb.cli import main
 from hetlb.errors import InputError
-from hetlb.live.loadgen import LoadGenerator, LoadSpec
+from hetlb.live.loadgen import LoadGenerator, LoadSpec, format_load_result
 
 ALPHA = 0.001
 """Level of each statistical check (its chance of a false alarm)."""
@@ -132,7 +132,8 @@ def test_blocking_errors_timeouts_and_the_in_flight_bound():
     assert broken["errors_by_kind"] == {"500": broken["requests"]} and broken["blocked"] == 0
     assert hang["errors_by_kind"] == {"timeout": 3} and hang["requests"] == 3 and hang["not_sent"] > 0
     assert refused["errors_by_kind"] == {"connection": refused["requests"]}
-    assert math.isnan(refused["mean_response_time"])
+    assert refused["mean_response_time"] is None and refused["mean_response_time_ci"] == [None, None]
+    assert "mean response time  n/a ms" in format_load_result(refused)
 
 
 @pytest.mark.parametrize(
@@ -143,6 +144,7 @@ def test_blocking_errors_timeouts_and_the_in_flight_bound():
         (["--job-types", "a=x"], "--job-types: the proportion of 'a' must be a number"),
         (["--job-types", "a=0"], "--job-types: every value must be finite and > 0"),
         (["--path", "x"], "--path: must start with /"),
+        (["--method", "G ET"], "--method: must be an HTTP method"),
         (["--target", "ftp://x"], "--target: must be an http:// or https:// URL"),
     ],
 )

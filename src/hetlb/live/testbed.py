@@ -51,6 +51,7 @@ from hetlb.live.children import ChildProcess, free_port_block, free_ports, hetlb
 from hetlb.live.loadgen import LoadSpec, generate_load
 from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
+from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
 
 AGREEMENT_MARGIN = 0.05
@@ -387,6 +388,8 @@ class Testbed:
 
     def record(self, balancer, policy, load, live, sim_policy, simulated, status) -> None:
         unit = self.scenario.mean_service_ms
+        live = {key: math.nan if value is None else value for key, value in live.items()}  # not computed: nan
+        live["mean_response_time_ci"] = [math.nan if v is None else v for v in live["mean_response_time_ci"]]
         row = {
             "balancer": balancer,
             "policy": policy,
@@ -444,7 +447,7 @@ class Testbed:
             "order": self.order_agreement(),
             "runs": self.details,
         }
-        (self.out / "testbed.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+        (self.out / "testbed.json").write_text(json.dumps(finite_or_null(document), indent=2, default=str) + "\n")
         self.plot(self.out / "testbed.png")
 
     def plot(self, path: Path) -> None:
