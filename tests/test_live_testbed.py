@@ -101,6 +101,12 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led
 
 
+def test_compare_names_known_balancers(tmp_path, capsys):
+    assert main(["testbed", str(EXAMPLE), "--compare", "haproxy,envoy", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == "hetlb: error: --compare: must be one of haproxy, nginx, got 'envoy'\n"
+    assert not (tmp_path / "out").exists()
+
+
 def test_peer_configs_weigh_by_speed():
     assert weight_of([1, 0.5, 0.25, 0.125]) == [256, 128, 64, 32]
     assert weight_of([1000, 1]) == [256, 1]

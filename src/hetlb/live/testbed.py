@@ -540,6 +540,8 @@ def run_testbed(path, out, compare: list[str] | None = None, progress: bool = Fa
 def run_testbed_mapping(data: dict, out, compare: list[str] | None = None, progress: bool = False, say=None) -> Testbed:
     """:func:`run_testbed` on the tables of a scenario file."""
     if compare is not None:
+        for program in compare:
+            validation.choice("--compare", program, PROGRAMS)
         data = {**data, "testbed": {**validation.table("testbed", data.get("testbed", {})), "compare": compare}}
     scenario = TestbedScenario.from_mapping(data)
     testbed = Testbed(scenario, Path(out), say=say or (lambda line: print(line, file=sys.stderr)), progress=progress)
