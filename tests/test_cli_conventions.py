@@ -48,6 +48,7 @@ def test_every_flag_of_every_command_has_help():
         "demo",
         "backend",
         "loadgen",
+        "testbed",
         "compile",
     }
     missing = []

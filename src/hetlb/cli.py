@@ -21,7 +21,6 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
-from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -1137,6 +1136,88 @@ def command_diffusion(args) -> int:
     for name, value in values.items():
         print(f"  {name:<20}{value['mean']:>10.4f}  +- {value['standard_error']:.4f} (standard error)")
     return 0
+
+
+def live_command(args) -> int:
+    from hetlb.live import commands
+
+    return getattr(commands, f"run_{args.command}")(args)
+
+
+def add_live_commands(commands) -> None:
+    """``hetlb backend``, ``loadgen`` and ``testbed``; their handlers import the live modules (and
+    aiohttp) only when they run."""
+    backend = commands.add_parser(
+        "backend", help="test backends: the model's FIFO servers on HTTP, several on several ports"
+    )
+    backend.set_defaults(handler=live_command)
+    backend.add_argument(
+        "--listen",
+        action="append",
+        required=True,
+        metavar="HOST:PORT[,speed=S]",
+        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
+    )
+    backend.add_argument(
+        "--mean-service-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="mean service time at speed 1, milliseconds (default %(default)s): a backend of speed S takes MS/S",
+    )
+    backend.add_argument(
+        "--job-sizes",
+        choices=["exponential", "hyperexponential", "deterministic"],
+        default="exponential",
+        help="service-time law (default %(default)s)",
+    )
+    backend.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
+    backend.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
+    backend.add_argument(
+        "--error-probability",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="answer a job 500 after serving it (default 0)",
+    )
+    backend.add_argument(
+        "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
+    )
+
+    loadgen = commands.add_parser("loadgen", help="open-loop Poisson load on one or several URLs; simulator's keys")
+    loadgen.set_defaults(handler=live_command)
+    loadgen.add_argument(
+        "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
+    )
+    loadgen.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
+    loadgen.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
+    loadgen.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
+    loadgen.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
+    loadgen.add_argument(
+        "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
+    )
+    loadgen.add_argument("--shares", help="share of each target, comma-separated (default equal)")
+    loadgen.add_argument("--path", default="/", help="path of every request (default /)")
+    loadgen.add_argument("--method", default="GET", help="method of every request (default GET)")
+    loadgen.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
+    loadgen.add_argument(
+        "--max-in-flight", type=int, default=10_000, metavar="N", help="outstanding requests at most (default 10000)"
+    )
+    loadgen.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
+    loadgen.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
+    loadgen.add_argument("--json", action="store_true", help="print the result as JSON")
+    loadgen.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
+
+    testbed = commands.add_parser(
+        "testbed", help="a scenario live (backends, hetlb serve, loadgen) and simulated, side by side"
+    )
+    testbed.set_defaults(handler=live_command)
+    testbed.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
+    testbed.add_argument(
+        "--compare", metavar="LIST", help="also HAProxy and/or nginx on the same backends: haproxy,nginx"
+    )
+    testbed.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
+    testbed.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
 
 
 # --- the parser -----------------------------------------------------------------------------------
