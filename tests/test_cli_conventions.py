@@ -49,6 +49,7 @@ def test_every_flag_of_every_command_has_help():
         "backend",
         "loadgen",
         "serve",
+        "testbed",
         "compile",
     }
     missing = []

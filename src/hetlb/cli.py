@@ -21,7 +21,6 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
-from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -193,6 +192,7 @@ def scenario_from_args(args, continuous_only: bool = False):
         "preference",
         "speed_bins",
         "state_distribution",
+        "herd_window",
     ):
         value = flag(key)
         if value is not None and value is not False:
@@ -387,6 +387,8 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         ("response time p99", "response_time_p99"),
     ):
         lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    if "dispatchers" in meta:
+        lines += ["", *dispatcher_lines(meta["dispatchers"], summary)]
     classes = summary["occupancy_by_class"]
     if len(classes) <= MAX_CLASS_ROWS:
         lines += ["", "  per speed class:   speed  servers  utilisation   s_1      s_2      s_3      C_m"]
@@ -418,6 +420,24 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         queue = np.mean([run.mean_queue_length for run in result.runs], axis=0)
         lines += ["", *per_server_lines(speeds, queue, utilisation)]
     return "\n".join(lines)
+
+
+def dispatcher_lines(dispatchers: dict, summary: dict) -> list:
+    """The dispatchers' figures of a DispatchersResult: messages per job by kind, the estimates'
+    error and age, the herd."""
+    per_job = summary["messages_per_job"]
+    kinds = ", ".join(f"{kind} {value:.4g}" for kind, value in per_job.items() if value and kind != "total")
+    lines = [f"  {dispatchers['dispatchers']} dispatcher(s), updates {dispatchers['update_text']}"]
+    lines.append(f"  {'messages per job':<26}{per_job['total']:>12.6g}  ({kinds or 'none'})")
+    for label, key in (
+        ("mean estimate error", "mean_estimate_error"),
+        ("mean estimate bias", "mean_estimate_bias"),
+        ("mean estimate age", "mean_estimate_age"),
+        ("herd fraction", "herd_fraction"),
+    ):
+        lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    lines.append(f"  {'':<26}(decisions onto another dispatcher's choice within {dispatchers['herd_window']:.4g})")
+    return lines
 
 
 def speed_bins_lines(profiles: list) -> list:
@@ -1152,6 +1172,88 @@ def command_serve(args) -> int:
     return serve(config, announce=None if not quiet(args) else lambda line: None)
 
 
+def live_command(args) -> int:
+    from hetlb.live import commands
+
+    return getattr(commands, f"run_{args.command}")(args)
+
+
+def add_live_commands(commands) -> None:
+    """``hetlb backend``, ``loadgen`` and ``testbed``; their handlers import the live modules (and
+    aiohttp) only when they run."""
+    backend = commands.add_parser(
+        "backend", help="test backends: the model's FIFO servers on HTTP, several on several ports"
+    )
+    backend.set_defaults(handler=live_command)
+    backend.add_argument(
+        "--listen",
+        action="append",
+        required=True,
+        metavar="HOST:PORT[,speed=S]",
+        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
+    )
+    backend.add_argument(
+        "--mean-service-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="mean service time at speed 1, milliseconds (default %(default)s): a backend of speed S takes MS/S",
+    )
+    backend.add_argument(
+        "--job-sizes",
+        choices=["exponential", "hyperexponential", "deterministic"],
+        default="exponential",
+        help="service-time law (default %(default)s)",
+    )
+    backend.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
+    backend.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
+    backend.add_argument(
+        "--error-probability",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="answer a job 500 after serving it (default 0)",
+    )
+    backend.add_argument(
+        "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
+    )
+
+    loadgen = commands.add_parser("loadgen", help="open-loop Poisson load on one or several URLs; simulator's keys")
+    loadgen.set_defaults(handler=live_command)
+    loadgen.add_argument(
+        "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
+    )
+    loadgen.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
+    loadgen.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
+    loadgen.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
+    loadgen.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
+    loadgen.add_argument(
+        "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
+    )
+    loadgen.add_argument("--shares", help="share of each target, comma-separated (default equal)")
+    loadgen.add_argument("--path", default="/", help="path of every request (default /)")
+    loadgen.add_argument("--method", default="GET", help="method of every request (default GET)")
+    loadgen.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
+    loadgen.add_argument(
+        "--max-in-flight", type=int, default=10_000, metavar="N", help="outstanding requests at most (default 10000)"
+    )
+    loadgen.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
+    loadgen.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
+    loadgen.add_argument("--json", action="store_true", help="print the result as JSON")
+    loadgen.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
+
+    testbed = commands.add_parser(
+        "testbed", help="a scenario live (backends, hetlb serve, loadgen) and simulated, side by side"
+    )
+    testbed.set_defaults(handler=live_command)
+    testbed.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
+    testbed.add_argument(
+        "--compare", metavar="LIST", help="also HAProxy and/or nginx on the same backends: haproxy,nginx"
+    )
+    testbed.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
+    testbed.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+
+
 # --- the parser -----------------------------------------------------------------------------------
 
 
@@ -1165,7 +1267,12 @@ def add_slotted_flags(parser) -> None:
         choices=["continuous", "slotted"],
         help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
     )
-    group.add_argument("--dispatchers", type=int, metavar="M", help="number of dispatchers (default 1)")
+    group.add_argument(
+        "--dispatchers",
+        type=int,
+        metavar="M",
+        help="number of dispatchers (default 1); in the continuous model each decides on its own estimates",
+    )
     group.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
     group.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
     group.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
@@ -1176,8 +1283,20 @@ def add_slotted_flags(parser) -> None:
     )
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    group.add_argument(
+        "--update",
+        help="slotted: push or pull (an LED policy's strategy); continuous: the update signals, e.g. "
+        "piggyback,push:p_hat=0.1:d=2 (exact, probe, increment, piggyback, push, pull, snapshot; "
+        "docs/reference/dispatchers.md)",
+    )
+    group.add_argument(
+        "--herd-window",
+        type=float,
+        metavar="T",
+        help="continuous model with dispatchers: a decision herds when another dispatcher chose its server "
+        "less than T earlier (default 0.1 N / arrival rate)",
+    )
     for flag, kind in (
-        ("--update", str),
         ("--p-hat", float),
         ("--push-d", int),
         ("--push-trigger", str),

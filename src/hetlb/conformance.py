@@ -36,7 +36,7 @@ from hetlb.model.system import System, speed_classes
 from hetlb.policies import exact_rules, rules
 from hetlb.policies.choice import JBA_FALLBACK_WEIGHTED, choose_server
 from hetlb.policies.registry import BY_CODE, CONTINUOUS, LIVE, POLICIES, SLOTTED, make_policy
-from hetlb.simulation.continuous import simulate
+from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.theory.exact import solve_exact
 

@@ -1,11 +1,5 @@
-"""The public entry point: validate -> pack arrays -> run the kernel -> results.
-
->>> import hetlb
->>> system = hetlb.System.from_speeds([2.0, 1.0, 0.5], load=0.8)
->>> result = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=100.0, seed=1)
->>> round(result.mean_response_time, 1) > 0
-True
-"""
+"""One dispatcher that knows every queue, in continuous time: validate -> pack arrays -> run the
+kernel -> results (what hetlb.simulate runs without dispatchers=)."""
 
 from __future__ import annotations
 
@@ -79,7 +73,7 @@ waiting for a measured job at a very slow server) exceed OVERHEAD_RATIO times th
 for, and OVERHEAD_FLOOR (under a minute), is refused: it would hang with nothing to show for it."""
 
 
-def simulate(
+def simulate_one_dispatcher(
     system: System,
     policy: str | Policy = "jsq",
     *,
@@ -96,26 +90,14 @@ def simulate(
     progress: bool = False,
     **policy_params,
 ) -> SimulationResult:
-    """Simulate ``system`` under ``policy``; return the replications and their aggregate.
-
-    jobs: measure the jobs arriving after the warm-up until this many have been admitted
-        (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
-        this simulated time instead. The run goes on until every measured job has left.
-    warmup: simulated time discarded before statistics start (time units).
-    seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
-    replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
-        split into an arrival stream and a policy stream, so every policy sees the same arrival
-        epochs, job types and job sizes for the same seed (common random numbers).
-    batches: batches for the batch-means confidence intervals of each run.
-    occupancy_levels: how many levels i of s_{m,i} (000) to record.
-    state_distribution: also record the time-distribution of the number of jobs in system and of
-        waiting jobs (for the CCDFs of X_{+1} and X_{+2} of 002; :mod:`hetlb.stats.halfin_whitt`).
-    speed_bins: also report, in this many equal-width bins of speed, the share of idleness eta
-        and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
-    trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
-    policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
-    """
+    """hetlb.simulate with one dispatcher that knows every queue (see hetlb.simulation.simulate)."""
     policy = resolve_policy(policy, policy_params)
+    if policy.spec.on_local_estimates:
+        raise InputError(
+            "policy",
+            f"{policy.id} decides on local estimates: give dispatchers= (and update=) for continuous time, "
+            "or run the slotted model (hetlb.simulate_slotted)",
+        )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     if not isinstance(system, System):

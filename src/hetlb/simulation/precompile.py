@@ -27,7 +27,7 @@ def sample_calls() -> dict[str, list]:
     tree, the scan, and the fast and slow samples of jsq-df-ds."""
     from hetlb.model.job_sizes import JobSizes
     from hetlb.model.system import System
-    from hetlb.simulation.continuous import simulate
+    from hetlb.simulation.simulate import simulate
 
     sparse = System.from_speeds(
         [2.0, 1.0, 1.0, 0.5],

@@ -22,6 +22,7 @@ from hetlb.theory.diffusion import (
     stationary_diffusion,
     stationary_mean_x1,
 )
+from hetlb.theory.dispatchers_exact import DispatcherSolution, solve_dispatchers_exact
 from hetlb.theory.exact import (
     EXACT_POLICIES,
     MAX_STATES,
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_STATES",
     "ReflectedOUStationary",
     "SpeedLaw",
+    "DispatcherSolution",
     "ExactSolution",
     "SpeedLowerBound",
     "continuous_speeds",
@@ -83,6 +85,7 @@ __all__ = [
     "reflected_ou_stationary",
     "relaxation_time",
     "routing_probabilities",
+    "solve_dispatchers_exact",
     "solve_exact",
     "solve_exact_arrays",
     "speed_lower_bound",
