@@ -25,9 +25,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from live_processes import backend_process  # noqa: E402
+from live_fleet import backend_process  # noqa: E402
 
-from hetlb.live.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.live.children import ChildProcess, hetlb_command, wait_listening  # noqa: E402
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import time
 
 import aiohttp
 import pytest
-from live_processes import backend_process
+from live_fleet import backend_process
 from serve_processes import Processes, finish, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
