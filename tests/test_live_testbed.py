@@ -96,7 +96,11 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
         assert arguments[arguments.index(flag) + 1] == value
     assert [arguments[i + 1] for i, a in enumerate(arguments) if a == "--backend"] == specs
     build_parser().parse_args(["testbed", str(EXAMPLE), "--compare", "haproxy,nginx"])
-    assert not bed.simulated(bed.policies[0])  # two dispatchers on a snapshot: no continuous-time model
+    # two dispatchers: the model of several dispatchers, with the live signals as update signals
+    assert bed.simulated(bed.policies[0]) and bed.simulated(bed.policies[1])
+    assert bed.model_update(bed.policies[0]) == "snapshot:tau=20:phases=independent"  # 100 ms / 5 ms
+    assert bed.model_update(bed.policies[1]) == "piggyback,push:p_hat=1:d=2"
+    assert bed.scenario(bed.policies[1], 0.5).system.n_servers == 3
     led = serve_arguments(bed.policies[1], 8000, 9000, specs, bed)
     assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led
 
@@ -162,19 +166,31 @@ def test_peers_on_real_backends(tmp_path):
     assert leftover_processes(" backend --listen 127.0.0.1:0") == []
 
 
-def test_a_failing_dispatcher_stops_everything(tmp_path, capsys):
-    """Signals that hetlb serve refuses: the testbed reports one line, exit 1, and the backends it
-    started are stopped."""
+def test_signals_serve_would_refuse_are_refused_before_anything_starts(tmp_path, capsys):
     path = tmp_path / "bad.toml"
     path.write_text('[system]\nspeeds = "2x1"\n[testbed]\nloads = [0.3]\nsignals = "smoke"\nduration = 1.0\n')
+    assert main(["testbed", str(path), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hetlb: error: testbed.signals:") and err.count("\n") == 1
+    assert leftover_processes(" backend --listen 127.0.0.1:0") == []
+
+
+def test_a_failing_dispatcher_stops_everything(tmp_path, capsys, monkeypatch):
+    """A dispatcher that exits at its start (here: a flag hetlb serve does not know): the testbed
+    reports one line, exit 1, and the backends it started are stopped."""
+    arguments = testbed_module.serve_arguments
+    monkeypatch.setattr(testbed_module, "serve_arguments", lambda *a: [*arguments(*a), "--no-such-flag"])
+    path = tmp_path / "bed.toml"
+    path.write_text('[system]\nspeeds = "2x1"\n[testbed]\nloads = [0.3]\nduration = 1.0\n[run]\njobs = 1000\n')
     assert main(["testbed", str(path), "--out", str(tmp_path / "out"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("hetlb: testbed failed: hetlb serve exited with status 2") and err.count("\n") == 1
     assert leftover_processes(" backend --listen 127.0.0.1:0") == []
     with pytest.raises(ChildFailed):
         testbed_module.run_testbed_mapping(
-            {**scenario(signals="smoke"), "run": {"jobs": 1000}}, tmp_path / "again", say=lambda _: None
+            {**scenario(), "run": {"jobs": 1000}}, tmp_path / "again", say=lambda _: None
         )
+    assert leftover_processes(" backend --listen 127.0.0.1:0") == []
 
 
 SERVE = "serve" in build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]

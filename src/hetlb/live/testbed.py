@@ -51,6 +51,7 @@ from hetlb.live.children import ChildProcess, free_port_block, free_ports, hetlb
 from hetlb.live.loadgen import LoadSpec, generate_load
 from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
+from hetlb.policies import POLICIES
 from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
 
@@ -98,6 +99,8 @@ CSV_COLUMNS = [
     "sim_ci_high_ms",
     "sim_p99_ms",
     "sim_blocking",
+    "sim_messages_per_request",
+    "sim_herd_fraction",
     "agrees",
 ]
 
@@ -175,20 +178,53 @@ class TestbedScenario:
         return cls.from_mapping(read_toml(path, "scenario"))
 
     def scenario(self, policy: dict, load: float) -> Scenario:
-        """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a
-        continuous-time policy (its testbed-only key ``signals`` left out)."""
-        policy = {name: value for name, value in policy.items() if name != "signals"}
-        key = (json.dumps(policy, sort_keys=True), load)
+        """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a live policy
+        (its testbed-only key ``signals`` becomes the model's update signals, see
+        :meth:`model_update`)."""
+        update = self.model_update(policy)
+        parameters = POLICIES[policy["id"]].parameters
+        serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
+        policy = {name: value for name, value in policy.items() if name not in serve_flags}
+        key = (json.dumps(policy, sort_keys=True), update, load)
         if key not in self.scenarios:
-            self.scenarios[key] = Scenario.from_mapping(
-                {"system": {**self.system, "load": load}, "policy": policy, "run": self.run}
-            )
+            system = {**self.system, "load": load}
+            if update is not None:
+                system["dispatchers"] = self.dispatchers
+                policy["update"] = update
+            self.scenarios[key] = Scenario.from_mapping({"system": system, "policy": policy, "run": self.run})
         return self.scenarios[key]
+
+    def model_update(self, policy: dict) -> str | None:
+        """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
+        in the time unit mean_service_ms; None when one dispatcher knows every queue (its own
+        in-flight counts: the single-dispatcher model).
+
+        inflight -> increment and piggyback (a dispatcher counts what it sends, and learns a
+        server's number when a job it sent there completes; for the LED policies, whose estimates
+        change by updates only, nothing); piggyback -> piggyback; push -> push with p_hat and d;
+        poll:tau -> snapshot every tau with independent phases (each process polls on its own
+        timer). Messages arrive at once in the model; live they take the path's time
+        (docs/background/live-comparisons.md)."""
+        from hetlb.live.config import parse_signals
+
+        field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
+        signals = parse_signals(field, self.signals_of(policy))
+        if self.dispatchers == 1 and signals.inflight:
+            return None
+        led = POLICIES[policy["id"]].on_local_estimates
+        update = ["increment", "piggyback"] if signals.inflight and not led else []
+        if signals.piggyback and "piggyback" not in update:
+            update.append("piggyback")
+        if signals.push:  # --p-hat and --d of hetlb serve (defaults 1 and 2)
+            d = policy.get("d", 2)
+            update.append(f"push:p_hat={policy.get('p_hat', 1.0):g}:d={d}")
+        if signals.poll_interval is not None:
+            tau = signals.poll_interval * 1000.0 / self.mean_service_ms
+            update.append(f"snapshot:tau={tau:g}:phases=independent")
+        return ",".join(update)
 
     def check(self) -> None:
         """The policies are live ones, every scenario builds and is stable, before anything starts."""
-        from hetlb.policies import POLICIES
-
         if not self.policies and not self.compare:
             raise InputError("testbed.policies", "give policies, or balancers to compare, or both")
         live = [policy_id for policy_id, spec in POLICIES.items() if "live" in spec.models]
@@ -218,17 +254,10 @@ class TestbedScenario:
         return policy.get("signals", self.signals)
 
     def simulated(self, policy: dict) -> bool:
-        """Whether the simulator models this run: a continuous-time policy, one dispatcher, the
-        signals that give it exact counts."""
-        from hetlb.policies import POLICIES
-
+        """Whether the simulator models this run: a policy of the continuous-time model, decided
+        by one dispatcher with exact counts or by M dispatchers on their estimates."""
         spec = POLICIES.get(policy["id"])
-        return (
-            spec is not None
-            and "continuous" in spec.models
-            and self.dispatchers == 1
-            and set(self.signals_of(policy).replace(" ", "").split(",")) <= {"inflight", "piggyback"}
-        )
+        return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
 
 
 def type_name(job_type: int) -> str:
@@ -418,6 +447,10 @@ class Testbed:
                 "sim_p99_ms": simulated["response_time_p99"] * unit,
                 "sim_blocking": simulated["blocking_probability"],
             }
+            if "messages_per_job" in simulated:  # as live: probes and polls, a request and an answer each
+                kinds = simulated["messages_per_job"]
+                row["sim_messages_per_request"] = kinds["push"] + kinds["probe"] + 2 * kinds["snapshot"]
+                row["sim_herd_fraction"] = simulated["herd_fraction"]
             corrected = row["live_minus_overhead_ms"]
             if balancer == "hetlb":
                 row["agrees"] = (1 - AGREEMENT_MARGIN) * low * unit <= corrected <= (1 + AGREEMENT_MARGIN) * high * unit
