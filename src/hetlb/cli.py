@@ -1,4 +1,4 @@
-"""The command line: ``hetlb simulate | exact | bound | graph | tune | diffusion | policies | sweep | store |
+"""The command line: ``hetlb simulate | exact | bound | meanfield | place | graph | tune | diffusion | policies | sweep | store |
 plot | reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
@@ -567,6 +567,96 @@ def command_bound(args) -> int:
             f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
         )
     return 0
+
+
+def meanfield_policy(args) -> tuple[str, dict]:
+    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
+    jiq-df-ds, which only the theory has)."""
+    params = dict(parse_assignment(text, "--set") for text in args.set or [])
+    if args.d is not None:
+        params["d"] = args.d
+    return args.policy or "jsq", params
+
+
+def command_meanfield(args) -> int:
+    from hetlb.theory.meanfield import mean_field
+
+    policy, params = meanfield_policy(args)
+    args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    if system.graph.n_edges != system.graph.n_types * system.n_servers:
+        raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", "the mean-field limit takes one buffer size for all servers")
+    buffer = None if system.has_infinite_buffers else int(buffers[0])
+    limit = mean_field(system.speed, load=system.load, policy=policy, buffer=buffer, **params)
+    values = limit.to_dict()
+    if args.compare is not None:
+        from hetlb.experiments.meanfield import compare_with_simulation
+
+        notify_compiling(args)
+        values = compare_with_simulation(
+            limit,
+            validation.count("--compare", args.compare),
+            jobs=validation.count("--jobs", args.jobs),
+            replications=validation.count("--replications", args.replications, low=2),
+            warmup=args.warmup,
+            seed=validation.seed("--seed", args.seed),
+            progress=not quiet(args),
+        )
+        for warning in values["simulation"]["warnings"]:
+            print(f"hetlb: warning: simulation at N = {args.compare}: {warning}", file=sys.stderr)
+    if args.json:
+        print_json(values)
+    else:
+        print(format_meanfield(values))
+    return 0
+
+
+def format_meanfield(values: dict) -> str:
+    """The text output of ``hetlb meanfield``: the limit's figures, per class, and the simulation
+    beside them with --compare."""
+    limit = values.get("limit", values)
+    simulation = values.get("simulation")
+    lines = [
+        f"mean-field limit N -> infinity of {limit['policy']} {fmt(limit['parameters']) if limit['parameters'] else ''}".rstrip()
+        + f": load {limit['load']:.6g}, lambda {limit['arrival_rate_per_server']:.6g} per server, "
+        + f"buffer {limit['buffer'] if limit['buffer'] is not None else 'infinite'}",
+        f"  {limit['description']}",
+    ]
+    if not limit["stable"]:
+        lines.append("  unstable: some queues grow without bound in the limit (mean response time infinite)")
+        return "\n".join(lines)
+    rows = [
+        ("mean response time", "mean_response_time"),
+        ("mean waiting time", "mean_waiting_time"),
+        ("P(wait)", "p_wait"),
+        ("blocking probability", "blocking_probability"),
+    ]
+    header = f"  {'':<24}{'limit':>12}"
+    if simulation:
+        header += f"{'N = ' + str(simulation['n_servers']):>14}  95% CI"
+    lines.append(header)
+    for label, key in rows:
+        line = f"  {label:<24}{limit[key]:>12.6g}"
+        if simulation:
+            line += f"{simulation[key]:>14.6g}"
+            if key == "mean_response_time":
+                low, high = simulation["mean_response_time_ci"]
+                line += f"  [{low:.6g}, {high:.6g}], gap {values['gap']['mean_response_time']:+.2%}"
+        lines.append(line)
+    width = 24 if simulation else 10
+    lines.append(f"  {'class speed':>12}{'fraction':>10}{'busy':>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ...")
+    for m, row in enumerate(limit["classes"]):
+        occupancy = ", ".join(f"{x:.4g}" for x in row["s_m"][:8]) + (", ..." if len(row["s_m"]) > 8 else "")
+        busy = f"{row['utilisation']:.4g}"
+        if simulation:
+            busy += f" (sim {simulation['utilisation'][m]:.4g})"
+        lines.append(f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}")
+    lines.append(f"  the N-server system approaches the limit at rate {limit['finite_n_error']}")
+    return "\n".join(lines)
 
 
 def command_policies(args) -> int:
@@ -1216,6 +1306,22 @@ def build_parser() -> ArgumentParser:
     bound.set_defaults(handler=command_bound)
     add_scenario_flags(bound, buffer=False, job_sizes=False, graph=False)
     add_output_flags(bound)
+
+    meanfield = commands.add_parser(
+        "meanfield", help="the many-server (N -> infinity) limit on the complete graph, optionally beside a simulation"
+    )
+    meanfield.set_defaults(handler=command_meanfield)
+    add_scenario_flags(meanfield, job_sizes=False, graph=False)
+    add_policy_flags(meanfield)
+    compare = meanfield.add_argument_group("comparison with the simulator")
+    compare.add_argument("--compare", type=int, metavar="N", help="also simulate the fleet at N servers")
+    compare.add_argument("--jobs", type=int, default=200_000, help="measured jobs per replication (default 200000)")
+    compare.add_argument("--replications", type=int, default=5, help="replications (default 5)")
+    compare.add_argument(
+        "--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)"
+    )
+    compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    add_output_flags(meanfield, quiet=True)
 
     policies = commands.add_parser("policies", help="list the policies and their definitions")
     policies.set_defaults(handler=command_policies)

@@ -41,6 +41,8 @@ __all__ = [
     "mean_field",
     "mean_field_trajectory",
     "pod_equal_servers_response_time",
+    "relaxation_time",
+    "server_speeds",
 ]
 
 RANKING = {
@@ -78,6 +80,8 @@ every class with L or more jobs is below TAIL_TOLERANCE; beyond MAX_LEVELS the l
 unstable (some class's queues grow without bound)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest |Phi(T) - T| accepted at a fixed point of the sampling policies."""
+BLOCKING_RESOLUTION = 1e-9
+"""Blocking probabilities below this are within the fixed point's tolerance and reported as 0."""
 KEY_TOLERANCE = 1e-12
 """Relative tolerance under which two sed keys i / mu_m are equal (a tie)."""
 MAX_SPEED_RATIO = 1e6
@@ -115,8 +119,12 @@ class MeanFieldLimit:
 
     @property
     def blocking_probability(self) -> float:
-        """Fraction of arrivals lost at a full buffer, 1 - throughput / lambda."""
-        return max(0.0, 1.0 - self.throughput / self.arrival_rate) if self.stable else math.nan
+        """Fraction of arrivals lost at a full buffer, 1 - throughput / lambda (0 with infinite
+        buffers; below BLOCKING_RESOLUTION it is within the fixed point's tolerance, and 0)."""
+        if not self.stable:
+            return math.nan
+        lost = 1.0 - self.throughput / self.arrival_rate
+        return lost if self.buffer is not None and lost > BLOCKING_RESOLUTION else 0.0
 
     @property
     def mean_number_in_system(self) -> float:
@@ -170,7 +178,7 @@ class MeanFieldLimit:
             "arrival_rate_per_server": self.arrival_rate,
             "buffer": self.buffer,
             "stable": self.stable,
-            "limit": self.description,
+            "description": self.description,
             "finite_n_error": self.finite_n_error,
             "mean_response_time": plain(self.mean_response_time),
             "mean_waiting_time": plain(self.mean_waiting_time),
@@ -464,9 +472,11 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     """(s_{m,i}, stable) at the fixed point of a sampling policy. An infinite buffer is truncated
     at L levels, L doubling until the tail is negligible (TAIL_TOLERANCE); the limit is declared
     unstable when a truncated fixed point piles mass at its top level (a birth rate at level L-1
-    at least the death rate of some class: those queues would grow without bound) or when L
-    would exceed MAX_LEVELS."""
+    at least the death rate of some class: those queues would grow without bound). At MAX_LEVELS
+    the truncated fixed point is returned (as for a buffer of MAX_LEVELS jobs)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
+    if policy in ("random", "weighted-random"):
+        return independent_queues(model, buffer)
     if buffer is None and policy == "pod" and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"]):
         return np.ones((speed.size, 1)), False
     levels = buffer or FIRST_LEVELS
@@ -478,10 +488,26 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         if occupancy[:, -1].max() < TAIL_TOLERANCE:
             return trim_levels(occupancy), True
         top_birth = model.class_birth(model.group_tails(occupancy))[:, -1]
-        if np.any(top_birth >= speed) or 2 * levels > MAX_LEVELS:
+        if np.any(top_birth >= speed):
             return np.ones((speed.size, 1)), False
+        if 2 * levels > MAX_LEVELS:
+            return occupancy, True
         guess = np.concatenate([occupancy, np.zeros((speed.size, levels))], axis=1)
         levels *= 2
+
+
+def independent_queues(model: SamplingModel, buffer) -> tuple[np.ndarray, bool]:
+    """random and weighted-random: every server an M/M/1/b queue (arrival rate a_m, service mu_m),
+    at every N; with b infinite, unstable when some a_m >= mu_m."""
+    birth = model.class_birth(np.ones((1, 2)))[:, 0]
+    if buffer is None:
+        ratio = float(np.max(birth / model.speed))
+        if ratio >= 1.0:
+            return np.ones((model.speed.size, 1)), False
+        levels = max(1, math.ceil(math.log(TAIL_TOLERANCE) / math.log(ratio)))
+    else:
+        levels = buffer
+    return birth_death_tails(np.repeat(birth[:, None], levels, axis=1), model.speed), True
 
 
 def pod_overloads_slowest(speed, fraction, arrival_rate, d) -> bool:
@@ -647,3 +673,42 @@ def mean_field_trajectory(
         raise RuntimeError(f"the mean-field ODE failed: {solution.message}")
     occupancy = solution.y.T.reshape(times.size, speed.size, n_levels)
     return MeanFieldTrajectory(times=times, occupancy=occupancy, class_speed=speed, class_fraction=fraction)
+
+
+def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: float = 1e5) -> float:
+    """A warm-up for simulating ``limit``'s system from empty (time units): for a sampling
+    policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
+    of the fixed point's jobs per server (``horizon`` when it does not); for a ranking policy
+    (no queueing in the limit, relaxation on the scale of a service time), 20 response times."""
+    if limit.policy in RANKING:
+        return 20.0 * limit.mean_response_time
+    if not limit.stable:
+        raise InputError("policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound")
+    times = np.geomspace(0.01, horizon, 400)
+    path = mean_field_trajectory(
+        limit.class_speed,
+        limit.class_fraction,
+        load=limit.load,
+        policy=limit.policy,
+        times=times,
+        buffer=limit.buffer,
+        **limit.parameters,
+    )
+    gap = np.abs(path.mean_number_in_system / limit.mean_number_in_system - 1.0)
+    settled = np.flatnonzero(gap < tolerance)
+    return float(times[settled[0]]) if settled.size else float(times[-1])
+
+
+def server_speeds(class_speed, class_fraction, n_servers: int) -> np.ndarray:
+    """Per-server speeds of an N-server fleet with the classes' fractions (largest remainders:
+    each class gets floor(N alpha_m) servers, the leftover ones go to the largest remainders)."""
+    n_servers = validation.integer("n_servers", n_servers, low=1, high=validation.MAX_COUNT)
+    speed = np.asarray(class_speed, dtype=float)
+    fraction = np.asarray(class_fraction, dtype=float)
+    exact = n_servers * fraction / fraction.sum()
+    counts = np.floor(exact).astype(np.int64)
+    leftover = n_servers - int(counts.sum())
+    counts[np.argsort(-(exact - counts), kind="stable")[:leftover]] += 1
+    if np.any(counts == 0):
+        raise InputError("n_servers", f"{n_servers} servers leave a speed class empty; give at least {speed.size}")
+    return np.repeat(speed, counts)

@@ -1,0 +1,187 @@
+"""The mean-field limit (hetlb.theory.meanfield) against simulation at large N.
+
+    python benchmarks/meanfield_validation.py table        [--n 16384] [--jobs 1000000] [--out DIR]
+    python benchmarks/meanfield_validation.py convergence  [--jobs 2000000] [--out DIR]
+
+``table``: every policy with a simulated mean-field limit, on three fleets (two classes 1 and 0.25
+at 50/50; four classes 1, 1/2, 1/4, 1/8 in equal numbers; U[0.5, 1.5] discretised into 8 equal
+classes at the midpoints) and loads 0.5, 0.7, 0.9, 0.95, simulated at N servers (complete graph,
+infinite buffers, 5 replications, a warm-up from the mean-field ODE's relaxation time,
+relaxation_time, capped at 60 million arrivals). Prints and writes (meanfield-table.csv, .md) the limit, the simulated mean with its 95%
+interval, the relative gap, and whether the gap is within max(1%, the interval).
+
+``convergence``: one fleet and load per policy, N = 2^6 ... 2^14; the same number of measured jobs
+at every N (split over replications); fits |gap| = c N^-gamma on the N where the gap exceeds twice
+its interval, prints gamma per policy and draws meanfield-convergence.png (gap against N, with 1/N
+and 1/sqrt(N) guides). CPU heavy: about 10 minutes (table) and 15 (convergence) on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hetlb
+from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field, relaxation_time, server_speeds
+
+FLEETS = {
+    "two classes 1, 0.25": ([1.0, 0.25], [0.5, 0.5]),
+    "four classes 1..1/8": ([1.0, 0.5, 0.25, 0.125], [0.25] * 4),
+    "U[0.5,1.5] in 8": (list(0.5 + (np.arange(8) + 0.5) / 8), [0.125] * 8),
+}
+LOADS = (0.5, 0.7, 0.9, 0.95)
+SIMULATED = [policy for policy in MEANFIELD_POLICIES if policy != "jiq-df-ds"]
+MAX_WARMUP_ARRIVALS = 60_000_000
+CONVERGENCE_CASES = {policy: ("two classes 1, 0.25", 0.7) for policy in SIMULATED}
+CONVERGENCE_CASES["random"] = ("U[0.5,1.5] in 8", 0.5)
+
+
+def simulate_against_limit(fleet: str, load: float, policy: str, n_servers: int, jobs: int, replications: int, seed: int):
+    speeds, fractions = FLEETS[fleet]
+    limit = mean_field(speeds, fractions, load=load, policy=policy)
+    if not limit.stable:
+        return limit, None
+    system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, n_servers), load=load)
+    relaxation = relaxation_time(limit)
+    warmup = min(relaxation, MAX_WARMUP_ARRIVALS / system.total_arrival_rate)
+    result = hetlb.simulate(system, policy, jobs=jobs, warmup=warmup, replications=replications, seed=seed)
+    result.warmup_capped = warmup < relaxation
+    return limit, result
+
+
+def gap_row(fleet, load, policy, n_servers, limit, result) -> dict:
+    row = {"fleet": fleet, "load": load, "policy": policy, "n_servers": n_servers, "limit": limit.mean_response_time}
+    if result is None:
+        row.update(simulated=math.nan, ci_low=math.nan, ci_high=math.nan, gap=math.nan, agrees="unstable limit")
+        return row
+    mean, (low, high) = result.mean_response_time, result.mean_response_time_ci
+    gap = (mean - limit.mean_response_time) / limit.mean_response_time
+    half = (high - low) / 2 / limit.mean_response_time
+    row.update(
+        simulated=mean,
+        ci_low=low,
+        ci_high=high,
+        gap=gap,
+        half_width=half,
+        agrees=("yes" if abs(gap) <= max(0.01, half) else "no") + (" (warm-up capped)" if result.warmup_capped else ""),
+        warnings="; ".join(result.warnings),
+    )
+    return row
+
+
+def write(rows: list[dict], out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    with open(out / f"{name}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def table(args) -> None:
+    rows = []
+    started = time.perf_counter()
+    for fleet in FLEETS:
+        for load in LOADS:
+            for policy in SIMULATED:
+                if policy == "jsq-df-ds" and len(FLEETS[fleet][0]) != 2:
+                    continue
+                limit, result = simulate_against_limit(fleet, load, policy, args.n, args.jobs // 5, 5, args.seed)
+                row = gap_row(fleet, load, policy, args.n, limit, result)
+                rows.append(row)
+                print(
+                    f"{fleet:22} {load:4} {policy:16} limit {row['limit']:9.5g} sim {row['simulated']:9.5g} "
+                    f"gap {row['gap']:+8.3%} +-{row.get('half_width', math.nan):6.3%} {row['agrees']} "
+                    f"[{time.perf_counter() - started:6.0f} s]",
+                    flush=True,
+                )
+    write(rows, args.out, "meanfield-table")
+    with open(args.out / "meanfield-table.md", "w") as handle:
+        handle.write("| fleet | load | policy | limit | simulated (95% CI) | gap | agrees |\n|---|---|---|---|---|---|---|\n")
+        for row in rows:
+            simulated = (
+                "-" if math.isnan(row["simulated"]) else f"{row['simulated']:.4f} ({row['ci_low']:.4f}, {row['ci_high']:.4f})"
+            )
+            gap = "-" if math.isnan(row["gap"]) else f"{row['gap']:+.2%}"
+            handle.write(
+                f"| {row['fleet']} | {row['load']} | {row['policy']} | {row['limit']:.4f} | {simulated} | {gap} | {row['agrees']} |\n"
+            )
+
+
+def convergence(args) -> None:
+    rows = []
+    sizes = [2**k for k in range(6, 15)]
+    for policy, (fleet, load) in CONVERGENCE_CASES.items():
+        for n_servers in sizes:
+            replications = 5
+            limit, result = simulate_against_limit(fleet, load, policy, n_servers, args.jobs // replications, replications, args.seed)
+            rows.append(gap_row(fleet, load, policy, n_servers, limit, result))
+            print(f"{policy:16} N={n_servers:6} gap {rows[-1]['gap']:+.4%} +-{rows[-1].get('half_width', math.nan):.4%}", flush=True)
+    write(rows, args.out, "meanfield-convergence")
+    fits = {}
+    for policy in CONVERGENCE_CASES:
+        mine = [row for row in rows if row["policy"] == policy and not math.isnan(row["gap"])]
+        usable = [row for row in mine if abs(row["gap"]) > 2 * row["half_width"]]
+        if len(usable) >= 3:
+            slope, _ = np.polyfit(np.log([row["n_servers"] for row in usable]), np.log([abs(row["gap"]) for row in usable]), 1)
+            fits[policy] = -slope
+        print(f"{policy:16} gamma = {fits.get(policy, math.nan):.2f} from {len(usable)} sizes", flush=True)
+    with open(args.out / "meanfield-convergence.md", "w") as handle:
+        handle.write("| policy | fleet | load | fitted gamma (|gap| ~ N^-gamma) | sizes used |\n|---|---|---|---|---|\n")
+        for policy, (fleet, load) in CONVERGENCE_CASES.items():
+            used = sum(1 for row in rows if row["policy"] == policy and abs(row["gap"]) > 2 * row.get("half_width", math.inf))
+            handle.write(f"| {policy} | {fleet} | {load} | {fits.get(policy, math.nan):.2f} | {used} |\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 5))
+    for policy in CONVERGENCE_CASES:
+        mine = [row for row in rows if row["policy"] == policy and not math.isnan(row["gap"])]
+        if mine:
+            axis.errorbar(
+                [row["n_servers"] for row in mine],
+                [abs(row["gap"]) for row in mine],
+                yerr=[row["half_width"] for row in mine],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                label=policy,
+            )
+    n = np.array(sizes, dtype=float)
+    axis.plot(n, 1.0 / n, "k--", label="1/N")
+    axis.plot(n, 0.1 / np.sqrt(n), "k:", label="0.1/sqrt(N)")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("servers N")
+    axis.set_ylabel("|simulated - limit| / limit (mean response time)")
+    axis.set_title("Mean-field limit against simulation (bars: 95% CI)")
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(args.out / "meanfield-convergence.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["table", "convergence"])
+    parser.add_argument("--n", type=int, default=2**14, help="servers for the table (default 16384)")
+    parser.add_argument("--jobs", type=int, default=None, help="measured jobs per point")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    if args.what == "table":
+        args.jobs = args.jobs or 1_000_000
+        table(args)
+    else:
+        args.jobs = args.jobs or 2_000_000
+        convergence(args)
+
+
+if __name__ == "__main__":
+    main()
