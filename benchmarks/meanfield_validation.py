@@ -41,7 +41,9 @@ CONVERGENCE_CASES = {policy: ("two classes 1, 0.25", 0.7) for policy in SIMULATE
 CONVERGENCE_CASES["random"] = ("U[0.5,1.5] in 8", 0.5)
 
 
-def simulate_against_limit(fleet: str, load: float, policy: str, n_servers: int, jobs: int, replications: int, seed: int):
+def simulate_against_limit(
+    fleet: str, load: float, policy: str, n_servers: int, jobs: int, replications: int, seed: int
+):
     speeds, fractions = FLEETS[fleet]
     limit = mean_field(speeds, fractions, load=load, policy=policy)
     if not limit.stable:
@@ -102,10 +104,14 @@ def table(args) -> None:
                 )
     write(rows, args.out, "meanfield-table")
     with open(args.out / "meanfield-table.md", "w") as handle:
-        handle.write("| fleet | load | policy | limit | simulated (95% CI) | gap | agrees |\n|---|---|---|---|---|---|---|\n")
+        handle.write(
+            "| fleet | load | policy | limit | simulated (95% CI) | gap | agrees |\n|---|---|---|---|---|---|---|\n"
+        )
         for row in rows:
             simulated = (
-                "-" if math.isnan(row["simulated"]) else f"{row['simulated']:.4f} ({row['ci_low']:.4f}, {row['ci_high']:.4f})"
+                "-"
+                if math.isnan(row["simulated"])
+                else f"{row['simulated']:.4f} ({row['ci_low']:.4f}, {row['ci_high']:.4f})"
             )
             gap = "-" if math.isnan(row["gap"]) else f"{row['gap']:+.2%}"
             handle.write(
@@ -119,22 +125,33 @@ def convergence(args) -> None:
     for policy, (fleet, load) in CONVERGENCE_CASES.items():
         for n_servers in sizes:
             replications = 5
-            limit, result = simulate_against_limit(fleet, load, policy, n_servers, args.jobs // replications, replications, args.seed)
+            limit, result = simulate_against_limit(
+                fleet, load, policy, n_servers, args.jobs // replications, replications, args.seed
+            )
             rows.append(gap_row(fleet, load, policy, n_servers, limit, result))
-            print(f"{policy:16} N={n_servers:6} gap {rows[-1]['gap']:+.4%} +-{rows[-1].get('half_width', math.nan):.4%}", flush=True)
+            print(
+                f"{policy:16} N={n_servers:6} gap {rows[-1]['gap']:+.4%} +-{rows[-1].get('half_width', math.nan):.4%}",
+                flush=True,
+            )
     write(rows, args.out, "meanfield-convergence")
     fits = {}
     for policy in CONVERGENCE_CASES:
         mine = [row for row in rows if row["policy"] == policy and not math.isnan(row["gap"])]
         usable = [row for row in mine if abs(row["gap"]) > 2 * row["half_width"]]
         if len(usable) >= 3:
-            slope, _ = np.polyfit(np.log([row["n_servers"] for row in usable]), np.log([abs(row["gap"]) for row in usable]), 1)
+            slope, _ = np.polyfit(
+                np.log([row["n_servers"] for row in usable]), np.log([abs(row["gap"]) for row in usable]), 1
+            )
             fits[policy] = -slope
         print(f"{policy:16} gamma = {fits.get(policy, math.nan):.2f} from {len(usable)} sizes", flush=True)
     with open(args.out / "meanfield-convergence.md", "w") as handle:
-        handle.write("| policy | fleet | load | fitted gamma (|gap| ~ N^-gamma) | sizes used |\n|---|---|---|---|---|\n")
+        handle.write(
+            "| policy | fleet | load | fitted gamma (|gap| ~ N^-gamma) | sizes used |\n|---|---|---|---|---|\n"
+        )
         for policy, (fleet, load) in CONVERGENCE_CASES.items():
-            used = sum(1 for row in rows if row["policy"] == policy and abs(row["gap"]) > 2 * row.get("half_width", math.inf))
+            used = sum(
+                1 for row in rows if row["policy"] == policy and abs(row["gap"]) > 2 * row.get("half_width", math.inf)
+            )
             handle.write(f"| {policy} | {fleet} | {load} | {fits.get(policy, math.nan):.2f} | {used} |\n")
     import matplotlib
 

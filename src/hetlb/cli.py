@@ -648,13 +648,17 @@ def format_meanfield(values: dict) -> str:
                 line += f"  [{low:.6g}, {high:.6g}], gap {values['gap']['mean_response_time']:+.2%}"
         lines.append(line)
     width = 24 if simulation else 10
-    lines.append(f"  {'class speed':>12}{'fraction':>10}{'busy':>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ...")
+    lines.append(
+        f"  {'class speed':>12}{'fraction':>10}{'busy':>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ..."
+    )
     for m, row in enumerate(limit["classes"]):
         occupancy = ", ".join(f"{x:.4g}" for x in row["s_m"][:8]) + (", ..." if len(row["s_m"]) > 8 else "")
         busy = f"{row['utilisation']:.4g}"
         if simulation:
             busy += f" (sim {simulation['utilisation'][m]:.4g})"
-        lines.append(f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}")
+        lines.append(
+            f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}"
+        )
     lines.append(f"  the N-server system approaches the limit at rate {limit['finite_n_error']}")
     return "\n".join(lines)
 
@@ -1317,9 +1321,7 @@ def build_parser() -> ArgumentParser:
     compare.add_argument("--compare", type=int, metavar="N", help="also simulate the fleet at N servers")
     compare.add_argument("--jobs", type=int, default=200_000, help="measured jobs per replication (default 200000)")
     compare.add_argument("--replications", type=int, default=5, help="replications (default 5)")
-    compare.add_argument(
-        "--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)"
-    )
+    compare.add_argument("--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)")
     compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     add_output_flags(meanfield, quiet=True)
 

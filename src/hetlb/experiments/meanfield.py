@@ -33,9 +33,13 @@ def compare_with_simulation(
     buffer and policy; return the limit's figures, the simulated ones with their 95% intervals, and
     the relative gaps. warmup: time units discarded (default :func:`relaxation_time`)."""
     if limit.policy not in POLICIES:
-        raise InputError("policy", f"{limit.policy} exists only in the mean-field theory; --compare needs a simulated policy")
+        raise InputError(
+            "policy", f"{limit.policy} exists only in the mean-field theory; --compare needs a simulated policy"
+        )
     if not limit.stable:
-        raise InputError("policy", f"{limit.policy} has no stable limit at load {limit.load:g}: nothing to compare with")
+        raise InputError(
+            "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: nothing to compare with"
+        )
     validation.count("replications", replications, low=2)
     speeds = server_speeds(limit.class_speed, limit.class_fraction, n_servers)
     system = System.from_speeds(speeds, load=limit.load, buffer=limit.buffer)

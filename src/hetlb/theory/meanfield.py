@@ -65,7 +65,7 @@ SAMPLING = {
 MEANFIELD_POLICIES = tuple(RANKING) + tuple(SAMPLING)
 """Policies with a mean-field limit here (``jiq-df-ds`` exists only in the theory)."""
 
-PARAMETERS = {
+PARAMETERS: dict[str, dict[str, float]] = {
     "pod": {"d": 2},
     "jsq-df-ds": {"d_fast": 2, "d_slow": 2, "p_fast": 0.5, "p_slow": 0.5},
     "jiq-df-ds": {"d_fast": 2, "d_slow": 2, "p_fast": 0.5, "p_slow": 0.5},
@@ -73,11 +73,10 @@ PARAMETERS = {
 PROBABILITY_PARAMETERS = ("p_fast", "p_slow")
 
 FIRST_LEVELS = 32
-MAX_LEVELS = 512
+MAX_LEVELS = 1024
 TAIL_TOLERANCE = 1e-13
 """An infinite buffer is truncated at L levels, L doubling from FIRST_LEVELS until the fraction of
-every class with L or more jobs is below TAIL_TOLERANCE; beyond MAX_LEVELS the limit is declared
-unstable (some class's queues grow without bound)."""
+every class with L or more jobs is below TAIL_TOLERANCE (sampling_fixed_point)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest |Phi(T) - T| accepted at a fixed point of the sampling policies."""
 BLOCKING_RESOLUTION = 1e-9
@@ -234,7 +233,7 @@ def policy_parameters(policy: str, params: dict) -> dict:
     if unknown:
         rule = f"takes {', '.join(sorted(allowed))}" if allowed else "takes no parameters"
         raise InputError(unknown[0], f"is not a parameter of {policy}, which {rule}")
-    out = dict(allowed)
+    out: dict = dict(allowed)
     for name, value in params.items():
         if value is None:
             continue
@@ -427,7 +426,9 @@ class SamplingModel:
     def group_tails(self, occupancy: np.ndarray) -> np.ndarray:
         """T_{g,j}, j = 0..L, from the class occupancy s_{m,i}, i = 1..L (shape (..., M, L))."""
         weight = np.zeros((self.n_groups, self.speed.size))
-        weight[self.group_of_class, np.arange(self.speed.size)] = self.fraction / self.group_fraction[self.group_of_class]
+        weight[self.group_of_class, np.arange(self.speed.size)] = (
+            self.fraction / self.group_fraction[self.group_of_class]
+        )
         tails = np.einsum("gm,...mi->...gi", weight, occupancy)
         return np.concatenate([np.ones(tails.shape[:-1] + (1,)), tails], axis=-1)
 
@@ -472,10 +473,10 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     """(s_{m,i}, stable) at the fixed point of a sampling policy. An infinite buffer is truncated
     at L levels, L doubling until the tail is negligible (TAIL_TOLERANCE); the limit is declared
     unstable when a truncated fixed point piles mass at its top level (a birth rate at level L-1
-    at least the death rate of some class: those queues would grow without bound). At MAX_LEVELS
-    the truncated fixed point is returned (as for a buffer of MAX_LEVELS jobs)."""
+    at least the death rate of some class: those queues would grow without bound). Beyond
+    MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
-    if policy in ("random", "weighted-random"):
+    if policy in ("random", "weighted-random") or (policy == "pod" and parameters["d"] == 1):
         return independent_queues(model, buffer)
     if buffer is None and policy == "pod" and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"]):
         return np.ones((speed.size, 1)), False
@@ -491,7 +492,11 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         if np.any(top_birth >= speed):
             return np.ones((speed.size, 1)), False
         if 2 * levels > MAX_LEVELS:
-            return occupancy, True
+            raise InputError(
+                "load",
+                f"{policy}'s queues at load {arrival_rate / float(np.sum(fraction * speed)):g} reach beyond "
+                f"{MAX_LEVELS} jobs per server; give a buffer (--buffer) or a lower load",
+            )
         guess = np.concatenate([occupancy, np.zeros((speed.size, levels))], axis=1)
         levels *= 2
 
@@ -649,7 +654,13 @@ def mean_field_trajectory(
     else:
         n_levels = max(FIRST_LEVELS, 2 * limit.levels)
     times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)) or times[0] < 0 or np.any(np.diff(times) <= 0):
+    if (
+        times.ndim != 1
+        or times.size == 0
+        or not np.all(np.isfinite(times))
+        or times[0] < 0
+        or np.any(np.diff(times) <= 0)
+    ):
         raise InputError("times", "must be finite, increasing and >= 0")
     start = np.zeros((speed.size, n_levels))
     if initial is not None:
@@ -668,7 +679,9 @@ def mean_field_trajectory(
         exactly = padded[:, :-1] - padded[:, 1:]  # fraction at level j = 0..L
         return (birth * exactly[:, :-1] - speed[:, None] * exactly[:, 1:]).ravel()
 
-    solution = solve_ivp(drift, (0.0, float(times[-1])), start.ravel(), t_eval=times, method="LSODA", rtol=1e-8, atol=1e-11)
+    solution = solve_ivp(
+        drift, (0.0, float(times[-1])), start.ravel(), t_eval=times, method="LSODA", rtol=1e-8, atol=1e-11
+    )
     if not solution.success:
         raise RuntimeError(f"the mean-field ODE failed: {solution.message}")
     occupancy = solution.y.T.reshape(times.size, speed.size, n_levels)
@@ -683,7 +696,9 @@ def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: flo
     if limit.policy in RANKING:
         return 20.0 * limit.mean_response_time
     if not limit.stable:
-        raise InputError("policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound")
+        raise InputError(
+            "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
+        )
     times = np.geomspace(0.01, horizon, 400)
     path = mean_field_trajectory(
         limit.class_speed,
