@@ -663,6 +663,93 @@ def format_meanfield(values: dict) -> str:
     return "\n".join(lines)
 
 
+def command_place(args) -> int:
+    from hetlb.experiments.place import FAMILIES, place, write_graph
+    from hetlb.experiments.store import ResultStore
+    from hetlb.graphs.constructions import graph_ports
+
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    if args.ports is not None and args.ports_exponent is not None:
+        raise InputError("--ports", "give --ports or --ports-exponent, not both")
+    spec = {"ports": args.ports} if args.ports is not None else {"ports_exponent": args.ports_exponent or 1.25}
+    n_ports = graph_ports({"kind": "complete", **spec}, system.n_servers) or 1
+    rates = np.full(n_ports, system.total_arrival_rate / n_ports)
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", "hetlb place takes one buffer size for all servers")
+    buffer = None if system.has_infinite_buffers else int(buffers[0])
+    families = tuple(args.families.split(",")) if args.families else ("fig3", "typed", "theorem3")
+    for name in families:
+        validation.choice("--families", name, tuple(FAMILIES))
+    tolerance = validation.number("--tolerance", args.tolerance, 0.0, strict=True, high=1000.0)
+    output = validation.output_file("--output", args.output, suffixes=("json",))
+    notify_compiling(args)
+    with ResultStore(args.store) as store:
+        result = place(
+            system.speed,
+            rates,
+            buffer=buffer,
+            policy=args.policy or "jfsq",
+            tolerance=tolerance / 100.0,
+            families=families,
+            jobs=validation.count("--jobs", args.jobs),
+            replications=validation.count("--replications", args.replications, low=2),
+            warmup=args.warmup,
+            seed=validation.seed("--seed", args.seed),
+            graph_seed=validation.seed("--graph-seed", args.graph_seed),
+            time_budget=validation.number("--time-budget", args.time_budget, 0.0, strict=True),
+            store=store,
+            progress=not quiet(args),
+        )
+    values = result.to_dict()
+    if result.graph is not None:
+        values["graph_file"] = str(write_graph(result.graph, output))
+    if args.json:
+        print_json(values)
+    else:
+        print(format_placement(values, args))
+    return 0
+
+
+def format_placement(values: dict, args) -> str:
+    """The text output of ``hetlb place``: the best graph, its verification, the least graph of
+    each family against the Fig. 3 formula."""
+    reference = values["reference"]
+    lines = [
+        f"placement of {reference['n_ports']} job types on {reference['n_servers']} servers: mean response time "
+        f"within {values['tolerance']:.1%} of C*/lambda = {values['lower_bound']:.6g}",
+        f"  Fig. 3 formula of 000: port degree {reference['fig3_port_degree']:.1f}, "
+        f"{reference['fig3_edges']:.0f} edges",
+        f"  {'family':<10}{'parameter':>11}{'edges':>11}{'edges/Fig.3':>12}{'mean deg':>10}{'max deg':>9}"
+        f"{'T / bound (95% CI)':>28}",
+    ]
+    for name, best in values["best_by_family"].items():
+        if best is None:
+            lines.append(f"  {name:<10}{'none passed':>11}")
+            continue
+        low, high = best["ratio_ci"]
+        lines.append(
+            f"  {name:<10}{best['parameter']:>11.4g}{best['edges']:>11}{best['edges'] / reference['fig3_edges']:>12.3f}"
+            f"{best['mean_port_degree']:>10.1f}{best['max_port_degree']:>9}"
+            f"{best['ratio_to_bound']:>12.4f} [{low:.4f}, {high:.4f}]"
+        )
+    check = values["verification"]
+    if check is not None:
+        low, high = check["ratio_ci"]
+        lines.append(
+            f"best: {values['best']['family']} ({values['best']['edges']} edges); re-simulated with fresh seeds: "
+            f"T / bound {check['ratio_to_bound']:.4f} [{low:.4f}, {high:.4f}] -> {check['verdict']}"
+        )
+        lines.append(f"graph written to {values['graph_file']} (hetlb simulate --graph explicit:file=...)")
+    else:
+        lines.append("no graph met the tolerance")
+    lines += [f"note: {note}" for note in values["notes"]]
+    if not values["search_complete"]:
+        lines.append("the search stopped at its time budget; run the same command again to resume from the store")
+    return "\n".join(lines)
+
+
 def command_policies(args) -> int:
     from hetlb.policies import POLICIES
 
@@ -1324,6 +1411,34 @@ def build_parser() -> ArgumentParser:
     compare.add_argument("--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)")
     compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     add_output_flags(meanfield, quiet=True)
+
+    placement = commands.add_parser(
+        "place", help="the sparsest compatibility graph whose jfsq/jfiq mean response time stays within x% of C*/lambda"
+    )
+    placement.set_defaults(handler=command_place)
+    add_scenario_flags(placement, job_sizes=False, graph=False)
+    group = placement.add_argument_group("placement")
+    ports = group.add_mutually_exclusive_group()
+    ports.add_argument("--ports", type=int, metavar="L", help="job types, sharing the arrival rate equally")
+    ports.add_argument(
+        "--ports-exponent", type=float, metavar="A", help="L = N^A job types (default 1.25, as in Fig. 3 of 000)"
+    )
+    group.add_argument("--policy", choices=["jfsq", "jfiq"], help="the dispatching policy (default jfsq)")
+    group.add_argument(
+        "--tolerance", type=float, default=5.0, metavar="PCT", help="percent above C*/lambda (default 5)"
+    )
+    group.add_argument("--families", help="comma list of fig3, typed, theorem3, theorem2 (default fig3,typed,theorem3)")
+    group.add_argument("--jobs", type=int, default=100_000, help="measured jobs per replication (default 100000)")
+    group.add_argument("--replications", type=int, default=3, help="replications per candidate (default 3)")
+    group.add_argument("--warmup", type=float, help="time discarded first (default 20 C*/lambda)")
+    group.add_argument("--seed", type=int, default=0, help="seed of the common random numbers (default 0)")
+    group.add_argument("--graph-seed", type=int, default=0, help="seed of every graph (default 0)")
+    group.add_argument("--time-budget", type=float, default=900.0, metavar="S", help="seconds (default 900)")
+    group.add_argument(
+        "--store", default="hetlb-results.sqlite", help="result store, for resuming (default %(default)s)"
+    )
+    group.add_argument("--output", default="placement.json", help="the graph, as JSON (default %(default)s)")
+    add_output_flags(placement, quiet=True)
 
     policies = commands.add_parser("policies", help="list the policies and their definitions")
     policies.set_defaults(handler=command_policies)
