@@ -37,8 +37,16 @@ FLEETS = {
 LOADS = (0.5, 0.7, 0.9, 0.95)
 SIMULATED = [policy for policy in MEANFIELD_POLICIES if policy != "jiq-df-ds"]
 MAX_WARMUP_ARRIVALS = 60_000_000
-CONVERGENCE_CASES = {policy: ("two classes 1, 0.25", 0.7) for policy in SIMULATED}
-CONVERGENCE_CASES["random"] = ("U[0.5,1.5] in 8", 0.5)
+CONVERGENCE_CASES = {policy: ("U[0.5,1.5] in 8", 0.95) for policy in SIMULATED}
+CONVERGENCE_CASES.update(
+    {
+        "sed": ("two classes 1, 0.25", 0.9),
+        "pod": ("U[0.5,1.5] in 8", 0.9),
+        "jsq-df-ds": ("two classes 1, 0.25", 0.7),
+        "weighted-random": ("two classes 1, 0.25", 0.7),  # exact at every N: a control
+        "random": ("U[0.5,1.5] in 8", 0.5),  # exact at every N: a control
+    }
+)
 
 
 def simulate_against_limit(

@@ -703,7 +703,7 @@ def command_place(args) -> int:
             progress=not quiet(args),
         )
     values = result.to_dict()
-    if result.graph is not None:
+    if result.graph is not None and result.verification is not None and result.verification["verdict"] == "pass":
         values["graph_file"] = str(write_graph(result.graph, output))
     if args.json:
         print_json(values)
@@ -734,14 +734,16 @@ def format_placement(values: dict, args) -> str:
             f"{best['mean_port_degree']:>10.1f}{best['max_port_degree']:>9}"
             f"{best['ratio_to_bound']:>12.4f} [{low:.4f}, {high:.4f}]"
         )
-    check = values["verification"]
-    if check is not None:
-        low, high = check["ratio_ci"]
+    for attempt in values["verifications"]:
+        low, high = attempt["ratio_ci"]
         lines.append(
-            f"best: {values['best']['family']} ({values['best']['edges']} edges); re-simulated with fresh seeds: "
-            f"T / bound {check['ratio_to_bound']:.4f} [{low:.4f}, {high:.4f}] -> {check['verdict']}"
+            f"re-simulated with fresh seeds: {attempt['family']} {attempt['parameter']:.4g} ({attempt['edges']} edges): "
+            f"T / bound {attempt['ratio_to_bound']:.4f} [{low:.4f}, {high:.4f}] -> {attempt['verdict']}"
         )
-        lines.append(f"graph written to {values['graph_file']} (hetlb simulate --graph explicit:file=...)")
+    if values["verification"] is not None:
+        lines.append(f"best: {values['best']['family']} ({values['best']['edges']} edges)")
+        if "graph_file" in values:
+            lines.append(f"graph written to {values['graph_file']} (hetlb simulate --graph explicit:file=...)")
     else:
         lines.append("no graph met the tolerance")
     lines += [f"note: {note}" for note in values["notes"]]

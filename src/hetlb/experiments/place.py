@@ -105,6 +105,7 @@ class PlacementResult:
     reference: dict
     complete: bool
     notes: list[str] = field(default_factory=list)
+    verifications: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -112,6 +113,7 @@ class PlacementResult:
             "tolerance": self.tolerance,
             "best": None if self.best is None else self.best.to_dict(),
             "verification": self.verification,
+            "verifications": self.verifications,
             "best_by_family": {name: (c.to_dict() if c else None) for name, c in self.best_by_family.items()},
             "reference": self.reference,
             "search_complete": self.complete,
@@ -416,7 +418,8 @@ def place(
         if not finished:
             complete = False
             notes.append(f"{family}: search stopped by the time budget; its best may not be its least")
-    best, graph, verification = verify(search, speed, rates, buffer, graph_seed)
+    attempts: list = []
+    best, graph, verification = verify(search, speed, rates, buffer, graph_seed, attempts)
     if verification is not None and verification["verdict"] != "pass":
         notes.append("no passing candidate was confirmed by the re-simulation with fresh seeds")
     search.bar.update(1.0, search.events)
@@ -439,6 +442,7 @@ def place(
         reference=reference,
         complete=complete,
         notes=notes,
+        verifications=attempts,
     )
 
 
@@ -446,11 +450,12 @@ MAX_VERIFICATIONS = 4
 
 
 def verify(
-    search: Search, speed, rates, buffer, graph_seed
+    search: Search, speed, rates, buffer, graph_seed, attempts: list
 ) -> tuple[Candidate | None, CompatibilityGraph | None, dict | None]:
     """Re-simulate the passing candidates, fewest edges first, with fresh seeds (seed + 1) and
     twice the replications, until one passes (at most MAX_VERIFICATIONS): that one is the best.
-    When none is confirmed, the last one tried is returned with its verdict."""
+    When none is confirmed, the last one tried is returned with its verdict. Every attempt is
+    appended to ``attempts``."""
     passing = sorted((c for c in search.candidates if c.verdict == "pass"), key=lambda c: c.edges)
     best = graph = verification = None
     for candidate in passing[:MAX_VERIFICATIONS]:
@@ -469,6 +474,9 @@ def verify(
             "mean_response_time": float(ratios.mean() * search.bound),
             "verdict": "pass" if high < threshold else "fail" if low > threshold else "undecided",
         }
+        attempts.append(
+            {"family": candidate.family, "parameter": candidate.parameter, "edges": candidate.edges, **verification}
+        )
         if verification["verdict"] == "pass":
             break
     return best, graph, verification
