@@ -72,6 +72,9 @@ BATCH = 50
 """Cases per child process."""
 MAX_ERROR_CHARS = 400
 
+NOT_FUZZED = {"backend", "loadgen", "testbed"}
+"""Commands that serve until they are stopped or send live traffic for seconds to minutes:
+tests/test_live_*.py run them with real processes, their bad input included."""
 FAILURES = ("traceback", "hang", "crash", "nonsense-accepted", "long-error", "unclean-error", "bad-exit")
 FINE = ("ok", "verdict", "error")
 VERDICT_COMMANDS = ("policies", "reproduce")

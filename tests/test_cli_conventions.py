@@ -46,6 +46,8 @@ def test_every_flag_of_every_command_has_help():
         "tune",
         "diffusion",
         "demo",
+        "backend",
+        "loadgen",
     }
     missing = []
     for name, command in [("hetlb", parser), *commands.choices.items()]:
@@ -448,9 +450,10 @@ PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000", "--paths": "16"}
 """Smaller runs of the documented commands (their flags and their meaning unchanged)."""
 
-PARSE_ONLY = {"sweep", "plot", "reproduce", "demo"}
-"""Commands too long for the test suite: their command lines are parsed, and their inputs checked
-(the sweep spec exists, the reproduction is registered)."""
+PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed"}
+"""Commands too long for the test suite (or that serve until stopped): their command lines are
+parsed, and their inputs checked (the sweep spec exists, the reproduction is registered); the live
+ones run as real processes in tests/test_live_*.py."""
 
 
 def documented_commands(pages=PAGES):

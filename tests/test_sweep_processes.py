@@ -344,3 +344,29 @@ def test_the_message_without_a_store(tmp_path):
     message = sweep_module.interrupted(spec, 4, None, 3, Interrupted(signal_number=signal.SIGTERM))
     assert str(message) == "interrupted: 3 of 4 runs finished, none stored (no result store)"
     assert message.exit_status == 143
+
+
+def loaded_kernels() -> dict:
+    """Which event kernels this process has loaded (compiled or from the cache)."""
+    from hetlb.kernels import continuous, slotted
+
+    return {"continuous": bool(continuous.advance.signatures), "slotted": bool(slotted.advance.signatures)}
+
+
+@pytest.mark.parametrize("models", [("continuous",), ("slotted",), ("continuous", "slotted")])
+def test_a_pool_worker_loads_the_kernels_of_the_sweep_models_before_its_first_task(models):
+    from hetlb.experiments.executors import WorkerPool
+
+    pool = WorkerPool(1, mp_context=multiprocessing.get_context("spawn"), models=models)
+    try:
+        loaded = pool.submit(loaded_kernels).result(timeout=120)
+    finally:
+        pool.stop()
+    assert loaded == {model: model in models for model in ("continuous", "slotted")}
+
+
+def test_a_sweep_point_knows_its_model():
+    from hetlb.experiments.spec import Point
+
+    assert Point({}, {"system": {"speeds": "1,1"}}).model == "continuous"
+    assert Point({}, {"system": {"model": "slotted", "speeds": "1,1"}}).model == "slotted"

@@ -21,6 +21,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
+from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -1564,6 +1565,8 @@ def build_parser() -> ArgumentParser:
     demo.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
     demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
     add_output_flags(demo, quiet=True, verbose="one line per finished run on standard error")
+
+    add_live_commands(commands)  # backend, loadgen, testbed
     return parser
 
 

@@ -58,6 +58,11 @@ class Point:
     scenario: dict
 
     @property
+    def model(self) -> str:
+        """The point's model: "continuous" (the default) or "slotted"."""
+        return self.scenario.get("system", {}).get("model", "continuous")
+
+    @property
     def identity(self) -> str:
         """Content hash of the scenario: a point's name that does not depend on the spec around it."""
         return content_hash(self.scenario)

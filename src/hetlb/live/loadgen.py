@@ -1,0 +1,348 @@
+"""An open-loop load generator (``hetlb loadgen``): Poisson arrivals at a given rate, sent whether or
+not earlier requests have been answered (never closed-loop, so no coordinated omission), spread over
+one or several target URLs and job types, with a warm-up and a measured window.
+
+Each arrival goes to target m with probability ``shares[m]`` (equal by default) and has job type k
+with probability ``job_types[k]``, independently: target m then sees a Poisson stream of rate
+``rate * shares[m]``, as the m-th of M dispatchers sees its own arrivals in the model. Arrival
+epochs are drawn in advance (a seeded generator); the sender sleeps until each one and sends every
+request that is due when it wakes, so the event loop's timer lateness (up to about a millisecond,
+plus scheduling) delays a request without shifting the ones after it. That lateness is measured
+and reported (``send_lag_ms``). A response time runs from the actual send to the end of the
+response body.
+
+Requests sent during the warm-up are answered but not measured; the measured requests are those
+sent in the ``duration`` seconds after it. After the last send the generator waits for the
+answers, each at most ``timeout`` seconds. Memory stays bounded: at most ``max_in_flight``
+requests are outstanding (an arrival beyond it is not sent and is counted in ``not_sent``, never
+queued on the client), and each measured request keeps three floats (24 bytes).
+
+The result has the simulator's keys (``mean_response_time`` and ``mean_response_time_ci`` from
+batch means over ``batches`` equal slices of the measured window, ``response_time_p50/p95/p99``,
+``blocking_probability``: the share of 503 answers), in milliseconds, with the counts of requests,
+errors and per-backend answers (from ``X-Backend``, or the target's URL when the answer has none),
+the achieved rate, and the backends' own share of the response time (``X-Sojourn-Ms``) when they
+report it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import time
+from array import array
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+import numpy as np
+
+from hetlb import validation
+from hetlb.errors import InputError
+from hetlb.progress import LOG_INTERVAL, is_terminal
+from hetlb.stats.intervals import interval
+
+ARRIVAL_CHUNK = 4096
+"""Arrival epochs drawn at a time (the generator never holds the whole run's arrivals)."""
+START_DELAY_S = 0.05
+"""Seconds between starting and the first possible arrival (the session and its connector ready)."""
+PROGRESS_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """An open-loop Poisson load. Times in seconds, ``rate`` in requests per second (in total)."""
+
+    targets: tuple[str, ...]
+    rate: float
+    duration: float
+    warmup: float = 0.0
+    seed: int = 0
+    job_types: Mapping[str, float] | None = None
+    shares: tuple[float, ...] | None = None
+    path: str = "/"
+    method: str = "GET"
+    timeout: float = 30.0
+    max_in_flight: int = 10_000
+    batches: int = 20
+
+    def __post_init__(self):
+        if not self.targets:
+            raise InputError("--target", "give at least one target URL")
+        for target in self.targets:
+            if not (target.startswith("http://") or target.startswith("https://")):
+                raise InputError("--target", f"must be an http:// or https:// URL, got {target!r}")
+        validation.positive_number("--rate", self.rate)
+        validation.positive_number("--duration", self.duration)
+        validation.number("--warmup", self.warmup, 0.0)
+        validation.seed("--seed", self.seed)
+        validation.positive_number("--timeout", self.timeout)
+        validation.integer("--max-in-flight", self.max_in_flight, 1)
+        validation.integer("--batches", self.batches, 2, 128)
+        if not self.path.startswith("/"):
+            raise InputError("--path", f"must start with /, got {self.path!r}")
+        if self.shares is not None:
+            if len(self.shares) != len(self.targets):
+                raise InputError("--shares", f"give one share per target ({len(self.targets)}), got {len(self.shares)}")
+            validation.positive_finite_array("--shares", self.shares)
+        if self.job_types is not None:
+            if not self.job_types:
+                raise InputError("--job-types", "give at least one TYPE=PROPORTION")
+            validation.positive_finite_array("--job-types", list(self.job_types.values()))
+
+    def target_probabilities(self) -> np.ndarray:
+        shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
+        return shares / shares.sum()
+
+    def type_probabilities(self) -> tuple[list[str | None], np.ndarray]:
+        if not self.job_types:
+            return [None], np.ones(1)
+        weights = np.asarray(list(self.job_types.values()), float)
+        return list(self.job_types), weights / weights.sum()
+
+
+def parse_proportions(field: str, items: Sequence[str]) -> dict[str, float]:
+    """``TYPE=PROPORTION`` items (e.g. ``a=3`` ``b=1``) as a mapping; a bare ``TYPE`` has proportion 1."""
+    proportions: dict[str, float] = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not name or name in proportions:
+            raise InputError(field, f"each item is a new TYPE=PROPORTION, got {item!r}")
+        try:
+            proportions[name] = float(value) if equals else 1.0
+        except ValueError:
+            raise InputError(field, f"the proportion of {name!r} must be a number, got {value!r}") from None
+    return proportions
+
+
+@dataclass
+class Measurements:
+    """What the generator saw; the measured requests' (send offset, response time, backend's
+    sojourn) in three float arrays."""
+
+    spec: LoadSpec
+    send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
+    response_time: array = field(default_factory=lambda: array("d"))  # s, answered 2xx
+    sojourn: array = field(default_factory=lambda: array("d"))  # ms, X-Sojourn-Ms (nan if none)
+    sent: int = 0  # every request sent, warm-up included
+    measured: int = 0  # sent in the measured window
+    blocked: int = 0
+    errors: Counter = field(default_factory=Counter)
+    backends: Counter = field(default_factory=Counter)
+    job_types: Counter = field(default_factory=Counter)
+    targets: Counter = field(default_factory=Counter)
+    not_sent: int = 0
+    in_flight: int = 0
+    send_lag: array = field(default_factory=lambda: array("d"))  # s, of the measured requests
+    window: float = 0.0  # seconds the measured window lasted
+
+    def result(self) -> dict:
+        spec = self.spec
+        times = np.frombuffer(self.response_time, dtype=np.float64) * 1e3
+        offsets = np.frombuffer(self.send_offset, dtype=np.float64)
+        sojourn = np.frombuffer(self.sojourn, dtype=np.float64)
+        lag = np.frombuffer(self.send_lag, dtype=np.float64) * 1e3
+        batch = np.minimum((offsets / spec.duration * spec.batches).astype(np.int64), spec.batches - 1)
+        sums = np.bincount(batch, weights=times, minlength=spec.batches)
+        counts = np.bincount(batch, minlength=spec.batches)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            batch_means = sums / counts
+        errors = sum(self.errors.values())
+        answered = len(times)
+        has_sojourn = answered > 0 and bool(np.isfinite(sojourn).all())
+
+        def percentile(q: float) -> float:
+            return float(np.percentile(times, q)) if answered else math.nan
+
+        return {
+            "time_unit": "ms",
+            "mean_response_time": float(times.mean()) if answered else math.nan,
+            "mean_response_time_ci": interval(batch_means) if answered else [math.nan, math.nan],
+            "response_time_p50": percentile(50),
+            "response_time_p95": percentile(95),
+            "response_time_p99": percentile(99),
+            "blocking_probability": self.blocked / self.measured if self.measured else math.nan,
+            "requests": self.measured,
+            "answered": answered,
+            "blocked": self.blocked,
+            "errors": errors,
+            "errors_by_kind": dict(sorted(self.errors.items())),
+            "not_sent": self.not_sent,
+            "offered_rate": spec.rate,
+            "achieved_rate": self.measured / self.window if self.window > 0 else math.nan,
+            "duration": self.window,
+            "warmup": spec.warmup,
+            "mean_backend_sojourn": float(sojourn.mean()) if has_sojourn else math.nan,
+            "mean_overhead": float(times.mean() - sojourn.mean()) if has_sojourn else math.nan,
+            "send_lag_ms": {
+                "mean": float(lag.mean()) if len(lag) else math.nan,
+                "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
+                "max": float(lag.max()) if len(lag) else math.nan,
+            },
+            "per_backend": dict(sorted(self.backends.items())),
+            "per_target": dict(sorted(self.targets.items())),
+            "per_job_type": dict(sorted(self.job_types.items())),
+        }
+
+
+class LoadGenerator:
+    """Runs one LoadSpec in the running event loop: ``await run()`` gives the result mapping.
+    ``on_send(offset_s, target, job_type)`` is told of every request as it goes (for tests)."""
+
+    def __init__(self, spec: LoadSpec, progress: bool = True, on_send: Callable | None = None):
+        self.spec = spec
+        self.measurements = Measurements(spec)
+        self.progress = progress
+        self.on_send = on_send
+        self._tasks: set[asyncio.Task] = set()
+
+    def arrivals(self, rng: np.random.Generator):
+        """(epoch offset, target index, job-type index) of every arrival, in order, forever."""
+        spec = self.spec
+        targets = spec.target_probabilities()
+        _, types = spec.type_probabilities()
+        offset = 0.0
+        while True:
+            epochs = offset + np.cumsum(rng.exponential(1.0 / spec.rate, ARRIVAL_CHUNK))
+            target = rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
+            job_type = rng.choice(len(types), ARRIVAL_CHUNK, p=types)
+            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
+            offset = float(epochs[-1])
+
+    async def run(self) -> dict:
+        spec = self.spec
+        loop = asyncio.get_running_loop()
+        type_names, _ = spec.type_probabilities()
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        timeout = aiohttp.ClientTimeout(total=spec.timeout)
+        progress = asyncio.create_task(self.report_progress()) if self.progress else None
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            start = loop.time() + START_DELAY_S
+            window_start = start + spec.warmup
+            end = window_start + spec.duration
+            for offset, target, job_type in self.arrivals(np.random.default_rng(spec.seed)):
+                scheduled = start + offset
+                if scheduled >= end:
+                    break
+                delay = scheduled - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                measured = scheduled >= window_start
+                if self.measurements.in_flight >= spec.max_in_flight:
+                    self.measurements.not_sent += 1
+                    continue
+                name = type_names[job_type]
+                self.measurements.in_flight += 1  # counted now: the task may start after the next arrival
+                task = asyncio.create_task(
+                    self.send(session, spec.targets[target], name, scheduled, window_start if measured else None)
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            self.measurements.window = spec.duration
+            if self._tasks:
+                await asyncio.gather(*self._tasks)
+        if progress is not None:
+            progress.cancel()
+            self.draw_progress(final=True)
+        return self.measurements.result()
+
+    async def send(self, session, target: str, job_type: str | None, scheduled: float, window_start) -> None:
+        """One request (already counted in flight); measured when ``window_start`` is given (sent in
+        the measured window)."""
+        m = self.measurements
+        loop = asyncio.get_running_loop()
+        headers = {"X-Job-Type": job_type} if job_type is not None else {}
+        m.sent += 1
+        sent = loop.time()
+        if self.on_send is not None:
+            self.on_send(sent, target, job_type)
+        outcome, backend, sojourn = "", target, math.nan
+        try:
+            async with session.request(self.spec.method, target + self.spec.path, headers=headers) as response:
+                await response.read()
+                status = response.status
+                backend = response.headers.get("X-Backend", target)
+                sojourn = float(response.headers.get("X-Sojourn-Ms", "nan"))
+            outcome = "ok" if 200 <= status < 300 else "blocked" if status == 503 else str(status)
+        except TimeoutError:
+            outcome = "timeout"
+        except aiohttp.ClientError as error:
+            outcome = "connection" if isinstance(error, aiohttp.ClientConnectionError) else "client"
+        except ValueError:  # an X-Sojourn-Ms that is not a number
+            outcome = "bad-header"
+        finally:
+            m.in_flight -= 1
+        if window_start is None:
+            return
+        done = loop.time()
+        m.measured += 1
+        m.targets[target] += 1
+        if job_type is not None:
+            m.job_types[job_type] += 1
+        m.send_lag.append(sent - scheduled)
+        if outcome == "ok":
+            m.backends[backend] += 1
+            m.send_offset.append(scheduled - window_start)
+            m.response_time.append(done - sent)
+            m.sojourn.append(sojourn)
+        elif outcome == "blocked":
+            m.blocked += 1
+        else:
+            m.errors[outcome] += 1
+
+    async def report_progress(self) -> None:
+        interval_s = PROGRESS_INTERVAL_S if is_terminal(sys.stderr) else LOG_INTERVAL
+        self._started = time.monotonic()
+        while True:
+            await asyncio.sleep(interval_s)
+            self.draw_progress()
+
+    def draw_progress(self, final: bool = False) -> None:
+        m = self.measurements
+        spec = self.spec
+        elapsed = time.monotonic() - getattr(self, "_started", time.monotonic())
+        total = spec.warmup + spec.duration
+        phase = "warm-up" if elapsed < spec.warmup else "measuring"
+        mean = 1e3 * sum(m.response_time) / len(m.response_time) if m.response_time else math.nan
+        line = (
+            f"loadgen: {min(elapsed, total):.0f}/{total:g} s {phase if not final else 'done'}, {m.sent} sent, "
+            f"{m.in_flight} in flight, mean {mean:.1f} ms, {m.blocked} blocked, {sum(m.errors.values())} errors"
+        )
+        if is_terminal(sys.stderr):
+            sys.stderr.write(f"\r\033[K{line}" + ("\n" if final else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def generate_load(spec: LoadSpec, progress: bool = True) -> dict:
+    """Run ``spec`` to its end in a new event loop: the result mapping (see the module's docstring)."""
+    return asyncio.run(LoadGenerator(spec, progress=progress).run())
+
+
+def format_load_result(result: Mapping) -> str:
+    """The result as a few readable lines (milliseconds)."""
+    low, high = result["mean_response_time_ci"]
+    lines = [
+        f"requests            {result['requests']} in {result['duration']:g} s: achieved rate "
+        f"{result['achieved_rate']:.1f}/s of {result['offered_rate']:g}/s offered",
+        f"mean response time  {result['mean_response_time']:.3f} ms  (95% CI {low:.3f} .. {high:.3f})",
+        f"p50 / p95 / p99     {result['response_time_p50']:.3f} / {result['response_time_p95']:.3f} / "
+        f"{result['response_time_p99']:.3f} ms",
+        f"blocked (503)       {result['blocked']}  (probability {result['blocking_probability']:.4f})",
+        f"errors              {result['errors']}"
+        + (f"  ({', '.join(f'{k}: {v}' for k, v in result['errors_by_kind'].items())})" if result["errors"] else ""),
+        f"send lag            mean {result['send_lag_ms']['mean']:.3f} ms, p99 {result['send_lag_ms']['p99']:.3f} ms",
+    ]
+    if result["not_sent"]:
+        lines.append(f"not sent            {result['not_sent']} (more than --max-in-flight outstanding)")
+    if math.isfinite(result["mean_backend_sojourn"]):
+        lines.append(
+            f"backends' share     {result['mean_backend_sojourn']:.3f} ms (X-Sojourn-Ms); the rest, "
+            f"{result['mean_overhead']:.3f} ms, is the path to and from them"
+        )
+    lines.append("per backend:")
+    lines += [f"  {backend}  {count}" for backend, count in result["per_backend"].items()]
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""hetlb loadgen: the arrival process it achieves (Poisson at the rate, open loop, spread over targets
+and job types by their proportions), M/M/1 through a real backend, its counts of blocking, errors
+and requests it could not send, and its bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+from aiohttp import web
+from live_processes import backend_process
+from scipy import stats
+
+from hetlb.cli import main
+from hetlb.errors import InputError
+from hetlb.live.loadgen import LoadGenerator, LoadSpec
+
+ALPHA = 0.001
+"""Level of each statistical check (its chance of a false alarm)."""
+SEND_LAG_S = 0.005
+"""The send lag the checks allow: the event loop's timer wakes up to a millisecond late (epoll
+waits in whole milliseconds), plus scheduling on a shared machine."""
+
+
+def run(spec: LoadSpec, on_send=None) -> dict:
+    return asyncio.run(LoadGenerator(spec, progress=False, on_send=on_send).run())
+
+
+def test_poisson_open_loop_spread_over_targets_and_types():
+    """Against a backend of 150 ms deterministic service (so answers lag far behind the sends):
+    the number sent is Poisson(rate x time), the gaps between actual sends are exponential (KS, the
+    send lag being at most SEND_LAG_S on most sends), requests are sent while hundreds are
+    outstanding (open loop), and targets and job types follow their proportions (chi-square)."""
+    rate, seconds = 100.0, 3.0
+    sends = []
+    outstanding = []
+
+    with backend_process(
+        "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--job-sizes", "deterministic",
+        "--mean-service-ms", "0.5", count=2,
+    ) as (_, urls):  # fmt: skip
+        generator = None
+
+        def on_send(at, target, job_type):
+            sends.append((at, target, job_type))
+            outstanding.append(generator.measurements.in_flight)
+
+        spec = LoadSpec(
+            targets=tuple(urls), rate=rate, duration=seconds, seed=3, job_types={"a": 3, "b": 1}, shares=(1.0, 3.0)
+        )
+        generator = LoadGenerator(spec, progress=False, on_send=on_send)
+        result = asyncio.run(generator.run())
+    n = result["requests"]
+    assert abs(n - rate * seconds) < stats.norm.ppf(1 - ALPHA / 2) * math.sqrt(rate * seconds)
+    assert result["answered"] == n and result["errors"] == 0 and result["blocking_probability"] == 0
+    gaps = np.diff([at for at, _, _ in sends])
+    assert stats.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > ALPHA
+    assert result["send_lag_ms"]["p99"] < SEND_LAG_S * 1e3 * 4  # stated, not tight: the machine is shared
+    targets = np.array([sum(target == url for _, target, _ in sends) for url in urls])
+    types = np.array([sum(job_type == name for _, _, job_type in sends) for name in "ab"])
+    for counts, probabilities in ((targets, [0.25, 0.75]), (types, [0.75, 0.25])):
+        assert stats.chisquare(counts, np.array(probabilities) * counts.sum()).pvalue > ALPHA
+    assert result["per_target"] == {url: int(count) for url, count in zip(urls, targets)}
+    assert result["per_job_type"] == {"a": int(types[0]), "b": int(types[1])}
+    assert result["per_backend"] == result["per_target"]  # no X-Backend: a direct hit counts its target
+
+
+def test_open_loop_does_not_wait_for_answers():
+    """Service 100 ms, one at a time, 60 arrivals per second for 0.5 s: the sends go on while the
+    answers queue (a closed loop would keep one request outstanding per connection)."""
+    peak = []
+
+    with backend_process(
+        "--listen", "127.0.0.1:0", "--job-sizes", "deterministic", "--mean-service-ms", "100"
+    ) as (_, (url,)):  # fmt: skip
+        spec = LoadSpec(targets=(url,), rate=60.0, duration=0.5, timeout=30.0)
+        generator = LoadGenerator(
+            spec, progress=False, on_send=lambda *_: peak.append(generator.measurements.in_flight)
+        )
+        result = asyncio.run(generator.run())
+    assert max(peak) >= 10 and result["answered"] == result["requests"]
+
+
+def test_mm1_through_a_backend():
+    """Poisson arrivals at 40/s on an exponential backend of mean 10 ms: M/M/1 with rho = 0.4, mean
+    response time 1 / (mu - lambda) = 16.67 ms. The measured mean's interval (batch means) meets
+    [W, W + the measured path overhead + SEND_LAG_S]: the backend's timer lateness and the path to it
+    only add time."""
+    rate, mean_service = 40.0, 0.010
+    with backend_process("--listen", "127.0.0.1:0", "--mean-service-ms", str(mean_service * 1e3), "--seed", "5") as (
+        _,
+        (url,),
+    ):
+        result = run(LoadSpec(targets=(url,), rate=rate, duration=8.0, warmup=0.5, seed=5, batches=16))
+    exact_ms = 1e3 / (1 / mean_service - rate)
+    low, high = result["mean_response_time_ci"]
+    assert low <= exact_ms + result["mean_overhead"] + SEND_LAG_S * 1e3 and high >= exact_ms
+    sojourn_low = result["mean_backend_sojourn"] - (result["mean_response_time"] - low)
+    assert sojourn_low <= exact_ms + SEND_LAG_S * 1e3
+
+
+async def in_process_server(handler):
+    runner = web.ServerRunner(web.Server(handler), shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+def test_blocking_errors_timeouts_and_the_in_flight_bound():
+    async def answer(request):
+        status = {"/full": 503, "/broken": 500, "/hang": 0}[request.path]
+        if status == 0:
+            await asyncio.sleep(5)
+        return web.Response(status=status, headers={"X-Backend": "http://b"})
+
+    async def scenario():
+        runner, url = await in_process_server(answer)
+        try:
+            full = await LoadGenerator(LoadSpec((url,), 200.0, 0.3, path="/full"), progress=False).run()
+            broken = await LoadGenerator(LoadSpec((url,), 200.0, 0.3, path="/broken"), progress=False).run()
+            hang = await LoadGenerator(
+                LoadSpec((url,), 200.0, 0.3, path="/hang", timeout=1.0, max_in_flight=3), progress=False
+            ).run()
+        finally:
+            await runner.cleanup()
+        refused = await LoadGenerator(LoadSpec((url,), 200.0, 0.2), progress=False).run()
+        return full, broken, hang, refused
+
+    full, broken, hang, refused = asyncio.run(scenario())
+    assert full["blocking_probability"] == 1.0 and full["blocked"] == full["requests"] > 0 and full["errors"] == 0
+    assert broken["errors_by_kind"] == {"500": broken["requests"]} and broken["blocked"] == 0
+    assert hang["errors_by_kind"] == {"timeout": 3} and hang["requests"] == 3 and hang["not_sent"] > 0
+    assert refused["errors_by_kind"] == {"connection": refused["requests"]}
+    assert math.isnan(refused["mean_response_time"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--rate", "0"], "--rate: must be a finite number > 0"),
+        (["--shares", "1,2"], "--shares: give one share per target (1), got 2"),
+        (["--job-types", "a=x"], "--job-types: the proportion of 'a' must be a number"),
+        (["--job-types", "a=0"], "--job-types: every value must be finite and > 0"),
+        (["--path", "x"], "--path: must start with /"),
+        (["--target", "ftp://x"], "--target: must be an http:// or https:// URL"),
+    ],
+)
+def test_bad_input_is_one_line(argv, message, capsys):
+    defaults = {"--target": "http://127.0.0.1:9", "--rate": "10", "--duration": "1"}
+    for flag, value in defaults.items():
+        if flag not in argv:
+            argv = [flag, value, *argv]
+    assert main(["loadgen", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hetlb: error: {message}") and err.count("\n") == 1
+
+
+def test_spec_checks_itself():
+    with pytest.raises(InputError, match="--batches"):
+        LoadSpec(("http://x",), 1.0, 1.0, batches=1)
