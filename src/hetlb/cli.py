@@ -1416,7 +1416,8 @@ def build_parser() -> ArgumentParser:
     add_output_flags(meanfield, quiet=True)
 
     placement = commands.add_parser(
-        "place", help="the sparsest compatibility graph whose jfsq/jfiq mean response time stays within x%% of C*/lambda"
+        "place",
+        help="the sparsest compatibility graph whose jfsq/jfiq mean response time stays within x%% of C*/lambda",
     )
     placement.set_defaults(handler=command_place)
     add_scenario_flags(placement, job_sizes=False, graph=False)

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
+from scipy import linalg, optimize
 from scipy.integrate import solve_ivp
 
 from hetlb import validation
@@ -480,12 +480,17 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         return independent_queues(model, buffer)
     if buffer is None and policy == "pod" and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"]):
         return np.ones((speed.size, 1)), False
-    levels = buffer or FIRST_LEVELS
+    if buffer is not None:  # continuation: the fixed point with fewer levels starts the next
+        guess = None
+        for levels in [FIRST_LEVELS, buffer] if buffer > FIRST_LEVELS else [buffer]:
+            if guess is not None:  # the top level's jobs move to the new top level
+                guess = np.concatenate([guess, np.repeat(guess[:, -1:], levels - guess.shape[1], axis=1)], axis=1)
+            guess = solve_sampling(model, levels, guess)
+        return guess, True
+    levels = FIRST_LEVELS
     guess = None
     while True:
         occupancy = solve_sampling(model, levels, guess)
-        if buffer is not None:
-            return occupancy, True
         if occupancy[:, -1].max() < TAIL_TOLERANCE:
             return trim_levels(occupancy), True
         top_birth = model.class_birth(model.group_tails(occupancy))[:, -1]
@@ -530,8 +535,8 @@ def trim_levels(occupancy: np.ndarray) -> np.ndarray:
 
 
 NEWTON_STEPS = 50
-START_STEPS = 500
-START_TOLERANCE = 1e-4
+START_STEPS = 40
+START_TOLERANCE = 1e-2
 DAMPED_STEPS = 20000
 FD_STEP = 1e-7
 HALVINGS = 20
@@ -576,11 +581,12 @@ def newton(model: SamplingModel, current: np.ndarray) -> np.ndarray | None:
     for _ in range(NEWTON_STEPS):
         if np.max(np.abs(residual)) < RESIDUAL_TOLERANCE:
             return current
-        points = np.clip(current[None, :] + FD_STEP * identity, 0.0, 1.0)
-        jacobian = (model.step(points)[1] - (residual + current)).T / FD_STEP - identity
+        step = np.where(current + FD_STEP > 1.0, -FD_STEP, FD_STEP)  # stay inside [0, 1]
+        points = current[None, :] + np.diag(step)
+        jacobian = (model.step(points)[1] - (residual + current)).T / step[None, :] - identity
         try:
-            change = np.linalg.solve(jacobian, -residual)
-        except np.linalg.LinAlgError:
+            change = linalg.solve(jacobian, -residual)
+        except (linalg.LinAlgError, ValueError):
             return None
         norm = np.max(np.abs(residual))
         for _ in range(HALVINGS):
