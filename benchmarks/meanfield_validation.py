@@ -11,9 +11,11 @@ relaxation_time; a point whose warm-up would exceed 20 million arrivals is not s
 interval, the relative gap, and whether the gap is within max(1%, the interval).
 
 ``convergence``: one fleet and load per policy, N = 2^6 ... 2^14; the same number of measured jobs
-at every N (split over replications); fits |gap| = c N^-gamma on the N where the gap exceeds twice
-its interval, prints gamma per policy and draws meanfield-convergence.png (gap against N, with 1/N
-and 1/sqrt(N) guides). CPU heavy: about 10 minutes (table) and 15 (convergence) on one core.
+at every N (split over 5 replications); fits |gap| = c N^-gamma and |gap| = c exp(-N/n0) on the N
+where the gap exceeds twice its interval, writes meanfield-convergence.md and draws
+meanfield-convergence.png (gap against N, with 1/N and 1/sqrt(N) guides); ``refit`` redoes the fits
+and the figure from meanfield-convergence.csv. CPU heavy: about 20 minutes (table) and 20
+(convergence) on one free core.
 """
 
 from __future__ import annotations
@@ -150,25 +152,32 @@ def convergence(args) -> None:
                 flush=True,
             )
     write(rows, args.out, "meanfield-convergence")
-    fits = {}
-    for policy in CONVERGENCE_CASES:
-        mine = [row for row in rows if row["policy"] == policy and not math.isnan(row["gap"])]
-        usable = [row for row in mine if abs(row["gap"]) > 2 * row["half_width"]]
+    report_convergence(rows, args.out)
+
+
+def report_convergence(rows: list[dict], out: Path) -> None:
+    """Fit, per policy, |gap| = c N^-gamma and |gap| = c exp(-N / n0) on the sizes whose gap
+    exceeds twice its interval; write meanfield-convergence.md and .png."""
+    lines = [
+        "| policy | fleet | load | sizes with a significant gap | gamma of c N^-gamma | n0 of c exp(-N/n0) | better fit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for policy, (fleet, load) in CONVERGENCE_CASES.items():
+        mine = [row for row in rows if row["policy"] == policy and not math.isnan(float(row["gap"]))]
+        usable = [row for row in mine if abs(float(row["gap"])) > 2 * float(row["half_width"])]
+        gamma = n0 = math.nan
+        better = "-"
         if len(usable) >= 3:
-            slope, _ = np.polyfit(
-                np.log([row["n_servers"] for row in usable]), np.log([abs(row["gap"]) for row in usable]), 1
-            )
-            fits[policy] = -slope
-        print(f"{policy:16} gamma = {fits.get(policy, math.nan):.2f} from {len(usable)} sizes", flush=True)
-    with open(args.out / "meanfield-convergence.md", "w") as handle:
-        handle.write(
-            "| policy | fleet | load | fitted gamma (|gap| ~ N^-gamma) | sizes used |\n|---|---|---|---|---|\n"
-        )
-        for policy, (fleet, load) in CONVERGENCE_CASES.items():
-            used = sum(
-                1 for row in rows if row["policy"] == policy and abs(row["gap"]) > 2 * row.get("half_width", math.inf)
-            )
-            handle.write(f"| {policy} | {fleet} | {load} | {fits.get(policy, math.nan):.2f} | {used} |\n")
+            n = np.array([float(row["n_servers"]) for row in usable])
+            log_gap = np.log([abs(float(row["gap"])) for row in usable])
+            power, power_residual = np.polyfit(np.log(n), log_gap, 1, full=True)[:2]
+            exponential, exponential_residual = np.polyfit(n, log_gap, 1, full=True)[:2]
+            gamma, n0 = -power[0], -1.0 / exponential[0]
+            better = "power" if float(np.sum(power_residual)) < float(np.sum(exponential_residual)) else "exponential"
+        sizes = ", ".join(str(int(row["n_servers"])) for row in usable) or "none"
+        lines.append(f"| {policy} | {fleet} | {load} | {sizes} | {gamma:.2f} | {n0:.0f} | {better} |")
+        print(lines[-1], flush=True)
+    (out / "meanfield-convergence.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,18 +185,18 @@ def convergence(args) -> None:
 
     figure, axis = plt.subplots(figsize=(7, 5))
     for policy in CONVERGENCE_CASES:
-        mine = [row for row in rows if row["policy"] == policy and not math.isnan(row["gap"])]
+        mine = [row for row in rows if row["policy"] == policy and not math.isnan(float(row["gap"]))]
         if mine:
             axis.errorbar(
-                [row["n_servers"] for row in mine],
-                [abs(row["gap"]) for row in mine],
-                yerr=[row["half_width"] for row in mine],
+                [float(row["n_servers"]) for row in mine],
+                [max(abs(float(row["gap"])), 1e-5) for row in mine],
+                yerr=[float(row["half_width"]) for row in mine],
                 marker="o",
                 markersize=3,
                 capsize=2,
                 label=policy,
             )
-    n = np.array(sizes, dtype=float)
+    n = np.array([2.0**k for k in range(6, 15)])
     axis.plot(n, 1.0 / n, "k--", label="1/N")
     axis.plot(n, 0.1 / np.sqrt(n), "k:", label="0.1/sqrt(N)")
     axis.set_xscale("log", base=2)
@@ -197,18 +206,25 @@ def convergence(args) -> None:
     axis.set_title("Mean-field limit against simulation (bars: 95% CI)")
     axis.legend(fontsize=7, ncol=2)
     figure.tight_layout()
-    figure.savefig(args.out / "meanfield-convergence.png", dpi=120)
+    figure.savefig(out / "meanfield-convergence.png", dpi=120)
+
+
+def refit(args) -> None:
+    with open(args.out / "meanfield-convergence.csv") as handle:
+        report_convergence(list(csv.DictReader(handle)), args.out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["table", "convergence"])
+    parser.add_argument("what", choices=["table", "convergence", "refit"])
     parser.add_argument("--n", type=int, default=2**14, help="servers for the table (default 16384)")
     parser.add_argument("--jobs", type=int, default=None, help="measured jobs per point")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
-    if args.what == "table":
+    if args.what == "refit":
+        refit(args)
+    elif args.what == "table":
         args.jobs = args.jobs or 1_000_000
         table(args)
     else:
