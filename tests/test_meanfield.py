@@ -285,3 +285,27 @@ def test_cli_meanfield_errors(capsys, argv, field):
         main(["meanfield", "--speeds", "2x1,2x0.25", *(["--load", "0.5"] if "--load" not in argv else []), *argv]) == 2
     )
     assert capsys.readouterr().err.startswith(f"hetlb: error: {field}")
+
+
+def test_the_finite_n_gap_of_a_sampling_policy_shrinks_as_one_over_n():
+    # jsq-df-ds has a smooth drift: the gap between N servers and the limit is c / N (refined mean
+    # field). Weighted least squares of the gap on N^-1 and on N^-1/2: the first fits (chi-square
+    # below its 99.9% quantile with 4 degrees of freedom), the second does not.
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jsq-df-ds")
+    sizes = np.array([8, 16, 32, 64, 128])
+    gap, error = [], []
+    for n_servers in sizes:
+        system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, n_servers), load=0.5)
+        result = hetlb.simulate(system, "jsq-df-ds", jobs=100_000, warmup=100.0, replications=16, seed=12)
+        means = np.array([run.mean_response_time for run in result.runs]) / limit.mean_response_time - 1
+        gap.append(means.mean())
+        error.append(means.std(ddof=1) / math.sqrt(means.size))
+    gap, weight = np.array(gap), 1 / np.array(error) ** 2
+
+    def chi_square(rate):
+        x = sizes.astype(float) ** -rate
+        c = np.sum(weight * gap * x) / np.sum(weight * x * x)
+        return np.sum(weight * (gap - c * x) ** 2)
+
+    threshold = stats.chi2.ppf(0.999, sizes.size - 1)
+    assert chi_square(1.0) < threshold < chi_square(0.5)
