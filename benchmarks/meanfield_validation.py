@@ -111,6 +111,8 @@ def table(args) -> None:
             for policy in SIMULATED:
                 if policy == "jsq-df-ds" and len(FLEETS[fleet][0]) != 2:
                     continue
+                if args.policies and policy not in args.policies.split(","):
+                    continue
                 limit, result = simulate_against_limit(fleet, load, policy, args.n, args.jobs // 5, 5, args.seed)
                 row = gap_row(fleet, load, policy, args.n, limit, result)
                 rows.append(row)
@@ -120,8 +122,8 @@ def table(args) -> None:
                     f"[{time.perf_counter() - started:6.0f} s]",
                     flush=True,
                 )
-    write(rows, args.out, "meanfield-table")
-    with open(args.out / "meanfield-table.md", "w") as handle:
+    write(rows, args.out, args.name)
+    with open(args.out / f"{args.name}.md", "w") as handle:
         handle.write(
             "| fleet | load | policy | limit | simulated (95% CI) | gap | agrees |\n|---|---|---|---|---|---|---|\n"
         )
@@ -220,6 +222,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2**14, help="servers for the table (default 16384)")
     parser.add_argument("--jobs", type=int, default=None, help="measured jobs per point")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policies", help="comma list: only these policies (table)")
+    parser.add_argument("--name", default="meanfield-table", help="file name of the table's outputs")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
     if args.what == "refit":

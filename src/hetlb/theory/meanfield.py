@@ -698,7 +698,15 @@ def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: flo
     """A warm-up for simulating ``limit``'s system from empty (time units): for a sampling
     policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
     of the fixed point's jobs per server (``horizon`` when it does not); for a ranking policy
-    (no queueing in the limit, relaxation on the scale of a service time), 20 response times."""
+    (no queueing in the limit, relaxation on the scale of a service time), 20 response times; for
+    sed, whose fast servers hold queues that fill from empty only with the arrivals beyond the
+    capacity of the classes faster than K, twice the waiting jobs over that surplus, in addition."""
+    if limit.policy == "sed":  # from empty, the queues of the faster classes fill with the surplus
+        busy = fill_in_order(limit.class_speed, limit.class_fraction, limit.arrival_rate, range(limit.class_speed.size))
+        faster = busy >= 1.0
+        surplus = limit.arrival_rate - float(np.sum(limit.class_fraction[faster] * limit.class_speed[faster]))
+        waiting = limit.mean_number_in_system - float(np.sum(limit.class_fraction * limit.occupancy[:, 0]))
+        return 20.0 * limit.mean_response_time + (2.0 * waiting / surplus if waiting > 0 and surplus > 0 else 0.0)
     if limit.policy in RANKING:
         return 20.0 * limit.mean_response_time
     if not limit.stable:
