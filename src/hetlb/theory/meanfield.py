@@ -74,6 +74,8 @@ PROBABILITY_PARAMETERS = ("p_fast", "p_slow")
 
 FIRST_LEVELS = 32
 MAX_LEVELS = 1024
+MAX_CLOSED_FORM_LEVELS = 100_000
+"""Largest buffer (or truncation) of the independent M/M/1/b queues of random and weighted-random."""
 TAIL_TOLERANCE = 1e-13
 """An infinite buffer is truncated at L levels, L doubling from FIRST_LEVELS until the fraction of
 every class with L or more jobs is below TAIL_TOLERANCE (sampling_fixed_point)."""
@@ -262,6 +264,9 @@ def mean_field(speeds, fractions=None, *, load, policy: str = "jsq", buffer=None
     if rho >= 1.0:
         raise InputError("load", f"must be below 1 (the mean-field limit here is for rho < 1), got {rho:g}")
     buffer = check_buffer(buffer)
+    largest = MAX_LEVELS if policy in ("pod", "jsq-df-ds", "jiq-df-ds") else MAX_CLOSED_FORM_LEVELS
+    if buffer is not None and policy in SAMPLING and buffer > largest:
+        raise InputError("buffer", f"{policy}'s mean-field solver takes buffers up to {largest} jobs, got {buffer}")
     parameters = policy_parameters(policy, params)
     arrival_rate = rho * float(np.sum(fraction * speed))
     if policy in RANKING:
@@ -481,12 +486,11 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     if buffer is None and policy == "pod" and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"]):
         return np.ones((speed.size, 1)), False
     if buffer is not None:  # continuation: the fixed point with fewer levels starts the next
-        guess = None
-        for levels in [FIRST_LEVELS, buffer] if buffer > FIRST_LEVELS else [buffer]:
-            if guess is not None:  # the top level's jobs move to the new top level
-                guess = np.concatenate([guess, np.repeat(guess[:, -1:], levels - guess.shape[1], axis=1)], axis=1)
-            guess = solve_sampling(model, levels, guess)
-        return guess, True
+        solution = solve_sampling(model, min(FIRST_LEVELS, buffer), None)
+        if buffer > FIRST_LEVELS:  # the top level's jobs move to the new top level
+            padding = np.repeat(solution[:, -1:], buffer - FIRST_LEVELS, axis=1)
+            solution = solve_sampling(model, buffer, np.concatenate([solution, padding], axis=1))
+        return solution, True
     levels = FIRST_LEVELS
     guess = None
     while True:
@@ -515,6 +519,8 @@ def independent_queues(model: SamplingModel, buffer) -> tuple[np.ndarray, bool]:
         if ratio >= 1.0:
             return np.ones((model.speed.size, 1)), False
         levels = max(1, math.ceil(math.log(TAIL_TOLERANCE) / math.log(ratio)))
+        if levels > MAX_CLOSED_FORM_LEVELS:
+            raise InputError("load", f"the queues at this load reach beyond {MAX_CLOSED_FORM_LEVELS} jobs per server")
     else:
         levels = buffer
     return birth_death_tails(np.repeat(birth[:, None], levels, axis=1), model.speed), True
