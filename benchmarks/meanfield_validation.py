@@ -143,6 +143,8 @@ def convergence(args) -> None:
     rows = []
     sizes = [2**k for k in range(6, 15)]
     for policy, (fleet, load) in CONVERGENCE_CASES.items():
+        if args.policies and policy not in args.policies.split(","):
+            continue
         for n_servers in sizes:
             replications = 5
             limit, result = simulate_against_limit(
@@ -153,7 +155,7 @@ def convergence(args) -> None:
                 f"{policy:16} N={n_servers:6} gap {rows[-1]['gap']:+.4%} +-{rows[-1].get('half_width', math.nan):.4%}",
                 flush=True,
             )
-    write(rows, args.out, "meanfield-convergence")
+    write(rows, args.out, args.name)
     report_convergence(rows, args.out)
 
 
@@ -212,7 +214,7 @@ def report_convergence(rows: list[dict], out: Path) -> None:
 
 
 def refit(args) -> None:
-    with open(args.out / "meanfield-convergence.csv") as handle:
+    with open(args.out / f"{args.name}.csv") as handle:
         report_convergence(list(csv.DictReader(handle)), args.out)
 
 
@@ -222,10 +224,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2**14, help="servers for the table (default 16384)")
     parser.add_argument("--jobs", type=int, default=None, help="measured jobs per point")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--policies", help="comma list: only these policies (table)")
-    parser.add_argument("--name", default="meanfield-table", help="file name of the table's outputs")
+    parser.add_argument("--policies", help="comma list: only these policies")
+    parser.add_argument("--name", help="file name of the CSV (default meanfield-table or meanfield-convergence)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
+    args.name = args.name or ("meanfield-table" if args.what == "table" else "meanfield-convergence")
     if args.what == "refit":
         refit(args)
     elif args.what == "table":

@@ -477,9 +477,11 @@ def sampling_model(policy, parameters, speed, fraction, arrival_rate) -> Samplin
 def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buffer) -> tuple[np.ndarray, bool]:
     """(s_{m,i}, stable) at the fixed point of a sampling policy. An infinite buffer is truncated
     at L levels, L doubling until the tail is negligible (TAIL_TOLERANCE); the limit is declared
-    unstable when a truncated fixed point piles mass at its top level (a birth rate at level L-1
-    at least the death rate of some class: those queues would grow without bound). Beyond
-    MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
+    unstable when a truncated fixed point piles mass at its top level: a birth rate at level L-1
+    at least the death rate of some class, or a fraction of a class at the top level that doubling
+    L does not halve (with d >= 2 samples the birth rates vanish with the tails, so a stable tail
+    falls faster than geometrically; with one sample, a tail this slow is refused below).
+    Beyond MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
     if policy in ("random", "weighted-random") or (policy == "pod" and parameters["d"] == 1):
         return independent_queues(model, buffer)
@@ -493,13 +495,16 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         return solution, True
     levels = FIRST_LEVELS
     guess = None
+    previous_top = None
     while True:
         occupancy = solve_sampling(model, levels, guess)
         if occupancy[:, -1].max() < TAIL_TOLERANCE:
             return trim_levels(occupancy), True
         top_birth = model.class_birth(model.group_tails(occupancy))[:, -1]
-        if np.any(top_birth >= speed):
+        top = occupancy[:, -1]
+        if np.any(top_birth >= speed) or (previous_top is not None and np.any(top > 0.5 * previous_top)):
             return np.ones((speed.size, 1)), False
+        previous_top = top
         if 2 * levels > MAX_LEVELS:
             raise InputError(
                 "load",
