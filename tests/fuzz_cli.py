@@ -754,9 +754,9 @@ def t_demo(rng) -> Draft:
 
 
 def t_meanfield(rng) -> Draft:
-    args = speeds_args(rng) + [rate_arg(rng)]
     policy = rng.choice(["jsq", "jfsq", "sed", "pod", "random", "weighted-random", "jsq-df-ds", "jiq-df-ds"])
-    args.append(A("--policy", policy))
+    fleet = [A("--speeds", "2x1,2x0.5")] if policy.endswith("df-ds") else speeds_args(rng)  # two classes at least
+    args = fleet + [rate_arg(rng), A("--policy", policy)]
     if policy == "pod" and rng.random() < 0.5:
         args.append(A("--d", "3"))
     if rng.random() < 0.4:
