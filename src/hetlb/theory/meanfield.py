@@ -708,7 +708,9 @@ def mean_field_trajectory(
 def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: float = 1e5) -> float:
     """A warm-up for simulating ``limit``'s system from empty (time units): for a sampling
     policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
-    of the fixed point's jobs per server (``horizon`` when it does not); for a ranking policy
+    of the fixed point's jobs per server (``horizon`` when it does not; for random and
+    weighted-random, ln(1/tolerance) over the least spectral gap mu_m (1 - sqrt(rho_m))^2 of their
+    M/M/1 queues); for a ranking policy
     (no queueing in the limit, relaxation on the scale of a service time), 20 response times; for
     sed, whose fast servers hold queues that fill from empty only with the arrivals beyond the
     capacity of the classes faster than K, twice the waiting jobs over that surplus, in addition."""
@@ -724,6 +726,13 @@ def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: flo
         raise InputError(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
         )
+    if limit.policy in ("random", "weighted-random"):  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
+        model = sampling_model(
+            limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
+        )
+        load = model.class_birth(np.ones((1, 2)))[:, 0] / limit.class_speed
+        gap = limit.class_speed * (1.0 - np.sqrt(np.minimum(load, 1.0))) ** 2
+        return float(min(horizon, math.log(1.0 / tolerance) / max(float(np.min(gap)), 1.0 / horizon)))
     times = np.geomspace(0.01, horizon, 400)
     path = mean_field_trajectory(
         limit.class_speed,
