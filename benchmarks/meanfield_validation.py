@@ -106,7 +106,8 @@ def write(rows: list[dict], out: Path, name: str) -> None:
 def table(args) -> None:
     rows = []
     started = time.perf_counter()
-    for fleet in FLEETS:
+    chosen = [list(FLEETS)[int(k) - 1] for k in args.fleets.split(",")] if args.fleets else list(FLEETS)
+    for fleet in chosen:
         for load in LOADS:
             for policy in SIMULATED:
                 if policy == "jsq-df-ds" and len(FLEETS[fleet][0]) != 2:
@@ -225,6 +226,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="measured jobs per point")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--policies", help="comma list: only these policies")
+    parser.add_argument("--fleets", help="comma list of fleet numbers 1, 2, 3 (table; default all)")
     parser.add_argument("--name", help="file name of the CSV (default meanfield-table or meanfield-convergence)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()

@@ -711,7 +711,8 @@ def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: flo
     of the fixed point's jobs per server (``horizon`` when it does not; for random and
     weighted-random, ln(1/tolerance) over the least spectral gap mu_m (1 - sqrt(rho_m))^2 of their
     M/M/1 queues); for a ranking policy
-    (no queueing in the limit, relaxation on the scale of a service time), 20 response times; for
+    (no queueing in the limit, relaxation on the scale of a service time), 20 response times or
+    2 ln(1/tolerance) mean service times of the slowest busy class, whichever is longer; for
     sed, whose fast servers hold queues that fill from empty only with the arrivals beyond the
     capacity of the classes faster than K, twice the waiting jobs over that surplus, in addition."""
     if limit.policy == "sed":  # from empty, the queues of the faster classes fill with the surplus
@@ -720,8 +721,9 @@ def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: flo
         surplus = limit.arrival_rate - float(np.sum(limit.class_fraction[faster] * limit.class_speed[faster]))
         waiting = limit.mean_number_in_system - float(np.sum(limit.class_fraction * limit.occupancy[:, 0]))
         return 20.0 * limit.mean_response_time + (2.0 * waiting / surplus if waiting > 0 and surplus > 0 else 0.0)
-    if limit.policy in RANKING:
-        return 20.0 * limit.mean_response_time
+    if limit.policy in RANKING:  # the busy fractions relax at the service rates of the busy classes
+        slowest = float(np.min(limit.class_speed[limit.occupancy[:, 0] > 0]))
+        return max(20.0 * limit.mean_response_time, 2.0 * math.log(1.0 / tolerance) / slowest)
     if not limit.stable:
         raise InputError(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
