@@ -79,6 +79,9 @@ MAX_CLOSED_FORM_LEVELS = 100_000
 TAIL_TOLERANCE = 1e-13
 """An infinite buffer is truncated at L levels, L doubling from FIRST_LEVELS until the fraction of
 every class with L or more jobs is below TAIL_TOLERANCE (sampling_fixed_point)."""
+PILE_UP = 1e-3
+"""A fraction of a class at the top level of a 32-level solution above which a larger buffer is
+solved from nearly full servers rather than from the 32-level solution."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest |Phi(T) - T| accepted at a fixed point of the sampling policies."""
 BLOCKING_RESOLUTION = 1e-9
@@ -489,9 +492,12 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         return np.ones((speed.size, 1)), False
     if buffer is not None:  # continuation: the fixed point with fewer levels starts the next
         solution = solve_sampling(model, min(FIRST_LEVELS, buffer), None)
-        if buffer > FIRST_LEVELS:  # the top level's jobs move to the new top level
-            padding = np.repeat(solution[:, -1:], buffer - FIRST_LEVELS, axis=1)
-            solution = solve_sampling(model, buffer, np.concatenate([solution, padding], axis=1))
+        if buffer > FIRST_LEVELS:
+            if solution[:, -1].max() < PILE_UP:  # a decaying tail: extend it with zeros
+                guess = np.concatenate([solution, np.zeros((speed.size, buffer - FIRST_LEVELS))], axis=1)
+            else:  # jobs pile up at the buffer: start from nearly full servers
+                guess = np.full((speed.size, buffer), 1.0 - PILE_UP)
+            solution = solve_sampling(model, buffer, guess)
         return solution, True
     levels = FIRST_LEVELS
     guess = None
