@@ -494,10 +494,10 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         solution = solve_sampling(model, min(FIRST_LEVELS, buffer), None)
         if buffer > FIRST_LEVELS:
             if solution[:, -1].max() < PILE_UP:  # a decaying tail: extend it with zeros
-                guess = np.concatenate([solution, np.zeros((speed.size, buffer - FIRST_LEVELS))], axis=1)
+                start = np.concatenate([solution, np.zeros((speed.size, buffer - FIRST_LEVELS))], axis=1)
             else:  # jobs pile up at the buffer: start from nearly full servers
-                guess = np.full((speed.size, buffer), 1.0 - PILE_UP)
-            solution = solve_sampling(model, buffer, guess)
+                start = np.full((speed.size, buffer), 1.0 - PILE_UP)
+            solution = solve_sampling(model, buffer, start)
         return solution, True
     levels = FIRST_LEVELS
     guess = None
