@@ -36,6 +36,8 @@ def test_a_generous_tolerance_passes_with_fewer_edges_than_the_complete_graph(tm
         result = place(SPEEDS, RATES, tolerance=0.6, families=("fig3", "typed"), store=store, seed=2, **QUICK)
     assert result.best is not None and result.graph is not None
     assert result.best.edges == result.graph.n_edges < SPEEDS.size * RATES.size
+    complete = result.candidates[0]  # the search starts with the complete graph
+    assert complete.family == "complete" and complete.edges == SPEEDS.size * RATES.size
     for candidate in result.candidates:
         low, high = candidate.ratio_ci
         assert candidate.verdict == ("pass" if high < 1.6 else "fail" if low > 1.6 else "undecided")

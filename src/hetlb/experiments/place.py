@@ -161,8 +161,8 @@ def family_graph(family, parameter, speed, rates, buffer, seed) -> Compatibility
     """The graph of ``family`` at ``parameter`` (degree for fig3 and typed, c for the theorems;
     none for ``complete``)."""
     n_servers, n_ports = speed.size, rates.size
-    if family == "complete":
-        return CompatibilityGraph.complete(n_ports, n_servers)
+    if family == "complete":  # one job type: on the complete graph the types are indistinguishable
+        return CompatibilityGraph.complete(1, n_servers)
     if family == "fig3":
         return random_bipartite(n_ports, n_servers, min(1.0, parameter / n_servers), seed)[0]
     if family == "typed":
@@ -226,14 +226,15 @@ class Search:
 
     def run(self, graph: CompatibilityGraph, replications: int, seed: int) -> tuple[np.ndarray, int]:
         """Mean response times of the replications over the bound, and the events simulated."""
-        system = System.from_speeds(self.speed, arrival_rate=self.rates, graph=graph, buffer=self.buffer)
+        rates = self.rates if graph.n_types == self.rates.size else np.array([self.rates.sum()])
+        system = System.from_speeds(self.speed, arrival_rate=rates, graph=graph, buffer=self.buffer)
         result = simulate(system, self.policy, jobs=self.jobs, warmup=self.warmup, replications=replications, seed=seed)
         return np.array([run.mean_response_time for run in result.runs]) / self.bound, result.events
 
     def evaluate(self, family: str, parameter: float) -> Candidate:
         """Simulate the family's graph at ``parameter`` (with more replications while undecided)."""
         graph = family_graph(family, parameter, self.speed, self.rates, self.buffer, self.graph_seed)
-        degree = graph.degree()
+        degree = graph.degree() if family != "complete" else np.full(self.rates.size, self.speed.size)
         threshold = 1.0 + self.tolerance
         replications = self.replications
         for _ in range(MAX_ROUNDS):
@@ -263,7 +264,7 @@ class Search:
         candidate = Candidate(
             family,
             float(parameter),
-            int(graph.n_edges),
+            int(degree.sum()),
             float(degree.mean()),
             int(degree.max()),
             float(ratios.mean()),
@@ -456,7 +457,9 @@ def verify(
     twice the replications, until one passes (at most MAX_VERIFICATIONS): that one is the best.
     When none is confirmed, the last one tried is returned with its verdict. Every attempt is
     appended to ``attempts``."""
-    passing = sorted((c for c in search.candidates if c.verdict == "pass"), key=lambda c: c.edges)
+    passing = sorted(
+        (c for c in search.candidates if c.verdict == "pass" and c.family != "complete"), key=lambda c: c.edges
+    )
     best = graph = verification = None
     for candidate in passing[:MAX_VERIFICATIONS]:
         graph = family_graph(candidate.family, candidate.parameter, speed, rates, buffer, graph_seed)
