@@ -481,9 +481,10 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     """(s_{m,i}, stable) at the fixed point of a sampling policy. An infinite buffer is truncated
     at L levels, L doubling until the tail is negligible (TAIL_TOLERANCE); the limit is declared
     unstable when a truncated fixed point piles mass at its top level: a birth rate at level L-1
-    at least the death rate of some class, or a fraction of a class at the top level that doubling
-    L does not halve (with d >= 2 samples the birth rates vanish with the tails, so a stable tail
-    falls faster than geometrically; with one sample, a tail this slow is refused below).
+    at least the death rate of some class, or (pod, jsq-df-ds) a fraction of a class at the top
+    level that doubling L does not halve (their birth rates vanish with the tails, so a stable tail
+    falls faster than geometrically). jiq-df-ds's birth rate above level 1 is constant, so its
+    first test is exact.
     Beyond MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
     if policy in ("random", "weighted-random") or (policy == "pod" and parameters["d"] == 1):
@@ -508,7 +509,8 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
             return trim_levels(occupancy), True
         top_birth = model.class_birth(model.group_tails(occupancy))[:, -1]
         top = occupancy[:, -1]
-        if np.any(top_birth >= speed) or (previous_top is not None and np.any(top > 0.5 * previous_top)):
+        vanishing = policy != "jiq-df-ds"  # its birth rate above level 1 is constant: geometric tails
+        if np.any(top_birth >= speed) or (vanishing and previous_top is not None and np.any(top > 0.5 * previous_top)):
             return np.ones((speed.size, 1)), False
         previous_top = top
         if 2 * levels > MAX_LEVELS:
