@@ -481,10 +481,10 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     """(s_{m,i}, stable) at the fixed point of a sampling policy. An infinite buffer is truncated
     at L levels, L doubling until the tail is negligible (TAIL_TOLERANCE); the limit is declared
     unstable when a truncated fixed point piles mass at its top level: a birth rate at level L-1
-    at least the death rate of some class, or (pod, jsq-df-ds) a fraction of a class at the top
-    level that doubling L does not halve (their birth rates vanish with the tails, so a stable tail
-    falls faster than geometrically). jiq-df-ds's birth rate above level 1 is constant, so its
-    first test is exact.
+    at least the death rate of some class, or (pod, and jsq-df-ds with d_F, d_S >= 2) a fraction of
+    a class at the top level that doubling L does not halve (their birth rates vanish with the
+    tails, so a stable tail falls faster than geometrically). With one sample, or jiq-df-ds's random
+    busy choice, the birth rate above level 1 is constant and the first test is exact.
     Beyond MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
     if policy in ("random", "weighted-random") or (policy == "pod" and parameters["d"] == 1):
@@ -509,7 +509,9 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
             return trim_levels(occupancy), True
         top_birth = model.class_birth(model.group_tails(occupancy))[:, -1]
         top = occupancy[:, -1]
-        vanishing = policy != "jiq-df-ds"  # its birth rate above level 1 is constant: geometric tails
+        # with d >= 2 samples per group pod's and jsq-df-ds's birth rates vanish with the tails;
+        # with one sample, or jiq-df-ds's random busy choice, they are constant: geometric tails
+        vanishing = policy == "pod" or (policy == "jsq-df-ds" and min(parameters["d_fast"], parameters["d_slow"]) >= 2)
         if np.any(top_birth >= speed) or (vanishing and previous_top is not None and np.any(top > 0.5 * previous_top)):
             return np.ones((speed.size, 1)), False
         previous_top = top
