@@ -16,6 +16,7 @@ $(BIN)/hetlb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	-$(BIN)/hetlb compile --quiet
 	touch $(BIN)/hetlb
 
 setup: $(BIN)/hetlb

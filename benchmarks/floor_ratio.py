@@ -15,7 +15,9 @@ Paths (each floor kernel is a file of this folder, written from the model, not f
 * ``slotted-jsq``, ``slotted-l-jsq-push``: the slotted model of paper 001, M = 10 dispatchers,
   N = 100 servers of speeds 1 and 0.5, load 0.9, Poisson counts (floor_slotted.py);
 * ``fsl``, ``ssl``: the bounding systems of paper 002 at n = 1000, speeds evenly spread over
-  [0.5, 1.5], excess capacity 1 in the Halfin-Whitt scaling, infinite buffers (floor_bounding.py).
+  [0.5, 1.5], excess capacity 1 in the Halfin-Whitt scaling, infinite buffers (floor_bounding.py);
+* ``dispatchers-l-jsq-push``: M = 10 dispatchers in continuous time, the canonical system at
+  N = 100, l-jsq with push updates without delay (p_hat = 1, d = 2) (floor_dispatchers.py).
 
     python benchmarks/floor_ratio.py --rounds 9
     python benchmarks/floor_ratio.py --rounds 5 --paths complete-10,sparse --scale 0.5
@@ -34,7 +36,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from dispatchers import time_dispatchers  # noqa: E402
 from floor_bounding import run_floor_bounding  # noqa: E402
+from floor_dispatchers import run_floor_dispatchers  # noqa: E402
 from floor_slotted import run_floor_slotted  # noqa: E402
 from floor_sparse import run_floor_sparse  # noqa: E402
 from minimal_kernel import _simulate_jsq  # noqa: E402
@@ -168,6 +172,22 @@ def bounding_path(kind, horizon, n=1000):
     return floor, simulator, "M events/s", 1e6
 
 
+def dispatchers_path(jobs, n=100, m=10):
+    speeds = canonical_speeds(n)
+    system = hetlb.System.from_speeds(list(speeds), load=LOAD)
+    rate = LOAD * speeds.sum()
+
+    def floor():
+        _, events, seconds = run_floor_dispatchers(speeds, rate, m, 1.0, 2, jobs, SEED, CLOCK)
+        return events / seconds
+
+    def simulator():
+        events, _, seconds = time_dispatchers(system, "l-jsq", m, "push:p_hat=1:d=2", jobs, SEED)
+        return events / seconds
+
+    return floor, simulator, "M events/s", 1e6
+
+
 def paths(scale):
     jobs = int(1_000_000 * scale)
     return {
@@ -179,6 +199,7 @@ def paths(scale):
         "slotted-l-jsq-push": lambda: slotted_path("l-jsq-push", int(100_000 * scale)),
         "fsl": lambda: bounding_path("fsl", 2_000.0 * scale),
         "ssl": lambda: bounding_path("ssl", 2_000.0 * scale),
+        "dispatchers-l-jsq-push": lambda: dispatchers_path(jobs),
     }
 
 

@@ -101,6 +101,25 @@ def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     return continuous_numbers(result)
 
 
+def dispatcher_numbers(result) -> dict:
+    """A continuous run's numbers with those of its dispatchers."""
+    (run,) = result.runs
+    numbers = continuous_numbers(result)
+    numbers["messages"] = np.array(list(run.messages.values()), dtype=float)
+    for name in ("mean_estimate_error", "mean_estimate_age", "herd_fraction", "stale_messages", "message_events"):
+        numbers[name] = np.asarray(getattr(run, name), dtype=float)
+    return numbers
+
+
+def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
+    system = hetlb.System.from_speeds(SPEEDS, load=0.8, buffer=options.pop("buffer", None))
+    with routing_path(path):
+        result = hetlb.simulate(
+            system, policy, jobs=800, warmup=5.0, batches=5, seed=7, trace=20, dispatchers=3, update=update, **options
+        )
+    return dispatcher_numbers(result)
+
+
 def sandwich_numbers() -> dict:
     check = check_sandwich(SPEEDS, 4.2, buffer=4, horizon=300.0, warmup=10.0, seed=5)
     numbers = {
@@ -184,6 +203,18 @@ def scenarios() -> dict:
                         seed=3,
                         d=2,
                     )
+                ).items()
+            },
+        },
+        "dispatchers tree l-jsq, delayed piggyback and push": lambda: dispatchers_run(
+            "tree", "l-jsq", "increment,piggyback:delay=0.2,push:p_hat=0.5:d=2:mean_delay=0.3", buffer=4
+        ),
+        "dispatchers scan l-jba pull, jsq-lisf on independent snapshots": lambda: {
+            **dispatchers_run("scan", "l-jba", "pull:p_hat=0.7:mean_delay=0.1"),
+            **{
+                "snapshot " + name: value
+                for name, value in dispatchers_run(
+                    "tree", "jsq-lisf", "snapshot:tau=0.5:phases=independent:delay=0.1"
                 ).items()
             },
         },

@@ -50,6 +50,9 @@ def test_every_flag_of_every_command_has_help():
         "loadgen",
         "meanfield",
         "place",
+        "serve",
+        "testbed",
+        "compile",
     }
     missing = []
     for name, command in [("hetlb", parser), *commands.choices.items()]:
@@ -291,8 +294,11 @@ SMALL = ["simulate", "--speeds", "3x1,2x0.5", "--load", "0.6", "--jobs", "3000",
 
 def test_compile_notice_and_quiet(capsys, monkeypatch):
     import hetlb.progress
+    from hetlb.simulation import ahead_of_time
 
     monkeypatch.setattr(hetlb.progress, "needs_compiling", lambda *kernels: True)
+    monkeypatch.setattr(ahead_of_time, "_looked", True)  # no kernel compiled ahead of time
+    monkeypatch.setattr(ahead_of_time, "_loaded", None)
     status, _, err = run(capsys, SMALL)
     assert status == 0 and err.startswith("hetlb: compiling the simulation kernels") and err.count("\n") == 1
     status, _, err = run(capsys, [*SMALL, "--quiet"])
@@ -452,10 +458,10 @@ PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000", "--paths": "16"}
 """Smaller runs of the documented commands (their flags and their meaning unchanged)."""
 
-PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "place"}
+PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve", "place"}
 """Commands too long for the test suite (or that serve until stopped): their command lines are
 parsed, and their inputs checked (the sweep spec exists, the reproduction is registered); the live
-ones run as real processes in tests/test_live_*.py."""
+ones run as real processes in tests/test_live_*.py and tests/test_serve_live.py."""
 
 
 def documented_commands(pages=PAGES):

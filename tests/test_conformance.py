@@ -19,6 +19,7 @@ def test_every_registered_policy_conforms(policy_id):
     spec = POLICIES[policy_id]
     assert ("exact agreement" in names) == ("continuous" in spec.models and spec.exact_rule is not None)
     assert ("slotted invariants" in names) == ("slotted" in spec.models)
+    assert ("choice on estimates" in names) == ("live" in spec.models)
 
 
 def test_a_key_that_contradicts_the_definition_is_caught(monkeypatch):
@@ -30,6 +31,16 @@ def test_a_key_that_contradicts_the_definition_is_caught(monkeypatch):
     failed = {check.name for check in report.checks if not check.passed}
     assert "selection keys" in failed and not report.passed
     assert "FAILS" in report.summary
+
+
+@pytest.mark.parametrize(
+    ("policy_id", "wrong_rule"),
+    [("jfsq", exact_rules.jssq), ("jiq", exact_rules.jsq), ("l-jba", exact_rules.weighted_random)],
+)
+def test_a_choice_on_estimates_that_contradicts_the_definition_is_caught(monkeypatch, policy_id, wrong_rule):
+    monkeypatch.setitem(conformance.ESTIMATE_RULES, policy_id, wrong_rule)
+    check = conformance._choice_on_estimates(policy_id, seed=3, alpha=1e-3)
+    assert not check.passed and check.name == "choice on estimates"
 
 
 def test_an_inconsistent_entry_is_refused_when_it_is_declared():

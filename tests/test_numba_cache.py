@@ -1,4 +1,4 @@
-"""hetlb.kernels.jit.cache_somewhere: numba gets a writable cache directory when it finds none
+"""hetlb.jit.cache_somewhere: numba gets a writable cache directory when it finds none
 (a read-only install and home), so that hetlb still imports."""
 
 import os
@@ -6,8 +6,9 @@ import stat
 
 import pytest
 from numba import config
+from numba.core import caching
 
-from hetlb.kernels import jit
+from hetlb import jit
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def nowhere_to_cache(monkeypatch, tmp_path):
     def no_locator(py_func):
         raise RuntimeError("cannot cache function: no locator available")
 
-    monkeypatch.setattr(jit, "FunctionCache", no_locator)
+    monkeypatch.setattr(caching, "FunctionCache", no_locator)
     monkeypatch.setattr(config, "CACHE_DIR", "")
     monkeypatch.setattr(jit.tempfile, "tempdir", str(tmp_path))
     return tmp_path

@@ -347,22 +347,29 @@ def test_the_message_without_a_store(tmp_path):
 
 
 def loaded_kernels() -> dict:
-    """Which event kernels this process has loaded (compiled or from the cache)."""
-    from hetlb.kernels import continuous, slotted
+    """Which event kernels this process has loaded: compiled ahead of time and called, or by the
+    JIT (compiled or from its cache)."""
+    from hetlb.kernels import continuous, dispatchers, slotted
+    from hetlb.simulation.ahead_of_time import compiled_kernels
 
-    return {"continuous": bool(continuous.advance.signatures), "slotted": bool(slotted.advance.signatures)}
+    ahead = compiled_kernels()
+    return {
+        "continuous": bool(continuous.advance.signatures) or (ahead is not None and ahead.calls > 0),
+        "dispatchers": bool(dispatchers.advance.signatures),
+        "slotted": bool(slotted.advance.signatures),
+    }
 
 
-@pytest.mark.parametrize("models", [("continuous",), ("slotted",), ("continuous", "slotted")])
-def test_a_pool_worker_loads_the_kernels_of_the_sweep_models_before_its_first_task(models):
+@pytest.mark.parametrize("kernels", [("continuous",), ("slotted",), ("continuous", "dispatchers", "slotted")])
+def test_a_pool_worker_loads_the_kernels_of_the_sweep_before_its_first_task(kernels):
     from hetlb.experiments.executors import WorkerPool
 
-    pool = WorkerPool(1, mp_context=multiprocessing.get_context("spawn"), models=models)
+    pool = WorkerPool(1, mp_context=multiprocessing.get_context("spawn"), kernels=kernels)
     try:
         loaded = pool.submit(loaded_kernels).result(timeout=120)
     finally:
         pool.stop()
-    assert loaded == {model: model in models for model in ("continuous", "slotted")}
+    assert loaded == {kernel: kernel in kernels for kernel in ("continuous", "dispatchers", "slotted")}
 
 
 def test_a_sweep_point_knows_its_model():
@@ -370,3 +377,5 @@ def test_a_sweep_point_knows_its_model():
 
     assert Point({}, {"system": {"speeds": "1,1"}}).model == "continuous"
     assert Point({}, {"system": {"model": "slotted", "speeds": "1,1"}}).model == "slotted"
+    assert Point({}, {"system": {"speeds": "1,1", "dispatchers": 3}}).kernel == "dispatchers"
+    assert Point({}, {"system": {"model": "slotted", "speeds": "1,1", "dispatchers": 3}}).kernel == "slotted"

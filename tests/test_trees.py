@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hetlb.kernels.jit import records
+from hetlb.jit import records
 from hetlb.kernels.trees import lower_time, lower_time_at_root, new_tournament, set_time, set_time_by_scan
 
 

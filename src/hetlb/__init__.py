@@ -6,12 +6,11 @@ some servers by a compatibility graph, finite buffers, and exact and asymptotic 
 check them against.
 """
 
-import hetlb.kernels.jit  # noqa: F401  (first: it gives numba a cache directory, see cache_somewhere)
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
 from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
-from hetlb.simulation.continuous import simulate
+from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.version import __version__
 

@@ -20,7 +20,7 @@ import numpy as np
 from hetlb.model import System
 from hetlb.plots import plot_metric
 from hetlb.policies import make_policy
-from hetlb.simulation.continuous import simulate
+from hetlb.simulation.simulate import simulate
 from hetlb.theory import speed_lower_bound
 
 SPEEDS = np.repeat([1.0, 0.5, 0.25, 0.125], 25)

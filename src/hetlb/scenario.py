@@ -28,7 +28,10 @@ A scenario file has three tables::
 ``model = "slotted"`` in [system] gives the slotted multi-dispatcher model of paper 001 instead
 (keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``, ``ties``; [run] takes
 ``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys, and docs/reference/scenario.md describes
-every key with its default and unit.
+every key with its default and unit. In the continuous model, ``dispatchers`` and ``dispatcher_share``
+in [system], ``update`` in [policy] (a text such as "piggyback,push:p_hat=0.1:d=2" or a table of
+signals) and ``herd_window`` in [run] give M dispatchers that decide on their own estimates
+(hetlb.simulation.dispatchers; docs/reference/dispatchers.md).
 """
 
 from __future__ import annotations
@@ -52,7 +55,19 @@ from hetlb.policies import Policy, make_policy
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
 SYSTEM_KEYS = {
     "continuous": SPEED_KEYS
-    | {"model", "load", "arrival_rate", "excess_capacity", "buffer", "job_sizes", "scv", "graph", "types"},
+    | {
+        "model",
+        "load",
+        "arrival_rate",
+        "excess_capacity",
+        "buffer",
+        "job_sizes",
+        "scv",
+        "graph",
+        "types",
+        "dispatchers",
+        "dispatcher_share",
+    },
     "slotted": SPEED_KEYS
     | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals", "service", "routing", "ties"},
 }
@@ -67,6 +82,7 @@ RUN_KEYS = {
         "occupancy_levels",
         "state_distribution",
         "speed_bins",
+        "herd_window",
     },
     "slotted": {"slots", "warmup", "replications", "seed", "batches", "preference"},
 }
@@ -82,6 +98,7 @@ class Scenario:
     system: System | SlottedSystem
     policy: Policy
     run: dict = field(default_factory=dict)
+    dispatch: dict = field(default_factory=dict)  # dispatchers, split, update of the continuous model
 
     @property
     def model(self) -> str:
@@ -89,11 +106,11 @@ class Scenario:
 
     def simulate(self, **overrides):
         """Run the scenario (``overrides`` replace run keys, e.g. ``seed``)."""
-        from hetlb.simulation.continuous import simulate
+        from hetlb.simulation.simulate import simulate
         from hetlb.simulation.slotted import simulate_slotted
 
         run = simulate_slotted if self.model == "slotted" else simulate
-        return run(self.system, self.policy, **{**self.run, **overrides})
+        return run(self.system, self.policy, **{**self.dispatch, **self.run, **overrides})
 
     @classmethod
     def from_mapping(cls, data: dict) -> Scenario:
@@ -107,8 +124,18 @@ class Scenario:
         check_keys("system", system_data, SYSTEM_KEYS[model])
         check_keys("run", run, RUN_KEYS[model])
         check_run(model, run)
-        system = build_slotted_system(system_data) if model == "slotted" else build_system(system_data)
-        return cls(system, build_policy(policy_data), run)
+        if model == "slotted":
+            return cls(build_slotted_system(system_data), build_policy(policy_data), run)
+        dispatch = {
+            name: table.pop(key)
+            for name, table, key in (
+                ("dispatchers", system_data, "dispatchers"),
+                ("split", system_data, "dispatcher_share"),
+                ("update", policy_data, "update"),
+            )
+            if key in table
+        }
+        return cls(build_system(system_data), build_policy(policy_data), run, dispatch)
 
     @classmethod
     def from_toml(cls, path) -> Scenario:
@@ -154,6 +181,7 @@ RUN_CHECKS: dict[str, dict[str, Callable]] = {
         "occupancy_levels": lambda name, value: validation.integer(name, value),
         "state_distribution": validation.flag,
         "speed_bins": lambda name, value: validation.integer(name, value),
+        "herd_window": validation.positive_number,
     },
     "slotted": {
         "slots": lambda name, value: validation.integer(name, value),

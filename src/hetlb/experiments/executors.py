@@ -168,11 +168,11 @@ def leave_fork_server() -> None:
         server._forkserver_alive_fd = None
 
 
-def init_worker(owner: int, models: tuple[str, ...]) -> None:
+def init_worker(owner: int, kernels: tuple[str, ...]) -> None:
     """Initializer of a :class:`WorkerPool` worker; ``owner`` is the pid of the process that made
     the pool. With the fork and spawn start methods the owner is the worker's parent, which it
     watches; with forkserver the parent is the fork server, and the worker watches the owner.
-    It loads the kernels of ``models`` before its first task."""
+    It loads the kernels of ``kernels`` before its first task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the owner handles it
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how the owner stops a worker (a fork inherits its handler)
     die_with_parent()
@@ -183,16 +183,16 @@ def init_worker(owner: int, models: tuple[str, ...]) -> None:
         if parent_of(parent) == owner:
             leave_fork_server()
         watch_owner(owner)
-    warm_kernels(models)
+    warm_kernels(kernels)
 
 
 class WorkerPool(ProcessPoolExecutor):
     """The local process pool of sweeps: ``workers`` processes (``mp_context``: a
     multiprocessing context, default the platform's start method) made with :func:`init_worker`."""
 
-    def __init__(self, workers: int, mp_context=None, models: tuple[str, ...] = ("continuous",)):
+    def __init__(self, workers: int, mp_context=None, kernels: tuple[str, ...] = ("continuous",)):
         super().__init__(
-            max_workers=workers, mp_context=mp_context, initializer=init_worker, initargs=(os.getpid(), models)
+            max_workers=workers, mp_context=mp_context, initializer=init_worker, initargs=(os.getpid(), kernels)
         )
 
     def stop(self) -> None:
@@ -219,16 +219,17 @@ def stop(executor, futures=()) -> None:
         executor.stop()
 
 
-def warm_kernels(models: tuple[str, ...] = ("continuous",)) -> None:
-    """Load (or compile) the event kernel of each model of ``models`` ("continuous", "slotted") in
+def warm_kernels(kernels: tuple[str, ...] = ("continuous",)) -> None:
+    """Load (or compile) each event loop of ``kernels`` ("continuous", "dispatchers", "slotted") in
     this process with a tiny run, once per worker rather than in its first task."""
     from hetlb.model import SlottedSystem, System
+    from hetlb.simulation.simulate import simulate
 
-    if "continuous" in models:
-        from hetlb.simulation.continuous import simulate
-
+    if "continuous" in kernels:
         simulate(System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=20)
-    if "slotted" in models:
+    if "dispatchers" in kernels:
+        simulate(System.from_speeds([1.0, 1.0], arrival_rate=0.5), "l-jsq", jobs=20, dispatchers=2)
+    if "slotted" in kernels:
         from hetlb.simulation.slotted import simulate_slotted
 
         simulate_slotted(SlottedSystem.from_speeds([1.0], dispatchers=1, load=0.5), "jsq", slots=20)
@@ -252,9 +253,11 @@ WORKER_BYTES = 250 * 2**20
 """Memory of one worker: Python, numpy, scipy and the loaded kernels (about 213 MiB measured)."""
 
 
-def resolve_executor(executor, models: tuple[str, ...] = ("continuous",)) -> tuple[Executor, int, Callable[[], object]]:
+def resolve_executor(
+    executor, kernels: tuple[str, ...] = ("continuous",)
+) -> tuple[Executor, int, Callable[[], object]]:
     """(executor, number of workers, close) for ``executor``, whose workers load the kernels of
-    ``models`` (see :func:`warm_kernels`) before their first task.
+    ``kernels`` (see :func:`warm_kernels`) before their first task.
 
     None or "processes": a process pool on all cores; "processes:N"; "serial"; "dask://host:port"
     (Dask distributed, installed with the ``dask`` extra); a ``dask.distributed.Client``; or any
@@ -274,16 +277,16 @@ def resolve_executor(executor, models: tuple[str, ...] = ("continuous",)) -> tup
             validation.check_memory(
                 "executor", WORKER_BYTES * workers, f"{workers:,} worker processes", "use fewer workers"
             )
-        pool = WorkerPool(workers, models=models)
+        pool = WorkerPool(workers, kernels=kernels)
         return pool, workers, pool.shutdown
     if executor == "serial":
-        warm_kernels(models)
+        warm_kernels(kernels)
         return SerialExecutor(), 1, lambda: None
     if isinstance(executor, str) and executor.startswith("dask://"):
         client = dask_client(executor.removeprefix("dask://"))
-        return dask_executor(client, models, close=client.close)
+        return dask_executor(client, kernels, close=client.close)
     if type(executor).__name__ == "Client" and type(executor).__module__.startswith("distributed"):
-        return dask_executor(executor, models, close=lambda: None)
+        return dask_executor(executor, kernels, close=lambda: None)
     if isinstance(executor, Executor):
         return executor, getattr(executor, "_max_workers", None) or os.cpu_count() or 1, lambda: None
     raise InputError(
@@ -304,7 +307,7 @@ def dask_client(address: str):
         raise InputError("executor", f"cannot reach the Dask scheduler at {address}: {error}") from None
 
 
-def dask_executor(client, models: tuple[str, ...], close):
-    client.run(warm_kernels, models)
+def dask_executor(client, kernels: tuple[str, ...], close):
+    client.run(warm_kernels, kernels)
     workers = sum(client.nthreads().values()) or 1
     return client.get_executor(pure=False), workers, close

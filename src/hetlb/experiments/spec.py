@@ -63,6 +63,14 @@ class Point:
         return self.scenario.get("system", {}).get("model", "continuous")
 
     @property
+    def kernel(self) -> str:
+        """The event loop that runs the point: "continuous", "dispatchers" (continuous time with
+        ``dispatchers`` in [system]) or "slotted"."""
+        if self.model == "continuous" and "dispatchers" in self.scenario.get("system", {}):
+            return "dispatchers"
+        return self.model
+
+    @property
     def identity(self) -> str:
         """Content hash of the scenario: a point's name that does not depend on the spec around it."""
         return content_hash(self.scenario)

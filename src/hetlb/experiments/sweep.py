@@ -102,7 +102,7 @@ def sweep(
         bar = ProgressBar(f"{spec.name} ", enabled=progress)
         events = sum(row.get("events", 0) for row in done.values())
         if todo:
-            pool, workers, close = resolve_executor(executor, models=tuple(sorted({point.model for point in points})))
+            pool, workers, close = resolve_executor(executor, kernels=tuple(sorted({point.kernel for point in points})))
             in_flight: set[Future] = set()
             prefetch: threading.Thread | None = None
             prefetching = False

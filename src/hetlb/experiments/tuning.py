@@ -18,8 +18,9 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model import System
 from hetlb.policies import make_policy
-from hetlb.simulation.continuous import check_policy_stability, run_cost, simulate
+from hetlb.simulation.continuous import check_policy_stability, run_cost
 from hetlb.simulation.replications import stopping_rule
+from hetlb.simulation.simulate import simulate
 
 DEFAULT_GRID = tuple(np.round(np.linspace(0.0, 1.0, 6), 10))
 """p_F and p_S each take these values (0, 0.2, ..., 1)."""

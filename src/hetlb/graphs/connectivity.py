@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.graphs.constructions import _count_values, _generator, assumption2_parameters
 from hetlb.graphs.graph import CompatibilityGraph
+from hetlb.jit import njit
 
 _FLOW_SCALE = float(2**55)
 
@@ -143,7 +143,7 @@ def _routable_result(result, theta, theta_lower, kind, n_ports, n_servers, rate,
     return result
 
 
-@njit(cache=True)
+@njit
 def _max_flow(indptr, indices, n_servers, supply, capacity):
     """Can every port l send supply[l] to its servers with server r receiving at most capacity[r]?
 
@@ -346,7 +346,7 @@ def _max_flow(indptr, indices, n_servers, supply, capacity):
                         at_port = True
 
 
-@njit(cache=True)
+@njit
 def _visited(level):
     out = np.zeros(level.shape[0], dtype=np.bool_)
     for i in range(level.shape[0]):
@@ -354,7 +354,7 @@ def _visited(level):
     return out
 
 
-@njit(cache=True)
+@njit
 def _list_flow_edge(e, port, listed, list_edge, list_port, n_list):
     """Add edge ``e`` (from ``port``) to the list of edges that carry flow, unless ``listed[e]``;
     the list arrays double when full. Returns the list arrays and its new length."""
@@ -369,7 +369,7 @@ def _list_flow_edge(e, port, listed, list_edge, list_port, n_list):
     return list_edge, list_port, n_list
 
 
-@njit(cache=True)
+@njit
 def _grown(array):
     bigger = np.empty(2 * array.shape[0], dtype=np.int64)
     for i in range(array.shape[0]):
@@ -540,7 +540,7 @@ def _uncovered_rate(indptr, indices, s_indptr, s_ports, rates, subset) -> float:
     return float(rates[~covered].sum())
 
 
-@njit(cache=True)
+@njit
 def _port_rate(r, s_indptr, s_ports, rates, cover, covered_times):
     """Total rate of server r's ports that are covered exactly ``covered_times`` times by I."""
     total = 0.0
@@ -551,7 +551,7 @@ def _port_rate(r, s_indptr, s_ports, rates, cover, covered_times):
     return total
 
 
-@njit(cache=True)
+@njit
 def _grow(indptr, indices, s_indptr, s_ports, rates, candidates, size, tie, seed_server):
     """Greedy: add, ``size`` times, the candidate server whose not yet covered ports carry the least
     rate (ties by ``tie``), starting from ``seed_server`` if >= 0. Returns (in_set, cover count)."""
@@ -579,7 +579,7 @@ def _grow(indptr, indices, s_indptr, s_ports, rates, candidates, size, tie, seed
     return in_set, cover
 
 
-@njit(cache=True)
+@njit
 def _shrink(indptr, indices, s_indptr, s_ports, rates, candidates, size, noise):
     """Greedy from the other side: start from all candidates and repeatedly drop every remaining
     neighbour of the port with the largest rate per server dropped (times ``noise``), as long as
@@ -632,7 +632,7 @@ def _shrink(indptr, indices, s_indptr, s_ports, rates, candidates, size, noise):
     return in_set, cover
 
 
-@njit(cache=True)
+@njit
 def _add_server(r, indptr, indices, s_indptr, s_ports, rates, candidates, cover, marginal):
     """Put server r into I; returns the rate of the ports it newly covers."""
     newly = 0.0
@@ -647,7 +647,7 @@ def _add_server(r, indptr, indices, s_indptr, s_ports, rates, candidates, cover,
     return newly
 
 
-@njit(cache=True)
+@njit
 def _remove_server(r, indptr, indices, s_indptr, s_ports, rates, candidates, cover, marginal):
     """Take server r out of I; returns the rate of the ports left uncovered."""
     newly = 0.0
@@ -662,7 +662,7 @@ def _remove_server(r, indptr, indices, s_indptr, s_ports, rates, candidates, cov
     return newly
 
 
-@njit(cache=True)
+@njit
 def _local_swaps(indptr, indices, s_indptr, s_ports, rates, candidates, in_set, cover, tie, max_swaps):
     """Improve a subset by swaps: take out a member whose ports covered by it alone carry the most
     rate (the 8 best are tried), put in the outside candidate covering the least uncovered rate;
@@ -737,7 +737,7 @@ def _exhaustive(indptr, indices, s_indptr, s_ports, rates, candidate_ids, size):
     return float(best), candidate_ids[subset]
 
 
-@njit(cache=True)
+@njit
 def _enumerate(s_indptr, s_ports, rates, ids, size):
     """Largest D_I over all subsets I of ``ids`` with ``size`` members (lexicographic order)."""
     n_ports = rates.shape[0]
@@ -796,7 +796,7 @@ def _check_graph_arrays(graph, arrival_rate, speed):
     return rates, speeds
 
 
-@njit(cache=True)
+@njit
 def _port_capacity(indptr, indices, speeds):
     """mu(N_L(l)) for every port l."""
     out = np.zeros(indptr.shape[0] - 1)
@@ -808,7 +808,7 @@ def _port_capacity(indptr, indices, speeds):
     return out
 
 
-@njit(cache=True)
+@njit
 def _server_adjacency(indptr, indices, n_servers):
     """The transpose of the CSR graph: the ports of server r are
     s_ports[s_indptr[r]:s_indptr[r+1]], increasing."""

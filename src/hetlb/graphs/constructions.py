@@ -31,11 +31,11 @@ import json
 import math
 
 import numpy as np
-from numba import njit
 
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.graphs.graph import CompatibilityGraph
+from hetlb.jit import njit
 
 EMPTY_PORT_RULES = ("resample", "add-edge")
 """How a port left without any server is handled (see the module docstring)."""
@@ -489,7 +489,7 @@ for _bit in range(64):
 del _bit
 
 
-@njit(cache=True)
+@njit
 def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bitmap, summary, first, ctz_table):
     """For segments s = first, first+1, ...: write seg_count[s] distinct values drawn uniformly from
     col_ids[seg_map[s] : seg_map[s] + seg_n[s]] into out[seg_start[s]:], in increasing order
@@ -593,7 +593,7 @@ def _fill_subsets(seg_count, seg_n, seg_map, col_ids, seg_start, out, words, bit
     return s, wpos
 
 
-@njit(cache=True)
+@njit
 def _next_index(words, wpos, cur, left, w, n):
     """The next index below ``n`` from the random bits of ``words``: w bits at a time from the
     current word ``cur`` (``left`` bits unread) then from ``words[wpos]`` on, an index >= n rejected.
@@ -612,7 +612,7 @@ def _next_index(words, wpos, cur, left, w, n):
             return x, wpos, cur, left
 
 
-@njit(cache=True)
+@njit
 def _write_set_bits(v, wi, out, j, col_ids, m0, ctz_table):
     """Write ``col_ids[m0 + i]`` for every set bit i of bitmap word ``wi`` (value ``v``) to
     ``out[j:]``, in increasing order; return the next free position."""
@@ -625,7 +625,7 @@ def _write_set_bits(v, wi, out, j, col_ids, m0, ctz_table):
     return j
 
 
-@njit(cache=True)
+@njit
 def _count_values(values, size):
     counts = np.zeros(size, dtype=np.int64)
     for v in values:
@@ -633,7 +633,7 @@ def _count_values(values, size):
     return counts
 
 
-@njit(cache=True)
+@njit
 def _sort_rows(indptr, indices):
     for row in range(indptr.shape[0] - 1):
         indices[indptr[row] : indptr[row + 1]].sort()

@@ -1,2 +1,2 @@
 """The numba event loops (continuous time, slotted time, the bounding systems) with their trees and
-key buckets; hetlb.kernels.jit lets them run as plain Python too (NUMBA_DISABLE_JIT=1)."""
+key buckets; hetlb.jit lets them run as plain Python too (NUMBA_DISABLE_JIT=1)."""

@@ -28,8 +28,8 @@ docs/reference/bounding-systems.md).
 """
 
 import numpy as np
-from numba import njit
 
+from hetlb.jit import njit
 from hetlb.policies.rules import least_key_server, selection_key
 
 FSL_ROW = 0
@@ -41,7 +41,7 @@ INITIAL_LEVELS = 8
 """Levels allocated at the start; the arrays double when an arrival reaches a new level."""
 
 
-@njit(cache=True)
+@njit
 def with_more_levels(array, needed):
     """A copy of ``array`` (1-D or 2-D, levels on the last axis) padded with zeros to at least
     ``needed`` levels, doubling."""
@@ -53,7 +53,7 @@ def with_more_levels(array, needed):
     return larger
 
 
-@njit(cache=True)
+@njit
 def join_shortest(level_count, shortest, longest):
     """Admit an arrival to a shortest buffer (level ``shortest`` + 1 gains a buffer); return the
     new (shortest, longest). The caller checks that shortest < the buffer size b."""
@@ -64,7 +64,7 @@ def join_shortest(level_count, shortest, longest):
     return shortest, max(longest, level)
 
 
-@njit(cache=True)
+@njit
 def leave_level(level_count, level, shortest, longest):
     """A departure from a buffer holding ``level`` jobs; return the new (shortest, longest)."""
     level_count[level] -= 1
@@ -75,7 +75,7 @@ def leave_level(level_count, level, shortest, longest):
     return shortest, longest
 
 
-@njit(cache=True)
+@njit
 def serving_rank(served_rate, position, busy):
     """The rank r in 1..busy + 1 of the buffer whose server's speed interval holds ``position``:
     the least r with served_rate[r] > position, busy + 1 if none (no departure)."""
@@ -89,7 +89,7 @@ def serving_rank(served_rate, position, busy):
     return low
 
 
-@njit(cache=True)
+@njit
 def length_of_rank(level_count, longest, rank):
     """Length of the buffer of rank ``rank`` (1 = longest): the greatest level i with Q_i >= rank."""
     low, high = 1, longest
@@ -102,7 +102,7 @@ def length_of_rank(level_count, longest, rank):
     return low
 
 
-@njit(cache=True)
+@njit
 def departing_level(served_rate, level_count, longest, position):
     """The length of the buffer whose server's speed interval holds ``position`` (0 <= position <
     served_rate[Q_1]): the buffer of rank r, the least r with served_rate[r] > position, has the
@@ -117,7 +117,7 @@ def departing_level(served_rate, level_count, longest, position):
     return level
 
 
-@njit(cache=True)
+@njit
 def move_level_area(level_area, level, change, now, warmup):
     """Q_level changes by ``change`` at time ``now``: subtract change * max(now, warmup) from its
     area. With every Q_i = 0 at time 0, int_warmup^T Q_i dt = Q_i(T) T + level_area[i] (the sum of
@@ -126,7 +126,7 @@ def move_level_area(level_area, level, change, now, warmup):
     level_area[level] -= change * max(now, warmup)
 
 
-@njit(cache=True)
+@njit
 def credit_jobs(time_at_jobs, time_at_waiting, jobs, waiting, start, end, warmup):
     """Add the time in [start, end] after ``warmup`` to the bins Q_{+1} = ``jobs`` and
     Q_{+2} = ``waiting``."""
@@ -135,7 +135,7 @@ def credit_jobs(time_at_jobs, time_at_waiting, jobs, waiting, start, end, warmup
     time_at_waiting[waiting] += span
 
 
-@njit(cache=True)
+@njit
 def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     """One path of JSQ-FSL or JSQ-SSL from empty buffers (``served_rate`` as in the module doc;
     ``buffer`` = b, INFINITE_BUFFER for none; times in time units).
@@ -196,7 +196,7 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
 
 
-@njit(cache=True)
+@njit
 def bounding_events(
     served_rate,
     mean_step,
@@ -266,7 +266,7 @@ def bounding_events(
 # --- the coupled run -------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit
 def departing_server(queue_len, speed, longest, position, rate_at_length):
     """The server of a JSQ system whose speed interval holds ``position`` when the busy servers are
     laid end to end longest queue first, ties by index; -1 if ``position`` lies beyond them.
@@ -289,7 +289,7 @@ def departing_server(queue_len, speed, longest, position, rate_at_length):
     return -1
 
 
-@njit(cache=True)
+@njit
 def sandwich_violations(level_count, longest_level, policy_row, violations, first_violation, now):
     """Compare Q_{+i} of the JSQ system in ``policy_row`` with JSQ-FSL and JSQ-SSL at every level;
     count the events with a violation of the lower bound (column 0) and of the upper bound
@@ -309,7 +309,7 @@ def sandwich_violations(level_count, longest_level, policy_row, violations, firs
         count_violation(violations, first_violation, policy, 1, now)
 
 
-@njit(cache=True)
+@njit
 def count_violation(violations, first_violation, policy, bound, now):
     """One more tick with ``bound`` (0 lower, 1 upper) broken for ``policy``; keep the first time."""
     violations[policy, bound] += 1
@@ -317,7 +317,7 @@ def count_violation(violations, first_violation, policy, bound, now):
         first_violation[policy, bound] = now
 
 
-@njit(cache=True)
+@njit
 def run_coupled(
     speed,
     speed_class,

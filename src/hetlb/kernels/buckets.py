@@ -16,7 +16,8 @@ numba needs no reference counting in them and LLVM inlines them into the event l
 """
 
 import numpy as np
-from numba import njit
+
+from hetlb.jit import njit
 
 
 def new_buckets(keys: np.ndarray, n_keys: int):
@@ -36,7 +37,7 @@ def grow_buckets(start: np.ndarray, n_keys: int) -> np.ndarray:
     return grown
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def random_least_server(order, key, start, rng):
     """A server uniformly at random among those with the least key (one uniform number), and
     that key: (server, least key)."""
@@ -46,7 +47,7 @@ def random_least_server(order, key, start, rng):
     return order[min(rank, count - 1)], least
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def move_key(order, position, key, start, server, new_key):
     """Give ``server`` the key ``new_key``: one swap per step between its old key and the new."""
     p = position[server]

@@ -26,11 +26,10 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from hetlb.constants import INFINITE_BUFFER
+from hetlb.jit import njit, prefetch, records
 from hetlb.kernels.buckets import move_key, random_least_server
-from hetlb.kernels.jit import prefetch, records
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import (
     lower_time,
@@ -229,7 +228,7 @@ admitted jobs to the target, and the run goes on until every measured job has le
 the window only: ``close_window`` keeps their values at its end (``window_*``)."""
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(error_model="numpy", inline="always")
 def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
     """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
     hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential.
@@ -243,7 +242,7 @@ def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase
     return rng.exponential()
 
 
-@njit(cache=True)
+@njit
 def histogram_bin(x):
     """Bin of a response time ``x`` >= 0: its octave (the exponent of math.frexp) and the top
     bits of its mantissa, read straight from the bits of x unless x is zero or subnormal."""
@@ -269,13 +268,13 @@ def histogram_bin(x):
 # change.
 
 
-@njit(cache=True)
+@njit
 def area_at(area, count, at):
     """The integral up to ``at`` of a count whose area (in the form above) is ``area``."""
     return area + count * at
 
 
-@njit(cache=True)
+@njit
 def set_queue_length(server, now, new_len):
     """Set a server's (a SERVER_DTYPE record's) number of jobs to ``new_len`` at time ``now``,
     with the areas of that number and of its busy time."""
@@ -284,7 +283,7 @@ def set_queue_length(server, now, new_len):
     server.queue_len = new_len
 
 
-@njit(cache=True)
+@njit
 def move_level(i, change, now, level_count, level_area):
     """Add ``change`` (+1 or -1) to s_{m,level} (the number of class-m servers with at least
     ``level`` jobs) at time ``now``, with its area; ``i`` = m * (levels + 1) + level indexes the
@@ -293,7 +292,7 @@ def move_level(i, change, now, level_count, level_area):
     level_count[i] += change
 
 
-@njit(cache=True)
+@njit
 def record_state_time(c, now, jobs_time, waiting_time):
     """Add the time since the last event, up to ``now``, to the time spent at the current number
     of jobs in system (``jobs_time``) and of waiting jobs (``waiting_time``); the last entry of each
@@ -304,7 +303,7 @@ def record_state_time(c, now, jobs_time, waiting_time):
     c.last_state_time = now
 
 
-@njit(cache=True)
+@njit
 def begin_measurement(c, at, servers, level_count, level_area):
     """Start the statistics at the end of the warm-up: integrals from ``at`` on, counts from zero."""
     c.measuring = 1
@@ -319,7 +318,7 @@ def begin_measurement(c, at, servers, level_count, level_area):
             level_area[m, level] = -level_count[m, level] * at
 
 
-@njit(cache=True)
+@njit
 def close_window(
     c,
     at,
@@ -346,7 +345,7 @@ def close_window(
     c.window_end = at
 
 
-@njit(cache=True)
+@njit
 def snapshot_batch(c, batches, batch_close, at):
     """Close the current batch at time ``at``: record the cumulative counts (BATCH_FIELDS)."""
     row = batches[c.batch_index]
@@ -360,7 +359,7 @@ def snapshot_batch(c, batches, batch_close, at):
     c.batch_index += 1
 
 
-@njit(cache=True)
+@njit
 def advance(model, state, arrival_rng, policy_rng, max_events):
     """Run up to ``max_events`` events; return RUNNING, FINISHED or NEEDS_JOB_SLOTS."""
     c = records(state.counters)[0]
@@ -641,7 +640,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     return RUNNING
 
 
-@njit(cache=True)
+@njit
 def finish(c, at, batches, batch_close):
     """End the run at time ``at``: close the remaining batches (their job area is the integral up to
     ``at``). The results read the per-server and per-level integrals that close_window froze."""

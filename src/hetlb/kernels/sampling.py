@@ -9,10 +9,11 @@ a binary search over the cumulative rates reads log2 n cache lines).
 """
 
 import numpy as np
-from numba import njit
+
+from hetlb.jit import njit
 
 
-@njit(cache=True)
+@njit
 def alias_table(weight):
     """(keep, alias) of Walker's alias table for the nonnegative ``weight`` (Vose's construction)."""
     n = len(weight)
@@ -43,7 +44,7 @@ def alias_table(weight):
     return keep, alias
 
 
-@njit(cache=True)
+@njit
 def alias_draw(keep, alias, u):
     """The index that the uniform ``u`` on [0, 1) draws from the table (keep, alias)."""
     n = len(keep)
@@ -57,7 +58,7 @@ POISSON_INVERSION_MAX_MEAN = 10.0
 it by numpy's Generator.poisson (its PTRS method, O(1) per draw)."""
 
 
-@njit(cache=True)
+@njit
 def poisson_by_inversion(mean, zero_probability, u):
     """The Poisson(``mean``) count that the uniform ``u`` on [0, 1) draws by inversion: the least k
     with u < P(X <= k), the probabilities built up from ``zero_probability`` = exp(-mean) by

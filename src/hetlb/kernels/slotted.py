@@ -32,10 +32,9 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from hetlb.constants import COUNT_BERNOULLI, COUNT_POISSON
-from hetlb.kernels.jit import records
+from hetlb.jit import njit, records
 from hetlb.kernels.sampling import POISSON_INVERSION_MAX_MEAN, poisson_by_inversion
 from hetlb.policies import registry, rules
 from hetlb.policies.local_estimates import below_average_server, least_value_server
@@ -154,7 +153,7 @@ of its information and ``preference_share[m, r]`` sums mu_{sigma(r)} / mu_Sigma 
 preference is not measured); the ``trace_*`` arrays hold the first decisions."""
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def draw_count(code, trials, mean, zero_probability, rng):
     """One per-slot count with mean ``mean``: Poisson, Bernoulli, or binomial(trials, mean / trials).
     A Poisson count of mean below POISSON_INVERSION_MAX_MEAN is drawn by inversion from one uniform
@@ -168,7 +167,7 @@ def draw_count(code, trials, mean, zero_probability, rng):
     return rng.binomial(trials, mean / trials)
 
 
-@njit(cache=True)
+@njit
 def least_ties(values, ties):
     """How many servers hold the least of ``values``; they are written to ``ties`` in index order.
     One scan without a branch: each server is written at the end of the least values so far, or at
@@ -186,13 +185,13 @@ def least_ties(values, ties):
     return count
 
 
-@njit(cache=True)
+@njit
 def tied_server(ties, count, u):
     """The tied server of rank floor(u count) (``ties`` from :func:`least_ties`)."""
     return ties[min(int(u * count), count - 1)]
 
 
-@njit(cache=True)
+@njit
 def take_token(m, token_server, token_count, token_held, rng):
     """jiq: dispatcher m uses one of its idle tokens, uniformly at random; -1 if it holds none."""
     count = token_count[m]
@@ -206,7 +205,7 @@ def take_token(m, token_server, token_count, token_held, rng):
     return s
 
 
-@njit(cache=True)
+@njit
 def tied_candidates(code, view, chosen, ties, pod_d, jba_jsq_fallback, sample):
     """How many of the ``ties`` servers whose value equals the chosen one's the policy chose among by
     the order of its information: all of them for jsq and l-jsq (and l-jba's l-jsq fallback, taken
@@ -222,7 +221,7 @@ def tied_candidates(code, view, chosen, ties, pod_d, jba_jsq_fallback, sample):
     return 1
 
 
-@njit(cache=True)
+@njit
 def rank_of_choice(view, chosen, code, pod_d, jba_jsq_fallback, sample, rng):
     """Rank (0 = least) of the chosen server in sigma, the order of ``view`` with equal values in a
     uniformly random order with which the policy's choice agrees: the chosen server precedes the
@@ -247,7 +246,7 @@ def rank_of_choice(view, chosen, code, pod_d, jba_jsq_fallback, sample, rng):
     return less + before
 
 
-@njit(cache=True)
+@njit
 def add_rank_shares(view, speed, total_speed, share_row):
     """Add E[mu_{sigma(r)}] / mu_Sigma to ``share_row[r]`` for every rank r, sigma ordering ``view``
     with equal values in random order: each rank of a group of equal values gets the group's mean speed."""
@@ -266,7 +265,7 @@ def add_rank_shares(view, speed, total_speed, share_row):
         start = end
 
 
-@njit(cache=True)
+@njit
 def estimate_error(queue_len, estimate):
     """sum_{m,n} |Q_n - Q~^m_n|."""
     total = 0
@@ -276,7 +275,7 @@ def estimate_error(queue_len, estimate):
     return total
 
 
-@njit(cache=True)
+@njit
 def snapshot_batch(c, batches, preference_count, preference_share, batch_preference_count, batch_preference_share):
     """Record the cumulative counts at the end of a batch (columns of BATCH_FIELDS, and the preference
     pooled over the dispatchers)."""
@@ -298,7 +297,7 @@ def snapshot_batch(c, batches, preference_count, preference_share, batch_prefere
     c.batch_index += 1
 
 
-@njit(cache=True)
+@njit
 def advance(model, state, environment_rng, dispatch_rng, update_rng, measurement_rng, max_slots):
     """Run up to ``max_slots`` slots; return RUNNING or FINISHED (at ``model.end_slot``).
 

@@ -15,13 +15,12 @@ a generator) and use each on every path: numba then needs no reference counting 
 LLVM inlines them into the event loop. In a large system the walks start loading the nodes
 they will read next (``prefetch``), so that cache misses overlap. The helpers read nodes by
 attribute (``tree[node].key``): run as plain Python they take the record views of
-hetlb.kernels.jit.records, as the event loop passes them.
+hetlb.jit.records, as the event loop passes them.
 """
 
 import numpy as np
-from numba import njit
 
-from hetlb.kernels.jit import CACHE_LINE, prefetch
+from hetlb.jit import CACHE_LINE, njit, prefetch
 
 KEY_NODE_DTYPE = np.dtype([("key", "f8"), ("count", "i8")])
 """Least-key tree node: the least key in the subtree and how many leaves attain it."""
@@ -72,7 +71,7 @@ def new_key_tree(keys: np.ndarray) -> np.ndarray:
     return tree
 
 
-@njit(cache=True)
+@njit
 def set_key(tree, leaf, value):
     """Set one leaf's key and repair the (least key, count) of its ancestors, stopping at the
     first ancestor that comes out unchanged (nothing above it can change then)."""
@@ -91,7 +90,7 @@ def set_key(tree, leaf, value):
         tree[node].count = count
 
 
-@njit(cache=True)
+@njit
 def random_least_leaf(tree, rng, leaf_records):
     """A leaf uniformly at random among those with the least key: the r-th of them in leaf
     order, r = int(u * count) for one uniform u. Two steps above the leaves, it starts loading
@@ -138,7 +137,7 @@ def new_tournament(times: np.ndarray) -> np.ndarray:
     return tree
 
 
-@njit(cache=True)
+@njit
 def set_time(tree, leaf, value):
     """Set one leaf's time and replay every match on its path to the root (ties go left)."""
     node = len(tree) // 2 + leaf
@@ -155,7 +154,7 @@ def set_time(tree, leaf, value):
         tree[node].leaf = tree[winner].leaf
 
 
-@njit(cache=True)
+@njit
 def lower_time(tree, leaf, value):
     """Lower one leaf's time to ``value``: it wins the matches up its path until it meets an
     earlier time, or an equal one held by a leaf further left."""
@@ -168,7 +167,7 @@ def lower_time(tree, leaf, value):
         node >>= 2
 
 
-@njit(cache=True)
+@njit
 def set_time_by_scan(tree, leaf, value, n_leaves):
     """Set one leaf's time and find the root's (least time, first leaf holding it) by a scan of the
     first ``n_leaves`` leaves, leaving the nodes between stale. For a small system, whose event
@@ -187,7 +186,7 @@ def set_time_by_scan(tree, leaf, value, n_leaves):
     tree[1].leaf = first
 
 
-@njit(cache=True)
+@njit
 def lower_time_at_root(tree, leaf, value):
     """Lower one leaf's time to ``value`` and update the root alone (see set_time_by_scan): the leaf
     wins if its time is earlier than the root's, or equal and the leaf further left."""
@@ -198,7 +197,7 @@ def lower_time_at_root(tree, leaf, value):
         tree[1].leaf = leaf
 
 
-@njit(cache=True)
+@njit
 def prefetch_path(tree, leaf, levels):
     """Start loading the nodes that an update of ``leaf`` reads at the ``levels`` lowest levels."""
     node = len(tree) // 2 + leaf

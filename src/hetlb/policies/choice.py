@@ -9,8 +9,7 @@ draw) or hetlb.policies.local_estimates (l-jba). It carries no rule of its own: 
 dispatcher kernels call the same functions inline.
 """
 
-from numba import njit
-
+from hetlb.jit import njit
 from hetlb.policies import rules
 from hetlb.policies.local_estimates import below_average_server
 from hetlb.policies.registry import (
@@ -38,7 +37,7 @@ JBA_FALLBACK_LEAST = 1
 """What l-jba does when no estimate is below the mean: weighted-random or l-jsq."""
 
 
-@njit(cache=True)
+@njit
 def choose_server(
     code,
     candidates,

@@ -6,15 +6,15 @@ uses hetlb.policies.rules.power_of_d_server on the estimates; ``l-jsq`` (and ``j
 model) :func:`least_value_server`; ``l-jba`` :func:`below_average_server`.
 """
 
-from numba import njit
+from hetlb.jit import njit
 
 
-@njit(cache=True)
+@njit
 def is_below(scaled_estimate, total, inclusive):
     return scaled_estimate <= total if inclusive else scaled_estimate < total
 
 
-@njit(cache=True)
+@njit
 def below_average_server(candidates, lo, hi, estimate, speed, rate_weighted, inclusive, rng):
     """l-jba over the servers ``candidates[lo:hi]``: one of B = {s : estimate[s] < average} with
     probability speed[s] / sum_{k in B} speed[k] (one uniform draw); -1 when B is empty.
@@ -50,7 +50,7 @@ def below_average_server(candidates, lo, hi, estimate, speed, rate_weighted, inc
     return chosen
 
 
-@njit(cache=True)
+@njit
 def least_value_server(values, u):
     """A server with the least ``values[n]``; among k ties the one of rank floor(u k) in index order,
     so a uniform ``u`` on [0, 1) picks uniformly (two scans and one draw, however many servers

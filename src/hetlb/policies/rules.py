@@ -13,12 +13,12 @@ error model, which has no exception path.
 """
 
 import numpy as np
-from numba import njit
 
+from hetlb.jit import njit
 from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
 
 
-@njit(cache=True, error_model="numpy")
+@njit(error_model="numpy")
 def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
     """Key of one server; the policy joins a least-key compatible server, ties at random.
 
@@ -45,7 +45,7 @@ def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_si
     return float(queue_len)
 
 
-@njit(cache=True)
+@njit
 def selection_keys(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
     """The selection key of every server, from its queue length, speed class, speed and the time
     it became idle (arrays)."""
@@ -55,7 +55,7 @@ def selection_keys(policy_code, queue_len, speed_class, n_classes, speed, idle_s
     return keys
 
 
-@njit(cache=True)
+@njit
 def falls_back_to_uniform(policy_code, least_key, n_classes):
     """jiq and jfiq with no idle compatible server send the job uniformly at random instead."""
     if policy_code == JIQ:
@@ -65,14 +65,14 @@ def falls_back_to_uniform(policy_code, least_key, n_classes):
     return False
 
 
-@njit(cache=True)
+@njit
 def uniform_index(rng, n):
     """An index uniform on 0..n-1."""
     i = int(rng.random() * n)
     return i if i < n else n - 1
 
 
-@njit(cache=True)
+@njit
 def least_key_server(candidates, lo, hi, key, ties, rng):
     """Scan the servers ``candidates[lo:hi]`` for one with the least ``key[s]`` (its selection key),
     ties uniformly at random. Returns (server, least key).
@@ -95,7 +95,7 @@ def least_key_server(candidates, lo, hi, key, ties, rng):
     return ties[uniform_index(rng, count)], least
 
 
-@njit(cache=True)
+@njit
 def sample_without_replacement(n, d, sample, rng):
     """Write min(d, n) distinct indices uniform on 0..n-1 into ``sample``: all of them in order when
     d >= n, else by Floyd's algorithm; return how many."""
@@ -114,7 +114,7 @@ def sample_without_replacement(n, d, sample, rng):
     return taken
 
 
-@njit(cache=True)
+@njit
 def power_of_d_server(candidates, lo, hi, d, queue_len, sample, rng):
     """pod: the shortest of min(d, hi - lo) distinct servers of ``candidates[lo:hi]``, ties at random."""
     taken = sample_without_replacement(hi - lo, d, sample, rng)
@@ -132,7 +132,7 @@ def power_of_d_server(candidates, lo, hi, d, queue_len, sample, rng):
     return chosen
 
 
-@njit(cache=True)
+@njit
 def speed_weighted_server(candidates, lo, hi, cumulative_speed, rng):
     """weighted-random: one of ``candidates[lo:hi]`` with probability proportional to its speed;
     ``cumulative_speed[lo:hi]`` is the running sum of their speeds (binary search, O(log degree))."""
@@ -147,7 +147,7 @@ def speed_weighted_server(candidates, lo, hi, cumulative_speed, rng):
     return candidates[left]
 
 
-@njit(cache=True)
+@njit
 def fast_slow_server(candidates, lo, first_slow, hi, sample_sizes, route_probabilities, queue_len, sample, rng):
     """jsq-df-ds (JSQ(d_F, d_S) of Gardner et al., "JSQ-(2,2)" in 000 App. D.1) on the fast servers
     ``candidates[lo:first_slow]`` and the slow ones ``candidates[first_slow:hi]``.

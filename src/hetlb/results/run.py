@@ -455,15 +455,16 @@ def json_default(value):
 
 
 def versions() -> dict:
-    import numba
-    import scipy
+    """The versions of hetlb and of what its results depend on (read from the installed packages'
+    metadata, without importing numba or scipy)."""
+    from importlib.metadata import version
 
     from hetlb.version import __version__
 
     return {
         "hetlb": __version__,
         "numpy": np.__version__,
-        "numba": numba.__version__,
-        "scipy": scipy.__version__,
+        "numba": version("numba"),
+        "scipy": version("scipy"),
         "python": platform.python_version(),
     }

@@ -38,6 +38,16 @@ SLOTTED_METRICS = (
     "number_in_system_growth",
 )
 """The same for the slotted model (hetlb.simulate_slotted): its per-run scalar figures."""
+DISPATCHER_METRICS = (
+    "messages_per_job",
+    "mean_estimate_error",
+    "mean_estimate_bias",
+    "mean_estimate_age",
+    "herd_fraction",
+    "herd_same_fraction",
+)
+"""The same for the continuous model with dispatchers (hetlb.simulation.dispatchers); messages_per_job
+is the total over the kinds, which the ``messages_KIND`` columns give one by one."""
 INTERVAL_COLUMNS = (
     "mean_response_time",
     "mean_waiting_time",
@@ -74,6 +84,10 @@ def continuous_row(result) -> dict:
     summary = result.summary
     row = {metric: summary[metric] for metric in METRICS if metric in summary}
     row.update(summary["halfin_whitt"])
+    if "messages_per_job" in summary:
+        per_job = summary["messages_per_job"]
+        row.update({metric: summary[metric] for metric in DISPATCHER_METRICS[1:]}, messages_per_job=per_job["total"])
+        row.update({f"messages_{kind}": value for kind, value in per_job.items() if kind != "total"})
     for metric in INTERVAL_COLUMNS:
         if metric + "_ci" in summary:
             row[metric + "_ci_low"], row[metric + "_ci_high"] = summary[metric + "_ci"]
@@ -117,7 +131,7 @@ def point_row(runs) -> dict:
     replications, each metric's mean with its 95% interval, the means of the per-class, CCDF and
     message columns, and the events."""
     record: dict[str, float] = {"replications": len(runs)}
-    for metric in (m for m in dict.fromkeys(METRICS + SLOTTED_METRICS) if m in runs):
+    for metric in (m for m in dict.fromkeys(METRICS + SLOTTED_METRICS + DISPATCHER_METRICS) if m in runs):
         values = runs[metric].to_numpy(dtype=float)
         mean, half = t_interval(values)
         record[metric] = mean

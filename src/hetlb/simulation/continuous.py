@@ -1,11 +1,5 @@
-"""The public entry point: validate -> pack arrays -> run the kernel -> results.
-
->>> import hetlb
->>> system = hetlb.System.from_speeds([2.0, 1.0, 0.5], load=0.8)
->>> result = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=100.0, seed=1)
->>> round(result.mean_response_time, 1) > 0
-True
-"""
+"""One dispatcher that knows every queue, in continuous time: validate -> pack arrays -> run the
+kernel -> results (what hetlb.simulate runs without dispatchers=)."""
 
 from __future__ import annotations
 
@@ -20,12 +14,13 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.buckets import grow_buckets, new_buckets
-from hetlb.kernels.sampling import alias_table
+from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
+from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.replications import (
     MAX_EVENTS,
     check_events,
@@ -57,6 +52,12 @@ may use every server through key buckets, O(1) per decision, instead of the tree
 servers have at most this many speed classes (a jfsq key moves by the number of classes per
 event, one bucket per step); the tests run both paths."""
 
+advance = compiled("advance", kernel.advance)
+alias_table = compiled("alias_table", jit_alias_table)
+selection_keys = compiled("selection_keys", rules.selection_keys)
+"""The kernel functions called from here: compiled ahead of time where hetlb compile has built
+them for these arguments (hetlb.simulation.ahead_of_time), else by numba's JIT."""
+
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
 
@@ -72,7 +73,7 @@ waiting for a measured job at a very slow server) exceed OVERHEAD_RATIO times th
 for, and OVERHEAD_FLOOR (under a minute), is refused: it would hang with nothing to show for it."""
 
 
-def simulate(
+def simulate_one_dispatcher(
     system: System,
     policy: str | Policy = "jsq",
     *,
@@ -89,26 +90,14 @@ def simulate(
     progress: bool = False,
     **policy_params,
 ) -> SimulationResult:
-    """Simulate ``system`` under ``policy``; return the replications and their aggregate.
-
-    jobs: measure the jobs arriving after the warm-up until this many have been admitted
-        (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
-        this simulated time instead. The run goes on until every measured job has left.
-    warmup: simulated time discarded before statistics start (time units).
-    seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
-    replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
-        split into an arrival stream and a policy stream, so every policy sees the same arrival
-        epochs, job types and job sizes for the same seed (common random numbers).
-    batches: batches for the batch-means confidence intervals of each run.
-    occupancy_levels: how many levels i of s_{m,i} (000) to record.
-    state_distribution: also record the time-distribution of the number of jobs in system and of
-        waiting jobs (for the CCDFs of X_{+1} and X_{+2} of 002; :mod:`hetlb.stats.halfin_whitt`).
-    speed_bins: also report, in this many equal-width bins of speed, the share of idleness eta
-        and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
-    trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
-    policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
-    """
+    """hetlb.simulate with one dispatcher that knows every queue (see hetlb.simulation.simulate)."""
     policy = resolve_policy(policy, policy_params)
+    if policy.spec.on_local_estimates:
+        raise InputError(
+            "policy",
+            f"{policy.id} decides on local estimates: give dispatchers= (and update=) for continuous time, "
+            "or run the slotted model (hetlb.simulate_slotted)",
+        )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     if not isinstance(system, System):
@@ -410,7 +399,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = rules.selection_keys(
+    keys = selection_keys(
         model.policy_code,
         np.zeros(n_servers, np.int64),
         model.server_class,
@@ -472,7 +461,7 @@ def bucket_keys(model, slots: int) -> int:
     """Entries of the bucket boundaries: one past the largest key a server can reach when at most
     ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
     n_classes = model.n_classes
-    most = rules.selection_keys(
+    most = selection_keys(
         model.policy_code,
         np.full(n_classes, slots + 1, np.int64),
         np.arange(n_classes),
@@ -533,7 +522,7 @@ def run_replication(
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
     started = time.perf_counter()
     while True:
-        status = kernel.advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        status = advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:

@@ -22,6 +22,7 @@ from hetlb.theory.diffusion import (
     stationary_diffusion,
     stationary_mean_x1,
 )
+from hetlb.theory.dispatchers_exact import DispatcherSolution, solve_dispatchers_exact
 from hetlb.theory.exact import (
     EXACT_POLICIES,
     MAX_STATES,
@@ -68,6 +69,7 @@ __all__ = [
     "MeanFieldTrajectory",
     "ReflectedOUStationary",
     "SpeedLaw",
+    "DispatcherSolution",
     "ExactSolution",
     "SpeedLowerBound",
     "continuous_speeds",
@@ -95,6 +97,7 @@ __all__ = [
     "reflected_ou_stationary",
     "relaxation_time",
     "routing_probabilities",
+    "solve_dispatchers_exact",
     "solve_exact",
     "solve_exact_arrays",
     "speed_lower_bound",

@@ -1,0 +1,213 @@
+"""Compiling hetlb's kernels: numba functions compiled when first called, and what lets the kernels
+run as plain Python (``NUMBA_DISABLE_JIT=1``).
+
+**When numba is imported.** hetlb defines its compiled functions with :func:`njit` below rather
+than with numba's decorator. Ours records the function and returns a stand-in
+(:class:`LazyFunction`); the first time any stand-in is called, or asked for an attribute only a
+numba function has (``signatures``, ``_cache``), :func:`compile_everything` imports numba, makes
+every recorded function a numba dispatcher, and puts the dispatchers in place of the stand-ins in
+every hetlb module, where compiled callers look them up. Importing numba and loading the first
+cached function costs about 0.6 s of CPU (numba sets up its typing and lowering registries then):
+a command that runs no kernel, or runs kernels compiled ahead of time
+(hetlb.simulation.ahead_of_time), never pays it. ``py_func`` is the plain function, without
+compiling anything.
+
+**Plain Python.** With the JIT disabled (the environment variable ``NUMBA_DISABLE_JIT`` set to a
+non-zero integer, as numba reads it), :func:`njit` returns the function unchanged and the kernels
+run on NumPy, line by line in a debugger or under coverage, with the same results. Two things of
+compiled code have no plain-Python equivalent, and this module gives each one a definition per
+mode, so that the compiled path is what it would be without them:
+
+* attribute access to the fields of a structured array (``servers[s].queue_len``,
+  ``servers.queue_len``): numba gives it to every record array, NumPy only to a ``np.recarray``
+  view, which :func:`records` makes (and which writes through to the array). The event loops
+  wrap their record arrays once, on entry; compiled, ``records`` is inlined and the loops are
+  the same machine code as without it;
+* ``prefetch``, an LLVM intrinsic: in plain Python it does nothing, which is all it ever does to
+  results.
+
+It also makes sure numba has somewhere to cache the compiled functions (:func:`cache_somewhere`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+CACHE_LINE = 64  # bytes
+
+DISABLED = os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
+"""Whether the kernels run as plain Python (numba's own reading of NUMBA_DISABLE_JIT)."""
+
+
+class LazyFunction:
+    """A numba function before numba is imported: it makes itself (and every other one) a numba
+    dispatcher when first called or asked for a dispatcher's attribute (module docstring)."""
+
+    def __init__(self, py_func: Callable | None, make: Callable[[], Any]):
+        self.py_func = py_func
+        self.make = make
+        self.dispatcher: Any = None
+        if py_func is not None:
+            self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
+            self.__module__, self.__doc__ = py_func.__module__, py_func.__doc__
+
+    def compiled(self):
+        """The numba dispatcher (or intrinsic) this stands for."""
+        if self.dispatcher is None:
+            compile_everything()
+        return self.dispatcher
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled()(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.compiled(), name)
+
+
+_waiting: list[LazyFunction] = []
+_numba_loaded = False
+
+
+def njit(function: Callable | None = None, **options) -> Any:
+    """numba's ``njit(cache=True, **options)``, applied when the first compiled function is used;
+    ``@njit`` or ``@njit(inline="always")``. With the JIT disabled, the function itself."""
+
+    def decorate(py_func: Callable):
+        if DISABLED:
+            return py_func
+        if _numba_loaded:
+            return make_dispatcher(py_func, options)
+        lazy = LazyFunction(py_func, lambda: make_dispatcher(py_func, options))
+        _waiting.append(lazy)
+        return lazy
+
+    return decorate if function is None else decorate(function)
+
+
+def make_dispatcher(py_func: Callable, options: dict):
+    import numba
+
+    return numba.njit(cache=True, **options)(py_func)
+
+
+def compile_everything() -> None:
+    """Import numba, make every waiting function a numba dispatcher, and put the dispatchers in
+    place of the stand-ins in every loaded hetlb module (compiled code finds its callees there)."""
+    global _numba_loaded
+    if _numba_loaded:
+        return
+    import numba  # noqa: F401
+
+    cache_somewhere()
+    _numba_loaded = True
+    for lazy in _waiting:
+        lazy.dispatcher = lazy.make()
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "hetlb" or name.startswith("hetlb.")):
+            namespace = vars(module)
+            for key, value in list(namespace.items()):
+                if type(value) is LazyFunction:
+                    namespace[key] = value.dispatcher
+    _waiting.clear()
+
+
+def cache_somewhere() -> None:
+    """Give numba a writable directory for its cache of compiled functions if it finds none.
+
+    numba caches a function (``cache=True``) in the __pycache__ next to its module, else in the
+    user's cache directory (~/.cache/numba). When neither is writable (a read-only install and home,
+    as in some containers) it refuses to define the function, and hetlb would not run. Then the
+    cache goes to hetlb-numba-cache-UID in the temporary directory, or, if that directory is not
+    the user's alone, to a new temporary directory removed at exit (the kernels compile once per
+    process). numba takes this directory for every cached function of the process."""
+    from numba.core import caching
+
+    config: Any = importlib.import_module("numba").config  # numba sets its attributes at import
+    if config.DISABLE_JIT or config.CACHE_DIR:
+        return
+    try:
+        caching.FunctionCache(cache_somewhere)  # what numba does for a cached function of this package
+        return
+    except RuntimeError:
+        pass
+    config.CACHE_DIR = private_directory("hetlb-numba-cache")
+
+
+def private_directory(prefix: str) -> str:
+    """``prefix-UID`` in the temporary directory, made if needed, when it is the user's alone;
+    otherwise a new temporary directory, removed at exit."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    directory = os.path.join(tempfile.gettempdir(), f"{prefix}-{uid if uid is not None else 'user'}")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        status = os.stat(directory)
+        private = uid is None or (status.st_uid == uid and not status.st_mode & 0o022)
+    except OSError:
+        private = False
+    if not private:
+        directory = tempfile.mkdtemp(prefix=f"{prefix}-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
+
+
+if DISABLED:
+
+    def records(array):
+        """``array`` (a structured array) as a np.recarray view: its elements and columns are read
+        and written by attribute, as in compiled code."""
+        return array.view(np.recarray)
+
+    def prefetch(array, index):
+        """Nothing: prefetching only changes when memory is read, never what is read."""
+
+else:
+
+    @njit(inline="always")
+    def records(array):
+        """``array`` itself: compiled code reads the fields of a record array by attribute."""
+        return array
+
+    def make_prefetch():
+        """``prefetch(array, index)``: ask the CPU to start loading ``array[index]`` into cache,
+        without waiting for it; no effect on results. Lets the memory reads of a large system
+        overlap. Covers the element when it starts a cache line (see
+        hetlb.kernels.trees.cache_aligned_zeros)."""
+        from llvmlite import ir
+        from numba import types
+        from numba.core import cgutils
+        from numba.extending import intrinsic
+
+        @intrinsic
+        def prefetch(typingctx, array, index):
+            def codegen(context, builder, signature, args):
+                array_type = signature.args[0]
+                data = context.make_array(array_type)(context, builder, args[0])
+                pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
+                byte_pointer = ir.PointerType(ir.IntType(8))
+                llvm_prefetch = cgutils.get_or_insert_function(
+                    builder.module,
+                    ir.FunctionType(ir.VoidType(), [byte_pointer] + 3 * [ir.IntType(32)]),
+                    "llvm.prefetch.p0",
+                )
+                itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+                for offset in range(0, itemsize, CACHE_LINE):
+                    line = builder.gep(builder.bitcast(pointer, byte_pointer), [ir.Constant(ir.IntType(64), offset)])
+                    # read, keep in all cache levels, data
+                    builder.call(llvm_prefetch, [line] + [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)])
+                return context.get_dummy_value()
+
+            return types.void(array, index), codegen
+
+        return prefetch
+
+    prefetch = LazyFunction(None, make_prefetch)
+    _waiting.append(prefetch)

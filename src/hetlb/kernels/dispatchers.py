@@ -1,0 +1,796 @@
+"""The continuous-time event loop with M dispatchers that decide on their own estimates.
+
+The queues, the job slots, the departures' tournament tree and every statistic of the single
+dispatcher are those of :mod:`hetlb.kernels.continuous` (its KernelModel and KernelState, and its
+helpers); this loop adds the dispatchers (docs/reference/dispatchers.md):
+
+* Each arrival belongs to a source (dispatcher m, job type k), drawn by the alias table of the
+  rates lambda_{m,k}; dispatcher m decides on its *view*: its estimates ``estimate[m, s]`` of the
+  numbers in system, or, for exact knowledge and true probes, the one view of the truth.
+* A decision on a view is hetlb.policies.choice.choose_server over the job type's compatible
+  servers, O(degree); a ranking policy on a job type that may use every server reads the view's
+  least-key tree (hetlb.kernels.trees) instead, O(log N), the structure and draw of the single
+  kernel's tree path, so that with the truth as the one view the decisions are the same.
+* Updates are messages ``(target m * N + s, value, observed time)`` sent at an event: piggyback at a
+  departure (or a rejection) to the job's dispatcher, push after a decision, pull after a
+  departure, snapshots at the poll times. A message with no delay is applied at once; the others
+  wait in a binary heap ordered by delivery time (O(log P) per message with P in flight). A
+  message applies only if what it observed is at least as recent as what the estimate holds
+  (``estimate_time``); older ones are counted as stale and dropped.
+
+Statistics beyond the single kernel's, over the measured window: messages by kind, the
+estimates' error and age seen at the arrivals (a rotating server per arrival: by PASTA a
+time-average), and the herd: how often a decision goes to the server that another dispatcher
+chose less than ``herd_window`` earlier.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from hetlb.constants import INFINITE_BUFFER
+from hetlb.jit import njit, records
+from hetlb.kernels.continuous import (
+    FINISHED,
+    NEEDS_JOB_SLOTS,
+    RUNNING,
+    begin_measurement,
+    close_window,
+    draw_size,
+    finish,
+    histogram_bin,
+    move_level,
+    record_state_time,
+    set_queue_length,
+    snapshot_batch,
+)
+from hetlb.kernels.sampling import alias_draw
+from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
+from hetlb.policies import rules
+from hetlb.policies.choice import choose_server
+
+NEEDS_MESSAGE_SLOTS = 3
+"""advance() status: the heap of messages in flight may not hold what the next event sends."""
+
+PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(6)
+MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
+"""Kinds of updates, the index of their counts; the first four are messages that may be delayed,
+``probe`` counts a true probe's two messages per server asked, ``increment`` a dispatcher's
+own dispatches (local, no message on the wire)."""
+
+DELAY_NONE, DELAY_CONSTANT, DELAY_EXPONENTIAL = 0, 1, 2
+
+DispatcherModel = namedtuple(
+    "DispatcherModel",
+    [
+        "n_dispatchers",
+        "truth_view",
+        "source_keep",
+        "source_alias",
+        "decision_code",
+        "key_code",
+        "type_uses_tree",
+        "sample_size",
+        "jba_rate_weighted",
+        "jba_inclusive",
+        "jba_fallback",
+        "probe_messages",
+        "increment",
+        "piggyback",
+        "push_probability",
+        "push_size",
+        "pull_probability",
+        "snapshot",
+        "snapshot_interval",
+        "snapshot_aligned",
+        "snapshot_poisson",
+        "snapshot_phase",
+        "snapshot_order",
+        "delay_law",
+        "delay_mean",
+        "herd_window",
+        "message_reserve",
+    ],
+)
+DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.simulation.dispatchers.pack_dispatchers).
+
+``truth_view``: 1 when every dispatcher decides on the truth (exact knowledge, true probes);
+``source_keep``/``source_alias``: alias table of lambda_{m,k} over the sources i = m * K + k;
+``decision_code``: the code choose_server decides; ``key_code``: the selection key of the tree
+path; ``probe_messages[k]``: messages of a true probe of job type k's decision;
+``delay_law``/``delay_mean``: per kind (PIGGYBACK .. SNAPSHOT); ``snapshot_phase``/``snapshot_order``:
+the periodic independent polls' phases and the dispatchers in phase order; ``message_reserve``:
+the most messages one event may put in flight."""
+
+DispatcherState = namedtuple(
+    "DispatcherState",
+    [
+        "counters",
+        "estimate",
+        "estimate_time",
+        "idle_since",
+        "key_trees",
+        "keys",
+        "ties",
+        "sample",
+        "probe_sample",
+        "service_dispatcher",
+        "job_dispatcher",
+        "heap_time",
+        "heap_observed",
+        "heap_target",
+        "heap_value",
+        "messages",
+        "decisions",
+        "herd_other",
+        "herd_same",
+        "last_decision_time",
+        "last_decision_dispatcher",
+    ],
+)
+DispatcherState.__doc__ = """Mutable state of the dispatchers: per view v and server s the estimate, the time
+of the observation it holds and when it last became 0 (jsq-lisf); the views' least-key trees
+(empty when no job type routes by a tree); the dispatcher of each job in service and waiting (by
+job slot); the heap of messages in flight; counts of messages by kind over the measured window;
+and per dispatcher its measured decisions and those that herded (onto a server another, or the
+same, dispatcher chose less than herd_window earlier)."""
+
+DISPATCHER_COUNTER_DTYPE = np.dtype(
+    [
+        ("heap_size", "i8"),
+        ("next_snapshot", "f8"),
+        ("snapshot_index", "i8"),
+        ("snapshot_cycle", "i8"),
+        ("snapshot_dispatcher", "i8"),
+        ("message_events", "i8"),
+        ("snapshot_events", "i8"),
+        ("stale", "i8"),
+        ("delivered", "i8"),
+        ("error_samples", "i8"),
+        ("error_sum", "f8"),
+        ("absolute_error_sum", "f8"),
+        ("age_sum", "f8"),
+    ]
+)
+"""Scalars of the dispatchers: the heap's size, the next poll (its time, the position in the
+polling order and the cycle of periodic independent polls, the dispatcher polled or -1 for all),
+events beyond arrivals and departures, messages dropped as stale and applied, and the sums of the
+sampled estimate errors (signed, absolute) and ages."""
+
+
+@njit
+def heap_push(heap_time, heap_observed, heap_target, heap_value, size, at, observed, target, value):
+    """Put a message delivered at ``at`` into the binary min-heap of ``size`` entries; return the size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap_time[parent] <= at:
+            break
+        heap_time[i] = heap_time[parent]
+        heap_observed[i] = heap_observed[parent]
+        heap_target[i] = heap_target[parent]
+        heap_value[i] = heap_value[parent]
+        i = parent
+    heap_time[i] = at
+    heap_observed[i] = observed
+    heap_target[i] = target
+    heap_value[i] = value
+    return size + 1
+
+
+@njit
+def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
+    """Remove the earliest message (it was at the root); return the new size."""
+    size -= 1
+    at, observed, target, value = heap_time[size], heap_observed[size], heap_target[size], heap_value[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap_time[child + 1] < heap_time[child]:
+            child += 1
+        if heap_time[child] >= at:
+            break
+        heap_time[i] = heap_time[child]
+        heap_observed[i] = heap_observed[child]
+        heap_target[i] = heap_target[child]
+        heap_value[i] = heap_value[child]
+        i = child
+    heap_time[i] = at
+    heap_observed[i] = observed
+    heap_target[i] = target
+    heap_value[i] = value
+    return size
+
+
+@njit(inline="always")
+def set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
+    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
+    if estimate[v, s] == value:
+        return
+    if value == 0:
+        idle_since[v, s] = at
+    estimate[v, s] = value
+    if len(key_trees) > 0:
+        speed_class = servers[s].speed_class
+        key = rules.selection_key(
+            dm.key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
+        )
+        set_key(records(key_trees[v]), s, key)
+
+
+@njit(inline="always")
+def apply_message(
+    dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, observed
+):
+    """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
+    n_servers = estimate.shape[1]
+    v = target // n_servers
+    s = target - v * n_servers
+    if observed < estimate_time[v, s]:
+        dc.stale += 1
+        return
+    dc.delivered += 1
+    estimate_time[v, s] = observed
+    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
+
+
+@njit(inline="always")
+def send(
+    dm,
+    delay_law,
+    delay_mean,
+    estimate,
+    estimate_time,
+    idle_since,
+    key_trees,
+    heap_time,
+    heap_observed,
+    heap_target,
+    heap_value,
+    messages,
+    dc,
+    servers,
+    n_classes,
+    class_speed,
+    kind,
+    m,
+    s,
+    now,
+    tagging,
+    update_rng,
+):
+    """Dispatcher m learns server s's number in system at ``now`` by a message of ``kind`` (counted
+    while ``tagging``): at once, or after the kind's delay."""
+    messages[kind] += tagging
+    target = m * estimate.shape[1] + s
+    value = servers[s].queue_len
+    law = delay_law[kind]
+    if law == DELAY_NONE:
+        apply_message(
+            dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, now
+        )
+        return
+    delay = delay_mean[kind]
+    if law == DELAY_EXPONENTIAL:
+        delay *= update_rng.exponential()
+    dc.heap_size = heap_push(
+        heap_time, heap_observed, heap_target, heap_value, dc.heap_size, now + delay, now, target, value
+    )
+
+
+@njit
+def schedule_snapshot(dm, counters, update_rng):
+    """Move the next poll (in the one record of ``counters``) on from the one just made, or from
+    time 0 before the first: its time and which dispatcher it polls (-1: every one, the aligned
+    polls)."""
+    dc = records(counters)[0]
+    interval = dm.snapshot_interval
+    n_dispatchers = dm.n_dispatchers
+    if dm.snapshot_aligned:
+        dc.snapshot_dispatcher = -1
+        dc.next_snapshot += interval * update_rng.exponential() if dm.snapshot_poisson else interval
+    elif dm.snapshot_poisson:  # M independent Poisson clocks: one of rate M / tau, a uniform dispatcher
+        dc.next_snapshot += interval / n_dispatchers * update_rng.exponential()
+        dc.snapshot_dispatcher = rules.uniform_index(update_rng, n_dispatchers)
+    else:
+        dc.snapshot_index += 1
+        if dc.snapshot_index == n_dispatchers:
+            dc.snapshot_index = 0
+            dc.snapshot_cycle += 1
+        m = dm.snapshot_order[dc.snapshot_index]
+        dc.snapshot_dispatcher = m
+        dc.next_snapshot = dm.snapshot_phase[m] + dc.snapshot_cycle * interval
+
+
+@njit(inline="always")
+def measure_estimate(estimate, estimate_time, dc, servers, m, now, sampled):
+    """Add dispatcher m's error and age for server ``sampled`` to the sums."""
+    error = estimate[m, sampled] - servers[sampled].queue_len
+    dc.error_samples += 1
+    dc.error_sum += error
+    dc.absolute_error_sum += abs(error)
+    dc.age_sum += now - estimate_time[m, sampled]
+
+
+@njit(inline="always")
+def record_herd(decisions, herd_same, herd_other, last_decision_time, last_decision_dispatcher, m, s, now, herd_window):
+    """Count dispatcher m's decision for s, herded when s was chosen less than herd_window ago."""
+    decisions[m] += 1
+    if now - last_decision_time[s] < herd_window:
+        if last_decision_dispatcher[s] == m:
+            herd_same[m] += 1
+        else:
+            herd_other[m] += 1
+
+
+@njit(inline="always")
+def decide(
+    dm,
+    compat_indptr,
+    compat_indices,
+    server_class,
+    speed,
+    cumulative_speed,
+    type_uses_tree,
+    n_classes,
+    estimate,
+    idle_since,
+    key_trees,
+    keys,
+    ties,
+    sample,
+    servers,
+    job_type,
+    v,
+    policy_rng,
+):
+    """The server dispatcher view ``v`` sends a job of ``job_type`` to."""
+    lo = compat_indptr[job_type]
+    hi = compat_indptr[job_type + 1]
+    if type_uses_tree[job_type]:
+        tree = records(key_trees[v])
+        s = random_least_leaf(tree, policy_rng, servers)
+        if rules.falls_back_to_uniform(dm.key_code, tree[1].key, n_classes):
+            s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
+        return s
+    return choose_server(
+        dm.decision_code,
+        compat_indices,
+        lo,
+        hi,
+        estimate[v],
+        server_class,
+        n_classes,
+        speed,
+        cumulative_speed,
+        idle_since[v],
+        dm.sample_size,
+        dm.jba_rate_weighted,
+        dm.jba_inclusive,
+        dm.jba_fallback,
+        keys,
+        ties,
+        sample,
+        policy_rng,
+    )
+
+
+@njit
+def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_events):
+    """Run up to ``max_events`` events (arrivals, departures, deliveries, polls); return RUNNING,
+    FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS."""
+    c = records(state.counters)[0]
+    dc = records(ds.counters)[0]
+    buffer, class_speed, n_classes = model.buffer, model.class_speed, model.n_classes
+    finite_buffers = buffer.min() < INFINITE_BUFFER
+    n_sources = len(dm.source_keep)
+    n_types = len(model.type_keep)
+    mean_interarrival = 1.0 / model.total_arrival_rate
+    size_code = model.size_code
+    first_phase_probability, first_phase_rate, second_phase_rate = (
+        model.size_params[0],
+        model.size_params[1],
+        model.size_params[2],
+    )
+    warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
+    batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
+    n_batches = len(batch_ends)
+    servers = records(state.servers)
+    n_servers = len(servers)
+    job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
+    departures = records(state.departures)
+    level_count, level_area = state.level_count, state.level_area
+    level_width = level_count.shape[1]
+    flat_level_count, flat_level_area = level_count.reshape(-1), level_area.reshape(-1)
+    n_levels = level_count.shape[1] - 1
+    histogram, batches, batch_close = state.histogram, state.batches, state.batch_close
+    trace_time, trace_type, trace_server, trace_queue = (
+        state.trace_time,
+        state.trace_type,
+        state.trace_server,
+        state.trace_queue,
+    )
+    window_job_area, window_busy_area, window_level_area = (
+        state.window_job_area,
+        state.window_busy_area,
+        state.window_level_area,
+    )
+    jobs_time, waiting_time = state.jobs_time, state.waiting_time
+    distributions = len(jobs_time) > 0
+    truth_view = dm.truth_view == 1
+    herd_window = dm.herd_window
+    # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
+    estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
+    keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
+    service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
+    heap_time, heap_observed, heap_target, heap_value = ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value
+    messages, decisions, herd_other, herd_same = ds.messages, ds.decisions, ds.herd_other, ds.herd_same
+    last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
+    probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
+    delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
+    compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
+    speed, cumulative_speed = model.speed, model.compat_cumulative_speed
+    heap_capacity = len(heap_time)
+
+    for _ in range(max_events):
+        if c.free_slot < 0:
+            return NEEDS_JOB_SLOTS
+        if dc.heap_size + dm.message_reserve > heap_capacity:
+            return NEEDS_MESSAGE_SLOTS
+        next_departure = departures[1].time
+        next_message = heap_time[0] if dc.heap_size > 0 else np.inf
+        now = min(min(c.next_arrival, next_departure), min(next_message, dc.next_snapshot))
+        if now > horizon and c.window_end == np.inf:
+            if c.measuring == 0:
+                begin_measurement(c, warmup, servers, level_count, level_area)
+            close_window(
+                c,
+                horizon,
+                servers,
+                level_count,
+                level_area,
+                window_job_area,
+                window_busy_area,
+                window_level_area,
+                jobs_time,
+                waiting_time,
+            )
+            if c.tagged_in_system == 0:
+                finish(c, horizon, batches, batch_close)
+                return FINISHED
+        if c.measuring == 0 and now >= warmup:
+            begin_measurement(c, warmup, servers, level_count, level_area)
+        if batch_by_jobs == 0:
+            while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
+                snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
+        c.now = now
+        if distributions and c.tagging == 1:
+            record_state_time(c, now, jobs_time, waiting_time)
+        tagging = c.tagging
+
+        if next_message == now:
+            dc.message_events += 1
+            target, value, observed = heap_target[0], heap_value[0], heap_observed[0]
+            dc.heap_size = heap_pop(heap_time, heap_observed, heap_target, heap_value, dc.heap_size)
+            apply_message(
+                dm,
+                estimate,
+                estimate_time,
+                idle_since,
+                key_trees,
+                dc,
+                servers,
+                n_classes,
+                class_speed,
+                target,
+                value,
+                observed,
+            )
+            continue
+        if dc.next_snapshot == now:
+            dc.snapshot_events += 1
+            polled = dc.snapshot_dispatcher
+            for m in range(dm.n_dispatchers):
+                if polled < 0 or m == polled:
+                    for s in range(n_servers):
+                        send(
+                            dm,
+                            delay_law,
+                            delay_mean,
+                            estimate,
+                            estimate_time,
+                            idle_since,
+                            key_trees,
+                            heap_time,
+                            heap_observed,
+                            heap_target,
+                            heap_value,
+                            messages,
+                            dc,
+                            servers,
+                            n_classes,
+                            class_speed,
+                            SNAPSHOT,
+                            m,
+                            s,
+                            now,
+                            tagging,
+                            update_rng,
+                        )
+            schedule_snapshot(dm, ds.counters, update_rng)
+            continue
+
+        c.events += 1
+        if c.next_arrival <= next_departure:
+            # an arrival: its source (dispatcher, job type), size and the next arrival epoch come from
+            # the arrival stream, in that order, its server from the policy stream
+            source = 0 if n_sources == 1 else alias_draw(source_keep, source_alias, arrival_rng.random())
+            m = source // n_types
+            job_type = source - m * n_types
+            v = 0 if truth_view else m
+            if tagging == 1 and not truth_view:
+                measure_estimate(estimate, estimate_time, dc, servers, m, now, c.arrivals_total % n_servers)
+            s = decide(
+                dm,
+                compat_indptr,
+                compat_indices,
+                server_class,
+                speed,
+                cumulative_speed,
+                type_uses_tree,
+                n_classes,
+                estimate,
+                idle_since,
+                key_trees,
+                keys,
+                ties,
+                sample,
+                servers,
+                job_type,
+                v,
+                policy_rng,
+            )
+            messages[PROBE] += tagging * probe_messages[job_type]
+            if tagging == 1:
+                record_herd(
+                    decisions,
+                    herd_same,
+                    herd_other,
+                    last_decision_time,
+                    last_decision_dispatcher,
+                    m,
+                    s,
+                    now,
+                    herd_window,
+                )
+            last_decision_time[s] = now
+            last_decision_dispatcher[s] = m
+
+            size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
+            c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            server = servers[s]
+            q = server.queue_len
+            if c.trace_n < len(trace_time):
+                trace_time[c.trace_n] = now
+                trace_type[c.trace_n] = job_type
+                trace_server[c.trace_n] = s
+                trace_queue[c.trace_n] = q
+                c.trace_n += 1
+            c.arrivals_total += 1
+            c.arrivals += tagging
+            if dm.increment == 1 and not truth_view:
+                messages[INCREMENT] += tagging
+                set_estimate(
+                    dm,
+                    estimate,
+                    idle_since,
+                    key_trees,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    m,
+                    s,
+                    min(estimate[m, s] + 1, buffer[s]),
+                    now,
+                )
+            if finite_buffers and q >= buffer[s]:
+                c.blocked_total += 1
+                c.blocked += tagging
+                if dm.piggyback == 1:  # the rejection is the job's response
+                    send(
+                        dm,
+                        delay_law,
+                        delay_mean,
+                        estimate,
+                        estimate_time,
+                        idle_since,
+                        key_trees,
+                        heap_time,
+                        heap_observed,
+                        heap_target,
+                        heap_value,
+                        messages,
+                        dc,
+                        servers,
+                        n_classes,
+                        class_speed,
+                        PIGGYBACK,
+                        m,
+                        s,
+                        now,
+                        tagging,
+                        update_rng,
+                    )
+            else:
+                c.admitted_total += 1
+                c.admitted += tagging
+                c.tagged_in_system += tagging
+                if q > 0:
+                    c.waited += tagging
+                c.in_system += 1
+                c.job_area -= now
+                set_queue_length(server, now, q + 1)
+                if q + 1 <= n_levels:
+                    move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
+                if truth_view:
+                    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now)
+                server.peak_queue = max(server.peak_queue, q + 1)
+                if q == 0:
+                    c.busy += 1
+                    server.service_arrival = now
+                    server.service_size = size
+                    service_dispatcher[s] = m
+                    lower_time(departures, s, now + size * server.inv_speed)
+                else:
+                    slot = c.free_slot
+                    c.free_slot = job_next[slot]
+                    job_arrival[slot] = now
+                    job_size[slot] = size
+                    job_dispatcher[slot] = m
+                    if q == 1:
+                        job_next[slot] = slot
+                    else:
+                        job_next[slot] = job_next[server.last_waiting]
+                        job_next[server.last_waiting] = slot
+                    server.last_waiting = slot
+            if dm.push_probability > 0.0 and update_rng.random() < dm.push_probability:
+                taken = rules.sample_without_replacement(n_servers, dm.push_size, probe_sample, update_rng)
+                for i in range(taken):
+                    send(
+                        dm,
+                        delay_law,
+                        delay_mean,
+                        estimate,
+                        estimate_time,
+                        idle_since,
+                        key_trees,
+                        heap_time,
+                        heap_observed,
+                        heap_target,
+                        heap_value,
+                        messages,
+                        dc,
+                        servers,
+                        n_classes,
+                        class_speed,
+                        PUSH,
+                        m,
+                        probe_sample[i],
+                        now,
+                        tagging,
+                        update_rng,
+                    )
+                messages[PUSH] += tagging * taken  # the probes; send counted the replies
+            if batch_by_jobs == 1 and tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
+                snapshot_batch(c, batches, batch_close, now)
+            if tagging == 1 and c.admitted >= target_jobs:
+                close_window(
+                    c,
+                    now,
+                    servers,
+                    level_count,
+                    level_area,
+                    window_job_area,
+                    window_busy_area,
+                    window_level_area,
+                    jobs_time,
+                    waiting_time,
+                )
+        else:
+            s = departures[1].leaf
+            server = servers[s]
+            if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
+                response = now - server.service_arrival
+                c.tagged_in_system -= 1
+                waiting = max(response - server.service_size * server.inv_speed, 0.0)
+                c.completed += 1
+                c.response_sum += response
+                c.response_sq_sum += response * response
+                c.waiting_sum += waiting
+                histogram[histogram_bin(response)] += 1
+                b = min(c.batch_index, n_batches - 1)
+                while b > 0 and server.service_arrival <= batch_close[b - 1]:
+                    b -= 1
+                batches[b, 5] += 1.0
+                batches[b, 6] += response
+                batches[b, 7] += waiting
+            c.in_system -= 1
+            c.job_area += now
+            c.departures_total += 1
+            q = server.queue_len - 1
+            set_queue_length(server, now, q)
+            if q + 1 <= n_levels:
+                move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
+            if truth_view:
+                set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
+            sender = service_dispatcher[s]
+            if q > 0:
+                slot = job_next[server.last_waiting]
+                server.service_arrival = job_arrival[slot]
+                server.service_size = job_size[slot]
+                service_dispatcher[s] = job_dispatcher[slot]
+                job_next[server.last_waiting] = job_next[slot]
+                job_next[slot] = c.free_slot
+                c.free_slot = slot
+                next_time = now + server.service_size * server.inv_speed
+            else:
+                c.busy -= 1
+                next_time = np.inf
+            set_time(departures, s, next_time)
+            if dm.piggyback == 1:
+                send(
+                    dm,
+                    delay_law,
+                    delay_mean,
+                    estimate,
+                    estimate_time,
+                    idle_since,
+                    key_trees,
+                    heap_time,
+                    heap_observed,
+                    heap_target,
+                    heap_value,
+                    messages,
+                    dc,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    PIGGYBACK,
+                    sender,
+                    s,
+                    now,
+                    tagging,
+                    update_rng,
+                )
+            if dm.pull_probability > 0.0 and update_rng.random() < dm.pull_probability:
+                reported = rules.uniform_index(update_rng, dm.n_dispatchers)
+                send(
+                    dm,
+                    delay_law,
+                    delay_mean,
+                    estimate,
+                    estimate_time,
+                    idle_since,
+                    key_trees,
+                    heap_time,
+                    heap_observed,
+                    heap_target,
+                    heap_value,
+                    messages,
+                    dc,
+                    servers,
+                    n_classes,
+                    class_speed,
+                    PULL,
+                    reported,
+                    s,
+                    now,
+                    tagging,
+                    update_rng,
+                )
+            if c.tagged_in_system == 0 and c.window_end < np.inf:
+                finish(c, now, batches, batch_close)
+                return FINISHED
+    return RUNNING

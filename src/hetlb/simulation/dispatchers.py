@@ -1,0 +1,427 @@
+"""M dispatchers in continuous time: validate -> pack arrays -> run the kernel -> results.
+
+``hetlb.simulate(system, policy, dispatchers=M, update=...)`` comes here (docs/reference/dispatchers.md).
+
+>>> import hetlb
+>>> system = hetlb.System.from_speeds([1.0] * 8, load=0.8)
+>>> result = hetlb.simulate(system, "l-jsq", dispatchers=4, update="pull:p_hat=0.5", jobs=20_000, seed=1)
+>>> round(result.messages_per_job["pull"], 1)
+0.5
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from hetlb import validation
+from hetlb.errors import InputError
+from hetlb.kernels import continuous as single_kernel
+from hetlb.kernels import dispatchers as kernel
+from hetlb.kernels.sampling import alias_table
+from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
+from hetlb.model.dispatchers import Updates
+from hetlb.model.system import System
+from hetlb.policies import registry, rules
+from hetlb.policies.choice import JBA_FALLBACK_LEAST, JBA_FALLBACK_WEIGHTED, ON_ESTIMATES
+from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
+from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
+from hetlb.results.run import versions
+from hetlb.simulation import continuous
+from hetlb.simulation.replications import root_seed_sequence, run_replications, safe_ratio, seed_description
+
+HERD_WINDOW_FRACTION = 0.1
+"""The default herd window: this fraction of N / lambda_Sigma, the mean time between two decisions
+for one server under uniform routing."""
+
+DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 32
+"""Bytes per (dispatcher, server) pair at most: estimate, observation time and idle time; the
+least-key tree's two nodes per leaf, its width up to 4N; a message in flight (a snapshot of every
+dispatcher)."""
+
+SOURCE_BYTES = 64
+"""Bytes per (dispatcher, job type) pair at most: its rate, its alias-table entries and their
+temporaries, and the dispatcher's counts."""
+
+MAX_PAIRS = 2**31
+"""At most this many (dispatcher, server) pairs: the messages address a pair by one index."""
+
+
+def simulate_dispatchers(
+    system: System,
+    policy: str | Policy = "l-jsq",
+    *,
+    dispatchers: int = 1,
+    update=None,
+    split=None,
+    herd_window: float | None = None,
+    jobs: int | None = None,
+    horizon: float | None = None,
+    warmup: float = 0.0,
+    replications: int = 1,
+    seed: int | np.random.SeedSequence = 0,
+    batches: int = 20,
+    occupancy_levels: int = 10,
+    state_distribution: bool = False,
+    speed_bins: int | None = None,
+    trace: int = 0,
+    progress: bool = False,
+    **policy_params,
+) -> DispatchersResult:
+    """Simulate ``system`` with ``dispatchers`` = M dispatchers, each deciding by ``policy`` on its
+    own estimates, refreshed by the ``update`` signals (hetlb.model.dispatchers; default: ``push``
+    for the LED policies, ``probe`` for the others); the other arguments are those of
+    hetlb.simulate.
+
+    split: how the arrivals of each job type divide among the dispatchers: None (equally), M
+        shares summing to 1, or an M x K array of rates lambda_{m,k} whose columns sum to the job
+        types' arrival rates.
+    herd_window: a decision herds when its server was chosen by another dispatcher less than this
+        long before (time units; default HERD_WINDOW_FRACTION N / lambda_Sigma).
+    """
+    policy = resolve_policy(policy, policy_params)
+    if not isinstance(system, System):
+        raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
+    check_policy(policy)
+    n_dispatchers = validation.count("dispatchers", dispatchers)
+    updates = Updates.parse(default_update(policy) if update is None else update)
+    check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
+    rates = source_rates(system, n_dispatchers, split)
+    window = default_herd_window(system) if herd_window is None else check_herd_window(herd_window)
+    jobs, horizon, warmup = continuous.stopping_rule(jobs, horizon, warmup)
+    validation.count("replications", replications)
+    validation.count("batches", batches, low=2)
+    validation.count("occupancy_levels", occupancy_levels)
+    validation.count("trace", trace, low=0)
+    validation.flag("state_distribution", state_distribution)
+    root_seed = root_seed_sequence(seed)
+    if speed_bins is not None:
+        validation.count("speed_bins", speed_bins)
+    if jobs is not None and jobs < batches:
+        raise InputError("jobs", f"must be at least the number of batches ({batches})")
+    continuous.check_policy_stability(system, policy)
+    continuous.check_speeds(system)
+    continuous.run_cost(system, jobs, horizon, warmup).check(replications)
+    parts = continuous.run_memory(
+        system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
+    )
+    continuous.check_run_memory(parts, system.n_servers, replications)
+
+    model = continuous.pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
+    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
+    runs = run_replications(
+        root_seed,
+        replications,
+        f"{policy.id} x{n_dispatchers} ",
+        progress,
+        lambda seed_sequence, report: run_replication(
+            system, model, dispatcher_model, seed_sequence, trace, state_distribution, speed_bins, report
+        ),
+    )
+    describe = system.describe()
+    describe["dispatchers"] = n_dispatchers
+    metadata = {
+        "system": describe,
+        "policy": {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS},
+        "policy_definition": policy.spec.definition,
+        "dispatchers": {
+            "dispatchers": n_dispatchers,
+            "update": updates.describe(),
+            "update_text": updates.text(),
+            "rates": rates.tolist(),
+            "herd_window": window,
+        },
+        "seed": seed_description(seed, root_seed),
+        "replications": replications,
+        "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
+        "batches": batches,
+        "confidence": 0.95,
+        "versions": versions(),
+    }
+    return DispatchersResult(runs, metadata)
+
+
+def check_policy(policy: Policy) -> None:
+    """The policy must decide on estimates (hetlb.policies.choice); an LED policy's slotted update
+    parameters have no meaning here (``update=`` gives the updates)."""
+    if policy.code not in ON_ESTIMATES:
+        deciders = [spec.id for spec in registry.POLICIES.values() if spec.code in ON_ESTIMATES]
+        raise InputError(
+            "policy", f"{policy.id} does not decide on estimates; with dispatchers use one of {', '.join(deciders)}"
+        )
+    for name, (default, _, _) in LED_UPDATE_PARAMETERS.items():
+        if name in policy.params and policy.params[name] != default:
+            raise InputError(
+                f"policy {policy.id}.{name}",
+                "is a parameter of the slotted model; with dispatchers in continuous time give the updates as "
+                "update= (e.g. update='push:p_hat=1:d=2')",
+            )
+
+
+def default_update(policy: Policy) -> str:
+    """001's push (p_hat = 1, d = 2) for an LED policy, true probes for the others."""
+    return "push" if policy.spec.on_local_estimates else "probe"
+
+
+def check_herd_window(value) -> float:
+    if not validation.is_real(value) or not math.isfinite(value) or value <= 0:
+        raise InputError("herd_window", f"must be a time > 0, got {value!r}")
+    return float(value)
+
+
+def default_herd_window(system: System) -> float:
+    return HERD_WINDOW_FRACTION * system.n_servers / system.total_arrival_rate
+
+
+def source_rates(system: System, n_dispatchers: int, split) -> np.ndarray:
+    """lambda_{m,k}: the M x K arrival rates of dispatcher m's jobs of type k."""
+    rate = np.asarray(system.arrival_rate, dtype=np.float64)
+    if split is None or (isinstance(split, str) and split == "equal"):
+        return np.outer(np.full(n_dispatchers, 1.0 / n_dispatchers) if n_dispatchers > 1 else [1.0], rate)
+    try:
+        values = np.asarray(split, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("split", f"must be 'equal', M shares or an M x K array of rates, got {split!r}") from None
+    if values.ndim == 1:
+        if len(values) != n_dispatchers or np.any(values <= 0) or not np.all(np.isfinite(values)):
+            raise InputError("split", f"must be {n_dispatchers} shares > 0 (one per dispatcher)")
+        if abs(values.sum() - 1.0) > 1e-9:
+            raise InputError("split", f"the shares must sum to 1, got {values.sum():.12g}")
+        return np.outer(values, rate)
+    if values.shape != (n_dispatchers, len(rate)) or np.any(values < 0) or not np.all(np.isfinite(values)):
+        raise InputError(
+            "split", f"must be a {n_dispatchers} x {len(rate)} array of rates >= 0 (dispatcher x job type)"
+        )
+    if not np.allclose(values.sum(axis=0), rate, rtol=1e-9, atol=0.0):
+        raise InputError("split", "each job type's rates must sum to its arrival rate")
+    return values
+
+
+def check_dispatcher_memory(n_servers: int, n_types: int, n_dispatchers: int, updates: Updates) -> None:
+    """Refuse more than MAX_PAIRS (dispatcher, server) or (dispatcher, job type) pairs, or more than
+    the machine's memory, before anything of that size is allocated."""
+    pairs = max(n_servers, n_types) * n_dispatchers
+    if pairs > MAX_PAIRS:
+        raise InputError(
+            "dispatchers",
+            f"M x max(N, job types) = {pairs:,} is more than the {MAX_PAIRS:,} pairs a run holds; use fewer dispatchers",
+        )
+    views = 1 if updates.truth else n_dispatchers
+    validation.check_memory(
+        "dispatchers",
+        DISPATCHER_BYTES_PER_PAIR * n_servers * views + SOURCE_BYTES * n_types * n_dispatchers,
+        f"the estimates of {n_dispatchers:,} dispatchers of {n_servers:,} servers",
+        "use fewer dispatchers or servers",
+    )
+
+
+def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, rates: np.ndarray, window: float):
+    """The kernel's read-only parameters of the dispatchers (hetlb.kernels.dispatchers.DispatcherModel)."""
+    n_dispatchers, n_servers = rates.shape[0], system.n_servers
+    graph = system.graph
+    degree = graph.degree()
+    signals = updates.signals
+    code = policy.code
+    ranking = policy.spec.ranks_whole_set or code == registry.L_JSQ
+    uses_tree = ranking and n_servers >= continuous.TREE_MIN_SERVERS
+    d = min(policy.params.get("d", 1), n_servers)
+    if "probe" not in signals or code in (registry.RANDOM, registry.WEIGHTED_RANDOM):
+        probe_messages = np.zeros(system.n_types, np.int64)
+    elif code in (registry.POD, registry.L_POD):
+        probe_messages = 2 * np.minimum(d, degree).astype(np.int64)
+    else:
+        probe_messages = 2 * degree.astype(np.int64)
+    keep, alias = alias_table(rates.reshape(-1))
+    delay_law = np.zeros(4, np.int64)
+    delay_mean = np.zeros(4)
+    laws = {"none": kernel.DELAY_NONE, "constant": kernel.DELAY_CONSTANT, "exponential": kernel.DELAY_EXPONENTIAL}
+    for kind, name in enumerate(kernel.MESSAGE_KINDS[:4]):
+        if name in updates.delays:
+            delay_law[kind] = laws[updates.delays[name].law]
+            delay_mean[kind] = updates.delays[name].mean
+    push = signals.get("push", {})
+    snapshot = signals.get("snapshot", {})
+    push_size = min(push.get("d", 1), n_servers)
+    delayed = delay_law > 0
+    reserve = max(
+        push_size * delayed[kernel.PUSH] + delayed[kernel.PIGGYBACK],
+        delayed[kernel.PIGGYBACK] + delayed[kernel.PULL],
+        n_servers * (n_dispatchers if snapshot.get("phases") == "aligned" else 1) * delayed[kernel.SNAPSHOT],
+    )
+    fallback = JBA_FALLBACK_LEAST if policy.params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED
+    return kernel.DispatcherModel(
+        n_dispatchers=n_dispatchers,
+        truth_view=int(updates.truth),
+        source_keep=keep,
+        source_alias=alias,
+        decision_code=code,
+        key_code=registry.JSQ if code == registry.L_JSQ else code,
+        type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
+        sample_size=d,
+        jba_rate_weighted=policy.params.get("average") == "rate-weighted",
+        jba_inclusive=bool(policy.params.get("inclusive", False)),
+        jba_fallback=fallback,
+        probe_messages=probe_messages,
+        increment=int("increment" in signals),
+        piggyback=int("piggyback" in signals),
+        push_probability=float(push.get("p_hat", 0.0)),
+        push_size=push_size,
+        pull_probability=float(signals.get("pull", {}).get("p_hat", 0.0)),
+        snapshot=int("snapshot" in signals),
+        snapshot_interval=float(snapshot.get("tau", math.inf)),
+        snapshot_aligned=snapshot.get("phases", "aligned") == "aligned",
+        snapshot_poisson=snapshot.get("timing") == "poisson",
+        snapshot_phase=np.zeros(n_dispatchers),
+        snapshot_order=np.arange(n_dispatchers, dtype=np.int64),
+        delay_law=delay_law,
+        delay_mean=delay_mean,
+        herd_window=window,
+        message_reserve=int(reserve),
+    )
+
+
+def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.DispatcherState:
+    """Every dispatcher at time 0: it knows the system empty (estimates 0, observed at time 0)."""
+    views = 1 if dm.truth_view else dm.n_dispatchers
+    zeros = np.zeros(n_servers, np.int64)
+    keys = rules.selection_keys(
+        dm.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
+    )
+    if dm.type_uses_tree.any():
+        tree = new_key_tree(keys)
+        key_trees = np.repeat(tree[None, :], views, axis=0)
+    else:
+        key_trees = np.zeros((0, 2 * tree_width(1)), KEY_NODE_DTYPE)
+    counters = np.zeros(1, dtype=kernel.DISPATCHER_COUNTER_DTYPE)
+    counters[0]["next_snapshot"] = np.inf
+    counters[0]["snapshot_dispatcher"] = -1
+    capacity = max(1024, 2 * dm.message_reserve)
+    max_degree = int(np.diff(model.compat_indptr).max())
+    return kernel.DispatcherState(
+        counters=counters,
+        estimate=np.zeros((views, n_servers), np.int64),
+        estimate_time=np.zeros((views, n_servers)),
+        idle_since=np.zeros((views, n_servers)),
+        key_trees=key_trees,
+        keys=np.zeros(n_servers),
+        ties=np.zeros(max_degree, np.int64),
+        sample=np.zeros(max(1, min(dm.sample_size, max_degree)), np.int64),
+        probe_sample=np.zeros(max(1, dm.push_size), np.int64),
+        service_dispatcher=np.zeros(n_servers, np.int64),
+        job_dispatcher=np.zeros(job_slots, np.int64),
+        heap_time=np.zeros(capacity),
+        heap_observed=np.zeros(capacity),
+        heap_target=np.zeros(capacity, np.int64),
+        heap_value=np.zeros(capacity, np.int64),
+        messages=np.zeros(len(kernel.MESSAGE_KINDS), np.int64),
+        decisions=np.zeros(dm.n_dispatchers, np.int64),
+        herd_other=np.zeros(dm.n_dispatchers, np.int64),
+        herd_same=np.zeros(dm.n_dispatchers, np.int64),
+        last_decision_time=np.full(n_servers, -np.inf),
+        last_decision_dispatcher=np.full(n_servers, -1, np.int64),
+    )
+
+
+def first_snapshot(dm, counters, update_rng):
+    """The model with this replication's poll phases, and the first poll in ``counters``."""
+    if not dm.snapshot:
+        return dm
+    tau, n_dispatchers = dm.snapshot_interval, dm.n_dispatchers
+    if not dm.snapshot_aligned and not dm.snapshot_poisson:
+        phase = update_rng.random(n_dispatchers) * tau
+        order = np.argsort(phase, kind="stable").astype(np.int64)
+        dm = dm._replace(snapshot_phase=phase, snapshot_order=order)
+        counters[0]["next_snapshot"] = phase[order[0]]
+        counters[0]["snapshot_dispatcher"] = order[0]
+        return dm
+    counters["next_snapshot"] = 0.0
+    kernel.schedule_snapshot(dm, counters, update_rng)
+    return dm
+
+
+def grow_messages(ds: kernel.DispatcherState) -> kernel.DispatcherState:
+    """Double the heap of messages in flight."""
+    used = len(ds.heap_time)
+    validation.check_memory(
+        "update", 64 * used, f"more than {used:,} messages in flight", "shorten the delays or send fewer messages"
+    )
+    grown = {}
+    for name in ("heap_time", "heap_observed", "heap_target", "heap_value"):
+        old = getattr(ds, name)
+        new = np.zeros(2 * used, old.dtype)
+        new[:used] = old
+        grown[name] = new
+    return ds._replace(**grown)
+
+
+def run_replication(
+    system: System, model, dm, seed_sequence, trace: int, state_distribution: bool, speed_bins, report
+) -> DispatcherRunResult:
+    """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
+    arrival_stream, policy_stream, update_stream = seed_sequence.spawn(3)
+    arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
+    policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
+    update_rng = np.random.Generator(np.random.PCG64(update_stream))
+    state = continuous.new_state(model, system.n_servers, trace, state_distribution)
+    ds = new_dispatcher_state(model, dm, system.n_servers, len(state.job_next))
+    dm = first_snapshot(dm, ds.counters, update_rng)
+    counters = state.counters[0]
+    counters["window_end"] = np.inf
+    counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    started = time.perf_counter()
+    while True:
+        status = kernel.advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, continuous.EVENTS_PER_CALL)
+        if status == single_kernel.FINISHED:
+            break
+        if status == single_kernel.NEEDS_JOB_SLOTS:
+            state = continuous.grow_job_pool(model, state)
+            counters = state.counters[0]
+            grown = np.zeros(len(state.job_next), np.int64)
+            grown[: len(ds.job_dispatcher)] = ds.job_dispatcher
+            ds = ds._replace(job_dispatcher=grown)
+        if status == kernel.NEEDS_MESSAGE_SLOTS:
+            ds = grow_messages(ds)
+        done = (
+            counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
+        )
+        report(done, int(counters["events"]))
+    wall = time.perf_counter() - started
+    run = continuous.run_result(system, model, state, seed_sequence, wall)
+    if speed_bins is not None:
+        from hetlb.stats.halfin_whitt import speed_profile
+
+        run.speed_profile = speed_profile(run, system.speed, speed_bins)
+    return dispatcher_run_result(run, dm, ds)
+
+
+def dispatcher_run_result(run, dm, ds) -> DispatcherRunResult:
+    """The single-dispatcher figures of ``run`` with those of the dispatchers."""
+    c = ds.counters[0]
+    arrivals = run.arrivals
+    messages = {name: int(count) for name, count in zip(kernel.MESSAGE_KINDS, ds.messages)}
+    per_job = {name: safe_ratio(count, arrivals) for name, count in messages.items()}
+    per_job["total"] = safe_ratio(sum(count for name, count in messages.items() if name != "increment"), arrivals)
+    decisions = ds.decisions.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        herd_by_dispatcher = ds.herd_other / decisions
+    truth = bool(dm.truth_view)
+    samples = int(c["error_samples"])
+    return DispatcherRunResult(
+        **vars(run),
+        messages=messages,
+        messages_per_job=per_job,
+        mean_estimate_error=0.0 if truth else safe_ratio(c["absolute_error_sum"], samples),
+        mean_estimate_bias=0.0 if truth else safe_ratio(c["error_sum"], samples),
+        mean_estimate_age=0.0 if truth else safe_ratio(c["age_sum"], samples),
+        herd_fraction=safe_ratio(ds.herd_other.sum(), decisions.sum()),
+        herd_same_fraction=safe_ratio(ds.herd_same.sum(), decisions.sum()),
+        herd_by_dispatcher=herd_by_dispatcher.tolist(),
+        decisions_by_dispatcher=ds.decisions.tolist(),
+        stale_messages=int(c["stale"]),
+        delivered_messages=int(c["delivered"]),
+        message_events=int(c["message_events"]),
+        snapshot_events=int(c["snapshot_events"]),
+    )

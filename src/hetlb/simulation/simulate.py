@@ -1,0 +1,86 @@
+"""``hetlb.simulate``: the continuous-time model with one dispatcher that knows every queue
+(hetlb.simulation.continuous), or with several that decide on their own estimates
+(hetlb.simulation.dispatchers).
+
+>>> import hetlb
+>>> system = hetlb.System.from_speeds([2.0, 1.0, 0.5], load=0.8)
+>>> result = hetlb.simulate(system, "jfsq", jobs=20_000, warmup=100.0, seed=1)
+>>> round(result.mean_response_time, 1) > 0
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetlb.model.system import System
+from hetlb.policies.registry import Policy
+from hetlb.results.dispatchers import DispatchersResult
+from hetlb.results.run import SimulationResult
+from hetlb.simulation.continuous import simulate_one_dispatcher
+from hetlb.simulation.dispatchers import simulate_dispatchers
+
+
+def simulate(
+    system: System,
+    policy: str | Policy = "jsq",
+    *,
+    jobs: int | None = None,
+    horizon: float | None = None,
+    warmup: float = 0.0,
+    replications: int = 1,
+    seed: int | np.random.SeedSequence = 0,
+    batches: int = 20,
+    occupancy_levels: int = 10,
+    state_distribution: bool = False,
+    speed_bins: int | None = None,
+    trace: int = 0,
+    progress: bool = False,
+    dispatchers: int | None = None,
+    update=None,
+    split=None,
+    herd_window: float | None = None,
+    **policy_params,
+) -> SimulationResult | DispatchersResult:
+    """Simulate ``system`` under ``policy``; return the replications and their aggregate.
+
+    jobs: measure the jobs arriving after the warm-up until this many have been admitted
+        (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
+        this simulated time instead. The run goes on until every measured job has left.
+    warmup: simulated time discarded before statistics start (time units).
+    seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
+    replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
+        split into an arrival stream and a policy stream, so every policy sees the same arrival
+        epochs, job types and job sizes for the same seed (common random numbers).
+    batches: batches for the batch-means confidence intervals of each run.
+    occupancy_levels: how many levels i of s_{m,i} (000) to record.
+    state_distribution: also record the time-distribution of the number of jobs in system and of
+        waiting jobs (for the CCDFs of X_{+1} and X_{+2} of 002; :mod:`hetlb.stats.halfin_whitt`).
+    speed_bins: also report, in this many equal-width bins of speed, the share of idleness eta
+        and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
+    trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
+    policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
+    dispatchers, update, split, herd_window: M dispatchers that decide on their own estimates,
+        refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers, which
+        returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them. Without
+        them, one dispatcher that knows every queue (hetlb.simulation.continuous).
+    """
+    dispatcher_options = {"dispatchers": dispatchers, "update": update, "split": split, "herd_window": herd_window}
+    options = dict(
+        jobs=jobs,
+        horizon=horizon,
+        warmup=warmup,
+        replications=replications,
+        seed=seed,
+        batches=batches,
+        occupancy_levels=occupancy_levels,
+        state_distribution=state_distribution,
+        speed_bins=speed_bins,
+        trace=trace,
+        progress=progress,
+        **policy_params,
+    )
+    if any(value is not None for value in dispatcher_options.values()):
+        chosen = {name: value for name, value in dispatcher_options.items() if value is not None}
+        return simulate_dispatchers(system, policy, **chosen, **options)
+    return simulate_one_dispatcher(system, policy, **options)
