@@ -15,7 +15,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import POLICIES
-from hetlb.simulation.continuous import simulate
+from hetlb.simulation.simulate import simulate
 from hetlb.theory.meanfield import MeanFieldLimit, relaxation_time, server_speeds
 
 

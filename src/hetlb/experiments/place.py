@@ -40,7 +40,7 @@ from hetlb.graphs.constructions import fig3_edge_probability, random_bipartite, 
 from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.model.system import System
 from hetlb.progress import ProgressBar
-from hetlb.simulation.continuous import simulate
+from hetlb.simulation.simulate import simulate
 from hetlb.stats.intervals import t_quantile
 from hetlb.theory.bounds import speed_lower_bound
 from hetlb.version import __version__
