@@ -359,7 +359,9 @@ FLAG_KINDS = {
     ),
     **dict.fromkeys(["--push-d", "--d-fast", "--d-slow", "--speed-bins", "--grid"], "count"),
     "--seed": "seed",
-    **dict.fromkeys(["--load", "--arrival-rate", "--horizon"], "rate"),
+    "--graph-seed": "seed",
+    **dict.fromkeys(["--compare", "--ports"], "count"),
+    **dict.fromkeys(["--load", "--arrival-rate", "--horizon", "--tolerance", "--time-budget"], "rate"),
     "--warmup": "warmup",
     "--excess-capacity": "excess",
     "--scv": "scv",
@@ -753,6 +755,39 @@ def t_demo(rng) -> Draft:
     return Draft("demo", "demo", args)
 
 
+def t_meanfield(rng) -> Draft:
+    policy = rng.choice(["jsq", "jfsq", "sed", "pod", "random", "weighted-random", "jsq-df-ds", "jiq-df-ds"])
+    fleet = [A("--speeds", "2x1,2x0.5")] if policy.endswith("df-ds") else speeds_args(rng)  # two classes at least
+    args = fleet + [rate_arg(rng), A("--policy", policy)]
+    if policy == "pod" and rng.random() < 0.5:
+        args.append(A("--d", "3"))
+    if rng.random() < 0.4:
+        args.append(A("--buffer", rng.choice(["1", "3", "10"])))
+    if rng.random() < 0.3:
+        args += [A("--compare", "8", keep=True), A("--jobs", "200", keep=True), A("--replications", "2", keep=True)]
+        args.append(A("--warmup", "1"))
+    if rng.random() < 0.4:
+        args.append(A("--json"))
+    args.append(A("-q"))
+    return Draft("meanfield", "meanfield", args)
+
+
+def t_place(rng) -> Draft:
+    args = [A("--speeds", rng.choice(["2x1,2x0.5", "4x1,4x0.25"])), A("--load", rng.choice(["0.3", "0.5"]))]
+    args += [A("--ports", "4", keep=True), A("--jobs", "100", keep=True), A("--replications", "2", keep=True)]
+    args += [
+        A("--time-budget", "1", keep=True),
+        A("--families", rng.choice(["fig3", "typed", "fig3,typed"]), keep=True),
+    ]
+    args += [A("--tolerance", rng.choice(["50", "200"])), A("--store", "place.sqlite"), A("--output", "place.json")]
+    if rng.random() < 0.3:
+        args.append(A("--policy", "jfiq"))
+    if rng.random() < 0.4:
+        args.append(A("--json"))
+    args.append(A("-q"))
+    return Draft("place", "place", args)
+
+
 def t_top(rng) -> Draft:
     argv = rng.choice([["--version"], ["--help"], [], ["nope"], ["--json"], ["simulate"], ["-q", "simulate"]])
     return Draft("top-level", None, [Arg(None, token, "top") for token in argv])
@@ -773,6 +808,8 @@ TEMPLATES = [
     (t_tune, 5),
     (t_diffusion, 6),
     (t_demo, 3),
+    (t_meanfield, 6),
+    (t_place, 3),
     (t_top, 2),
 ]
 
@@ -1781,7 +1818,46 @@ class Judge:
             kinds = {"uniform": {"low", "high"}, "discrete": {"speeds", "probabilities"}}
             self.speed_law(law, kinds)
 
+    def command_meanfield(self, ns):
+        from hetlb.theory.meanfield import MEANFIELD_POLICIES, SAMPLING
+
+        self.scenario(ns, "meanfield")
+        policy = ns.policy or "jsq"
+        if policy not in MEANFIELD_POLICIES:
+            self.bad("meanfield --policy: a policy with a mean-field limit", repr(policy)[:40])
+        if ns.buffer is not None and is_int(ns.buffer) and ns.buffer > 100 and policy in SAMPLING:
+            self.slow(f"buffer {ns.buffer}")
+        if ns.compare is not None:
+            self.count("--compare", ns.compare, slow_above=512)
+            self.count("--jobs", ns.jobs, slow_above=5000)
+            self.count("--replications", ns.replications, low=2, slow_above=4)
+            self.real("--warmup", ns.warmup, low=0.0, slow_outside=(0.0, 1e3))
+            self.seed("--seed", ns.seed)
+
+    def command_place(self, ns):
+        self.scenario(ns, "place")
+        self.count("--ports", ns.ports, slow_above=64)
+        self.real("--ports-exponent", ns.ports_exponent, low=0.0, slow_outside=(0.0, 1.3))
+        self.count("--jobs", ns.jobs, slow_above=2000)
+        self.count("--replications", ns.replications, low=2, slow_above=4)
+        self.real("--time-budget", ns.time_budget, low=0.0, low_open=True, slow_outside=(0.0, 5.0))
+        self.real("--tolerance", ns.tolerance, low=0.0, low_open=True)
+        self.real("--warmup", ns.warmup, low=0.0, slow_outside=(0.0, 1e3))
+        self.seed("--seed", ns.seed)
+        self.seed("--graph-seed", ns.graph_seed)
+        for name in (ns.families or "fig3,typed,theorem3").split(","):
+            if name not in ("fig3", "typed", "theorem3", "theorem2"):
+                self.bad("place --families: unknown", repr(name)[:40])
+        if (ns.families or "theorem3") and "theorem" in (ns.families or "theorem3"):
+            self.slow("a theorem construction")
+        n_servers = getattr(self, "n_servers", None)
+        if ns.ports is None and (n_servers is None or n_servers > 16):
+            self.slow("N^1.25 ports")
+        self.store_path(ns.store, must_exist=False)
+
     def command_policies(self, ns):
+        if ns.check == []:  # a bare --check checks every policy: tens of seconds
+            self.slow("the conformance check of every policy")
         for pid in ns.check or []:
             if pid not in registry()["policies"]:
                 self.bad("policies --check: unknown id", repr(pid)[:40])

@@ -48,6 +48,8 @@ def test_every_flag_of_every_command_has_help():
         "demo",
         "backend",
         "loadgen",
+        "meanfield",
+        "place",
         "serve",
         "testbed",
         "compile",
@@ -456,7 +458,7 @@ PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000", "--paths": "16"}
 """Smaller runs of the documented commands (their flags and their meaning unchanged)."""
 
-PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve"}
+PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve", "place"}
 """Commands too long for the test suite (or that serve until stopped): their command lines are
 parsed, and their inputs checked (the sweep spec exists, the reproduction is registered); the live
 ones run as real processes in tests/test_live_*.py and tests/test_serve_live.py."""
@@ -509,6 +511,10 @@ def test_every_documented_command_line_runs(page, argv, tmp_path, monkeypatch, c
         argv = [re.sub(r"^64x", "4x", value).replace(",64x", ",4x").replace("ports=1024", "ports=64") for value in argv]
     # run from the repository root, as the docs do, but write into tmp_path
     argv = [str(ROOT / value) if "/" in value and (ROOT / value).exists() else value for value in argv]
+    argv = [
+        re.sub(r"file=([\w./-]+)", lambda m: f"file={ROOT / m[1]}" if (ROOT / m[1]).exists() else m[0], value)
+        for value in argv
+    ]
     monkeypatch.chdir(tmp_path)
     status = main(argv)
     out = capsys.readouterr().out

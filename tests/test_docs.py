@@ -28,6 +28,7 @@ PAGES_WITH_CODE = [
     "how-to/placement.md",
     "how-to/add-a-policy.md",
     "background/tie-breaking.md",
+    "background/mean-field.md",
     "reference/serve.md",
     "reference/testbed.md",
 ]

@@ -1,4 +1,4 @@
-"""The command line: ``hetlb simulate | exact | bound | graph | tune | diffusion | policies | sweep | store |
+"""The command line: ``hetlb simulate | exact | bound | meanfield | place | graph | tune | diffusion | policies | sweep | store |
 plot | reproduce | demo``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
@@ -589,6 +589,189 @@ def command_bound(args) -> int:
             f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
         )
     return 0
+
+
+def meanfield_policy(args) -> tuple[str, dict]:
+    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
+    jiq-df-ds, which only the theory has)."""
+    params = dict(parse_assignment(text, "--set") for text in args.set or [])
+    if args.d is not None:
+        params["d"] = args.d
+    return args.policy or "jsq", params
+
+
+def command_meanfield(args) -> int:
+    from hetlb.theory.meanfield import mean_field
+
+    policy, params = meanfield_policy(args)
+    args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    if system.graph.n_edges != system.graph.n_types * system.n_servers:
+        raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", "the mean-field limit takes one buffer size for all servers")
+    buffer = None if system.has_infinite_buffers else int(buffers[0])
+    limit = mean_field(system.speed, load=system.load, policy=policy, buffer=buffer, **params)
+    values = limit.to_dict()
+    if args.compare is not None:
+        from hetlb.experiments.meanfield import compare_with_simulation
+
+        notify_compiling(args)
+        values = compare_with_simulation(
+            limit,
+            validation.count("--compare", args.compare),
+            jobs=validation.count("--jobs", args.jobs),
+            replications=validation.count("--replications", args.replications, low=2),
+            warmup=args.warmup,
+            seed=validation.seed("--seed", args.seed),
+            progress=not quiet(args),
+        )
+        for warning in values["simulation"]["warnings"]:
+            print(f"hetlb: warning: simulation at N = {args.compare}: {warning}", file=sys.stderr)
+    if args.json:
+        print_json(values)
+    else:
+        print(format_meanfield(values))
+    return 0
+
+
+def format_meanfield(values: dict) -> str:
+    """The text output of ``hetlb meanfield``: the limit's figures, per class, and the simulation
+    beside them with --compare."""
+    limit = values.get("limit", values)
+    simulation = values.get("simulation")
+    lines = [
+        f"mean-field limit N -> infinity of {limit['policy']} {fmt(limit['parameters']) if limit['parameters'] else ''}".rstrip()
+        + f": load {limit['load']:.6g}, lambda {limit['arrival_rate_per_server']:.6g} per server, "
+        + f"buffer {limit['buffer'] if limit['buffer'] is not None else 'infinite'}",
+        f"  {limit['description']}",
+    ]
+    if not limit["stable"]:
+        lines.append("  unstable: some queues grow without bound in the limit (mean response time infinite)")
+        return "\n".join(lines)
+    rows = [
+        ("mean response time", "mean_response_time"),
+        ("mean waiting time", "mean_waiting_time"),
+        ("P(wait)", "p_wait"),
+        ("blocking probability", "blocking_probability"),
+    ]
+    header = f"  {'':<24}{'limit':>12}"
+    if simulation:
+        header += f"{'N = ' + str(simulation['n_servers']):>14}  95% CI"
+    lines.append(header)
+    for label, key in rows:
+        line = f"  {label:<24}{limit[key]:>12.6g}"
+        if simulation:
+            line += f"{simulation[key]:>14.6g}"
+            if key == "mean_response_time":
+                low, high = simulation["mean_response_time_ci"]
+                line += f"  [{low:.6g}, {high:.6g}], gap {values['gap']['mean_response_time']:+.2%}"
+        lines.append(line)
+    width = 24 if simulation else 10
+    lines.append(
+        f"  {'class speed':>12}{'fraction':>10}{'busy':>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ..."
+    )
+    for m, row in enumerate(limit["classes"]):
+        occupancy = ", ".join(f"{x:.4g}" for x in row["s_m"][:8]) + (", ..." if len(row["s_m"]) > 8 else "")
+        busy = f"{row['utilisation']:.4g}"
+        if simulation:
+            busy += f" (sim {simulation['utilisation'][m]:.4g})"
+        lines.append(
+            f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}"
+        )
+    lines.append(f"  the N-server system approaches the limit at rate {limit['finite_n_error']}")
+    return "\n".join(lines)
+
+
+def command_place(args) -> int:
+    from hetlb.experiments.place import FAMILIES, place, write_graph
+    from hetlb.experiments.store import ResultStore
+    from hetlb.graphs.constructions import graph_ports
+
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    if args.ports is not None and args.ports_exponent is not None:
+        raise InputError("--ports", "give --ports or --ports-exponent, not both")
+    spec = {"ports": args.ports} if args.ports is not None else {"ports_exponent": args.ports_exponent or 1.25}
+    n_ports = graph_ports({"kind": "complete", **spec}, system.n_servers) or 1
+    rates = np.full(n_ports, system.total_arrival_rate / n_ports)
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", "hetlb place takes one buffer size for all servers")
+    buffer = None if system.has_infinite_buffers else int(buffers[0])
+    families = tuple(args.families.split(",")) if args.families else ("fig3", "typed", "theorem3")
+    for name in families:
+        validation.choice("--families", name, tuple(FAMILIES))
+    tolerance = validation.number("--tolerance", args.tolerance, 0.0, strict=True, high=1000.0)
+    output = validation.output_file("--output", args.output, suffixes=("json",))
+    notify_compiling(args)
+    with ResultStore(args.store) as store:
+        result = place(
+            system.speed,
+            rates,
+            buffer=buffer,
+            policy=args.policy or "jfsq",
+            tolerance=tolerance / 100.0,
+            families=families,
+            jobs=validation.count("--jobs", args.jobs),
+            replications=validation.count("--replications", args.replications, low=2),
+            warmup=args.warmup,
+            seed=validation.seed("--seed", args.seed),
+            graph_seed=validation.seed("--graph-seed", args.graph_seed),
+            time_budget=validation.number("--time-budget", args.time_budget, 0.0, strict=True),
+            store=store,
+            progress=not quiet(args),
+        )
+    values = result.to_dict()
+    if result.graph is not None and result.verification is not None and result.verification["verdict"] == "pass":
+        values["graph_file"] = str(write_graph(result.graph, output))
+    if args.json:
+        print_json(values)
+    else:
+        print(format_placement(values, args))
+    return 0
+
+
+def format_placement(values: dict, args) -> str:
+    """The text output of ``hetlb place``: the best graph, its verification, the least graph of
+    each family against the Fig. 3 formula."""
+    reference = values["reference"]
+    lines = [
+        f"placement of {reference['n_ports']} job types on {reference['n_servers']} servers: mean response time "
+        f"within {values['tolerance']:.1%} of C*/lambda = {values['lower_bound']:.6g}",
+        f"  Fig. 3 formula of 000: port degree {reference['fig3_port_degree']:.1f}, "
+        f"{reference['fig3_edges']:.0f} edges",
+        f"  {'family':<10}{'parameter':>11}{'edges':>11}{'edges/Fig.3':>12}{'mean deg':>10}{'max deg':>9}"
+        f"{'T / bound (95% CI)':>28}",
+    ]
+    for name, best in values["best_by_family"].items():
+        if best is None:
+            lines.append(f"  {name:<10}{'none passed':>11}")
+            continue
+        low, high = best["ratio_ci"]
+        lines.append(
+            f"  {name:<10}{best['parameter']:>11.4g}{best['edges']:>11}{best['edges'] / reference['fig3_edges']:>12.3f}"
+            f"{best['mean_port_degree']:>10.1f}{best['max_port_degree']:>9}"
+            f"{best['ratio_to_bound']:>12.4f} [{low:.4f}, {high:.4f}]"
+        )
+    for attempt in values["verifications"]:
+        low, high = attempt["ratio_ci"]
+        lines.append(
+            f"re-simulated with fresh seeds: {attempt['family']} {attempt['parameter']:.4g} ({attempt['edges']} edges): "
+            f"T / bound {attempt['ratio_to_bound']:.4f} [{low:.4f}, {high:.4f}] -> {attempt['verdict']}"
+        )
+    if values["verification"] is not None:
+        lines.append(f"best: {values['best']['family']} ({values['best']['edges']} edges)")
+        if "graph_file" in values:
+            lines.append(f"graph written to {values['graph_file']} (hetlb simulate --graph explicit:file=...)")
+    else:
+        lines.append("no graph met the tolerance")
+    lines += [f"note: {note}" for note in values["notes"]]
+    if not values["search_complete"]:
+        lines.append("the search stopped at its time budget; run the same command again to resume from the store")
+    return "\n".join(lines)
 
 
 def command_compile(args) -> int:
@@ -1435,6 +1618,49 @@ def build_parser() -> ArgumentParser:
     bound.set_defaults(handler=command_bound)
     add_scenario_flags(bound, buffer=False, job_sizes=False, graph=False)
     add_output_flags(bound)
+
+    meanfield = commands.add_parser(
+        "meanfield", help="the many-server (N -> infinity) limit on the complete graph, optionally beside a simulation"
+    )
+    meanfield.set_defaults(handler=command_meanfield)
+    add_scenario_flags(meanfield, job_sizes=False, graph=False)
+    add_policy_flags(meanfield)
+    compare = meanfield.add_argument_group("comparison with the simulator")
+    compare.add_argument("--compare", type=int, metavar="N", help="also simulate the fleet at N servers")
+    compare.add_argument("--jobs", type=int, default=200_000, help="measured jobs per replication (default 200000)")
+    compare.add_argument("--replications", type=int, default=5, help="replications (default 5)")
+    compare.add_argument("--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)")
+    compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    add_output_flags(meanfield, quiet=True)
+
+    placement = commands.add_parser(
+        "place",
+        help="the sparsest compatibility graph whose jfsq/jfiq mean response time stays within x%% of C*/lambda",
+    )
+    placement.set_defaults(handler=command_place)
+    add_scenario_flags(placement, job_sizes=False, graph=False)
+    group = placement.add_argument_group("placement")
+    ports = group.add_mutually_exclusive_group()
+    ports.add_argument("--ports", type=int, metavar="L", help="job types, sharing the arrival rate equally")
+    ports.add_argument(
+        "--ports-exponent", type=float, metavar="A", help="L = N^A job types (default 1.25, as in Fig. 3 of 000)"
+    )
+    group.add_argument("--policy", choices=["jfsq", "jfiq"], help="the dispatching policy (default jfsq)")
+    group.add_argument(
+        "--tolerance", type=float, default=5.0, metavar="PCT", help="percent above C*/lambda (default 5)"
+    )
+    group.add_argument("--families", help="comma list of fig3, typed, theorem3, theorem2 (default fig3,typed,theorem3)")
+    group.add_argument("--jobs", type=int, default=100_000, help="measured jobs per replication (default 100000)")
+    group.add_argument("--replications", type=int, default=3, help="replications per candidate (default 3)")
+    group.add_argument("--warmup", type=float, help="time discarded first (default 20 C*/lambda)")
+    group.add_argument("--seed", type=int, default=0, help="seed of the common random numbers (default 0)")
+    group.add_argument("--graph-seed", type=int, default=0, help="seed of every graph (default 0)")
+    group.add_argument("--time-budget", type=float, default=900.0, metavar="S", help="seconds (default 900)")
+    group.add_argument(
+        "--store", default="hetlb-results.sqlite", help="result store, for resuming (default %(default)s)"
+    )
+    group.add_argument("--output", default="placement.json", help="the graph, as JSON (default %(default)s)")
+    add_output_flags(placement, quiet=True)
 
     policies = commands.add_parser("policies", help="list the policies and their definitions")
     policies.set_defaults(handler=command_policies)

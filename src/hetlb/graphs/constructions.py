@@ -644,7 +644,8 @@ def _sort_rows(indptr, indices):
 
 GRAPH_KINDS = {
     "complete": "every port may use every server",
-    "explicit": "servers = one list of servers per port, or edges = [[port, server], ...]",
+    "explicit": "servers = one list of servers per port, edges = [[port, server], ...], or file = a JSON "
+    'file {"servers": [...]} (as hetlb place writes)',
     "random": "each port-server pair an edge with probability p",
     "fig3": "random with the p of Fig. 3 of 000 for this N and load",
     "theorem2": "the construction of Theorem 2 of 000 (epsilon, b, c)",
@@ -652,7 +653,7 @@ GRAPH_KINDS = {
 }
 _GRAPH_KEYS = {
     "complete": {"ports", "ports_exponent"},
-    "explicit": {"servers", "edges", "ports"},
+    "explicit": {"servers", "edges", "ports", "file"},
     "random": {"p", "ports", "ports_exponent", "seed", "empty_ports"},
     "fig3": {"ports", "ports_exponent", "seed", "empty_ports"},
     "theorem2": {
@@ -677,8 +678,8 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
     """The number of ports L a graph table asks for: ``ports``, or ``ports_exponent`` a with
     L = round(N^a) (Fig. 3 of 000 has L = N^a); None when the table does not say."""
     kind = _graph_kind(spec)
-    if kind == "explicit" and "servers" in spec:
-        return len(spec["servers"])
+    if kind == "explicit" and ("servers" in spec or "file" in spec):
+        return len(explicit_servers(spec))
     if "ports" in spec and "ports_exponent" in spec:
         raise InputError("system.graph.ports", "give ports or ports_exponent, not both")
     if "ports" in spec:
@@ -692,6 +693,25 @@ def graph_ports(spec: dict, n_servers: int) -> int | None:
         _check_ports("system.graph.ports_exponent", math.exp(min(exponent * math.log(n_servers), 700.0)))
         return max(1, round(n_servers**exponent))
     return None
+
+
+def explicit_servers(spec: dict) -> list:
+    """The servers of each port of an explicit graph: ``servers``, or read from the JSON ``file``
+    ({"servers": [[...], ...]}, as hetlb place writes it)."""
+    if "file" in spec and "servers" in spec:
+        raise InputError("system.graph.file", "give servers or file, not both")
+    if "servers" in spec:
+        return spec["servers"]
+    path = validation.input_file("system.graph.file", spec["file"])
+    with validation.os_errors("system.graph.file", path):
+        text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError("system.graph.file", f"is not JSON ({error.msg} at line {error.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("servers"), list):
+        raise InputError("system.graph.file", 'must hold {"servers": one list of servers per port}')
+    return data["servers"]
 
 
 def _check_ports(field: str, ports: float) -> None:
@@ -734,7 +754,8 @@ def _construct(spec, speed, arrival_rate, buffer):
     if kind == "complete":
         return complete_graph(n_ports, n_servers)
     if kind == "explicit":
-        return explicit_graph(spec.get("servers"), edges=spec.get("edges"), n_types=n_ports, n_servers=n_servers)
+        servers = explicit_servers(spec) if "file" in spec or "servers" in spec else None
+        return explicit_graph(servers, edges=spec.get("edges"), n_types=n_ports, n_servers=n_servers)
     seed = spec.get("seed", 0)
     empty_ports = spec.get("empty_ports", "resample")
     if kind in ("random", "fig3"):

@@ -1,5 +1,5 @@
-"""Independent checks on the simulator: closed forms, the speed lower bound, exact small systems and
-the Halfin-Whitt diffusion limits of paper 002.
+"""Independent checks on the simulator: closed forms, the speed lower bound, exact small systems,
+the many-server (mean-field) limits and the Halfin-Whitt diffusion limits of paper 002.
 
 Plain NumPy/SciPy; nothing here depends on the simulation kernels.
 """
@@ -31,6 +31,13 @@ from hetlb.theory.exact import (
     solve_exact,
     solve_exact_arrays,
 )
+from hetlb.theory.meanfield import (
+    MEANFIELD_POLICIES,
+    MeanFieldLimit,
+    MeanFieldTrajectory,
+    mean_field,
+    mean_field_trajectory,
+)
 from hetlb.theory.queues import (
     erlang_b,
     erlang_c,
@@ -57,6 +64,9 @@ __all__ = [
     "DiffusionStationary",
     "EXACT_POLICIES",
     "MAX_STATES",
+    "MEANFIELD_POLICIES",
+    "MeanFieldLimit",
+    "MeanFieldTrajectory",
     "ReflectedOUStationary",
     "SpeedLaw",
     "DispatcherSolution",
@@ -66,6 +76,8 @@ __all__ = [
     "default_step",
     "diffusion_paths",
     "erlang_b",
+    "mean_field",
+    "mean_field_trajectory",
     "erlang_c",
     "mm1_mean_number_in_system",
     "mm1_mean_response_time",

@@ -1,0 +1,84 @@
+"""The mean-field limit beside a simulation of the same fleet at N servers (``hetlb meanfield --compare N``).
+
+>>> from hetlb.theory.meanfield import mean_field
+>>> limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jsq")
+>>> comparison = compare_with_simulation(limit, 256, jobs=20_000, replications=3, seed=1)
+>>> comparison["simulation"]["n_servers"]
+256
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetlb import validation
+from hetlb.errors import InputError
+from hetlb.model.system import System
+from hetlb.policies.registry import POLICIES
+from hetlb.simulation.simulate import simulate
+from hetlb.theory.meanfield import MeanFieldLimit, relaxation_time, server_speeds
+
+
+def compare_with_simulation(
+    limit: MeanFieldLimit,
+    n_servers: int,
+    *,
+    jobs: int = 200_000,
+    replications: int = 5,
+    warmup: float | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict:
+    """Simulate ``limit``'s fleet at ``n_servers`` (class counts by largest remainders), same load,
+    buffer and policy; return the limit's figures, the simulated ones with their 95% intervals, and
+    the relative gaps. warmup: time units discarded (default :func:`relaxation_time`)."""
+    if limit.policy not in POLICIES:
+        raise InputError(
+            "policy", f"{limit.policy} exists only in the mean-field theory; --compare needs a simulated policy"
+        )
+    if not limit.stable:
+        raise InputError(
+            "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: nothing to compare with"
+        )
+    validation.count("replications", replications, low=2)
+    speeds = server_speeds(limit.class_speed, limit.class_fraction, n_servers)
+    system = System.from_speeds(speeds, load=limit.load, buffer=limit.buffer)
+    if warmup is None:
+        warmup = relaxation_time(limit)
+    result = simulate(
+        system,
+        limit.policy,
+        jobs=jobs,
+        warmup=warmup,
+        replications=replications,
+        seed=seed,
+        progress=progress,
+        occupancy_levels=max(1, min(limit.levels, 50)),
+        **limit.parameters,
+    )
+    class_rows = result.occupancy_by_class
+    simulated = {
+        "n_servers": int(n_servers),
+        "jobs": jobs,
+        "replications": replications,
+        "warmup": warmup,
+        "seed": seed,
+        "mean_response_time": result.mean_response_time,
+        "mean_response_time_ci": list(result.mean_response_time_ci),
+        "mean_waiting_time": result.mean_waiting_time,
+        "p_wait": result.p_wait,
+        "blocking_probability": result.blocking_probability,
+        "utilisation": [row["utilisation"] for row in class_rows],
+        "warnings": result.warnings,
+    }
+    mean = limit.mean_response_time
+    low, high = result.mean_response_time_ci
+    return {
+        "limit": limit.to_dict(),
+        "simulation": simulated,
+        "gap": {
+            "mean_response_time": (result.mean_response_time - mean) / mean,
+            "mean_response_time_half_width": (high - low) / 2.0 / mean,
+            "utilisation": list(np.array(simulated["utilisation"]) - limit.utilisation),
+        },
+    }

@@ -1,0 +1,321 @@
+"""The mean-field limits (hetlb.theory.meanfield) against closed forms, hand-derived fixed points,
+the speed lower bound, their own ODE, and simulation where the limit holds at every N."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import hetlb
+from hetlb.cli import main
+from hetlb.errors import InputError
+from hetlb.theory import mm1_mean_response_time, mm1k_blocking_probability, mm1k_mean_response_time, speed_lower_bound
+from hetlb.theory.meanfield import (
+    MEANFIELD_POLICIES,
+    mean_field,
+    mean_field_trajectory,
+    pod_equal_servers_response_time,
+    server_speeds,
+)
+
+FLEETS = {
+    "two": ([1.0, 0.25], [0.5, 0.5]),
+    "four": ([1.0, 0.5, 0.25, 0.125], [1, 1, 1, 1]),
+    "uniform8": (list(0.5 + (np.arange(8) + 0.5) / 8), [1] * 8),
+}
+LOADS = (0.5, 0.7, 0.9, 0.95)
+
+
+def replication_interval(result, checks: int) -> tuple[float, float]:
+    """A Student-t interval of the mean response time over the replications, Bonferroni-corrected
+    for ``checks`` simultaneous checks at a 1% family error."""
+    means = np.array([run.mean_response_time for run in result.runs])
+    half = stats.t.ppf(1 - 0.01 / checks / 2, means.size - 1) * means.std(ddof=1) / math.sqrt(means.size)
+    return means.mean() - half, means.mean() + half
+
+
+# --- closed forms ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+@pytest.mark.parametrize("load", [0.3, 0.7, 0.9, 0.99])
+def test_pod_on_equal_servers_is_the_doubly_exponential_law(d, load):
+    # s_i = rho^((d^i - 1)/(d - 1)); E[T] = sum_i s_i / lambda = sum_{i>=1} rho^((d^i - d)/(d - 1)) at mu = 1
+    limit = mean_field([1.0], [1.0], load=load, policy="pod", d=d)
+    assert limit.mean_response_time == pytest.approx(pod_equal_servers_response_time(load, d), rel=1e-8)
+    levels = np.arange(1, limit.levels + 1)
+    expected = load ** ((float(d) ** levels - 1) / (d - 1)) if d > 1 else load**levels
+    np.testing.assert_allclose(limit.occupancy[0], expected, atol=1e-9)
+
+
+def test_pod_closed_form_first_terms():
+    # d = 2, rho = 0.5: 1 + 0.5 + 0.5^3 + 0.5^7 + 0.5^15 + ...
+    direct = sum(0.5 ** (2**i - 2) for i in range(1, 12))
+    assert pod_equal_servers_response_time(0.5, 2) == pytest.approx(direct, rel=1e-15)
+
+
+@pytest.mark.parametrize("fleet", FLEETS)
+@pytest.mark.parametrize("load", LOADS)
+def test_weighted_random_is_mm1_per_server(fleet, load):
+    speeds, counts = FLEETS[fleet]
+    limit = mean_field(speeds, counts, load=load, policy="weighted-random")
+    share = limit.class_fraction * limit.class_speed / np.sum(limit.class_fraction * limit.class_speed)
+    expected = sum(
+        share[m] * mm1_mean_response_time(load * limit.class_speed[m], limit.class_speed[m]) for m in range(len(share))
+    )
+    assert limit.mean_response_time == pytest.approx(expected, rel=1e-9)
+    np.testing.assert_allclose(limit.utilisation, load, rtol=1e-12)
+    assert limit.p_wait == pytest.approx(load, rel=1e-9)
+
+
+@pytest.mark.parametrize("buffer", [1, 3, 10])
+def test_random_with_a_buffer_is_mm1k_per_server(buffer):
+    speeds, counts = FLEETS["four"]
+    limit = mean_field(speeds, counts, load=0.9, policy="random", buffer=buffer)
+    lam = limit.arrival_rate
+    lost = np.mean([mm1k_blocking_probability(lam, mu, buffer) for mu in limit.class_speed])
+    assert limit.blocking_probability == pytest.approx(lost, rel=1e-9)
+    admitted = np.array([lam * (1 - mm1k_blocking_probability(lam, mu, buffer)) for mu in limit.class_speed])
+    times = np.array([mm1k_mean_response_time(lam, mu, buffer) for mu in limit.class_speed])
+    assert limit.mean_response_time == pytest.approx(np.sum(admitted * times) / admitted.sum(), rel=1e-9)
+
+
+def test_random_is_unstable_when_a_class_is_overloaded():
+    # lambda = 0.5 * 0.625 > 0.25: the slow servers' queues grow without bound
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="random")
+    assert not limit.stable and limit.mean_response_time == math.inf
+    assert mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="random", buffer=4).stable
+
+
+@pytest.mark.parametrize("policy", ["jfsq", "jfiq", "jsq-fiq"])
+@pytest.mark.parametrize("fleet", FLEETS)
+@pytest.mark.parametrize("load", LOADS)
+def test_fastest_first_policies_reach_the_speed_lower_bound(policy, fleet, load):
+    speeds, counts = FLEETS[fleet]
+    limit = mean_field(speeds, counts, load=load, policy=policy)
+    per_server = server_speeds(limit.class_speed, limit.class_fraction, 4096)
+    bound = speed_lower_bound(per_server, load * per_server.sum())
+    assert limit.mean_response_time == pytest.approx(bound.lower_bound, rel=1e-12)
+    np.testing.assert_allclose(limit.utilisation * limit.class_fraction, bound.c_star_by_type, atol=1e-12)
+    assert limit.p_wait == 0 and limit.blocking_probability == 0
+
+
+@pytest.mark.parametrize("fleet", FLEETS)
+@pytest.mark.parametrize("load", LOADS)
+def test_jsq_takes_idle_servers_uniformly(fleet, load):
+    speeds, counts = FLEETS[fleet]
+    limit = mean_field(speeds, counts, load=load, policy="jsq")
+    busy = limit.utilisation
+    # every idle server receives the same rate R: lambda (1 - s_m) / (1 - S) = mu_m s_m for all m
+    idle = 1 - np.sum(limit.class_fraction * busy)
+    np.testing.assert_allclose(limit.arrival_rate * (1 - busy) / idle, limit.class_speed * busy, rtol=1e-10)
+    assert limit.throughput == pytest.approx(limit.arrival_rate, rel=1e-12)
+    for same in ("jiq", "jsq-lisf"):
+        np.testing.assert_allclose(mean_field(speeds, counts, load=load, policy=same).occupancy, limit.occupancy)
+
+
+def test_jssq_fills_the_slowest_first():
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="jssq")
+    # the slow half carries 0.125 of lambda = 0.5625, the fast half the remaining 0.4375
+    np.testing.assert_allclose(limit.utilisation, [0.4375 / 0.5, 1.0])
+    assert limit.mean_response_time == pytest.approx((0.5 * 0.875 + 0.5) / 0.5625)
+
+
+def test_equal_servers_ranking_policies_are_busy_rho_of_the_time():
+    for policy in ("jsq", "jfsq", "jssq", "sed", "jiq"):
+        limit = mean_field([2.0], [1.0], load=0.8, policy=policy)
+        np.testing.assert_allclose(limit.occupancy, [[0.8]])
+        assert limit.mean_response_time == pytest.approx(0.5)
+
+
+def test_sed_queues_at_fast_servers_before_using_idle_slow_ones():
+    # mu = 1 and 0.25 at load 0.9: a fast server with 3 jobs (key 4) ties with an idle slow one
+    # (key 1 / 0.25 = 4). The slow class is half busy (C* fill); the tied slots fill at rate R per
+    # free slot with R / (R + 0.25) = 0.5, so R = 0.25 and a fast server has a 4th job w.p. 0.2.
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="sed")
+    np.testing.assert_allclose(limit.occupancy, [[1, 1, 1, 0.2], [0.5, 0, 0, 0]], atol=1e-12)
+    assert limit.mean_response_time == pytest.approx((0.5 * 3.2 + 0.5 * 0.5) / 0.5625)
+
+
+def test_sed_loses_jobs_at_full_fast_servers_before_using_slow_ones():
+    # buffer 2: a full fast server has key 3 < 4, so arrivals beyond the fast capacity 0.5 are lost
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="sed", buffer=2)
+    np.testing.assert_allclose(limit.occupancy, [[1, 1], [0, 0]], atol=1e-12)
+    assert limit.blocking_probability == pytest.approx(0.0625 / 0.5625)
+
+
+# --- sampling fixed points: the ODE and conservation ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "policy,fleet,load,params",
+    [
+        ("pod", "uniform8", 0.9, {"d": 2}),
+        ("pod", "four", 0.7, {"d": 3}),
+        ("jsq-df-ds", "two", 0.7, {"p_fast": 0.3}),
+        ("jiq-df-ds", "two", 0.5, {}),
+    ],
+)
+def test_the_ode_from_empty_settles_at_the_fixed_point(policy, fleet, load, params):
+    speeds, counts = FLEETS[fleet]
+    limit = mean_field(speeds, counts, load=load, policy=policy, **params)
+    path = mean_field_trajectory(speeds, counts, load=load, policy=policy, times=[0.0, 50000.0], **params)
+    np.testing.assert_allclose(path.occupancy[-1][:, : limit.levels], limit.occupancy, atol=1e-6)
+    assert path.mean_number_in_system[0] == 0
+    # arrivals admitted = departures at the fixed point
+    assert limit.throughput == pytest.approx(limit.arrival_rate, rel=1e-9)
+
+
+def test_jsq_and_jiq_df_ds_agree_with_one_sample_each():
+    # with d_F = d_S = 1 the shortest sampled server is the sampled server
+    for p_fast in (0.2, 0.8):
+        a = mean_field([1.0, 0.3], [0.4, 0.6], load=0.6, policy="jsq-df-ds", d_fast=1, d_slow=1, p_fast=p_fast)
+        b = mean_field([1.0, 0.3], [0.4, 0.6], load=0.6, policy="jiq-df-ds", d_fast=1, d_slow=1, p_fast=p_fast)
+        np.testing.assert_allclose(a.occupancy, b.occupancy, atol=1e-9)
+
+
+def test_speed_blind_pod_overloads_the_slow_servers():
+    # lambda beta^d = 0.5625 * 0.25 > 0.125, the slow half's capacity: unstable although rho < 1
+    assert not mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="pod").stable
+    assert mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="pod", d=4).stable  # 0.5625 / 16 < 0.125
+    assert mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="pod", buffer=20).stable
+
+
+def test_finite_buffers_lose_jobs_and_bound_the_queues():
+    limit = mean_field([1.0, 0.5], [0.5, 0.5], load=0.95, policy="pod", buffer=3)
+    # a job is lost when its d = 2 samples are both full: S_b^2 with S_b the fraction at b jobs
+    full = np.sum(limit.class_fraction * limit.occupancy[:, 2])
+    assert limit.occupancy.shape[1] == 3
+    assert limit.blocking_probability == pytest.approx(full**2, rel=1e-8)
+    assert limit.throughput == pytest.approx(limit.arrival_rate * (1 - limit.blocking_probability))
+
+
+def test_every_policy_answers_on_sixteen_classes_and_a_buffer_of_100():
+    speeds = np.linspace(0.2, 2.0, 16)
+    for policy in MEANFIELD_POLICIES:
+        limit = mean_field(speeds, np.ones(16), load=0.95, policy=policy, buffer=100)
+        assert limit.stable and limit.throughput <= limit.arrival_rate * (1 + 1e-12)
+        assert math.isfinite(limit.mean_response_time)
+
+
+def test_input_errors():
+    with pytest.raises(InputError, match="load"):
+        mean_field([1.0], [1.0], load=1.0)
+    with pytest.raises(InputError, match="fractions"):
+        mean_field([1.0, 0.5], [1.0], load=0.5)
+    with pytest.raises(InputError, match="buffer"):
+        mean_field([1.0], [1.0], load=0.5, buffer=0)
+    with pytest.raises(InputError, match="two speed classes"):
+        mean_field([1.0], [1.0], load=0.5, policy="jsq-df-ds")
+    with pytest.raises(InputError, match="not a parameter"):
+        mean_field([1.0], [1.0], load=0.5, policy="jsq", d=2)
+    with pytest.raises(InputError, match="policy"):
+        mean_field_trajectory([1.0], [1.0], load=0.5, policy="jsq", times=[1.0])
+    with pytest.raises(InputError, match="leave a speed class empty"):
+        server_speeds([1.0, 0.5], [0.99, 0.01], 10)
+
+
+# --- against simulation where the limit holds at every N -----------------------------------------
+
+
+def test_weighted_random_simulation_matches_at_small_n():
+    # the servers are independent M/M/1 queues whatever N: the limit is exact
+    limit = mean_field([1.0, 0.5], [0.5, 0.5], load=0.6, policy="weighted-random")
+    system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, 32), load=0.6)
+    result = hetlb.simulate(system, "weighted-random", jobs=40_000, warmup=200.0, replications=6, seed=3)
+    low, high = replication_interval(result, 2)
+    assert low <= limit.mean_response_time <= high
+
+
+def test_jfsq_at_low_load_keeps_every_job_on_the_fast_servers():
+    # load on the 128 fast servers 0.625: all of them busy has probability ~1e-10, so T = 1 at N = 256
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jfsq")
+    system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, 256), load=0.5)
+    result = hetlb.simulate(system, "jfsq", jobs=40_000, warmup=20.0, replications=6, seed=4)
+    low, high = replication_interval(result, 2)
+    assert limit.mean_response_time == 1.0 and low <= 1.0 <= high
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "policy,fleet,load",
+    [("jsq", "four", 0.9), ("pod", "uniform8", 0.7), ("jsq-df-ds", "two", 0.5), ("sed", "two", 0.9)],
+)
+def test_large_n_simulation_within_one_percent(policy, fleet, load):
+    # at N = 4096 the finite-N gap (order 1/N) is below the 1% the issue asks for at N = 2^14
+    speeds, counts = FLEETS[fleet]
+    limit = mean_field(speeds, counts, load=load, policy=policy)
+    system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, 4096), load=load)
+    result = hetlb.simulate(system, policy, jobs=100_000, warmup=300.0, replications=5, seed=5)
+    low, high = replication_interval(result, 4)
+    target = limit.mean_response_time
+    assert low - 0.01 * target <= target <= high + 0.01 * target
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def test_cli_meanfield_json(capsys):
+    assert main(["meanfield", "--speeds", "2x1,2x0.25", "--load", "0.9", "--policy", "jfsq", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mean_response_time"] == pytest.approx((0.5 + 0.25) / 0.5625)
+    assert [row["utilisation"] for row in out["classes"]] == pytest.approx([1.0, 0.5])
+
+
+def test_cli_meanfield_text_and_compare(capsys):
+    argv = ["meanfield", "--speeds", "8x1,8x0.5", "--load", "0.5", "--policy", "jfiq", "--compare", "64"]
+    assert main([*argv, "--jobs", "5000", "--replications", "3", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "mean response time" in out and "N = 64" in out
+
+
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["--policy", "nope"], "policy"),
+        (["--policy", "pod", "--set", "e=2"], "e"),
+        (["--policy", "jiq-df-ds", "--compare", "16"], "policy"),
+        (["--load", "1.2"], "arrival_rate"),
+    ],
+)
+def test_cli_meanfield_errors(capsys, argv, field):
+    assert (
+        main(["meanfield", "--speeds", "2x1,2x0.25", *(["--load", "0.5"] if "--load" not in argv else []), *argv]) == 2
+    )
+    assert capsys.readouterr().err.startswith(f"hetlb: error: {field}")
+
+
+def test_the_finite_n_gap_of_a_sampling_policy_shrinks_as_one_over_n():
+    # jsq-df-ds has a smooth drift: the gap between N servers and the limit is c / N (refined mean
+    # field). Weighted least squares of the gap on N^-1 and on N^-1/2: the first fits (chi-square
+    # below its 99.9% quantile with 4 degrees of freedom), the second does not.
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jsq-df-ds")
+    sizes = np.array([8, 16, 32, 64, 128])
+    gap, error = [], []
+    for n_servers in sizes:
+        system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, n_servers), load=0.5)
+        result = hetlb.simulate(system, "jsq-df-ds", jobs=100_000, warmup=100.0, replications=16, seed=12)
+        means = np.array([run.mean_response_time for run in result.runs]) / limit.mean_response_time - 1
+        gap.append(means.mean())
+        error.append(means.std(ddof=1) / math.sqrt(means.size))
+    gap, weight = np.array(gap), 1 / np.array(error) ** 2
+
+    def chi_square(rate):
+        x = sizes.astype(float) ** -rate
+        c = np.sum(weight * gap * x) / np.sum(weight * x * x)
+        return np.sum(weight * (gap - c * x) ** 2)
+
+    threshold = stats.chi2.ppf(0.999, sizes.size - 1)
+    assert chi_square(1.0) < threshold < chi_square(0.5)
+
+
+@pytest.mark.parametrize("policy,load", [("weighted-random", 0.7), ("pod", 0.7), ("jsq-df-ds", 0.5)])
+def test_the_relaxation_time_brings_the_ode_within_its_tolerance(policy, load):
+    from hetlb.theory.meanfield import relaxation_time
+
+    limit = mean_field([1.0, 0.25], [0.5, 0.5], load=load, policy=policy)
+    settled = relaxation_time(limit, tolerance=1e-3)
+    path = mean_field_trajectory([1.0, 0.25], [0.5, 0.5], load=load, policy=policy, times=[settled])
+    assert abs(path.mean_number_in_system[0] / limit.mean_number_in_system - 1) < 1e-3
