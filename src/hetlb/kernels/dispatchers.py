@@ -13,10 +13,16 @@ helpers); this loop adds the dispatchers (docs/reference/dispatchers.md):
   kernel's tree path, so that with the truth as the one view the decisions are the same.
 * Updates are messages ``(target m * N + s, value, observed time)`` sent at an event: piggyback at a
   departure (or a rejection) to the job's dispatcher, push after a decision, pull after a
-  departure, snapshots at the poll times. A message with no delay is applied at once; the others
-  wait in a binary heap ordered by delivery time (O(log P) per message with P in flight). A
-  message applies only if what it observed is at least as recent as what the estimate holds
-  (``estimate_time``); older ones are counted as stale and dropped.
+  departure, snapshots at the poll times. A message with no delay is applied at once. The others
+  wait in flight, each kind (signal) in its own segment of the ``flight_*`` arrays, O(1) per
+  message (docs/reference/dispatchers.md): with a constant delay the messages of a kind arrive in
+  the order they were sent, so the segment is a FIFO ring and the kind's next delivery is its
+  head's; with exponential delays of mean d the P messages of a kind in flight are memoryless,
+  so the kind's next delivery comes after an exponential time of rate P / d, drawn afresh
+  whenever P changes, and delivers one of them chosen uniformly (removed by moving the last into
+  its place). The next delivery of all is the earliest of the kinds'. A message applies only if
+  what it observed is at least as recent as what the estimate holds (``estimate_time``); older
+  ones are counted as stale and dropped.
 
 Statistics beyond the single kernel's, over the measured window: messages by kind, the
 estimates' error and age seen at the arrivals (a rotating server per arrival: by PASTA a
@@ -50,7 +56,7 @@ from hetlb.policies import rules
 from hetlb.policies.choice import choose_server
 
 NEEDS_MESSAGE_SLOTS = 3
-"""advance() status: the heap of messages in flight may not hold what the next event sends."""
+"""advance() status: a kind's segment of messages in flight may not hold what the next event sends."""
 
 PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(6)
 MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
@@ -59,6 +65,15 @@ MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
 own dispatches (local, no message on the wire)."""
 
 DELAY_NONE, DELAY_CONSTANT, DELAY_EXPONENTIAL = 0, 1, 2
+DELAYED_KINDS = 4
+"""The kinds PIGGYBACK .. SNAPSHOT, those that may be delayed: each has its record in ``flights``."""
+
+FLIGHT_DTYPE = np.dtype(
+    [("next", "f8"), ("offset", "i8"), ("capacity", "i8"), ("start", "i8"), ("count", "i8"), ("reserve", "i8")]
+)
+"""The messages in flight of one kind: the time of its next delivery (+inf when none), its segment
+of the ``flight_*`` arrays (first entry, length), the position of its oldest message in the
+segment (a ring, for a constant delay) and how many it holds, and the most one event may send."""
 
 DispatcherModel = namedtuple(
     "DispatcherModel",
@@ -89,7 +104,6 @@ DispatcherModel = namedtuple(
         "delay_law",
         "delay_mean",
         "herd_window",
-        "message_reserve",
     ],
 )
 DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.simulation.dispatchers.pack_dispatchers).
@@ -99,8 +113,7 @@ DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.
 ``decision_code``: the code choose_server decides; ``key_code``: the selection key of the tree
 path; ``probe_messages[k]``: messages of a true probe of job type k's decision;
 ``delay_law``/``delay_mean``: per kind (PIGGYBACK .. SNAPSHOT); ``snapshot_phase``/``snapshot_order``:
-the periodic independent polls' phases and the dispatchers in phase order; ``message_reserve``:
-the most messages one event may put in flight."""
+the periodic independent polls' phases and the dispatchers in phase order."""
 
 DispatcherState = namedtuple(
     "DispatcherState",
@@ -116,10 +129,10 @@ DispatcherState = namedtuple(
         "probe_sample",
         "service_dispatcher",
         "job_dispatcher",
-        "heap_time",
-        "heap_observed",
-        "heap_target",
-        "heap_value",
+        "flights",
+        "flight_observed",
+        "flight_target",
+        "flight_value",
         "messages",
         "decisions",
         "herd_other",
@@ -131,13 +144,16 @@ DispatcherState = namedtuple(
 DispatcherState.__doc__ = """Mutable state of the dispatchers: per view v and server s the estimate, the time
 of the observation it holds and when it last became 0 (jsq-lisf); the views' least-key trees
 (empty when no job type routes by a tree); the dispatcher of each job in service and waiting (by
-job slot); the heap of messages in flight; counts of messages by kind over the measured window;
+job slot); the messages in flight, per kind (``flights``, FLIGHT_DTYPE) and each one's observed
+time, target and value in its kind's segment of ``flight_*``; counts of messages by kind over the measured window;
 and per dispatcher its measured decisions and those that herded (onto a server another, or the
 same, dispatcher chose less than herd_window earlier)."""
 
 DISPATCHER_COUNTER_DTYPE = np.dtype(
     [
-        ("heap_size", "i8"),
+        ("next_message", "f8"),
+        ("next_kind", "i8"),
+        ("flight_full", "i8"),
         ("next_snapshot", "f8"),
         ("snapshot_index", "i8"),
         ("snapshot_cycle", "i8"),
@@ -152,56 +168,80 @@ DISPATCHER_COUNTER_DTYPE = np.dtype(
         ("age_sum", "f8"),
     ]
 )
-"""Scalars of the dispatchers: the heap's size, the next poll (its time, the position in the
+"""Scalars of the dispatchers: the next delivery (its time, +inf when none, and its kind), 1 when
+a kind's segment may not hold what the next event sends, the next poll (its time, the position in the
 polling order and the cycle of periodic independent polls, the dispatcher polled or -1 for all),
 events beyond arrivals and departures, messages dropped as stale and applied, and the sums of the
 sampled estimate errors (signed, absolute) and ages."""
 
 
-@njit
-def heap_push(heap_time, heap_observed, heap_target, heap_value, size, at, observed, target, value):
-    """Put a message delivered at ``at`` into the binary min-heap of ``size`` entries; return the size."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if heap_time[parent] <= at:
-            break
-        heap_time[i] = heap_time[parent]
-        heap_observed[i] = heap_observed[parent]
-        heap_target[i] = heap_target[parent]
-        heap_value[i] = heap_value[parent]
-        i = parent
-    heap_time[i] = at
-    heap_observed[i] = observed
-    heap_target[i] = target
-    heap_value[i] = value
-    return size + 1
+@njit(inline="always")
+def find_next_delivery(flights, dc):
+    """Set dc.next_message and dc.next_kind to the earliest of the kinds' next deliveries."""
+    kind = 0
+    for k in range(1, DELAYED_KINDS):
+        if flights[k].next < flights[kind].next:
+            kind = k
+    dc.next_message = flights[kind].next
+    dc.next_kind = kind
 
 
-@njit
-def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
-    """Remove the earliest message (it was at the root); return the new size."""
-    size -= 1
-    at, observed, target, value = heap_time[size], heap_observed[size], heap_target[size], heap_value[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap_time[child + 1] < heap_time[child]:
-            child += 1
-        if heap_time[child] >= at:
-            break
-        heap_time[i] = heap_time[child]
-        heap_observed[i] = heap_observed[child]
-        heap_target[i] = heap_target[child]
-        heap_value[i] = heap_value[child]
-        i = child
-    heap_time[i] = at
-    heap_observed[i] = observed
-    heap_target[i] = target
-    heap_value[i] = value
-    return size
+@njit(inline="always")
+def put_in_flight(
+    flights, flight_observed, flight_target, flight_value, dc, law, mean, kind, target, value, now, update_rng
+):
+    """Put a message of ``kind`` observed ``now`` in flight: at the end of the kind's ring (constant
+    delay) or of its pool (exponential delays, whose next delivery is drawn afresh)."""
+    flight = flights[kind]
+    position = flight.start + flight.count
+    if position >= flight.capacity:
+        position -= flight.capacity
+    entry = flight.offset + position
+    flight_observed[entry] = now
+    flight_target[entry] = target
+    flight_value[entry] = value
+    flight.count += 1
+    if flight.count + flight.reserve > flight.capacity:
+        dc.flight_full = 1
+    if law == DELAY_CONSTANT:
+        if flight.count == 1:
+            flight.next = now + mean
+            if flight.next < dc.next_message:
+                dc.next_message = flight.next
+                dc.next_kind = kind
+    else:
+        flight.next = now + mean / flight.count * update_rng.exponential()
+        find_next_delivery(flights, dc)
+
+
+@njit(inline="always")
+def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, law, mean, now, update_rng):
+    """Take the message delivered now out of flight: the head of its kind's ring, or one of its
+    kind's pool chosen uniformly (the last takes its place); return its (target, value, observed
+    time)."""
+    kind = dc.next_kind
+    flight = flights[kind]
+    flight.count -= 1
+    if law == DELAY_CONSTANT:
+        entry = flight.offset + flight.start
+        flight.start += 1
+        if flight.start == flight.capacity:
+            flight.start = 0
+        head = flight.offset + flight.start
+        flight.next = flight_observed[head] + mean if flight.count > 0 else np.inf
+    else:
+        entry = flight.offset + rules.uniform_index(update_rng, flight.count + 1)
+        flight.next = now + mean / flight.count * update_rng.exponential() if flight.count > 0 else np.inf
+    target, value, observed = flight_target[entry], flight_value[entry], flight_observed[entry]
+    if law != DELAY_CONSTANT:
+        last = flight.offset + flight.count
+        flight_target[entry], flight_value[entry], flight_observed[entry] = (
+            flight_target[last],
+            flight_value[last],
+            flight_observed[last],
+        )
+    find_next_delivery(flights, dc)
+    return target, value, observed
 
 
 @njit(inline="always")
@@ -245,10 +285,10 @@ def send(
     estimate_time,
     idle_since,
     key_trees,
-    heap_time,
-    heap_observed,
-    heap_target,
-    heap_value,
+    flights,
+    flight_observed,
+    flight_target,
+    flight_value,
     messages,
     dc,
     servers,
@@ -272,11 +312,19 @@ def send(
             dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, now
         )
         return
-    delay = delay_mean[kind]
-    if law == DELAY_EXPONENTIAL:
-        delay *= update_rng.exponential()
-    dc.heap_size = heap_push(
-        heap_time, heap_observed, heap_target, heap_value, dc.heap_size, now + delay, now, target, value
+    put_in_flight(
+        flights,
+        flight_observed,
+        flight_target,
+        flight_value,
+        dc,
+        law,
+        delay_mean[kind],
+        kind,
+        target,
+        value,
+        now,
+        update_rng,
     )
 
 
@@ -425,22 +473,26 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
     keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
     service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
-    heap_time, heap_observed, heap_target, heap_value = ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value
+    flights, flight_observed, flight_target, flight_value = (
+        records(ds.flights),
+        ds.flight_observed,
+        ds.flight_target,
+        ds.flight_value,
+    )
     messages, decisions, herd_other, herd_same = ds.messages, ds.decisions, ds.herd_other, ds.herd_same
     last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
     probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
     delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
     compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
     speed, cumulative_speed = model.speed, model.compat_cumulative_speed
-    heap_capacity = len(heap_time)
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        if dc.heap_size + dm.message_reserve > heap_capacity:
+        if dc.flight_full == 1:
             return NEEDS_MESSAGE_SLOTS
         next_departure = departures[1].time
-        next_message = heap_time[0] if dc.heap_size > 0 else np.inf
+        next_message = dc.next_message
         now = min(min(c.next_arrival, next_departure), min(next_message, dc.next_snapshot))
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
@@ -472,8 +524,18 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
 
         if next_message == now:
             dc.message_events += 1
-            target, value, observed = heap_target[0], heap_value[0], heap_observed[0]
-            dc.heap_size = heap_pop(heap_time, heap_observed, heap_target, heap_value, dc.heap_size)
+            kind = dc.next_kind
+            target, value, observed = take_from_flight(
+                flights,
+                flight_observed,
+                flight_target,
+                flight_value,
+                dc,
+                delay_law[kind],
+                delay_mean[kind],
+                now,
+                update_rng,
+            )
             apply_message(
                 dm,
                 estimate,
@@ -503,10 +565,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                             estimate_time,
                             idle_since,
                             key_trees,
-                            heap_time,
-                            heap_observed,
-                            heap_target,
-                            heap_value,
+                            flights,
+                            flight_observed,
+                            flight_target,
+                            flight_value,
                             messages,
                             dc,
                             servers,
@@ -607,10 +669,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         estimate_time,
                         idle_since,
                         key_trees,
-                        heap_time,
-                        heap_observed,
-                        heap_target,
-                        heap_value,
+                        flights,
+                        flight_observed,
+                        flight_target,
+                        flight_value,
                         messages,
                         dc,
                         servers,
@@ -666,10 +728,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         estimate_time,
                         idle_since,
                         key_trees,
-                        heap_time,
-                        heap_observed,
-                        heap_target,
-                        heap_value,
+                        flights,
+                        flight_observed,
+                        flight_target,
+                        flight_value,
                         messages,
                         dc,
                         servers,
@@ -748,10 +810,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     estimate_time,
                     idle_since,
                     key_trees,
-                    heap_time,
-                    heap_observed,
-                    heap_target,
-                    heap_value,
+                    flights,
+                    flight_observed,
+                    flight_target,
+                    flight_value,
                     messages,
                     dc,
                     servers,
@@ -774,10 +836,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     estimate_time,
                     idle_since,
                     key_trees,
-                    heap_time,
-                    heap_observed,
-                    heap_target,
-                    heap_value,
+                    flights,
+                    flight_observed,
+                    flight_target,
+                    flight_value,
                     messages,
                     dc,
                     servers,
