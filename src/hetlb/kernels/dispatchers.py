@@ -51,7 +51,7 @@ from hetlb.kernels.continuous import (
     snapshot_batch,
 )
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
+from hetlb.kernels.trees import lower_time, random_least_leaf_at, set_key_at, set_time
 from hetlb.policies import rules
 from hetlb.policies.choice import choose_server
 
@@ -245,24 +245,43 @@ def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, 
 
 
 @njit(inline="always")
-def set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
-    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
+def view_tree(key_nodes, estimate, v):
+    """(first node, leaves) of view v's least-key tree in ``key_nodes``, the views' trees one after
+    another (DispatcherState.key_trees flattened: the loop makes no view of a row)."""
+    size = len(key_nodes) // estimate.shape[0]
+    return v * size, size // 2
+
+
+@njit(inline="always")
+def set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, v, s, value, at):
+    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too:
+    ``key_nodes`` holds the views' trees one after another, see view_tree)."""
     if estimate[v, s] == value:
         return
     if value == 0:
         idle_since[v, s] = at
     estimate[v, s] = value
-    if len(key_trees) > 0:
+    if len(key_nodes) > 0:
         speed_class = servers[s].speed_class
-        key = rules.selection_key(
-            dm.key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
-        )
-        set_key(records(key_trees[v]), s, key)
+        key = rules.selection_key(key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s])
+        root, width = view_tree(key_nodes, estimate, v)
+        set_key_at(key_nodes, root, width, s, key)
 
 
 @njit(inline="always")
 def apply_message(
-    dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, observed
+    key_code,
+    estimate,
+    estimate_time,
+    idle_since,
+    key_nodes,
+    dc,
+    servers,
+    n_classes,
+    class_speed,
+    target,
+    value,
+    observed,
 ):
     """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
     n_servers = estimate.shape[1]
@@ -273,18 +292,18 @@ def apply_message(
         return
     dc.delivered += 1
     estimate_time[v, s] = observed
-    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
+    set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, v, s, value, observed)
 
 
 @njit(inline="always")
 def send(
-    dm,
+    key_code,
     delay_law,
     delay_mean,
     estimate,
     estimate_time,
     idle_since,
-    key_trees,
+    key_nodes,
     flights,
     flight_observed,
     flight_target,
@@ -309,7 +328,18 @@ def send(
     law = delay_law[kind]
     if law == DELAY_NONE:
         apply_message(
-            dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, now
+            key_code,
+            estimate,
+            estimate_time,
+            idle_since,
+            key_nodes,
+            dc,
+            servers,
+            n_classes,
+            class_speed,
+            target,
+            value,
+            now,
         )
         return
     put_in_flight(
@@ -375,7 +405,12 @@ def record_herd(decisions, herd_same, herd_other, last_decision_time, last_decis
 
 @njit(inline="always")
 def decide(
-    dm,
+    decision_code,
+    key_code,
+    sample_size,
+    jba_rate_weighted,
+    jba_inclusive,
+    jba_fallback,
     compat_indptr,
     compat_indices,
     server_class,
@@ -385,7 +420,7 @@ def decide(
     n_classes,
     estimate,
     idle_since,
-    key_trees,
+    key_nodes,
     keys,
     ties,
     sample,
@@ -398,13 +433,13 @@ def decide(
     lo = compat_indptr[job_type]
     hi = compat_indptr[job_type + 1]
     if type_uses_tree[job_type]:
-        tree = records(key_trees[v])
-        s = random_least_leaf(tree, policy_rng, servers)
-        if rules.falls_back_to_uniform(dm.key_code, tree[1].key, n_classes):
+        root, width = view_tree(key_nodes, estimate, v)
+        s = random_least_leaf_at(key_nodes, root, width, policy_rng, servers)
+        if rules.falls_back_to_uniform(key_code, key_nodes[root + 1].key, n_classes):
             s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
         return s
     return choose_server(
-        dm.decision_code,
+        decision_code,
         compat_indices,
         lo,
         hi,
@@ -414,10 +449,10 @@ def decide(
         speed,
         cumulative_speed,
         idle_since[v],
-        dm.sample_size,
-        dm.jba_rate_weighted,
-        dm.jba_inclusive,
-        dm.jba_fallback,
+        sample_size,
+        jba_rate_weighted,
+        jba_inclusive,
+        jba_fallback,
         keys,
         ties,
         sample,
@@ -470,7 +505,8 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     truth_view = dm.truth_view == 1
     herd_window = dm.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
-    estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
+    estimate, estimate_time, idle_since = ds.estimate, ds.estimate_time, ds.idle_since
+    key_nodes = records(ds.key_trees.reshape(-1))
     keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
     service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
     flights, flight_observed, flight_target, flight_value = (
@@ -483,6 +519,9 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
     probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
     delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
+    # the scalars the helpers read (a namedtuple passed to them would have its arrays counted)
+    decision_code, key_code, sample_size = dm.decision_code, dm.key_code, dm.sample_size
+    jba_rate_weighted, jba_inclusive, jba_fallback = dm.jba_rate_weighted, dm.jba_inclusive, dm.jba_fallback
     compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
     speed, cumulative_speed = model.speed, model.compat_cumulative_speed
 
@@ -537,11 +576,11 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 update_rng,
             )
             apply_message(
-                dm,
+                key_code,
                 estimate,
                 estimate_time,
                 idle_since,
-                key_trees,
+                key_nodes,
                 dc,
                 servers,
                 n_classes,
@@ -558,13 +597,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 if polled < 0 or m == polled:
                     for s in range(n_servers):
                         send(
-                            dm,
+                            key_code,
                             delay_law,
                             delay_mean,
                             estimate,
                             estimate_time,
                             idle_since,
-                            key_trees,
+                            key_nodes,
                             flights,
                             flight_observed,
                             flight_target,
@@ -595,7 +634,12 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if tagging == 1 and not truth_view:
                 measure_estimate(estimate, estimate_time, dc, servers, m, now, c.arrivals_total % n_servers)
             s = decide(
-                dm,
+                decision_code,
+                key_code,
+                sample_size,
+                jba_rate_weighted,
+                jba_inclusive,
+                jba_fallback,
                 compat_indptr,
                 compat_indices,
                 server_class,
@@ -605,7 +649,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 n_classes,
                 estimate,
                 idle_since,
-                key_trees,
+                key_nodes,
                 keys,
                 ties,
                 sample,
@@ -645,10 +689,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if dm.increment == 1 and not truth_view:
                 messages[INCREMENT] += tagging
                 set_estimate(
-                    dm,
+                    key_code,
                     estimate,
                     idle_since,
-                    key_trees,
+                    key_nodes,
                     servers,
                     n_classes,
                     class_speed,
@@ -662,13 +706,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 c.blocked += tagging
                 if dm.piggyback == 1:  # the rejection is the job's response
                     send(
-                        dm,
+                        key_code,
                         delay_law,
                         delay_mean,
                         estimate,
                         estimate_time,
                         idle_since,
-                        key_trees,
+                        key_nodes,
                         flights,
                         flight_observed,
                         flight_target,
@@ -697,7 +741,9 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 if q + 1 <= n_levels:
                     move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
                 if truth_view:
-                    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now)
+                    set_estimate(
+                        key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, 0, s, q + 1, now
+                    )
                 server.peak_queue = max(server.peak_queue, q + 1)
                 if q == 0:
                     c.busy += 1
@@ -721,13 +767,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 taken = rules.sample_without_replacement(n_servers, dm.push_size, probe_sample, update_rng)
                 for i in range(taken):
                     send(
-                        dm,
+                        key_code,
                         delay_law,
                         delay_mean,
                         estimate,
                         estimate_time,
                         idle_since,
-                        key_trees,
+                        key_nodes,
                         flights,
                         flight_observed,
                         flight_target,
@@ -786,7 +832,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if truth_view:
-                set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
+                set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, 0, s, q, now)
             sender = service_dispatcher[s]
             if q > 0:
                 slot = job_next[server.last_waiting]
@@ -803,13 +849,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             set_time(departures, s, next_time)
             if dm.piggyback == 1:
                 send(
-                    dm,
+                    key_code,
                     delay_law,
                     delay_mean,
                     estimate,
                     estimate_time,
                     idle_since,
-                    key_trees,
+                    key_nodes,
                     flights,
                     flight_observed,
                     flight_target,
@@ -829,13 +875,13 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if dm.pull_probability > 0.0 and update_rng.random() < dm.pull_probability:
                 reported = rules.uniform_index(update_rng, dm.n_dispatchers)
                 send(
-                    dm,
+                    key_code,
                     delay_law,
                     delay_mean,
                     estimate,
                     estimate_time,
                     idle_since,
-                    key_trees,
+                    key_nodes,
                     flights,
                     flight_observed,
                     flight_target,
