@@ -72,9 +72,9 @@ BATCH = 50
 """Cases per child process."""
 MAX_ERROR_CHARS = 400
 
-NOT_FUZZED = {"backend", "loadgen", "testbed"}
+NOT_FUZZED = {"backend", "loadgen", "testbed", "serve"}
 """Commands that serve until they are stopped or send live traffic for seconds to minutes:
-tests/test_live_*.py run them with real processes, their bad input included."""
+tests/test_live_*.py and tests/test_serve_*.py run them with real processes, their bad input included."""
 FAILURES = ("traceback", "hang", "crash", "nonsense-accepted", "long-error", "unclean-error", "bad-exit")
 FINE = ("ok", "verdict", "error")
 VERDICT_COMMANDS = ("policies", "reproduce")
@@ -127,11 +127,13 @@ def parser():
 
 @cache
 def command_flags() -> dict[str, list[str]]:
-    """Every command's option strings, from the parser."""
+    """Every fuzzed command's option strings, from the parser (NOT_FUZZED left out: no mutation
+    turns a case into one of them)."""
     (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return {
         name: sorted({s for a in sub._actions for s in a.option_strings if s.startswith("--") and s != "--help"})
         for name, sub in commands.choices.items()
+        if name not in NOT_FUZZED
     }
 
 

@@ -28,6 +28,8 @@ PAGES_WITH_CODE = [
     "how-to/placement.md",
     "how-to/add-a-policy.md",
     "background/tie-breaking.md",
+    "reference/serve.md",
+    "reference/testbed.md",
 ]
 
 
@@ -80,3 +82,13 @@ def test_scenario_reference_lists_every_key():
     keys |= {f'"{kind}"' for kind in (*GRAPH_KINDS, *SPEED_DISTRIBUTIONS)}
     missing = sorted(key for key in keys if f"`{key}`" not in text)
     assert not missing
+
+
+def test_testbed_reference_lists_every_key():
+    from hetlb.live.testbed import CSV_COLUMNS, TESTBED_DEFAULTS
+
+    text = (DOCS / "reference" / "testbed.md").read_text()
+    for key in TESTBED_DEFAULTS:
+        assert f"`testbed.{key}`" in text
+    for column in CSV_COLUMNS:
+        assert f"`{column}`" in text

@@ -15,12 +15,17 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ENV = {**os.environ, "PYTHONPATH": str(SRC)}
 
 
+NUMBA_AT_THE_TOP = {"hetlb/jit.py", "hetlb/live/random_source.py"}
+"""hetlb.jit, and the StructRef type of hetlb serve's random source (a numba class, defined when its
+module is imported; only the live dispatcher imports it, and its compiled functions use hetlb.jit)."""
+
+
 def test_no_module_but_hetlb_jit_imports_numba_at_its_top():
     """A module-level ``from numba import njit`` would import numba with hetlb, and its functions
     could not call hetlb's compiled functions before these are made numba functions."""
     offenders = []
     for path in sorted((SRC / "hetlb").rglob("*.py")):
-        if path.name == "jit.py" and path.parent.name == "hetlb":
+        if path.relative_to(SRC).as_posix() in NUMBA_AT_THE_TOP:
             continue
         for node in ast.parse(path.read_text()).body:
             names = (

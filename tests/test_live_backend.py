@@ -11,7 +11,7 @@ import time
 import aiohttp
 import numpy as np
 import pytest
-from live_processes import backend_process
+from live_fleet import backend_process
 from scipy import stats
 
 from hetlb.errors import InputError
@@ -196,3 +196,28 @@ def test_sigterm_exits_0_and_bad_input_is_one_line(capsys):
         assert main(["backend", "--listen", f"127.0.0.1:{port}"]) == 2
         assert capsys.readouterr().err.startswith(f"hetlb: error: --listen: cannot listen on 127.0.0.1:{port}")
         assert child.stop() == 0
+
+
+def test_a_disconnected_clients_job_stays_in_the_queue():
+    """Deterministic service d: a first request whose client gives up after d/4, then a second one;
+    the second answer comes no earlier than 2d after the first was sent (the first job was served
+    all the same), and /load counted both meanwhile."""
+    d_ms = 200.0
+
+    async def scenario(url):
+        async with aiohttp.ClientSession() as session:
+            sent = time.monotonic()
+            with pytest.raises(asyncio.TimeoutError):
+                await get(session, f"{url}/first", timeout=aiohttp.ClientTimeout(total=d_ms / 4e3))
+            second = asyncio.create_task(get(session, f"{url}/second"))
+            await asyncio.sleep(0.01)
+            _, _, load = await get(session, f"{url}/load")
+            status, headers, _ = await second
+            return load, status, headers, time.monotonic() - sent
+
+    with backend_process(
+        "--listen", "127.0.0.1:0", "--job-sizes", "deterministic", "--mean-service-ms", str(d_ms)
+    ) as (_, (url,)):  # fmt: skip
+        load, status, headers, elapsed = asyncio.run(scenario(url))
+    assert load == b'{"queue_length": 2}' and status == 200
+    assert elapsed >= 2 * d_ms / 1e3 and float(headers["X-Sojourn-Ms"]) >= d_ms

@@ -21,7 +21,6 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError, one_line
-from hetlb.live.commands import add_live_commands
 from hetlb.version import __version__
 
 EXIT_INPUT_ERROR = 2
@@ -1139,6 +1138,122 @@ def command_diffusion(args) -> int:
     return 0
 
 
+def command_serve(args) -> int:
+    from hetlb.live import load_config, serve
+
+    if args.set and args.policy is None:
+        raise InputError("--set", "give the policy with --policy ID")
+    parameters = dict(parse_assignment(text, "--set") for text in args.set or [])
+    policy = None if args.policy is None else {"id": args.policy, **parameters}
+    overrides = {
+        "backends": args.backend,
+        "policy": policy,
+        "listen": args.listen,
+        "admin": args.admin,
+        "signals": args.signals,
+        "p_hat": args.p_hat,
+        "d": args.d,
+        "default_type": args.default_type,
+        "type_header": args.type_header,
+        "type_prefixes": args.type_prefix,
+        "dispatchers": args.dispatchers,
+        "seed": args.seed,
+        "timeout": args.timeout,
+        "connect_timeout": args.connect_timeout,
+        "drain": args.drain,
+        "health_interval": args.health_interval,
+        "eject_after": args.eject_after,
+        "retries": args.retries,
+        "max_body_bytes": args.max_body_bytes,
+        "max_header_bytes": args.max_header_bytes,
+        "max_in_flight": args.max_in_flight,
+    }
+    config = load_config(args.config, **overrides)
+    return serve(config, announce=None if not quiet(args) else lambda line: None)
+
+
+def live_command(args) -> int:
+    from hetlb.live import commands
+
+    return getattr(commands, f"run_{args.command}")(args)
+
+
+def add_live_commands(commands) -> None:
+    """``hetlb backend``, ``loadgen`` and ``testbed``; their handlers import the live modules (and
+    aiohttp) only when they run."""
+    backend = commands.add_parser(
+        "backend", help="test backends: the model's FIFO servers on HTTP, several on several ports"
+    )
+    backend.set_defaults(handler=live_command)
+    backend.add_argument(
+        "--listen",
+        action="append",
+        required=True,
+        metavar="HOST:PORT[,speed=S]",
+        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
+    )
+    backend.add_argument(
+        "--mean-service-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="mean service time at speed 1, milliseconds (default %(default)s): a backend of speed S takes MS/S",
+    )
+    backend.add_argument(
+        "--job-sizes",
+        choices=["exponential", "hyperexponential", "deterministic"],
+        default="exponential",
+        help="service-time law (default %(default)s)",
+    )
+    backend.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
+    backend.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
+    backend.add_argument(
+        "--error-probability",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="answer a job 500 after serving it (default 0)",
+    )
+    backend.add_argument(
+        "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
+    )
+
+    loadgen = commands.add_parser("loadgen", help="open-loop Poisson load on one or several URLs; simulator's keys")
+    loadgen.set_defaults(handler=live_command)
+    loadgen.add_argument(
+        "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
+    )
+    loadgen.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
+    loadgen.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
+    loadgen.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
+    loadgen.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
+    loadgen.add_argument(
+        "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
+    )
+    loadgen.add_argument("--shares", help="share of each target, comma-separated (default equal)")
+    loadgen.add_argument("--path", default="/", help="path of every request (default /)")
+    loadgen.add_argument("--method", default="GET", help="method of every request (default GET)")
+    loadgen.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
+    loadgen.add_argument(
+        "--max-in-flight", type=int, default=10_000, metavar="N", help="outstanding requests at most (default 10000)"
+    )
+    loadgen.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
+    loadgen.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
+    loadgen.add_argument("--json", action="store_true", help="print the result as JSON")
+    loadgen.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
+
+    testbed = commands.add_parser(
+        "testbed", help="a scenario live (backends, hetlb serve, loadgen) and simulated, side by side"
+    )
+    testbed.set_defaults(handler=live_command)
+    testbed.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
+    testbed.add_argument(
+        "--compare", metavar="LIST", help="also HAProxy and/or nginx on the same backends: haproxy,nginx"
+    )
+    testbed.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
+    testbed.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+
+
 # --- the parser -----------------------------------------------------------------------------------
 
 
@@ -1204,6 +1319,63 @@ def policy_parameter_help(flag: str) -> str:
         return "a policy parameter (see `hetlb policies`)"
     default, text, _ = users[0].parameters[name]
     return f"{text} (default {default}; a parameter of {', '.join(spec.id for spec in users)})"
+
+
+def add_serve_flags(parser) -> None:
+    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS."""
+    group = parser.add_argument_group("dispatcher (flags override --config)")
+    group.add_argument("--config", metavar="FILE", help="TOML file with the same keys as these flags")
+    group.add_argument(
+        "--backend",
+        action="append",
+        metavar="SPEC",
+        help="URL[,speed=S|auto][,types=A|B][,buffer=B] (repeatable; defaults: speed 1, every type, no buffer)",
+    )
+    group.add_argument("--listen", metavar="HOST:PORT", help="where dispatcher 0 listens (default 127.0.0.1:8000)")
+    group.add_argument("--admin", metavar="HOST:PORT", help="admin listener of dispatcher 0: /metrics, /status, /ready")
+    group.add_argument("--policy", metavar="ID", help="a live policy (hetlb policies lists them); default jsq")
+    group.add_argument("--set", action="append", metavar="NAME=VALUE", help="a policy parameter (repeatable)")
+    group.add_argument(
+        "--d", type=int, metavar="D", help="servers pod and l-pod sample, and backends a push probes (default 2)"
+    )
+    group.add_argument("--p-hat", type=float, metavar="P", help="probability of a push probe per request (default 1)")
+    group.add_argument(
+        "--signals",
+        metavar="LIST",
+        help="load signals among inflight, piggyback, push, poll:tau=100ms (default inflight,piggyback)",
+    )
+    group.add_argument("--default-type", metavar="T", help="job type of a request without the type header")
+    group.add_argument("--type-header", metavar="NAME", help="the header naming the job type (default X-Job-Type)")
+    group.add_argument(
+        "--type-prefix",
+        action="append",
+        metavar="PREFIX=TYPE",
+        help="a path prefix that gives the job type (repeatable)",
+    )
+    group.add_argument(
+        "--dispatchers", type=int, metavar="M", help="independent dispatcher processes on PORT+m (default 1)"
+    )
+    group.add_argument("--seed", type=int, metavar="S", help="seed of the decisions (default: from the system)")
+    limits = parser.add_argument_group("limits and health")
+    limits.add_argument("--timeout", metavar="DURATION", help="whole upstream call, e.g. 30s (default 30s)")
+    limits.add_argument("--connect-timeout", metavar="DURATION", help="upstream connect (default 1s)")
+    limits.add_argument("--drain", metavar="DURATION", help="time the requests in flight get at a stop (default 10s)")
+    limits.add_argument(
+        "--health-interval", metavar="DURATION", help="active GET /healthz checks, 0 for none (default 0.5s)"
+    )
+    limits.add_argument("--eject-after", type=int, metavar="K", help="consecutive failures that eject (default 3)")
+    limits.add_argument(
+        "--retries", type=int, metavar="N", help="retries of idempotent requests after a failure (default 0)"
+    )
+    limits.add_argument(
+        "--max-body-bytes", type=int, metavar="B", help="request body limit, 413 beyond (default 16 MiB)"
+    )
+    limits.add_argument(
+        "--max-header-bytes", type=int, metavar="B", help="request line and header limit (default 8190)"
+    )
+    limits.add_argument(
+        "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
+    )
 
 
 def build_parser() -> ArgumentParser:
@@ -1397,6 +1569,13 @@ def build_parser() -> ArgumentParser:
     demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
     add_output_flags(demo, quiet=True, verbose="one line per finished run on standard error")
 
+    serve = commands.add_parser(
+        "serve",
+        help="a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
+    )
+    serve.set_defaults(handler=command_serve)
+    add_serve_flags(serve)
+    add_output_flags(serve, json_output=False, quiet=True)
     add_live_commands(commands)  # backend, loadgen, testbed
     return parser
 

@@ -15,12 +15,13 @@ milliseconds, rounded up) plus the loop's scheduling; the lateness delays that o
 never the jobs behind it, so it does not accumulate. The number in system counts the jobs whose
 ideal departure is still ahead. A job is in the queue from its arrival whatever its client does: a
 client that disconnects while waiting leaves its job in the queue, served as the model's server
-would serve it. Several backends run in one process (one event loop), each with its own queue and
-its own random streams.
+would serve it (the job's departure epoch is fixed when it arrives). Several backends run in one
+process (one event loop), each with its own queue and its own random streams.
 
 Faults, for tests: with ``error_probability`` a job is served and then answered 500; with
 ``stall_probability`` a request never gets an answer (it takes no service and holds only its
 connection, until the client gives up or the backend stops).
+A stalled request is forgotten when its client disconnects.
 """
 
 from __future__ import annotations
@@ -227,7 +228,8 @@ class BackendFleet:
     async def start(self) -> list[str]:
         try:
             for backend in self.backends:
-                runner = web.ServerRunner(web.Server(backend.handle), shutdown_timeout=SHUTDOWN_GRACE_S)
+                server = web.Server(backend.handle, handler_cancellation=True)  # a gone client's stall ends
+                runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_GRACE_S)
                 await runner.setup()
                 self._runners.append(runner)
                 site = web.TCPSite(runner, backend.spec.host, backend.spec.port)

@@ -1,73 +1,13 @@
-"""The command lines of ``hetlb backend``, ``hetlb loadgen`` and ``hetlb testbed``: their flags, and
-handlers that import the live modules (and aiohttp) only when they run."""
+"""The handlers of ``hetlb backend``, ``hetlb loadgen`` and ``hetlb testbed`` (their flags are in
+hetlb.cli, which imports this module only when one of them runs)."""
 
 from __future__ import annotations
 
 import json
+import signal
+import sys
 
 from hetlb.errors import InputError
-from hetlb.model.job_sizes import SIZE_KINDS
-
-
-def add_live_commands(commands) -> None:
-    """Add the live subcommands to the ``hetlb`` subparsers ``commands``."""
-    backend = commands.add_parser(
-        "backend", help="test backends: the model's FIFO servers on HTTP, several on several ports"
-    )
-    backend.set_defaults(handler=run_backend)
-    backend.add_argument(
-        "--listen",
-        action="append",
-        required=True,
-        metavar="HOST:PORT[,speed=S]",
-        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
-    )
-    backend.add_argument(
-        "--mean-service-ms",
-        type=float,
-        default=20.0,
-        metavar="MS",
-        help="mean service time at speed 1, milliseconds (default %(default)s): a backend of speed S takes MS/S",
-    )
-    backend.add_argument(
-        "--job-sizes", choices=list(SIZE_KINDS), default="exponential", help="service-time law (default %(default)s)"
-    )
-    backend.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
-    backend.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
-    backend.add_argument(
-        "--error-probability",
-        type=float,
-        default=0.0,
-        metavar="P",
-        help="answer a job 500 after serving it (default 0)",
-    )
-    backend.add_argument(
-        "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
-    )
-
-    loadgen = commands.add_parser("loadgen", help="open-loop Poisson load on one or several URLs; simulator's keys")
-    loadgen.set_defaults(handler=run_loadgen)
-    loadgen.add_argument(
-        "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
-    )
-    loadgen.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
-    loadgen.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
-    loadgen.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
-    loadgen.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
-    loadgen.add_argument(
-        "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
-    )
-    loadgen.add_argument("--shares", help="share of each target, comma-separated (default equal)")
-    loadgen.add_argument("--path", default="/", help="path of every request (default /)")
-    loadgen.add_argument("--method", default="GET", help="method of every request (default GET)")
-    loadgen.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
-    loadgen.add_argument(
-        "--max-in-flight", type=int, default=10_000, metavar="N", help="outstanding requests at most (default 10000)"
-    )
-    loadgen.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
-    loadgen.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
-    loadgen.add_argument("--json", action="store_true", help="print the result as JSON")
-    loadgen.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
 
 
 def job_sizes_of(args):
@@ -128,3 +68,30 @@ def run_loadgen(args) -> int:
         output.write_text(text + "\n")
     print(text if args.json else format_load_result(result))
     return 0
+
+
+def run_testbed(args) -> int:
+    from hetlb import validation
+    from hetlb.errors import one_line
+    from hetlb.live import testbed
+    from hetlb.live.children import ChildFailed
+
+    compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
+    signal.signal(signal.SIGTERM, stop_on_sigterm)  # so that the children are stopped on the way out
+    out = validation.output_folder("--out", args.out)
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        bed = testbed.run_testbed(args.scenario, out, compare=compare, progress=False, say=say)
+    except ChildFailed as failure:
+        print(f"hetlb: testbed failed: {one_line(str(failure))}", file=sys.stderr)
+        return 1
+    print(testbed.format_table(bed.rows, bed.order_agreement()))
+    print(f"written: {out / 'testbed.csv'}, {out / 'testbed.json'}, {out / 'testbed.png'}")
+    return 0
+
+
+def stop_on_sigterm(signal_number, frame) -> None:
+    """SIGTERM as Ctrl-C: the testbed stops its children and exits 143."""
+    interrupt = KeyboardInterrupt("stopped by SIGTERM")
+    interrupt.exit_status = 128 + signal_number  # type: ignore[attr-defined]
+    raise interrupt

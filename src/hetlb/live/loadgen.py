@@ -22,13 +22,14 @@ batch means over ``batches`` equal slices of the measured window, ``response_tim
 ``blocking_probability``: the share of 503 answers), in milliseconds, with the counts of requests,
 errors and per-backend answers (from ``X-Backend``, or the target's URL when the answer has none),
 the achieved rate, and the backends' own share of the response time (``X-Sojourn-Ms``) when they
-report it.
+report it. A figure that cannot be computed (no answer, no report) is None (null in JSON).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 import sys
 import time
 from array import array
@@ -42,6 +43,7 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.progress import LOG_INTERVAL, is_terminal
+from hetlb.results.run import finite_or_null
 from hetlb.stats.intervals import interval
 
 ARRIVAL_CHUNK = 4096
@@ -81,6 +83,8 @@ class LoadSpec:
         validation.positive_number("--timeout", self.timeout)
         validation.integer("--max-in-flight", self.max_in_flight, 1)
         validation.integer("--batches", self.batches, 2, 128)
+        if not re.fullmatch(r"[A-Za-z]{1,20}", self.method):
+            raise InputError("--method", f"must be an HTTP method such as GET or POST, got {self.method!r}")
         if not self.path.startswith("/"):
             raise InputError("--path", f"must start with /, got {self.path!r}")
         if self.shares is not None:
@@ -156,35 +160,37 @@ class Measurements:
         def percentile(q: float) -> float:
             return float(np.percentile(times, q)) if answered else math.nan
 
-        return {
-            "time_unit": "ms",
-            "mean_response_time": float(times.mean()) if answered else math.nan,
-            "mean_response_time_ci": interval(batch_means) if answered else [math.nan, math.nan],
-            "response_time_p50": percentile(50),
-            "response_time_p95": percentile(95),
-            "response_time_p99": percentile(99),
-            "blocking_probability": self.blocked / self.measured if self.measured else math.nan,
-            "requests": self.measured,
-            "answered": answered,
-            "blocked": self.blocked,
-            "errors": errors,
-            "errors_by_kind": dict(sorted(self.errors.items())),
-            "not_sent": self.not_sent,
-            "offered_rate": spec.rate,
-            "achieved_rate": self.measured / self.window if self.window > 0 else math.nan,
-            "duration": self.window,
-            "warmup": spec.warmup,
-            "mean_backend_sojourn": float(sojourn.mean()) if has_sojourn else math.nan,
-            "mean_overhead": float(times.mean() - sojourn.mean()) if has_sojourn else math.nan,
-            "send_lag_ms": {
-                "mean": float(lag.mean()) if len(lag) else math.nan,
-                "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
-                "max": float(lag.max()) if len(lag) else math.nan,
-            },
-            "per_backend": dict(sorted(self.backends.items())),
-            "per_target": dict(sorted(self.targets.items())),
-            "per_job_type": dict(sorted(self.job_types.items())),
-        }
+        return finite_or_null(
+            {
+                "time_unit": "ms",
+                "mean_response_time": float(times.mean()) if answered else math.nan,
+                "mean_response_time_ci": interval(batch_means) if answered else [math.nan, math.nan],
+                "response_time_p50": percentile(50),
+                "response_time_p95": percentile(95),
+                "response_time_p99": percentile(99),
+                "blocking_probability": self.blocked / self.measured if self.measured else math.nan,
+                "requests": self.measured,
+                "answered": answered,
+                "blocked": self.blocked,
+                "errors": errors,
+                "errors_by_kind": dict(sorted(self.errors.items())),
+                "not_sent": self.not_sent,
+                "offered_rate": spec.rate,
+                "achieved_rate": self.measured / self.window if self.window > 0 else math.nan,
+                "duration": self.window,
+                "warmup": spec.warmup,
+                "mean_backend_sojourn": float(sojourn.mean()) if has_sojourn else math.nan,
+                "mean_overhead": float(times.mean() - sojourn.mean()) if has_sojourn else math.nan,
+                "send_lag_ms": {
+                    "mean": float(lag.mean()) if len(lag) else math.nan,
+                    "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
+                    "max": float(lag.max()) if len(lag) else math.nan,
+                },
+                "per_backend": dict(sorted(self.backends.items())),
+                "per_target": dict(sorted(self.targets.items())),
+                "per_job_type": dict(sorted(self.job_types.items())),
+            }
+        )
 
 
 class LoadGenerator:
@@ -197,6 +203,7 @@ class LoadGenerator:
         self.progress = progress
         self.on_send = on_send
         self._tasks: set[asyncio.Task] = set()
+        self.started = time.monotonic()
 
     def arrivals(self, rng: np.random.Generator):
         """(epoch offset, target index, job-type index) of every arrival, in order, forever."""
@@ -215,6 +222,7 @@ class LoadGenerator:
         spec = self.spec
         loop = asyncio.get_running_loop()
         type_names, _ = spec.type_probabilities()
+        self.started = time.monotonic()
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=spec.timeout)
         progress = asyncio.create_task(self.report_progress()) if self.progress else None
@@ -294,7 +302,6 @@ class LoadGenerator:
 
     async def report_progress(self) -> None:
         interval_s = PROGRESS_INTERVAL_S if is_terminal(sys.stderr) else LOG_INTERVAL
-        self._started = time.monotonic()
         while True:
             await asyncio.sleep(interval_s)
             self.draw_progress()
@@ -302,7 +309,7 @@ class LoadGenerator:
     def draw_progress(self, final: bool = False) -> None:
         m = self.measurements
         spec = self.spec
-        elapsed = time.monotonic() - getattr(self, "_started", time.monotonic())
+        elapsed = time.monotonic() - self.started
         total = spec.warmup + spec.duration
         phase = "warm-up" if elapsed < spec.warmup else "measuring"
         mean = 1e3 * sum(m.response_time) / len(m.response_time) if m.response_time else math.nan
@@ -322,26 +329,32 @@ def generate_load(spec: LoadSpec, progress: bool = True) -> dict:
     return asyncio.run(LoadGenerator(spec, progress=progress).run())
 
 
+def shown(value, spec: str = ".3f") -> str:
+    """A figure of the result as text: "n/a" for None (not computed)."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def format_load_result(result: Mapping) -> str:
     """The result as a few readable lines (milliseconds)."""
     low, high = result["mean_response_time_ci"]
+    lag = result["send_lag_ms"]
     lines = [
         f"requests            {result['requests']} in {result['duration']:g} s: achieved rate "
-        f"{result['achieved_rate']:.1f}/s of {result['offered_rate']:g}/s offered",
-        f"mean response time  {result['mean_response_time']:.3f} ms  (95% CI {low:.3f} .. {high:.3f})",
-        f"p50 / p95 / p99     {result['response_time_p50']:.3f} / {result['response_time_p95']:.3f} / "
-        f"{result['response_time_p99']:.3f} ms",
-        f"blocked (503)       {result['blocked']}  (probability {result['blocking_probability']:.4f})",
+        f"{shown(result['achieved_rate'], '.1f')}/s of {result['offered_rate']:g}/s offered",
+        f"mean response time  {shown(result['mean_response_time'])} ms  (95% CI {shown(low)} .. {shown(high)})",
+        f"p50 / p95 / p99     {shown(result['response_time_p50'])} / {shown(result['response_time_p95'])} / "
+        f"{shown(result['response_time_p99'])} ms",
+        f"blocked (503)       {result['blocked']}  (probability {shown(result['blocking_probability'], '.4f')})",
         f"errors              {result['errors']}"
         + (f"  ({', '.join(f'{k}: {v}' for k, v in result['errors_by_kind'].items())})" if result["errors"] else ""),
-        f"send lag            mean {result['send_lag_ms']['mean']:.3f} ms, p99 {result['send_lag_ms']['p99']:.3f} ms",
+        f"send lag            mean {shown(lag['mean'])} ms, p99 {shown(lag['p99'])} ms",
     ]
     if result["not_sent"]:
         lines.append(f"not sent            {result['not_sent']} (more than --max-in-flight outstanding)")
-    if math.isfinite(result["mean_backend_sojourn"]):
+    if result["mean_backend_sojourn"] is not None:
         lines.append(
-            f"backends' share     {result['mean_backend_sojourn']:.3f} ms (X-Sojourn-Ms); the rest, "
-            f"{result['mean_overhead']:.3f} ms, is the path to and from them"
+            f"backends' share     {shown(result['mean_backend_sojourn'])} ms (X-Sojourn-Ms); the rest, "
+            f"{shown(result['mean_overhead'])} ms, is the path to and from them"
         )
     lines.append("per backend:")
     lines += [f"  {backend}  {count}" for backend, count in result["per_backend"].items()]

@@ -36,6 +36,10 @@ def child_environment() -> dict[str, str]:
     return environment
 
 
+class ChildFailed(RuntimeError):
+    """A child process that could not start, exited or stayed silent when it should have served."""
+
+
 class ChildProcess:
     """One child: standard output read line by line (``read_lines``), standard error kept in a
     temporary file for the error message if it fails."""
@@ -59,11 +63,11 @@ class ChildProcess:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace").strip()
 
-    def failure(self, what: str) -> RuntimeError:
-        return RuntimeError(f"{self.name} {what}: {self.stderr_text()[-2000:] or '(nothing on standard error)'}")
+    def failure(self, what: str) -> ChildFailed:
+        return ChildFailed(f"{self.name} {what}: {self.stderr_text()[-2000:] or '(nothing on standard error)'}")
 
     def read_lines(self, count: int, timeout: float = START_TIMEOUT_S) -> list[str]:
-        """The first ``count`` lines of standard output, or RuntimeError if the child exits or stays
+        """The first ``count`` lines of standard output, or ChildFailed if the child exits or stays
         silent for ``timeout`` seconds."""
         assert self.process.stdout is not None
         lines: list[str] = []
@@ -98,7 +102,7 @@ class ChildProcess:
 
 
 def wait_listening(host: str, port: int, child: ChildProcess, timeout: float = START_TIMEOUT_S) -> None:
-    """Wait until something accepts connections on host:port (or RuntimeError if ``child`` exits)."""
+    """Wait until something accepts connections on host:port (or ChildFailed if ``child`` exits)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -146,4 +150,4 @@ def free_port_block(count: int, host: str = "127.0.0.1", attempts: int = 50) -> 
         finally:
             for sock in sockets:
                 sock.close()
-    raise RuntimeError(f"found no {count} consecutive free ports on {host}")
+    raise ChildFailed(f"found no {count} consecutive free ports on {host}")

@@ -1,0 +1,220 @@
+"""Requests per second through one dispatcher process with instant backends: hetlb serve against
+HAProxy and nginx, measured in the same run, as ratios.
+
+Set-up, all on 127.0.0.1:
+- instant backends: 8 ports of one nginx instance answering ``200 ok`` at once with
+  ``X-Queue-Length: 0`` (so hetlb serve's piggyback path runs too); without nginx, ``hetlb backend``
+  with a deterministic service of 1 us (one Python process: then the backends may be the limit);
+- the balancers, each one process with one thread or worker: ``hetlb serve --policy jsq`` (default
+  signals, no admin), HAProxy ``balance leastconn`` (``nbthread 1``), nginx ``least_conn``
+  (``worker_processes 1``), all with weight 1 on the 8 backends;
+- the load: wrk (closed loop: ``--connections`` connections each sending its next request when the
+  last is answered, for ``--seconds``) when installed, else an aiohttp client of the same kind in a
+  process of its own. Closed loop is right here: it measures the most a balancer can pass, not
+  latency under a given load.
+
+The balancers take turns, round after round (``--rounds``), so a change in what else the shared
+machine runs touches them alike; per balancer the median over rounds is reported, and the ratios
+hetlb / HAProxy and hetlb / nginx of the medians. Goal: hetlb serve >= 2,000 requests/s.
+
+    python benchmarks/live_throughput.py                   # 3 rounds of 10 s per balancer
+    python benchmarks/live_throughput.py --rounds 5 --seconds 5 --connections 32
+
+Writes benchmarks/results/live-throughput.json (with the machine's load average before and after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from hetlb.cli import build_parser  # noqa: E402
+from hetlb.live.children import ChildProcess, free_ports, hetlb_command, wait_listening  # noqa: E402
+from hetlb.live.peers import PEERS, program_path, start_peer  # noqa: E402
+
+N_BACKENDS = 8
+
+
+def instant_backends_nginx(folder: Path) -> tuple[ChildProcess, list[str]]:
+    """One nginx (one worker) answering 200 at once on N_BACKENDS ports."""
+    ports = free_ports(N_BACKENDS)
+    servers = "\n".join(
+        f"""    server {{
+        listen 127.0.0.1:{port};
+        location / {{ add_header X-Queue-Length 0; return 200 "ok"; }}
+    }}"""
+        for port in ports
+    )
+    config = folder / "instant.conf"
+    config.write_text(
+        f"""daemon off;
+worker_processes 1;
+pid {folder}/instant.pid;
+error_log {folder}/instant-error.log warn;
+events {{ worker_connections 8000; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+{servers}
+}}
+"""
+    )
+    binary = program_path("nginx")
+    assert binary is not None
+    child = ChildProcess("instant nginx", [binary, "-p", str(folder), "-e", str(folder / "e.log"), "-c", str(config)])
+    for port in ports:
+        wait_listening("127.0.0.1", port, child)
+    return child, [f"http://127.0.0.1:{port}" for port in ports]
+
+
+def instant_backends_hetlb() -> tuple[ChildProcess, list[str]]:
+    listen = [argument for _ in range(N_BACKENDS) for argument in ("--listen", "127.0.0.1:0")]
+    child = ChildProcess(
+        "hetlb backend",
+        hetlb_command("backend", *listen, "--job-sizes", "deterministic", "--mean-service-ms", "0.001"),
+    )
+    return child, [line.split()[0] for line in child.read_lines(N_BACKENDS)]
+
+
+def start_hetlb(port: int, backends: list[str]) -> ChildProcess:
+    arguments = ["serve", "--listen", f"127.0.0.1:{port}", "--policy", "jsq", "--quiet"]
+    for url in backends:
+        arguments += ["--backend", url]
+    child = ChildProcess("hetlb serve", hetlb_command(*arguments))
+    wait_listening("127.0.0.1", port, child)
+    return child
+
+
+def measure_wrk(url: str, seconds: float, connections: int) -> dict:
+    output = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", url], capture_output=True, text=True, check=True
+    ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    socket_errors = re.search(r"Socket errors: (.*)", output)
+    return {
+        "requests_per_s": rate,
+        "non_2xx": int(errors.group(1)) if errors else 0,
+        "socket_errors": socket_errors and socket_errors.group(1),
+    }
+
+
+CLIENT = """
+import asyncio, sys, time, aiohttp
+url, seconds, connections = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+async def main():
+    done = bad = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
+        end = time.monotonic() + seconds
+        async def worker():
+            nonlocal done, bad
+            while time.monotonic() < end:
+                async with session.get(url) as response:
+                    await response.read()
+                    done += 1
+                    bad += response.status >= 300
+        start = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(connections)))
+        print(done / (time.monotonic() - start), bad)
+asyncio.run(main())
+"""
+
+
+def measure_aiohttp(url: str, seconds: float, connections: int) -> dict:
+    output = subprocess.run(
+        [sys.executable, "-c", CLIENT, url, str(seconds), str(connections)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {"requests_per_s": float(output[0]), "non_2xx": int(output[1]), "socket_errors": None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--output", default=str(HERE / "results" / "live-throughput.json"))
+    args = parser.parse_args()
+
+    tool = "wrk" if shutil.which("wrk") else "aiohttp"
+    measure = measure_wrk if tool == "wrk" else measure_aiohttp
+    serve_available = "serve" in build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    balancers = (["hetlb"] if serve_available else []) + [
+        peer_id for peer_id in ("haproxy-leastconn", "nginx-least_conn") if program_path(PEERS[peer_id].program)
+    ]
+    if not serve_available:
+        print("note: hetlb serve is not part of this build; only the peers run", file=sys.stderr)
+    load_before = os.getloadavg()
+    rates: dict[str, list[float]] = {name: [] for name in balancers}
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="hetlb-bench-") as folder:
+        folder_path = Path(folder)
+        if program_path("nginx"):
+            backend_kind = "nginx return 200"
+            backend, urls = instant_backends_nginx(folder_path)
+        else:
+            backend_kind = "hetlb backend, 1 us deterministic service"
+            backend, urls = instant_backends_hetlb()
+        try:
+            for round_index in range(args.rounds):
+                for name in balancers:
+                    (port,) = free_ports(1)
+                    if name == "hetlb":
+                        child = start_hetlb(port, urls)
+                    else:
+                        child = start_peer(PEERS[name], port, [(url, 1.0) for url in urls], folder_path / name)
+                    try:
+                        result = measure(f"http://127.0.0.1:{port}/", args.seconds, args.connections)
+                    finally:
+                        child.stop()
+                    rates[name].append(result["requests_per_s"])
+                    runs.append({"round": round_index, "balancer": name, **result})
+                    print(f"round {round_index + 1}: {name:<18} {result['requests_per_s']:9.0f} requests/s", flush=True)
+        finally:
+            backend.stop()
+    medians = {name: statistics.median(values) for name, values in rates.items() if values}
+    ratios = {}
+    if "hetlb" in medians:
+        ratios = {f"hetlb/{name}": medians["hetlb"] / medians[name] for name in medians if name != "hetlb"}
+    print()
+    for name, value in medians.items():
+        print(f"{name:<18} median {value:9.0f} requests/s over {len(rates[name])} rounds")
+    for name, value in ratios.items():
+        print(f"{name:<30} {value:.3f}")
+    document = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "load_tool": tool,
+        "backends": f"{N_BACKENDS} x {backend_kind}",
+        "connections": args.connections,
+        "seconds": args.seconds,
+        "medians_requests_per_s": medians,
+        "ratios": ratios,
+        "runs": runs,
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(document, indent=2) + "\n")
+    print(f"written: {args.output}")
+
+
+if __name__ == "__main__":
+    main()

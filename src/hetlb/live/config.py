@@ -1,0 +1,438 @@
+"""The configuration of ``hetlb serve``: backends, policy, load signals, listeners and limits.
+
+:class:`ServeConfig` is built from a mapping with the keys of :data:`CONFIG_KEYS` (a TOML file, or the
+command line's flags, which override the file's keys), and every value is checked here, before
+anything listens: a bad value raises :class:`hetlb.errors.InputError` naming its key.
+
+A backend is written ``URL[,speed=S|auto][,types=A|B][,buffer=B]`` (or as a table with those keys):
+its speed mu_s (a number > 0, or ``auto``: estimated online from observed service times), the job
+types it serves (the compatibility graph; default every type) and its buffer (the most requests it
+may hold, the one in service included; default no limit). Load signals are listed as
+``inflight,piggyback,push,poll:tau=100ms`` (docs/reference/serve.md).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from hetlb import validation
+from hetlb.errors import InputError
+from hetlb.policies.registry import LED_UPDATE_PARAMETERS, POLICIES, Policy, make_policy, policies_where
+
+LIVE_POLICIES = policies_where(model="live")
+"""The policies ``hetlb serve`` runs: the registry's live model."""
+
+SIGNALS = ("inflight", "piggyback", "push", "poll")
+DEFAULT_SIGNALS = "inflight,piggyback"
+REPORT_SIGNALS = ("piggyback", "push", "poll")
+"""The load signals; the last three are reports of a backend's number in system."""
+
+SLOTTED_ONLY_PARAMETERS = tuple(name for name in LED_UPDATE_PARAMETERS if name != "increment_on_dispatch")
+"""The LED policies' update parameters of the slotted model; live, --signals, --p-hat and --d
+give the updates instead."""
+
+MAX_PORT = 65535
+MAX_DISPATCHERS = 64
+MAX_BACKENDS = 4096
+TYPE_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: ``url`` as configured (the X-Backend header repeats it), ``speed`` (mu_s; None
+    for ``auto``), ``types`` (None: every type) and ``buffer`` (None: no limit)."""
+
+    url: str
+    speed: float | None = 1.0
+    types: tuple[str, ...] | None = None
+    buffer: int | None = None
+
+    def serves(self, job_type: str) -> bool:
+        return self.types is None or job_type in self.types
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Which load signals a dispatcher uses; ``poll_interval`` (tau, seconds) is None without polling."""
+
+    inflight: bool = True
+    piggyback: bool = True
+    push: bool = False
+    poll_interval: float | None = None
+
+    @property
+    def reports(self) -> bool:
+        """Whether any signal reports a backend's number in system."""
+        return self.piggyback or self.push or self.poll_interval is not None
+
+    def names(self) -> list[str]:
+        names = [name for name in ("inflight", "piggyback", "push") if getattr(self, name)]
+        if self.poll_interval is not None:
+            names.append(f"poll:tau={self.poll_interval * 1000:g}ms")
+        return names
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def shifted(self, offset: int) -> Address:
+        """The address of dispatcher ``offset``: the same host, port + offset."""
+        return Address(self.host, self.port + offset)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything one ``hetlb serve`` runs with (its keys are those of :data:`CONFIG_KEYS`).
+
+    Build it with :meth:`from_mapping` (checks every value) or :func:`load_config`; run it with
+    :func:`hetlb.live.serve`.
+    """
+
+    backends: tuple[Backend, ...]
+    policy: Policy = field(default_factory=lambda: make_policy("jsq"))
+    listen: Address = Address("127.0.0.1", 8000)
+    admin: Address | None = None
+    signals: Signals = Signals()
+    p_hat: float = 1.0
+    d: int = 2
+    default_type: str | None = None
+    type_header: str = "X-Job-Type"
+    type_prefixes: tuple[tuple[str, str], ...] = ()
+    dispatchers: int = 1
+    seed: int | None = None
+    timeout: float = 30.0
+    connect_timeout: float = 1.0
+    probe_timeout: float = 1.0
+    drain: float = 10.0
+    health_interval: float = 0.5
+    health_path: str = "/healthz"
+    eject_after: int = 3
+    retries: int = 0
+    max_body_bytes: int = 16 * 2**20
+    max_header_bytes: int = 8190
+    max_in_flight: int = 10_000
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> ServeConfig:
+        """A checked configuration from a mapping of :data:`CONFIG_KEYS` (e.g. a parsed TOML file)."""
+        data = dict(validation.table("config", data))
+        unknown = sorted(set(data) - set(CONFIG_KEYS))
+        if unknown:
+            raise InputError(unknown[0], f"unknown key; the keys are: {', '.join(CONFIG_KEYS)}")
+        if "backends" not in data:
+            raise InputError("backends", "give at least one backend (--backend URL[,speed=S][,types=A|B][,buffer=B])")
+        values = {key: check(key, data[key]) for key, check in CONFIG_KEYS.items() if key in data}
+        policy = policy_from(data.get("policy", "jsq"), values.get("d"), values.get("p_hat"))
+        values["policy"] = policy
+        config = cls(**values)
+        check_consistency(config)
+        return config
+
+    def dispatcher_addresses(self, m: int) -> tuple[Address, Address | None]:
+        """(listen, admin) of dispatcher m: PORT + m and ADMIN + m."""
+        return self.listen.shifted(m), None if self.admin is None else self.admin.shifted(m)
+
+    @property
+    def job_types(self) -> tuple[str, ...]:
+        """The job types some backend declares, sorted; empty when none declares any (one type)."""
+        return tuple(sorted({name for backend in self.backends for name in backend.types or ()}))
+
+
+# --- values ----------------------------------------------------------------------------------------
+
+
+def duration(name: str, value, *, zero: bool = False) -> float:
+    """Seconds from a number of seconds or a text such as "100ms", "0.5s" (> 0; >= 0 with ``zero``)."""
+    if isinstance(value, str) and value.strip() == "0":
+        value = 0.0
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)\s*", value)
+        if match is None:
+            raise InputError(name, f"must be a duration such as 100ms or 0.5s, got {validation.shown(value)}")
+        value = float(match[1]) / (1000.0 if match[2] == "ms" else 1.0)
+    seconds = validation.number(name, value, 0.0, strict=not zero, high=86_400.0)
+    return seconds
+
+
+def address(name: str, value) -> Address:
+    """HOST:PORT (an IPv6 host in brackets), port in 1..65535."""
+    text = validation.text(name, value)
+    match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text)
+    if match is None:
+        raise InputError(name, f"must be HOST:PORT, got {validation.shown(text)}")
+    host = match[1] or match[3]
+    port = int(match[2] or match[4])
+    if not 1 <= port <= MAX_PORT:
+        raise InputError(name, f"the port must be in 1..{MAX_PORT}, got {port}")
+    return Address(host, port)
+
+
+def job_type(name: str, value) -> str:
+    text = validation.text(name, value)
+    if not TYPE_NAME.match(text):
+        raise InputError(name, f"a job type is 1 to 64 letters, digits or _.:/-, got {validation.shown(text)}")
+    return text
+
+
+def backend_url(name: str, value) -> str:
+    """An http:// or https:// URL with a host and a port (a path prefix allowed), nothing else."""
+    text = validation.text(name, value)
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as error:
+        raise InputError(name, f"not a URL ({error}): {validation.shown(text)}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(name, f"must be an http:// or https:// URL with a host, got {validation.shown(text)}")
+    if port is None:
+        raise InputError(name, f"must name its port, e.g. http://127.0.0.1:9001, got {validation.shown(text)}")
+    if parts.query or parts.fragment or parts.username or parts.password or " " in text:
+        raise InputError(name, f"must have no query, fragment or user, got {validation.shown(text)}")
+    return text
+
+
+def parse_backend(name: str, value) -> Backend:
+    """A backend from its SPEC text ``URL[,speed=S|auto][,types=A|B][,buffer=B]`` or a table."""
+    if isinstance(value, str):
+        url, *options = value.split(",")
+        table: dict = {"url": url}
+        for option in options:
+            key, sep, text = option.partition("=")
+            if not sep or key.strip() not in ("speed", "types", "buffer"):
+                raise InputError(name, f"options are speed=S|auto, types=A|B, buffer=B; got {validation.shown(option)}")
+            if key.strip() in table:
+                raise InputError(name, f"{key.strip()} given twice")
+            table[key.strip()] = text.strip()
+        raw = table
+        if "speed" in raw and raw["speed"] != "auto":
+            raw["speed"] = number_text(f"{name}.speed", raw["speed"])
+        if "buffer" in raw:
+            raw["buffer"] = integer_text(f"{name}.buffer", raw["buffer"])
+        if "types" in raw:
+            raw["types"] = raw["types"].split("|")
+    else:
+        raw = dict(validation.table(name, value))
+        unknown = sorted(set(raw) - {"url", "speed", "types", "buffer"})
+        if unknown:
+            raise InputError(f"{name}.{unknown[0]}", "unknown key; a backend has url, speed, types, buffer")
+    if "url" not in raw:
+        raise InputError(f"{name}.url", "missing")
+    url = backend_url(f"{name}.url", raw["url"])
+    speed = raw.get("speed", 1.0)
+    if speed != "auto":
+        speed = validation.number(f"{name}.speed", speed, 0.0, strict=True)
+        validation.positive_finite_array(f"{name}.speed", [speed], within=validation.RATE_RANGE)
+    types = raw.get("types")
+    if types is not None:
+        if not isinstance(types, list) or not types:
+            raise InputError(f"{name}.types", f"must be a list of job types, got {validation.shown(types)}")
+        types = tuple(job_type(f"{name}.types", item) for item in types)
+        if len(set(types)) != len(types):
+            raise InputError(f"{name}.types", "a job type is listed twice")
+    buffer = raw.get("buffer")
+    if buffer is not None:
+        buffer = validation.count(f"{name}.buffer", buffer)
+    return Backend(url, None if speed == "auto" else speed, types, buffer)
+
+
+def number_text(name: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(name, f"must be a number > 0 or auto, got {validation.shown(text)}") from None
+
+
+def integer_text(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(name, f"must be an integer >= 1, got {validation.shown(text)}") from None
+
+
+def parse_backends(name: str, value) -> tuple[Backend, ...]:
+    if isinstance(value, str | dict):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        raise InputError(name, "must be a non-empty list of backends")
+    if len(value) > MAX_BACKENDS:
+        raise InputError(name, f"at most {MAX_BACKENDS} backends, got {len(value)}")
+    backends = tuple(parse_backend(f"backend {i + 1}", item) for i, item in enumerate(value))
+    urls = [backend.url for backend in backends]
+    for i, url in enumerate(urls):
+        if url in urls[:i]:
+            raise InputError(f"backend {i + 1}", f"{validation.shorten(url)} is configured twice")
+    return backends
+
+
+def parse_signals(name: str, value) -> Signals:
+    """``inflight,piggyback,push,poll:tau=100ms`` (a text or a list of such items)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items or not all(isinstance(item, str) for item in items):
+        raise InputError(name, f"must list signals of {', '.join(SIGNALS)}, got {validation.shown(value)}")
+    chosen: dict = {}
+    for item in (item.strip() for item in items):
+        kind, _, option = item.partition(":")
+        if kind not in SIGNALS:
+            raise InputError(name, f"unknown signal {validation.shown(item)}; choose from {', '.join(SIGNALS)}")
+        if kind in chosen:
+            raise InputError(name, f"{kind} is listed twice")
+        if kind == "poll":
+            key, sep, text = option.partition("=")
+            if option and (not sep or key.strip() != "tau"):
+                raise InputError(name, f"poll takes tau=DURATION, e.g. poll:tau=100ms, got {validation.shown(item)}")
+            chosen[kind] = duration(f"{name} poll tau", text) if option else 0.1
+        elif option:
+            raise InputError(name, f"{kind} takes no option, got {validation.shown(item)}")
+        else:
+            chosen[kind] = True
+    return Signals(
+        inflight="inflight" in chosen,
+        piggyback="piggyback" in chosen,
+        push="push" in chosen,
+        poll_interval=chosen.get("poll"),
+    )
+
+
+def parse_prefixes(name: str, value) -> tuple[tuple[str, str], ...]:
+    """Path prefixes that give a job type: a table {"/prefix/" = "type"} or texts "PREFIX=TYPE"."""
+    if isinstance(value, list):
+        pairs = []
+        for item in value:
+            prefix, sep, kind = validation.text(name, item).partition("=")
+            if not sep:
+                raise InputError(name, f"must be PREFIX=TYPE, got {validation.shown(item)}")
+            pairs.append((prefix, kind))
+    else:
+        pairs = list(validation.table(name, value).items())
+    checked = []
+    for prefix, kind in pairs:
+        if not prefix.startswith("/"):
+            raise InputError(name, f"a path prefix starts with /, got {validation.shown(prefix)}")
+        checked.append((prefix, job_type(name, kind)))
+    return tuple(sorted(checked, key=lambda pair: -len(pair[0])))  # the longest prefix first
+
+
+def header_name(name: str, value) -> str:
+    text = validation.text(name, value)
+    if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", text):
+        raise InputError(name, f"must be an HTTP header name, got {validation.shown(text)}")
+    return text
+
+
+def policy_from(value, d: int | None, p_hat: float | None) -> Policy:
+    """The live policy from an id or a table {id = ..., parameters...}; ``d`` (--d) also sets the
+    sample size of pod and l-pod."""
+    table = {"id": value} if isinstance(value, str) else dict(validation.table("policy", value))
+    policy_id = table.pop("id", None)
+    if policy_id is None:
+        raise InputError("policy.id", "missing")
+    if policy_id not in LIVE_POLICIES:
+        hint = "" if policy_id not in POLICIES else f" ({policy_id} does not run live)"
+        raise InputError(
+            "policy",
+            f"unknown live policy {validation.shown(policy_id)}{hint}; choose one of: {', '.join(LIVE_POLICIES)}",
+        )
+    slotted = sorted(set(table) & set(SLOTTED_ONLY_PARAMETERS))
+    if slotted:
+        raise InputError(
+            f"policy {policy_id}.{slotted[0]}",
+            "an update parameter of the slotted model; live, --signals (with --p-hat and --d) gives the updates",
+        )
+    if d is not None and "d" in POLICIES[policy_id].parameters:
+        table.setdefault("d", d)
+    return make_policy(policy_id, **table)
+
+
+def check_consistency(config: ServeConfig) -> None:
+    """Rules across keys: what the policy needs of the signals, the job types, the ports."""
+    spec = config.policy.spec
+    signals = config.signals
+    if spec.on_local_estimates and not signals.reports:
+        raise InputError("signals", f"{spec.id} changes its estimates only by updates: give piggyback, push or poll")
+    decides_on_load = spec.id not in ("random", "weighted-random")
+    if decides_on_load and not (signals.inflight or signals.reports):
+        raise InputError("signals", f"{spec.id} decides on load: give at least one signal")
+    if signals.push and config.d > len(config.backends):
+        raise InputError("d", f"push probes d distinct backends: at most {len(config.backends)}, got {config.d}")
+    if config.default_type is not None and not any(b.serves(config.default_type) for b in config.backends):
+        raise InputError("default_type", f"no backend serves {validation.shown(config.default_type)}")
+    for prefix, kind in config.type_prefixes:
+        if not any(b.serves(kind) for b in config.backends):
+            raise InputError("type_prefixes", f"no backend serves {validation.shown(kind)} (prefix {prefix})")
+    top = config.listen.port + config.dispatchers - 1
+    if top > MAX_PORT:
+        raise InputError("listen", f"{config.dispatchers} dispatchers need ports up to {top}, beyond {MAX_PORT}")
+    if config.admin is not None:
+        top_admin = config.admin.port + config.dispatchers - 1
+        if top_admin > MAX_PORT:
+            raise InputError(
+                "admin", f"{config.dispatchers} dispatchers need ports up to {top_admin}, beyond {MAX_PORT}"
+            )
+        if same_host(config.admin.host, config.listen.host):
+            listen = set(range(config.listen.port, top + 1))
+            if listen & set(range(config.admin.port, top_admin + 1)):
+                raise InputError("admin", f"the admin ports overlap the listen ports {config.listen.port}..{top}")
+
+
+def same_host(first: str, second: str) -> bool:
+    try:
+        return ipaddress.ip_address(first) == ipaddress.ip_address(second)
+    except ValueError:
+        return first == second
+
+
+def positive_int(low: int = 1, high: int | None = None):
+    return lambda name, value: validation.integer(name, value, low, high)
+
+
+CONFIG_KEYS = {
+    "backends": parse_backends,
+    "policy": lambda name, value: value,  # checked with d and p_hat by policy_from
+    "listen": address,
+    "admin": address,
+    "signals": parse_signals,
+    "p_hat": lambda name, value: validation.probability(name, value, positive=True),
+    "d": positive_int(1, MAX_BACKENDS),
+    "default_type": job_type,
+    "type_header": header_name,
+    "type_prefixes": parse_prefixes,
+    "dispatchers": positive_int(1, MAX_DISPATCHERS),
+    "seed": lambda name, value: validation.seed(name, value),
+    "timeout": duration,
+    "connect_timeout": duration,
+    "probe_timeout": duration,
+    "drain": lambda name, value: duration(name, value, zero=True),
+    "health_interval": lambda name, value: duration(name, value, zero=True),
+    "health_path": lambda name, value: path_text(name, value),
+    "eject_after": positive_int(1, 1_000_000),
+    "retries": positive_int(0, 10),
+    "max_body_bytes": positive_int(0, 2**40),
+    "max_header_bytes": positive_int(256, 2**20),
+    "max_in_flight": positive_int(1, 10_000_000),
+}
+"""Every key of a serve configuration and its check (docs/reference/serve.md)."""
+
+
+def path_text(name: str, value) -> str:
+    text = validation.text(name, value)
+    if not text.startswith("/") or any(c.isspace() for c in text) or "?" in text or "#" in text:
+        raise InputError(name, f"must be a path starting with /, got {validation.shown(text)}")
+    return text
+
+
+def load_config(path=None, **overrides) -> ServeConfig:
+    """A ServeConfig from a TOML file (its top-level keys are those of :data:`CONFIG_KEYS`) with
+    ``overrides`` (None values ignored) taking precedence, as the command line's flags do."""
+    from hetlb.scenario import read_toml
+
+    data = read_toml(path, field="config") if path is not None else {}
+    data.update({key: value for key, value in overrides.items() if value is not None})
+    return ServeConfig.from_mapping(data)

@@ -1,0 +1,169 @@
+"""What one dispatcher tells its admin listener: Prometheus metrics (a registry per dispatcher) and
+the JSON of ``GET /status``.
+
+The per-backend counters and gauges are read from the dispatcher's arrays when scraped (the request
+path only adds to numpy arrays); the histograms are prometheus-client histograms. The names are
+listed in docs/reference/serve.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from hetlb.live.dispatcher import Dispatcher
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
+"""Seconds."""
+
+
+class Metrics:
+    """The metrics of one dispatcher, on their own registry."""
+
+    def __init__(self, dispatcher: Dispatcher):
+        self.dispatcher = dispatcher
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.rejections: Counter = Counter()
+        self.ejections = [0] * dispatcher.n_backends
+        self.readmissions = [0] * dispatcher.n_backends
+        self.messages: Counter = Counter()
+        self.latency_seconds = Histogram(
+            "hetlb_request_duration_seconds",
+            "time from a request's arrival at the dispatcher to the end of its answer, per backend",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.latency_children = [self.latency_seconds.labels(url) for url in dispatcher.urls]
+        self.decision_seconds = Histogram(
+            "hetlb_decision_seconds",
+            "time of one decision of the policy (the compiled rule on the estimates)",
+            buckets=DECISION_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(ArrayCollector(self))
+
+    def latency(self, s: int, seconds: float) -> None:
+        self.latency_children[s].observe(seconds)
+
+    def decision(self, seconds: float) -> None:
+        self.decision_seconds.observe(seconds)
+
+    def rejected(self, reason: str) -> None:
+        self.rejections[reason] += 1
+
+    def ejection(self, s: int) -> None:
+        self.ejections[s] += 1
+
+    def readmission(self, s: int) -> None:
+        self.readmissions[s] += 1
+
+
+class ArrayCollector:
+    """The per-backend counters and gauges, read from the dispatcher's arrays at each scrape."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        metrics = self.metrics
+        dispatcher = metrics.dispatcher
+        urls = dispatcher.urls
+        counters = [
+            ("hetlb_requests", "requests sent to the backend", dispatcher.requests),
+            ("hetlb_blocked", "requests answered 503 because the chosen backend held its buffer", dispatcher.blocked),
+            ("hetlb_backend_errors", "5xx answers, connection failures and timeouts of the backend", dispatcher.errors),
+            ("hetlb_ejections", "times the backend was ejected", metrics.ejections),
+            ("hetlb_readmissions", "times an active check re-admitted the backend", metrics.readmissions),
+        ]
+        for name, text, values in counters:
+            family = CounterMetricFamily(name, text, labels=["backend"])
+            for url, value in zip(urls, values):
+                family.add_metric([url], int(value))
+            yield family
+        ages = dispatcher.estimate_age()
+        gauges = [
+            ("hetlb_in_flight", "requests sent to the backend and not yet ended", dispatcher.in_flight),
+            ("hetlb_estimate", "the number in system the policy decides on", dispatcher.estimate),
+            ("hetlb_estimate_age_seconds", "seconds since the backend's last load report", ages),
+            ("hetlb_backend_ejected", "1 while the backend is ejected", dispatcher.ejected),
+            (
+                "hetlb_backend_speed",
+                "the backend's speed mu (configured, or estimated with speed=auto)",
+                dispatcher.speed,
+            ),
+        ]
+        for name, text, values in gauges:
+            family = GaugeMetricFamily(name, text, labels=["backend"])
+            for url, value in zip(urls, values):
+                family.add_metric([url], float(value))
+            yield family
+        rejected = CounterMetricFamily(
+            "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
+        )
+        for reason in ("bad_type", "no_backend", "overload", "probe_skipped"):
+            rejected.add_metric([reason], metrics.rejections[reason])
+        yield rejected
+        messages = CounterMetricFamily("hetlb_probes", "GET /load and health requests sent", labels=["signal"])
+        for signal, value in metrics.messages.items():
+            messages.add_metric([signal], value)
+        yield messages
+        violations = CounterMetricFamily(
+            "hetlb_accounting_violations", "releases of an in-flight count that was already 0 (never expected)"
+        )
+        violations.add_metric([], dispatcher.accounting_violations)
+        yield violations
+
+
+def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float) -> dict:
+    """The JSON of GET /status."""
+    config = dispatcher.config
+    ages = dispatcher.estimate_age()
+    backends = []
+    for s, backend in enumerate(config.backends):
+        backends.append(
+            {
+                "url": dispatcher.urls[s],
+                "speed": float(dispatcher.speed[s]),
+                "speed_source": "auto" if dispatcher.speed_auto[s] else "configured",
+                "speed_samples": int(dispatcher.speed_samples[s]),
+                "types": list(backend.types) if backend.types is not None else None,
+                "buffer": backend.buffer,
+                "in_flight": int(dispatcher.in_flight[s]),
+                "requests": int(dispatcher.requests[s]),
+                "errors": int(dispatcher.errors[s]),
+                "blocked": int(dispatcher.blocked[s]),
+                "ejected": bool(dispatcher.ejected[s]),
+                "ejections": metrics.ejections[s],
+                "estimate": int(dispatcher.estimate[s]),
+                "estimate_age_s": round(float(ages[s]), 6),
+                "others": int(dispatcher.others[s]),
+            }
+        )
+    requests = int(dispatcher.requests.sum())
+    probes = metrics.messages["push"] + metrics.messages["poll"]
+    return {
+        "dispatcher": index,
+        "policy": config.policy.describe(),
+        "signals": config.signals.names(),
+        "job_types": list(dispatcher.job_types),
+        "uptime_s": round(time.monotonic() - started, 3),
+        "requests": requests,
+        "blocked": int(dispatcher.blocked.sum()),
+        "rejected": dict(metrics.rejections),
+        "messages": {
+            "push_probes": metrics.messages["push"],
+            "poll_probes": metrics.messages["poll"],
+            "health_checks": metrics.messages["health"],
+            "probe_messages_per_request": 2 * probes / requests if requests else None,
+        },
+        "accounting_violations": dispatcher.accounting_violations,
+        "backends": backends,
+    }

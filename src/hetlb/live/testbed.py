@@ -1,0 +1,582 @@
+"""``hetlb testbed SCENARIO.toml``: a scenario run live and simulated, side by side.
+
+The testbed starts the scenario's backends (``hetlb backend``: the model's servers, one process),
+then for each load and policy a dispatcher (``hetlb serve``, M processes with ``dispatchers = M``)
+and the open-loop load generator (``hetlb loadgen``'s engine, in this process) for a warm-up and a
+measured window; and it simulates the same scenario (same speeds, graph, buffers, job sizes,
+policy and load, time unit ``mean_service_ms``) with hetlb.simulate. With ``compare`` it also runs
+the same backends behind HAProxy and nginx (hetlb.live.peers) at each load. Every child process is
+stopped at the end, also when a run fails or the testbed is interrupted.
+
+The scenario file is a simulator scenario whose load is set by the testbed, plus a [testbed] table::
+
+    [system]                      # as in hetlb simulate (docs/reference/scenario.md), without load
+    speeds = "4x1,4x0.5,4x0.25,4x0.125"
+
+    [testbed]
+    mean_service_ms = 20.0        # mean service time at speed 1: the time unit
+    loads = [0.5, 0.8]
+    policies = ["jsq", "jfsq"]    # ids, or tables such as {id = "pod", d = 2}
+    warmup = 2.0                  # seconds sent before each measured window
+    duration = 8.0                # measured seconds per run
+    dispatchers = 1
+    signals = "inflight,piggyback"
+    compare = ["haproxy", "nginx"]
+    seed = 1
+
+    [run]                         # the simulator's run (hetlb.simulate's keywords)
+    jobs = 100000
+    replications = 5
+
+A live mean response time is compared with the simulation after removing the path's overhead (the
+client's response time minus the backend's ``X-Sojourn-Ms``, measured per request): it agrees when
+it lies within the simulated interval widened by ``AGREEMENT_MARGIN`` on each side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetlb import validation
+from hetlb.errors import InputError
+from hetlb.live.children import ChildProcess, free_port_block, free_ports, hetlb_command, wait_listening
+from hetlb.live.loadgen import LoadSpec, generate_load
+from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
+from hetlb.model import System
+from hetlb.policies import POLICIES
+from hetlb.results.run import finite_or_null
+from hetlb.scenario import Scenario, read_toml
+
+AGREEMENT_MARGIN = 0.05
+"""A live mean (minus the path's overhead) agrees with the simulation when it lies in the simulated
+interval widened by this fraction on each side."""
+PEER_RULES = {"haproxy-leastconn": "sed"}
+"""The registered policy whose rule a balancer applies when its servers are busy (on its own exact
+counts, with one worker): its simulated figure is shown next to the balancer's. (HAProxy's
+leastconn ranks every idle server equal, whatever its weight, and takes the longest idle: at low
+load it behaves as jsq-lisf; docs/background/live-comparisons.md.)"""
+TESTBED_DEFAULTS = {
+    "mean_service_ms": 20.0,
+    "loads": [0.5, 0.8],
+    "policies": ["jsq", "jfsq"],
+    "warmup": 2.0,
+    "duration": 8.0,
+    "dispatchers": 1,
+    "signals": "inflight,piggyback",
+    "compare": [],
+    "seed": 1,
+}
+RUN_DEFAULTS = {"jobs": 100_000, "replications": 5, "warmup": 100.0}
+"""The simulator's run when [run] does not say: 5 replications of 100,000 jobs after 100 time units."""
+CSV_COLUMNS = [
+    "balancer",
+    "policy",
+    "load",
+    "rate_per_s",
+    "requests",
+    "live_mean_ms",
+    "live_ci_low_ms",
+    "live_ci_high_ms",
+    "overhead_ms",
+    "live_minus_overhead_ms",
+    "live_p50_ms",
+    "live_p95_ms",
+    "live_p99_ms",
+    "live_blocking",
+    "errors",
+    "messages_per_request",
+    "sim_policy",
+    "sim_mean_ms",
+    "sim_ci_low_ms",
+    "sim_ci_high_ms",
+    "sim_p99_ms",
+    "sim_blocking",
+    "sim_messages_per_request",
+    "sim_herd_fraction",
+    "agrees",
+]
+
+
+@dataclass
+class TestbedScenario:
+    """A testbed scenario: the simulator's tables (``system`` without a load, ``run``) and the
+    [testbed] settings."""
+
+    system: dict
+    run: dict
+    mean_service_ms: float
+    loads: list[float]
+    policies: list[dict]
+    warmup: float
+    duration: float
+    dispatchers: int
+    signals: str
+    compare: list[str]
+    seed: int
+    scenarios: dict = field(default_factory=dict)  # (policy id, load) -> Scenario
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> TestbedScenario:
+        validation.table("scenario", data)
+        unknown = sorted(set(data) - {"system", "testbed", "run", "policy"})
+        if unknown:
+            raise InputError(f"scenario.{unknown[0]}", "unknown table; use [system], [testbed] and [run]")
+        if "policy" in data:
+            raise InputError("policy", "a testbed runs the policies of testbed.policies; remove [policy]")
+        system = dict(validation.table("system", data.get("system", {})))
+        if system.get("model", "continuous") != "continuous":
+            raise InputError("system.model", "the testbed runs the continuous-time model")
+        for key in ("load", "arrival_rate", "excess_capacity"):
+            if key in system:
+                raise InputError(f"system.{key}", "the testbed sets the load: give testbed.loads")
+        settings = dict(validation.table("testbed", data.get("testbed", {})))
+        unknown = sorted(set(settings) - set(TESTBED_DEFAULTS))
+        if unknown:
+            raise InputError(f"testbed.{unknown[0]}", f"unknown key; allowed: {', '.join(TESTBED_DEFAULTS)}")
+        settings = {**TESTBED_DEFAULTS, **settings}
+        run = {**RUN_DEFAULTS, **validation.table("run", data.get("run", {}))}
+        loads = settings["loads"]
+        if not isinstance(loads, list) or not loads:
+            raise InputError("testbed.loads", f"must be a non-empty list of loads, got {loads!r}")
+        policies = settings["policies"]
+        if not isinstance(policies, list):
+            raise InputError("testbed.policies", f"must be a list of policy ids or tables, got {policies!r}")
+        policies = [
+            {"id": p} if isinstance(p, str) else dict(validation.table("testbed.policies", p)) for p in policies
+        ]
+        compare = settings["compare"]
+        if not isinstance(compare, list):
+            raise InputError("testbed.compare", f"must be a list among {', '.join(PROGRAMS)}, got {compare!r}")
+        for program in compare:
+            validation.choice("testbed.compare", program, PROGRAMS)
+        testbed = cls(
+            system=system,
+            run=run,
+            mean_service_ms=validation.positive_number("testbed.mean_service_ms", settings["mean_service_ms"]),
+            loads=[validation.positive_number("testbed.loads", load) for load in loads],
+            policies=policies,
+            warmup=validation.number("testbed.warmup", settings["warmup"], 0.0),
+            duration=validation.positive_number("testbed.duration", settings["duration"]),
+            dispatchers=validation.integer("testbed.dispatchers", settings["dispatchers"], 1, 64),
+            signals=validation.text("testbed.signals", settings["signals"]),
+            compare=list(compare),
+            seed=validation.seed("testbed.seed", settings["seed"]),
+        )
+        testbed.check()
+        return testbed
+
+    @classmethod
+    def from_toml(cls, path) -> TestbedScenario:
+        return cls.from_mapping(read_toml(path, "scenario"))
+
+    def scenario(self, policy: dict, load: float) -> Scenario:
+        """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a live policy
+        (its testbed-only key ``signals`` becomes the model's update signals, see
+        :meth:`model_update`)."""
+        update = self.model_update(policy)
+        parameters = POLICIES[policy["id"]].parameters
+        serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
+        policy = {name: value for name, value in policy.items() if name not in serve_flags}
+        key = (json.dumps(policy, sort_keys=True), update, load)
+        if key not in self.scenarios:
+            system = {**self.system, "load": load}
+            if update is not None:
+                system["dispatchers"] = self.dispatchers
+                policy["update"] = update
+            self.scenarios[key] = Scenario.from_mapping({"system": system, "policy": policy, "run": self.run})
+        return self.scenarios[key]
+
+    def model_update(self, policy: dict) -> str | None:
+        """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
+        in the time unit mean_service_ms; None when one dispatcher knows every queue (its own
+        in-flight counts: the single-dispatcher model).
+
+        inflight -> increment and piggyback (a dispatcher counts what it sends, and learns a
+        server's number when a job it sent there completes; for the LED policies, whose estimates
+        change by updates only, nothing); piggyback -> piggyback; push -> push with p_hat and d;
+        poll:tau -> snapshot every tau with independent phases (each process polls on its own
+        timer). Messages arrive at once in the model; live they take the path's time
+        (docs/background/live-comparisons.md)."""
+        from hetlb.live.config import parse_signals
+
+        field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
+        signals = parse_signals(field, self.signals_of(policy))
+        if self.dispatchers == 1 and signals.inflight:
+            return None
+        led = POLICIES[policy["id"]].on_local_estimates
+        update = ["increment", "piggyback"] if signals.inflight and not led else []
+        if signals.piggyback and "piggyback" not in update:
+            update.append("piggyback")
+        if signals.push:  # --p-hat and --d of hetlb serve (defaults 1 and 2)
+            d = policy.get("d", 2)
+            update.append(f"push:p_hat={policy.get('p_hat', 1.0):g}:d={d}")
+        if signals.poll_interval is not None:
+            tau = signals.poll_interval * 1000.0 / self.mean_service_ms
+            update.append(f"snapshot:tau={tau:g}:phases=independent")
+        return ",".join(update)
+
+    def check(self) -> None:
+        """The policies are live ones, every scenario builds and is stable, before anything starts."""
+        if not self.policies and not self.compare:
+            raise InputError("testbed.policies", "give policies, or balancers to compare, or both")
+        live = [policy_id for policy_id, spec in POLICIES.items() if "live" in spec.models]
+        for policy in self.policies:
+            if policy.get("id") not in live:
+                raise InputError(
+                    "testbed.policies", f"{policy.get('id')!r} is not a live policy; use {', '.join(live)}"
+                )
+            if "signals" in policy:
+                validation.text("testbed.policies.signals", policy["signals"])
+        for load in self.loads:
+            system = self.system_at(load)
+            assert isinstance(system, System)  # system.model is continuous
+            system.check_stability()
+            for policy in self.policies:
+                if self.simulated(policy):
+                    self.scenario(policy, load)
+        if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
+            raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
+
+    def system_at(self, load: float):
+        """The system at ``load`` (the same for every policy)."""
+        return self.scenario({"id": "jsq"}, load).system
+
+    def signals_of(self, policy: dict) -> str:
+        """The load signals of a policy's dispatchers: its own ``signals`` key, else testbed.signals."""
+        return policy.get("signals", self.signals)
+
+    def simulated(self, policy: dict) -> bool:
+        """Whether the simulator models this run: a policy of the continuous-time model, decided
+        by one dispatcher with exact counts or by M dispatchers on their estimates."""
+        spec = POLICIES.get(policy["id"])
+        return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
+
+
+def type_name(job_type: int) -> str:
+    return f"t{job_type}"
+
+
+def backend_specs(system, urls: list[str]) -> list[str]:
+    """``hetlb serve --backend`` specs of the system's servers at ``urls``: speed, job types (when
+    the graph is not complete) and buffer (when finite)."""
+    from hetlb.constants import INFINITE_BUFFER
+
+    complete = system.graph.is_complete()
+    types_of: list[list[str]] = [[] for _ in urls]
+    for k in range(system.n_types):
+        for s in system.graph.servers_of(k):
+            types_of[s].append(type_name(k))
+    specs = []
+    for s, url in enumerate(urls):
+        spec = f"{url},speed={system.speed[s]:g}"
+        if not complete:
+            spec += ",types=" + "|".join(types_of[s])
+        if system.buffer[s] != INFINITE_BUFFER:
+            spec += f",buffer={int(system.buffer[s])}"
+        specs.append(spec)
+    return specs
+
+
+def serve_arguments(policy: dict, listen_port: int, admin_port: int, specs: list[str], testbed) -> list[str]:
+    """The command line of ``hetlb serve`` for one run."""
+    arguments = ["serve", "--listen", f"127.0.0.1:{listen_port}", "--admin", f"127.0.0.1:{admin_port}"]
+    arguments += ["--policy", policy["id"], "--dispatchers", str(testbed.dispatchers)]
+    arguments += ["--signals", testbed.signals_of(policy)]
+    arguments += ["--seed", str(testbed.seed), "--quiet"]
+    for name, value in policy.items():
+        if name == "d":
+            arguments += ["--d", str(value)]
+        elif name == "p_hat":
+            arguments += ["--p-hat", str(value)]
+        elif name not in ("id", "signals"):
+            arguments += ["--set", f"{name}={value}"]
+    for spec in specs:
+        arguments += ["--backend", spec]
+    return arguments
+
+
+@dataclass
+class Testbed:
+    """Runs a TestbedScenario; ``say`` receives one line per step (standard error in the command)."""
+
+    scenario: TestbedScenario
+    out: Path
+    say: Callable[[str], None] = print
+    progress: bool = False
+    rows: list = field(default_factory=list)
+    details: list = field(default_factory=list)
+    backend_urls: list = field(default_factory=list)
+
+    def run(self) -> list[dict]:
+        testbed = self.scenario
+        system = testbed.system_at(testbed.loads[0])
+        peers = self.available_peers()
+        with contextlib.ExitStack() as stack:
+            backends = self.start_backends(system, stack)
+            for load in testbed.loads:
+                for policy in testbed.policies:
+                    self.run_hetlb(policy, load, backends)
+                for peer in peers:
+                    self.run_peer(peer, load, backends, stack)
+        self.write()
+        return self.rows
+
+    def available_peers(self) -> list:
+        peers = []
+        for program in self.scenario.compare:
+            if program_path(program) is None:
+                self.say(f"hetlb testbed: note: {program} is not installed: its runs are skipped")
+                continue
+            peers += [peer for peer in PEERS.values() if peer.program == program]
+        return peers
+
+    def start_backends(self, system, stack: contextlib.ExitStack) -> list[str]:
+        testbed = self.scenario
+        listen = []
+        for speed in system.speed:
+            listen += ["--listen", f"127.0.0.1:0,speed={float(speed)!r}"]
+        kind, scv = system.job_sizes.kind, system.job_sizes.scv
+        arguments = ["backend", *listen, "--mean-service-ms", repr(testbed.mean_service_ms), "--job-sizes", kind]
+        arguments += ["--seed", str(testbed.seed)] + (["--scv", repr(scv)] if kind == "hyperexponential" else [])
+        child = ChildProcess("hetlb backend", hetlb_command(*arguments))
+        stack.callback(child.stop)
+        urls = [line.split()[0] for line in child.read_lines(system.n_servers)]
+        self.backend_urls = urls
+        self.say(f"hetlb testbed: {system.n_servers} backends listening ({urls[0]} ...)")
+        return urls
+
+    def load_spec(self, targets: list[str], system) -> LoadSpec:
+        testbed = self.scenario
+        rate = system.total_arrival_rate / testbed.mean_service_ms * 1e3
+        proportions = {type_name(k): float(r) for k, r in enumerate(system.arrival_rate)}
+        return LoadSpec(
+            targets=tuple(targets),
+            rate=rate,
+            duration=testbed.duration,
+            warmup=testbed.warmup,
+            seed=testbed.seed,
+            job_types=proportions,
+        )
+
+    def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:
+        testbed = self.scenario
+        system = testbed.system_at(load)
+        listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
+        admin = listen + testbed.dispatchers
+        arguments = serve_arguments(policy, listen, admin, backend_specs(system, backends), testbed)
+        self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
+        child = ChildProcess("hetlb serve", hetlb_command(*arguments))
+        try:
+            for m in range(testbed.dispatchers):
+                wait_listening("127.0.0.1", listen + m, child)
+            targets = [f"http://127.0.0.1:{listen + m}" for m in range(testbed.dispatchers)]
+            live = generate_load(self.load_spec(targets, system), progress=self.progress)
+            status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
+        finally:
+            child.stop()
+        simulated = self.simulate(testbed.scenario(policy, load)) if testbed.simulated(policy) else None
+        label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
+        self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
+
+    def run_peer(self, peer, load: float, backends: list[str], stack) -> None:
+        testbed = self.scenario
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"hetlb-{peer.id}-")))
+        (port,) = free_ports(1)
+        system = testbed.system_at(load)
+        self.say(f"hetlb testbed: load {load:g}, {peer.id} ...")
+        child = start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder)
+        try:
+            live = generate_load(self.load_spec([f"http://127.0.0.1:{port}"], system), progress=self.progress)
+        finally:
+            child.stop()
+        rule = PEER_RULES.get(peer.id, "")
+        simulated = self.simulate(testbed.scenario({"id": rule}, load)) if rule else None
+        self.record(peer.id, peer.method, load, live, rule, simulated, [])
+
+    @staticmethod
+    def admin_status(port: int) -> dict | None:
+        """A dispatcher's ``GET /status`` after its run (None if it does not answer)."""
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as response:
+                return json.loads(response.read())
+        except (OSError, ValueError):
+            return None
+
+    def simulate(self, scenario: Scenario) -> dict:
+        return scenario.simulate().summary
+
+    def record(self, balancer, policy, load, live, sim_policy, simulated, status) -> None:
+        unit = self.scenario.mean_service_ms
+        live = {key: math.nan if value is None else value for key, value in live.items()}  # not computed: nan
+        live["mean_response_time_ci"] = [math.nan if v is None else v for v in live["mean_response_time_ci"]]
+        row = {
+            "balancer": balancer,
+            "policy": policy,
+            "load": load,
+            "rate_per_s": live["offered_rate"],
+            "requests": live["requests"],
+            "live_mean_ms": live["mean_response_time"],
+            "live_ci_low_ms": live["mean_response_time_ci"][0],
+            "live_ci_high_ms": live["mean_response_time_ci"][1],
+            "overhead_ms": live["mean_overhead"],
+            "live_minus_overhead_ms": live["mean_backend_sojourn"],
+            "live_p50_ms": live["response_time_p50"],
+            "live_p95_ms": live["response_time_p95"],
+            "live_p99_ms": live["response_time_p99"],
+            "live_blocking": live["blocking_probability"],
+            "errors": live["errors"],
+            "messages_per_request": messages_per_request(status),
+            "sim_policy": sim_policy,
+        }
+        if simulated is not None:
+            low, high = simulated["mean_response_time_ci"]
+            row |= {
+                "sim_mean_ms": simulated["mean_response_time"] * unit,
+                "sim_ci_low_ms": low * unit,
+                "sim_ci_high_ms": high * unit,
+                "sim_p99_ms": simulated["response_time_p99"] * unit,
+                "sim_blocking": simulated["blocking_probability"],
+            }
+            if "messages_per_job" in simulated:  # as live: probes and polls, a request and an answer each
+                kinds = simulated["messages_per_job"]
+                row["sim_messages_per_request"] = kinds["push"] + kinds["probe"] + 2 * kinds["snapshot"]
+                row["sim_herd_fraction"] = simulated["herd_fraction"]
+            corrected = row["live_minus_overhead_ms"]
+            if balancer == "hetlb":
+                row["agrees"] = (1 - AGREEMENT_MARGIN) * low * unit <= corrected <= (1 + AGREEMENT_MARGIN) * high * unit
+        self.rows.append(row)
+        self.details.append({"row": row, "live": live, "simulated": simulated, "dispatchers": status})
+        self.say("hetlb testbed: " + row_line(row))
+
+    def order_agreement(self) -> dict:
+        """Per load: the policies ranked by live mean (minus overhead) and by simulated mean."""
+        orders = {}
+        for load in self.scenario.loads:
+            rows = [r for r in self.rows if r["balancer"] == "hetlb" and r["load"] == load and "sim_mean_ms" in r]
+            live = [r["policy"] for r in sorted(rows, key=lambda r: r["live_minus_overhead_ms"])]
+            simulated = [r["policy"] for r in sorted(rows, key=lambda r: r["sim_mean_ms"])]
+            orders[f"{load:g}"] = {"live": live, "simulated": simulated, "same": live == simulated}
+        return orders
+
+    def write(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        with (self.out / "testbed.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, CSV_COLUMNS)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        document = {
+            "mean_service_ms": self.scenario.mean_service_ms,
+            "agreement_margin": AGREEMENT_MARGIN,
+            "order": self.order_agreement(),
+            "runs": self.details,
+        }
+        (self.out / "testbed.json").write_text(json.dumps(finite_or_null(document), indent=2, default=str) + "\n")
+        self.plot(self.out / "testbed.png")
+
+    def plot(self, path: Path) -> None:
+        from hetlb.plots.figures import plot_panels
+
+        loads = self.scenario.loads
+        live: dict = {}
+        simulated: dict = {}
+        peers: dict = {}
+
+        def series(target: dict, label: str, rows: list, mean: str, low: str, high: str) -> None:
+            by_load = {r["load"]: r for r in rows}
+            pick = [by_load.get(load, {}) for load in loads]
+            target[label] = tuple([r.get(key, math.nan) for r in pick] for key in (mean, low, high))
+
+        for name in dict.fromkeys((r["balancer"], r["policy"]) for r in self.rows):
+            rows = [r for r in self.rows if (r["balancer"], r["policy"]) == name]
+            label = name[1] if name[0] == "hetlb" else name[0]
+            if name[0] == "hetlb":
+                shift = [(r, r["live_mean_ms"] - r["live_minus_overhead_ms"]) for r in rows]
+                adjusted = [{**r, "low": r["live_ci_low_ms"] - d, "high": r["live_ci_high_ms"] - d} for r, d in shift]
+                series(live, label, adjusted, "live_minus_overhead_ms", "low", "high")
+                if any("sim_mean_ms" in r for r in rows):
+                    series(simulated, label, rows, "sim_mean_ms", "sim_ci_low_ms", "sim_ci_high_ms")
+            series(peers, label, rows, "live_mean_ms", "live_ci_low_ms", "live_ci_high_ms")
+        panels = []
+        common = {"xlabel": "system.load", "ylabel": "mean response time (ms)"}
+        if live:
+            panels.append({"x": loads, "series": live, "title": "hetlb serve, live minus path overhead", **common})
+        if simulated:
+            panels.append({"x": loads, "series": simulated, "title": "simulated (hetlb.simulate)", **common})
+        if any(r["balancer"] != "hetlb" for r in self.rows):
+            panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
+        if panels:
+            plot_panels(panels, path)
+
+
+def messages_per_request(statuses: list) -> float | str:
+    """Probe messages (push and poll: a request and its answer each) per request over the
+    dispatchers' ``GET /status``; "" when they do not say."""
+    probes = requests = 0
+    for status in statuses:
+        if not isinstance(status, dict) or not isinstance(status.get("messages"), dict):
+            return ""
+        probes += status["messages"].get("push_probes", 0) + status["messages"].get("poll_probes", 0)
+        requests += status.get("requests", 0)
+    return 2 * probes / requests if requests else ""
+
+
+def row_line(row: dict) -> str:
+    """One run's figures on one line."""
+    text = (
+        f"{row['balancer']:<18} {row['policy']:<22} load {row['load']:<4g} live {row['live_mean_ms']:8.2f} ms "
+        f"[{row['live_ci_low_ms']:.2f}, {row['live_ci_high_ms']:.2f}]  minus overhead "
+        f"{row['live_minus_overhead_ms']:8.2f}"
+    )
+    if "sim_mean_ms" in row:
+        text += (
+            f"  simulated {row['sim_policy']} {row['sim_mean_ms']:8.2f} [{row['sim_ci_low_ms']:.2f}, "
+            f"{row['sim_ci_high_ms']:.2f}]"
+        )
+    if row.get("messages_per_request") not in (None, ""):
+        text += f"  {row['messages_per_request']:.2f} messages/request"
+    if "agrees" in row:
+        text += "  agrees" if row["agrees"] else "  DIFFERS"
+    if row["errors"] or row["live_blocking"]:
+        text += f"  errors {row['errors']} blocking {row['live_blocking']:.4f}"
+    return text
+
+
+def format_table(rows: list[dict], orders: dict) -> str:
+    """The side-by-side table of a testbed's runs and the policies' order at each load."""
+    lines = [row_line(row) for row in rows]
+    for load, order in orders.items():
+        if order["live"]:
+            verdict = "same" if order["same"] else "DIFFERENT"
+            lines.append(
+                f"order at load {load}: live {' < '.join(order['live'])}; simulated "
+                f"{' < '.join(order['simulated'])} ({verdict})"
+            )
+    return "\n".join(lines)
+
+
+def run_testbed(path, out, compare: list[str] | None = None, progress: bool = False, say=None) -> Testbed:
+    """Run the testbed scenario file ``path``, writing testbed.csv, testbed.json and testbed.png in
+    ``out``; ``compare`` (e.g. ["haproxy", "nginx"]) replaces the file's testbed.compare."""
+    return run_testbed_mapping(read_toml(path, "scenario"), out, compare, progress, say)
+
+
+def run_testbed_mapping(data: dict, out, compare: list[str] | None = None, progress: bool = False, say=None) -> Testbed:
+    """:func:`run_testbed` on the tables of a scenario file."""
+    if compare is not None:
+        for program in compare:
+            validation.choice("--compare", program, PROGRAMS)
+        data = {**data, "testbed": {**validation.table("testbed", data.get("testbed", {})), "compare": compare}}
+    scenario = TestbedScenario.from_mapping(data)
+    testbed = Testbed(scenario, Path(out), say=say or (lambda line: print(line, file=sys.stderr)), progress=progress)
+    testbed.run()
+    return testbed
