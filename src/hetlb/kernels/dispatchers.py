@@ -51,7 +51,7 @@ from hetlb.kernels.continuous import (
     snapshot_batch,
 )
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import lower_time, random_least_leaf_at, set_key_at, set_time
+from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
 from hetlb.policies import rules
 from hetlb.policies.choice import choose_server
 
@@ -245,27 +245,17 @@ def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, 
 
 
 @njit(inline="always")
-def view_tree(key_nodes, estimate, v):
-    """(first node, leaves) of view v's least-key tree in ``key_nodes``, the views' trees one after
-    another (DispatcherState.key_trees flattened: the loop makes no view of a row)."""
-    size = len(key_nodes) // estimate.shape[0]
-    return v * size, size // 2
-
-
-@njit(inline="always")
-def set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, v, s, value, at):
-    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too:
-    ``key_nodes`` holds the views' trees one after another, see view_tree)."""
+def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
+    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
     if estimate[v, s] == value:
         return
     if value == 0:
         idle_since[v, s] = at
     estimate[v, s] = value
-    if len(key_nodes) > 0:
+    if len(key_trees) > 0:
         speed_class = servers[s].speed_class
         key = rules.selection_key(key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s])
-        root, width = view_tree(key_nodes, estimate, v)
-        set_key_at(key_nodes, root, width, s, key)
+        set_key(records(key_trees[v]), s, key)
 
 
 @njit(inline="always")
@@ -274,7 +264,7 @@ def apply_message(
     estimate,
     estimate_time,
     idle_since,
-    key_nodes,
+    key_trees,
     dc,
     servers,
     n_classes,
@@ -292,7 +282,7 @@ def apply_message(
         return
     dc.delivered += 1
     estimate_time[v, s] = observed
-    set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, v, s, value, observed)
+    set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
 
 
 @njit(inline="always")
@@ -303,7 +293,7 @@ def send(
     estimate,
     estimate_time,
     idle_since,
-    key_nodes,
+    key_trees,
     flights,
     flight_observed,
     flight_target,
@@ -332,7 +322,7 @@ def send(
             estimate,
             estimate_time,
             idle_since,
-            key_nodes,
+            key_trees,
             dc,
             servers,
             n_classes,
@@ -420,7 +410,7 @@ def decide(
     n_classes,
     estimate,
     idle_since,
-    key_nodes,
+    key_trees,
     keys,
     ties,
     sample,
@@ -433,9 +423,9 @@ def decide(
     lo = compat_indptr[job_type]
     hi = compat_indptr[job_type + 1]
     if type_uses_tree[job_type]:
-        root, width = view_tree(key_nodes, estimate, v)
-        s = random_least_leaf_at(key_nodes, root, width, policy_rng, servers)
-        if rules.falls_back_to_uniform(key_code, key_nodes[root + 1].key, n_classes):
+        tree = records(key_trees[v])
+        s = random_least_leaf(tree, policy_rng, servers)
+        if rules.falls_back_to_uniform(key_code, tree[1].key, n_classes):
             s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
         return s
     return choose_server(
@@ -468,7 +458,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     Compiled without numba's runtime (``_nrt=False``): it allocates nothing, and every array it
     reads is held by its caller for the whole call, so the references it would count (an atomic
     add and subtract each time an inlined helper takes an array, on the paths numba's pruning
-    leaves them; 5.9 -> 9.2 M events/s on the push run of benchmarks/floor_ratio.py) are not
+    leaves them; 5.9 -> 9.6 M events/s on the push run of benchmarks/floor_ratio.py) are not
     needed; numba refuses to compile anything that would allocate."""
     c = records(state.counters)[0]
     dc = records(ds.counters)[0]
@@ -513,8 +503,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     truth_view = dm.truth_view == 1
     herd_window = dm.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
-    estimate, estimate_time, idle_since = ds.estimate, ds.estimate_time, ds.idle_since
-    key_nodes = records(ds.key_trees.reshape(-1))
+    estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
     keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
     service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
     flights, flight_observed, flight_target, flight_value = (
@@ -588,7 +577,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 estimate,
                 estimate_time,
                 idle_since,
-                key_nodes,
+                key_trees,
                 dc,
                 servers,
                 n_classes,
@@ -611,7 +600,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                             estimate,
                             estimate_time,
                             idle_since,
-                            key_nodes,
+                            key_trees,
                             flights,
                             flight_observed,
                             flight_target,
@@ -657,7 +646,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 n_classes,
                 estimate,
                 idle_since,
-                key_nodes,
+                key_trees,
                 keys,
                 ties,
                 sample,
@@ -700,7 +689,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     key_code,
                     estimate,
                     idle_since,
-                    key_nodes,
+                    key_trees,
                     servers,
                     n_classes,
                     class_speed,
@@ -720,7 +709,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         estimate,
                         estimate_time,
                         idle_since,
-                        key_nodes,
+                        key_trees,
                         flights,
                         flight_observed,
                         flight_target,
@@ -750,7 +739,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
                 if truth_view:
                     set_estimate(
-                        key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, 0, s, q + 1, now
+                        key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now
                     )
                 server.peak_queue = max(server.peak_queue, q + 1)
                 if q == 0:
@@ -781,7 +770,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         estimate,
                         estimate_time,
                         idle_since,
-                        key_nodes,
+                        key_trees,
                         flights,
                         flight_observed,
                         flight_target,
@@ -840,7 +829,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if truth_view:
-                set_estimate(key_code, estimate, idle_since, key_nodes, servers, n_classes, class_speed, 0, s, q, now)
+                set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
             sender = service_dispatcher[s]
             if q > 0:
                 slot = job_next[server.last_waiting]
@@ -863,7 +852,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     estimate,
                     estimate_time,
                     idle_since,
-                    key_nodes,
+                    key_trees,
                     flights,
                     flight_observed,
                     flight_target,
@@ -889,7 +878,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     estimate,
                     estimate_time,
                     idle_since,
-                    key_nodes,
+                    key_trees,
                     flights,
                     flight_observed,
                     flight_target,

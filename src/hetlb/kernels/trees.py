@@ -75,27 +75,19 @@ def new_key_tree(keys: np.ndarray) -> np.ndarray:
 def set_key(tree, leaf, value):
     """Set one leaf's key and repair the (least key, count) of its ancestors, stopping at the
     first ancestor that comes out unchanged (nothing above it can change then)."""
-    set_key_at(tree, 0, len(tree) // 2, leaf, value)
-
-
-@njit
-def set_key_at(nodes, root, width, leaf, value):
-    """set_key on the tree of ``width`` leaves held in ``nodes[root : root + 2 width]``: one of
-    several trees in one array, so that a caller picks a tree by its offset and makes no view of
-    the array (numba counts a view's references, an atomic operation, at every use)."""
-    node = width + leaf
-    changed = nodes[root + node].key != value
-    nodes[root + node].key = value
+    node = len(tree) // 2 + leaf
+    changed = tree[node].key != value
+    tree[node].key = value
     while changed and node > 1:
         node >>= 2
-        first = root + 4 * node
-        k0, k1, k2, k3 = nodes[first].key, nodes[first + 1].key, nodes[first + 2].key, nodes[first + 3].key
-        c0, c1, c2, c3 = nodes[first].count, nodes[first + 1].count, nodes[first + 2].count, nodes[first + 3].count
+        first = 4 * node
+        k0, k1, k2, k3 = tree[first].key, tree[first + 1].key, tree[first + 2].key, tree[first + 3].key
+        c0, c1, c2, c3 = tree[first].count, tree[first + 1].count, tree[first + 2].count, tree[first + 3].count
         least = min(min(k0, k1), min(k2, k3))
         count = (k0 == least) * c0 + (k1 == least) * c1 + (k2 == least) * c2 + (k3 == least) * c3
-        changed = (nodes[root + node].key != least) | (nodes[root + node].count != count)
-        nodes[root + node].key = least
-        nodes[root + node].count = count
+        changed = (tree[node].key != least) | (tree[node].count != count)
+        tree[node].key = least
+        tree[node].count = count
 
 
 @njit
@@ -103,29 +95,23 @@ def random_least_leaf(tree, rng, leaf_records):
     """A leaf uniformly at random among those with the least key: the r-th of them in leaf
     order, r = int(u * count) for one uniform u. Two steps above the leaves, it starts loading
     the entries of ``leaf_records`` (per-leaf data the caller reads next) of the 16 leaves left."""
-    return random_least_leaf_at(tree, 0, len(tree) // 2, rng, leaf_records)
-
-
-@njit
-def random_least_leaf_at(nodes, root, width, rng, leaf_records):
-    """random_least_leaf on the tree of ``width`` leaves held in ``nodes[root : root + 2 width]``
-    (see set_key_at)."""
-    least = nodes[root + 1].key
-    count = nodes[root + 1].count
+    width = len(tree) // 2
+    least = tree[1].key
+    count = tree[1].count
     rank = min(int(rng.random() * count), count - 1)
     node = 1
     while node < width:
         first = 4 * node
-        if 4 * first < 2 * width:  # start loading the next level's candidates (the grandchildren)
+        if 4 * first < len(tree):  # start loading the next level's candidates (the grandchildren)
             for group in range(4 * first, 4 * first + 16, 4):
-                prefetch(nodes, root + group)
+                prefetch(tree, group)
             if 4 * first >= width:
                 for leaf in range(4 * first - width, min(4 * first - width + 16, len(leaf_records))):
                     prefetch(leaf_records, leaf)
         # how many least-key leaves lie under each of the first three children
-        in0 = (nodes[root + first].key == least) * nodes[root + first].count
-        in1 = (nodes[root + first + 1].key == least) * nodes[root + first + 1].count
-        in2 = (nodes[root + first + 2].key == least) * nodes[root + first + 2].count
+        in0 = (tree[first].key == least) * tree[first].count
+        in1 = (tree[first + 1].key == least) * tree[first + 1].count
+        in2 = (tree[first + 2].key == least) * tree[first + 2].count
         past0 = rank >= in0
         past1 = rank >= in0 + in1
         past2 = rank >= in0 + in1 + in2
