@@ -19,7 +19,8 @@ Two kinds of limit:
   no queueing except for ``sed``. Their fluid limit is a differential inclusion (the drift jumps
   where a level empties); only the fixed point is provided.
 
-Plain NumPy/SciPy; nothing here depends on the simulation kernels.
+Plain NumPy (SciPy for the ranking policies' root and the ODE, imported where used); nothing here
+depends on the simulation kernels.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
-from scipy.integrate import solve_ivp
 
 from hetlb import validation
 from hetlb.errors import InputError
@@ -316,6 +315,8 @@ def fill_in_order(speed, fraction, arrival_rate, order) -> np.ndarray:
 def idle_rate(speed, fraction, target: float, fixed: float, sink: float) -> float:
     """R >= 0 solving fixed + sum_m alpha_m mu_m R / (R + mu_m) + sink R = target (R is the arrival
     rate per free least-key slot; the sum runs over the classes given)."""
+
+    from scipy import optimize  # here: the sampling policies need no SciPy
 
     def excess(rate):
         return fixed + float(np.sum(fraction * speed * rate / (rate + speed))) + sink * rate - target
@@ -764,6 +765,8 @@ def mean_field_trajectory(
     buffer (default: twice the fixed point's, at least 32). The ranking policies have a
     discontinuous drift (a differential inclusion) and are refused.
     """
+    from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
+
     policy = validation.choice("policy", policy, tuple(SAMPLING))
     limit = mean_field(speeds, fractions, load=load, policy=policy, buffer=buffer, **params)
     speed, fraction = limit.class_speed, limit.class_fraction
