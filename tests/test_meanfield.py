@@ -371,3 +371,22 @@ def test_the_relaxation_time_brings_the_ode_within_its_tolerance(policy, load):
     settled = relaxation_time(limit, tolerance=1e-3)
     path = mean_field_trajectory([1.0, 0.25], [0.5, 0.5], load=load, policy=policy, times=[settled])
     assert abs(path.mean_number_in_system[0] / limit.mean_number_in_system - 1) < 1e-3
+
+
+def test_the_theory_names_resolve_to_their_modules_and_a_sampling_point_loads_no_scipy():
+    import importlib
+    import subprocess
+    import sys
+
+    import hetlb.theory as theory
+
+    assert set(theory.__all__) == set(theory.HOME)
+    for name in theory.__all__:
+        assert getattr(theory, name) is getattr(importlib.import_module(f"hetlb.theory.{theory.HOME[name]}"), name)
+    code = (
+        "import sys; from hetlb.theory import mean_field; "
+        "mean_field([1.0, 0.25], [1, 1], load=0.9, policy='jsq-df-ds', buffer=100); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"

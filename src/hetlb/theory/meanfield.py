@@ -594,9 +594,10 @@ def damped(model: SamplingModel, current: np.ndarray, steps: int, tolerance: flo
 
 def solve_sampling(model: SamplingModel, levels: int, guess) -> np.ndarray:
     """The fixed point T = Phi(T) of the groups' tails T_{g,1..L}: damped iterates of Phi from the
-    empty system (or from ``guess``), then Newton's method with a finite-difference Jacobian (its
-    columns in one batched evaluation of Phi) and a backtracking line search; a long damped
-    iteration when Newton fails."""
+    empty system (or from ``guess``), then Newton's method with the Jacobian of phi_jacobian and a
+    backtracking line search; pseudo-transient continuation when the line search stalls, and a
+    long damped iteration followed by Newton's method when that fails too. All stop at
+    |Phi(T) - T| < RESIDUAL_TOLERANCE."""
     size = model.n_groups * levels
     current = np.zeros(size) if guess is None else model.group_tails(guess)[:, 1:].ravel()
     current = damped(model, current, START_STEPS, START_TOLERANCE)
