@@ -5,7 +5,8 @@ apart means little. This script alternates the two implementations of each path:
 runs the floor, then hetlb, on each path in turn, and takes the ratio of their rates (events or
 slots per CPU second of the compiled kernel alone) in that round. It reports, per path, the
 median of the per-round ratios floor / hetlb (1.0: level with the floor; below 1: faster) and
-their range, with the best rate of each. Compilation is done before the first round.
+their range, with the best rate of each, then every round's ratio. Compilation is done before the
+first round.
 
 Paths (each floor kernel is a file of this folder, written from the model, not from hetlb):
 
@@ -233,6 +234,9 @@ def main(argv=None):
             f"{name:<20} {unit:>11} {max(floor_rates) / divisor:>9.2f} {max(simulator_rates) / divisor:>9.2f} "
             f"{statistics.median(ratios):>13.3f} {min(ratios):>6.3f}-{max(ratios):<7.3f}"
         )
+    print("per-round ratios floor / hetlb:")
+    for name, (floor_rates, simulator_rates) in rates.items():
+        print(f"  {name:<20} " + " ".join(f"{f / h:.3f}" for f, h in zip(floor_rates, simulator_rates)))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from hetlb.simulation import dispatchers as simulation
 
 FAMILY_ALPHA = 0.01
 COMPARISONS = 8
+"""push 1, pull 1, herd 2, split 3, exponential delays' overtaking 1."""
 SINGLE_POLICIES = [spec.id for spec in POLICIES.values() if spec.code in ON_ESTIMATES and "continuous" in spec.models]
 TWIN = {"l-jsq": ("jsq", {}), "l-pod": ("pod", {"d": 2})}
 """LED policies that decide as a single-dispatcher policy does when they know the truth."""
@@ -320,9 +321,9 @@ def test_scenario_keys_and_the_command_line_give_the_python_api_result(tmp_path,
     assert capsys.readouterr().err.strip() == "hetlb: error: update.push.p_hat: must be a number in (0, 1], got 2"
 
 
-def test_messages_in_flight_beyond_the_first_heap_and_their_age():
-    """Snapshots every 0.1 delayed by 5: about M N 50 = 4,000 messages in flight, past the heap it
-    starts with; every estimate then holds an observation at least 5 old."""
+def test_messages_in_flight_beyond_their_first_segment_and_their_age():
+    """Snapshots every 0.1 delayed by 5: about M N 50 = 4,000 messages in flight, past the segment
+    of 2 M N the kind starts with; every estimate then holds an observation at least 5 old."""
     system = hetlb.System.from_speeds([1.0] * 20, load=0.6)
     result = hetlb.simulate(
         system, "jsq", dispatchers=4, update="snapshot:tau=0.1:delay=5", jobs=5000, warmup=10.0, seed=3
@@ -331,3 +332,47 @@ def test_messages_in_flight_beyond_the_first_heap_and_their_age():
     assert run.mean_estimate_age >= 5.0
     assert run.messages["snapshot"] % (4 * 20) == 0
     assert run.stale_messages == 0  # a constant delay delivers in the order of sending
+
+
+def test_exponential_delays_overtake_as_independent_exponentials_do():
+    """Exponential delays drawn per kind (an exponential time of rate P / d to the next delivery,
+    one of the P in flight chosen uniformly) are, in law, an independent Exp(mean d) delay per
+    message: checked by how often a message arrives after a later one (and is dropped as stale).
+    One server at load rho (M/M/1): by Burke's theorem its departures, each a pull message, are
+    Poisson of rate lambda, so a message of delay D is overtaken by a Poisson number of later
+    ones, of mean lambda (D - d (1 - exp(-D / d))); it arrives fresh with probability
+    E[exp(-lambda d (x - 1 + exp(-x)))], x = D / d ~ Exp(1). A FIFO of the messages would give 0."""
+    from scipy import integrate
+
+    arrival_rate, mean_delay = 0.5, 2.0
+    a = arrival_rate * mean_delay
+    fresh, _ = integrate.quad(lambda x: math.exp(-x - a * (x - 1.0 + math.exp(-x))), 0.0, math.inf)
+    system = hetlb.System.from_speeds([1.0], arrival_rate=arrival_rate)
+    result = hetlb.simulate(
+        system,
+        "l-jsq",
+        dispatchers=1,
+        update=f"pull:p_hat=1:mean_delay={mean_delay}",
+        jobs=20_000,
+        warmup=50.0,
+        replications=10,
+        seed=12,
+    )
+    samples = [1.0 - run.stale_messages / (run.stale_messages + run.delivered_messages) for run in result.runs]
+    assert abs(np.mean(samples) - fresh) <= bonferroni_t_halfwidth(samples, FAMILY_ALPHA, COMPARISONS)
+
+
+@pytest.mark.parametrize(
+    "update", ["piggyback:delay=0.4,push:p_hat=0.5:d=3:mean_delay=0.3", "snapshot:tau=0.2:mean_delay=3"]
+)
+def test_results_do_not_depend_on_the_room_messages_start_with(update, monkeypatch):
+    """The segments of messages in flight grow as they fill (their rings unrolled, their pools in
+    order): a run that starts them at one entry gives the same results, bit for bit."""
+    system = hetlb.System.from_speeds([1.0, 0.5, 2.0, 1.0, 1.0], load=0.8)
+    runs = []
+    for capacity in (simulation.MIN_FLIGHT_CAPACITY, 1):
+        monkeypatch.setattr(simulation, "MIN_FLIGHT_CAPACITY", capacity)
+        runs.append(hetlb.simulate(system, "l-jsq", dispatchers=3, update=update, jobs=3000, seed=13))
+    same_results(*runs)
+    for name in ("messages", "stale_messages", "delivered_messages", "mean_estimate_error", "mean_estimate_age"):
+        assert getattr(runs[0].runs[0], name) == getattr(runs[1].runs[0], name), name

@@ -13,10 +13,16 @@ helpers); this loop adds the dispatchers (docs/reference/dispatchers.md):
   kernel's tree path, so that with the truth as the one view the decisions are the same.
 * Updates are messages ``(target m * N + s, value, observed time)`` sent at an event: piggyback at a
   departure (or a rejection) to the job's dispatcher, push after a decision, pull after a
-  departure, snapshots at the poll times. A message with no delay is applied at once; the others
-  wait in a binary heap ordered by delivery time (O(log P) per message with P in flight). A
-  message applies only if what it observed is at least as recent as what the estimate holds
-  (``estimate_time``); older ones are counted as stale and dropped.
+  departure, snapshots at the poll times. A message with no delay is applied at once. The others
+  wait in flight, each kind (signal) in its own segment of the ``flight_*`` arrays, O(1) per
+  message (docs/reference/dispatchers.md): with a constant delay the messages of a kind arrive in
+  the order they were sent, so the segment is a FIFO ring and the kind's next delivery is its
+  head's; with exponential delays of mean d the P messages of a kind in flight are memoryless,
+  so the kind's next delivery comes after an exponential time of rate P / d, drawn afresh
+  whenever P changes, and delivers one of them chosen uniformly (removed by moving the last into
+  its place). The next delivery of all is the earliest of the kinds'. A message applies only if
+  what it observed is at least as recent as what the estimate holds (``estimate_time``); older
+  ones are counted as stale and dropped.
 
 Statistics beyond the single kernel's, over the measured window: messages by kind, the
 estimates' error and age seen at the arrivals (a rotating server per arrival: by PASTA a
@@ -50,7 +56,7 @@ from hetlb.policies import rules
 from hetlb.policies.choice import choose_server
 
 NEEDS_MESSAGE_SLOTS = 3
-"""advance() status: the heap of messages in flight may not hold what the next event sends."""
+"""advance() status: a kind's segment of messages in flight may not hold what the next event sends."""
 
 PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(6)
 MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
@@ -59,6 +65,15 @@ MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
 own dispatches (local, no message on the wire)."""
 
 DELAY_NONE, DELAY_CONSTANT, DELAY_EXPONENTIAL = 0, 1, 2
+DELAYED_KINDS = 4
+"""The kinds PIGGYBACK .. SNAPSHOT, those that may be delayed: each has its record in ``flights``."""
+
+FLIGHT_DTYPE = np.dtype(
+    [("next", "f8"), ("offset", "i8"), ("capacity", "i8"), ("start", "i8"), ("count", "i8"), ("reserve", "i8")]
+)
+"""The messages in flight of one kind: the time of its next delivery (+inf when none), its segment
+of the ``flight_*`` arrays (first entry, length), the position of its oldest message in the
+segment (a ring, for a constant delay) and how many it holds, and the most one event may send."""
 
 DispatcherModel = namedtuple(
     "DispatcherModel",
@@ -89,7 +104,6 @@ DispatcherModel = namedtuple(
         "delay_law",
         "delay_mean",
         "herd_window",
-        "message_reserve",
     ],
 )
 DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.simulation.dispatchers.pack_dispatchers).
@@ -99,8 +113,7 @@ DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.
 ``decision_code``: the code choose_server decides; ``key_code``: the selection key of the tree
 path; ``probe_messages[k]``: messages of a true probe of job type k's decision;
 ``delay_law``/``delay_mean``: per kind (PIGGYBACK .. SNAPSHOT); ``snapshot_phase``/``snapshot_order``:
-the periodic independent polls' phases and the dispatchers in phase order; ``message_reserve``:
-the most messages one event may put in flight."""
+the periodic independent polls' phases and the dispatchers in phase order."""
 
 DispatcherState = namedtuple(
     "DispatcherState",
@@ -116,10 +129,10 @@ DispatcherState = namedtuple(
         "probe_sample",
         "service_dispatcher",
         "job_dispatcher",
-        "heap_time",
-        "heap_observed",
-        "heap_target",
-        "heap_value",
+        "flights",
+        "flight_observed",
+        "flight_target",
+        "flight_value",
         "messages",
         "decisions",
         "herd_other",
@@ -131,13 +144,16 @@ DispatcherState = namedtuple(
 DispatcherState.__doc__ = """Mutable state of the dispatchers: per view v and server s the estimate, the time
 of the observation it holds and when it last became 0 (jsq-lisf); the views' least-key trees
 (empty when no job type routes by a tree); the dispatcher of each job in service and waiting (by
-job slot); the heap of messages in flight; counts of messages by kind over the measured window;
+job slot); the messages in flight, per kind (``flights``, FLIGHT_DTYPE) and each one's observed
+time, target and value in its kind's segment of ``flight_*``; counts of messages by kind over the measured window;
 and per dispatcher its measured decisions and those that herded (onto a server another, or the
 same, dispatcher chose less than herd_window earlier)."""
 
 DISPATCHER_COUNTER_DTYPE = np.dtype(
     [
-        ("heap_size", "i8"),
+        ("next_message", "f8"),
+        ("next_kind", "i8"),
+        ("flight_full", "i8"),
         ("next_snapshot", "f8"),
         ("snapshot_index", "i8"),
         ("snapshot_cycle", "i8"),
@@ -152,60 +168,84 @@ DISPATCHER_COUNTER_DTYPE = np.dtype(
         ("age_sum", "f8"),
     ]
 )
-"""Scalars of the dispatchers: the heap's size, the next poll (its time, the position in the
+"""Scalars of the dispatchers: the next delivery (its time, +inf when none, and its kind), 1 when
+a kind's segment may not hold what the next event sends, the next poll (its time, the position in the
 polling order and the cycle of periodic independent polls, the dispatcher polled or -1 for all),
 events beyond arrivals and departures, messages dropped as stale and applied, and the sums of the
 sampled estimate errors (signed, absolute) and ages."""
 
 
-@njit
-def heap_push(heap_time, heap_observed, heap_target, heap_value, size, at, observed, target, value):
-    """Put a message delivered at ``at`` into the binary min-heap of ``size`` entries; return the size."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if heap_time[parent] <= at:
-            break
-        heap_time[i] = heap_time[parent]
-        heap_observed[i] = heap_observed[parent]
-        heap_target[i] = heap_target[parent]
-        heap_value[i] = heap_value[parent]
-        i = parent
-    heap_time[i] = at
-    heap_observed[i] = observed
-    heap_target[i] = target
-    heap_value[i] = value
-    return size + 1
-
-
-@njit
-def heap_pop(heap_time, heap_observed, heap_target, heap_value, size):
-    """Remove the earliest message (it was at the root); return the new size."""
-    size -= 1
-    at, observed, target, value = heap_time[size], heap_observed[size], heap_target[size], heap_value[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap_time[child + 1] < heap_time[child]:
-            child += 1
-        if heap_time[child] >= at:
-            break
-        heap_time[i] = heap_time[child]
-        heap_observed[i] = heap_observed[child]
-        heap_target[i] = heap_target[child]
-        heap_value[i] = heap_value[child]
-        i = child
-    heap_time[i] = at
-    heap_observed[i] = observed
-    heap_target[i] = target
-    heap_value[i] = value
-    return size
+@njit(inline="always")
+def find_next_delivery(flights, dc):
+    """Set dc.next_message and dc.next_kind to the earliest of the kinds' next deliveries."""
+    kind = 0
+    for k in range(1, DELAYED_KINDS):
+        if flights[k].next < flights[kind].next:
+            kind = k
+    dc.next_message = flights[kind].next
+    dc.next_kind = kind
 
 
 @njit(inline="always")
-def set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
+def put_in_flight(
+    flights, flight_observed, flight_target, flight_value, dc, law, mean, kind, target, value, now, update_rng
+):
+    """Put a message of ``kind`` observed ``now`` in flight: at the end of the kind's ring (constant
+    delay) or of its pool (exponential delays, whose next delivery is drawn afresh)."""
+    flight = flights[kind]
+    position = flight.start + flight.count
+    if position >= flight.capacity:
+        position -= flight.capacity
+    entry = flight.offset + position
+    flight_observed[entry] = now
+    flight_target[entry] = target
+    flight_value[entry] = value
+    flight.count += 1
+    if flight.count + flight.reserve > flight.capacity:
+        dc.flight_full = 1
+    if law == DELAY_CONSTANT:
+        if flight.count == 1:
+            flight.next = now + mean
+            if flight.next < dc.next_message:
+                dc.next_message = flight.next
+                dc.next_kind = kind
+    else:
+        flight.next = now + mean / flight.count * update_rng.exponential()
+        find_next_delivery(flights, dc)
+
+
+@njit(inline="always")
+def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, law, mean, now, update_rng):
+    """Take the message delivered now out of flight: the head of its kind's ring, or one of its
+    kind's pool chosen uniformly (the last takes its place); return its (target, value, observed
+    time)."""
+    kind = dc.next_kind
+    flight = flights[kind]
+    flight.count -= 1
+    if law == DELAY_CONSTANT:
+        entry = flight.offset + flight.start
+        flight.start += 1
+        if flight.start == flight.capacity:
+            flight.start = 0
+        head = flight.offset + flight.start
+        flight.next = flight_observed[head] + mean if flight.count > 0 else np.inf
+    else:
+        entry = flight.offset + rules.uniform_index(update_rng, flight.count + 1)
+        flight.next = now + mean / flight.count * update_rng.exponential() if flight.count > 0 else np.inf
+    target, value, observed = flight_target[entry], flight_value[entry], flight_observed[entry]
+    if law != DELAY_CONSTANT:
+        last = flight.offset + flight.count
+        flight_target[entry], flight_value[entry], flight_observed[entry] = (
+            flight_target[last],
+            flight_value[last],
+            flight_observed[last],
+        )
+    find_next_delivery(flights, dc)
+    return target, value, observed
+
+
+@njit(inline="always")
+def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
     """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
     if estimate[v, s] == value:
         return
@@ -214,15 +254,24 @@ def set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_
     estimate[v, s] = value
     if len(key_trees) > 0:
         speed_class = servers[s].speed_class
-        key = rules.selection_key(
-            dm.key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
-        )
+        key = rules.selection_key(key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s])
         set_key(records(key_trees[v]), s, key)
 
 
 @njit(inline="always")
 def apply_message(
-    dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, observed
+    key_code,
+    estimate,
+    estimate_time,
+    idle_since,
+    key_trees,
+    dc,
+    servers,
+    n_classes,
+    class_speed,
+    target,
+    value,
+    observed,
 ):
     """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
     n_servers = estimate.shape[1]
@@ -233,22 +282,22 @@ def apply_message(
         return
     dc.delivered += 1
     estimate_time[v, s] = observed
-    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
+    set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
 
 
 @njit(inline="always")
 def send(
-    dm,
+    key_code,
     delay_law,
     delay_mean,
     estimate,
     estimate_time,
     idle_since,
     key_trees,
-    heap_time,
-    heap_observed,
-    heap_target,
-    heap_value,
+    flights,
+    flight_observed,
+    flight_target,
+    flight_value,
     messages,
     dc,
     servers,
@@ -269,14 +318,33 @@ def send(
     law = delay_law[kind]
     if law == DELAY_NONE:
         apply_message(
-            dm, estimate, estimate_time, idle_since, key_trees, dc, servers, n_classes, class_speed, target, value, now
+            key_code,
+            estimate,
+            estimate_time,
+            idle_since,
+            key_trees,
+            dc,
+            servers,
+            n_classes,
+            class_speed,
+            target,
+            value,
+            now,
         )
         return
-    delay = delay_mean[kind]
-    if law == DELAY_EXPONENTIAL:
-        delay *= update_rng.exponential()
-    dc.heap_size = heap_push(
-        heap_time, heap_observed, heap_target, heap_value, dc.heap_size, now + delay, now, target, value
+    put_in_flight(
+        flights,
+        flight_observed,
+        flight_target,
+        flight_value,
+        dc,
+        law,
+        delay_mean[kind],
+        kind,
+        target,
+        value,
+        now,
+        update_rng,
     )
 
 
@@ -327,7 +395,12 @@ def record_herd(decisions, herd_same, herd_other, last_decision_time, last_decis
 
 @njit(inline="always")
 def decide(
-    dm,
+    decision_code,
+    key_code,
+    sample_size,
+    jba_rate_weighted,
+    jba_inclusive,
+    jba_fallback,
     compat_indptr,
     compat_indices,
     server_class,
@@ -352,11 +425,11 @@ def decide(
     if type_uses_tree[job_type]:
         tree = records(key_trees[v])
         s = random_least_leaf(tree, policy_rng, servers)
-        if rules.falls_back_to_uniform(dm.key_code, tree[1].key, n_classes):
+        if rules.falls_back_to_uniform(key_code, tree[1].key, n_classes):
             s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
         return s
     return choose_server(
-        dm.decision_code,
+        decision_code,
         compat_indices,
         lo,
         hi,
@@ -366,10 +439,10 @@ def decide(
         speed,
         cumulative_speed,
         idle_since[v],
-        dm.sample_size,
-        dm.jba_rate_weighted,
-        dm.jba_inclusive,
-        dm.jba_fallback,
+        sample_size,
+        jba_rate_weighted,
+        jba_inclusive,
+        jba_fallback,
         keys,
         ties,
         sample,
@@ -377,14 +450,22 @@ def decide(
     )
 
 
-@njit
+@njit(_nrt=False)
 def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_events):
     """Run up to ``max_events`` events (arrivals, departures, deliveries, polls); return RUNNING,
-    FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS."""
+    FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS.
+
+    Compiled without numba's runtime (``_nrt=False``): it allocates nothing, and every array it
+    reads is held by its caller for the whole call, so the references it would count (an atomic
+    add and subtract each time an inlined helper takes an array, on the paths numba's pruning
+    leaves them; 5.9 -> 9.6 M events/s on the push run of benchmarks/floor_ratio.py) are not
+    needed; numba refuses to compile anything that would allocate."""
     c = records(state.counters)[0]
     dc = records(ds.counters)[0]
     buffer, class_speed, n_classes = model.buffer, model.class_speed, model.n_classes
-    finite_buffers = buffer.min() < INFINITE_BUFFER
+    finite_buffers = False  # buffer.min() < INFINITE_BUFFER, without numba's runtime (see below)
+    for s in range(len(buffer)):
+        finite_buffers |= buffer[s] < INFINITE_BUFFER
     n_sources = len(dm.source_keep)
     n_types = len(model.type_keep)
     mean_interarrival = 1.0 / model.total_arrival_rate
@@ -425,22 +506,29 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
     keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
     service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
-    heap_time, heap_observed, heap_target, heap_value = ds.heap_time, ds.heap_observed, ds.heap_target, ds.heap_value
+    flights, flight_observed, flight_target, flight_value = (
+        records(ds.flights),
+        ds.flight_observed,
+        ds.flight_target,
+        ds.flight_value,
+    )
     messages, decisions, herd_other, herd_same = ds.messages, ds.decisions, ds.herd_other, ds.herd_same
     last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
     probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
     delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
+    # the scalars the helpers read (a namedtuple passed to them would have its arrays counted)
+    decision_code, key_code, sample_size = dm.decision_code, dm.key_code, dm.sample_size
+    jba_rate_weighted, jba_inclusive, jba_fallback = dm.jba_rate_weighted, dm.jba_inclusive, dm.jba_fallback
     compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
     speed, cumulative_speed = model.speed, model.compat_cumulative_speed
-    heap_capacity = len(heap_time)
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        if dc.heap_size + dm.message_reserve > heap_capacity:
+        if dc.flight_full == 1:
             return NEEDS_MESSAGE_SLOTS
         next_departure = departures[1].time
-        next_message = heap_time[0] if dc.heap_size > 0 else np.inf
+        next_message = dc.next_message
         now = min(min(c.next_arrival, next_departure), min(next_message, dc.next_snapshot))
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
@@ -472,10 +560,20 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
 
         if next_message == now:
             dc.message_events += 1
-            target, value, observed = heap_target[0], heap_value[0], heap_observed[0]
-            dc.heap_size = heap_pop(heap_time, heap_observed, heap_target, heap_value, dc.heap_size)
+            kind = dc.next_kind
+            target, value, observed = take_from_flight(
+                flights,
+                flight_observed,
+                flight_target,
+                flight_value,
+                dc,
+                delay_law[kind],
+                delay_mean[kind],
+                now,
+                update_rng,
+            )
             apply_message(
-                dm,
+                key_code,
                 estimate,
                 estimate_time,
                 idle_since,
@@ -496,17 +594,17 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 if polled < 0 or m == polled:
                     for s in range(n_servers):
                         send(
-                            dm,
+                            key_code,
                             delay_law,
                             delay_mean,
                             estimate,
                             estimate_time,
                             idle_since,
                             key_trees,
-                            heap_time,
-                            heap_observed,
-                            heap_target,
-                            heap_value,
+                            flights,
+                            flight_observed,
+                            flight_target,
+                            flight_value,
                             messages,
                             dc,
                             servers,
@@ -533,7 +631,12 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if tagging == 1 and not truth_view:
                 measure_estimate(estimate, estimate_time, dc, servers, m, now, c.arrivals_total % n_servers)
             s = decide(
-                dm,
+                decision_code,
+                key_code,
+                sample_size,
+                jba_rate_weighted,
+                jba_inclusive,
+                jba_fallback,
                 compat_indptr,
                 compat_indices,
                 server_class,
@@ -583,7 +686,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if dm.increment == 1 and not truth_view:
                 messages[INCREMENT] += tagging
                 set_estimate(
-                    dm,
+                    key_code,
                     estimate,
                     idle_since,
                     key_trees,
@@ -600,17 +703,17 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 c.blocked += tagging
                 if dm.piggyback == 1:  # the rejection is the job's response
                     send(
-                        dm,
+                        key_code,
                         delay_law,
                         delay_mean,
                         estimate,
                         estimate_time,
                         idle_since,
                         key_trees,
-                        heap_time,
-                        heap_observed,
-                        heap_target,
-                        heap_value,
+                        flights,
+                        flight_observed,
+                        flight_target,
+                        flight_value,
                         messages,
                         dc,
                         servers,
@@ -635,7 +738,9 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 if q + 1 <= n_levels:
                     move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
                 if truth_view:
-                    set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now)
+                    set_estimate(
+                        key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now
+                    )
                 server.peak_queue = max(server.peak_queue, q + 1)
                 if q == 0:
                     c.busy += 1
@@ -659,17 +764,17 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 taken = rules.sample_without_replacement(n_servers, dm.push_size, probe_sample, update_rng)
                 for i in range(taken):
                     send(
-                        dm,
+                        key_code,
                         delay_law,
                         delay_mean,
                         estimate,
                         estimate_time,
                         idle_since,
                         key_trees,
-                        heap_time,
-                        heap_observed,
-                        heap_target,
-                        heap_value,
+                        flights,
+                        flight_observed,
+                        flight_target,
+                        flight_value,
                         messages,
                         dc,
                         servers,
@@ -724,7 +829,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if truth_view:
-                set_estimate(dm, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
+                set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
             sender = service_dispatcher[s]
             if q > 0:
                 slot = job_next[server.last_waiting]
@@ -741,17 +846,17 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             set_time(departures, s, next_time)
             if dm.piggyback == 1:
                 send(
-                    dm,
+                    key_code,
                     delay_law,
                     delay_mean,
                     estimate,
                     estimate_time,
                     idle_since,
                     key_trees,
-                    heap_time,
-                    heap_observed,
-                    heap_target,
-                    heap_value,
+                    flights,
+                    flight_observed,
+                    flight_target,
+                    flight_value,
                     messages,
                     dc,
                     servers,
@@ -767,17 +872,17 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if dm.pull_probability > 0.0 and update_rng.random() < dm.pull_probability:
                 reported = rules.uniform_index(update_rng, dm.n_dispatchers)
                 send(
-                    dm,
+                    key_code,
                     delay_law,
                     delay_mean,
                     estimate,
                     estimate_time,
                     idle_since,
                     key_trees,
-                    heap_time,
-                    heap_observed,
-                    heap_target,
-                    heap_value,
+                    flights,
+                    flight_observed,
+                    flight_target,
+                    flight_value,
                     messages,
                     dc,
                     servers,

@@ -216,6 +216,14 @@ class Proxy:
                 self.on_response(lease, upstream)
                 if upstream.status >= 500 and not last:
                     return None
+                # the backend's work on this request ends when its answer has been read in full
+                # (at once for a small one): the count drops then, not after the client has it
+                small = request.method == "HEAD" or (
+                    upstream.content_length is not None and upstream.content_length <= CHUNK
+                )
+                payload = await upstream.read() if small and request.method != "HEAD" else b""
+                if small:
+                    lease.release()
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 response.headers.extend(end_to_end(upstream.headers))
                 response.headers.popall("Content-Length", None)
@@ -223,9 +231,12 @@ class Proxy:
                 if upstream.content_length is not None:
                     response.content_length = upstream.content_length
                 await response.prepare(request)
-                if request.method != "HEAD":
+                if payload:
+                    await response.write(payload)
+                elif not small:  # a large or streamed answer, passed on as it comes
                     async for chunk in upstream.content.iter_chunked(CHUNK):
                         await response.write(chunk)
+                    lease.release()
                 await response.write_eof()
                 self.metrics.latency(s, time.perf_counter() - started)
                 return response

@@ -36,14 +36,17 @@ HERD_WINDOW_FRACTION = 0.1
 """The default herd window: this fraction of N / lambda_Sigma, the mean time between two decisions
 for one server under uniform routing."""
 
-DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 32
+DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 2 * 24
 """Bytes per (dispatcher, server) pair at most: estimate, observation time and idle time; the
-least-key tree's two nodes per leaf, its width up to 4N; a message in flight (a snapshot of every
-dispatcher)."""
+least-key tree's two nodes per leaf, its width up to 4N; two entries of 24 bytes of the segment of
+messages in flight (room for twice a snapshot of every dispatcher)."""
 
 SOURCE_BYTES = 64
 """Bytes per (dispatcher, job type) pair at most: its rate, its alias-table entries and their
 temporaries, and the dispatcher's counts."""
+
+MIN_FLIGHT_CAPACITY = 64
+"""Entries of a delayed kind's segment of messages in flight at the start of a run (at least)."""
 
 MAX_PAIRS = 2**31
 """At most this many (dispatcher, server) pairs: the messages address a pair by one index."""
@@ -245,12 +248,6 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     push = signals.get("push", {})
     snapshot = signals.get("snapshot", {})
     push_size = min(push.get("d", 1), n_servers)
-    delayed = delay_law > 0
-    reserve = max(
-        push_size * delayed[kernel.PUSH] + delayed[kernel.PIGGYBACK],
-        delayed[kernel.PIGGYBACK] + delayed[kernel.PULL],
-        n_servers * (n_dispatchers if snapshot.get("phases") == "aligned" else 1) * delayed[kernel.SNAPSHOT],
-    )
     fallback = JBA_FALLBACK_LEAST if policy.params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED
     return kernel.DispatcherModel(
         n_dispatchers=n_dispatchers,
@@ -279,7 +276,6 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
         delay_law=delay_law,
         delay_mean=delay_mean,
         herd_window=window,
-        message_reserve=int(reserve),
     )
 
 
@@ -297,8 +293,8 @@ def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.Di
         key_trees = np.zeros((0, 2 * tree_width(1)), KEY_NODE_DTYPE)
     counters = np.zeros(1, dtype=kernel.DISPATCHER_COUNTER_DTYPE)
     counters[0]["next_snapshot"] = np.inf
+    counters[0]["next_message"] = np.inf
     counters[0]["snapshot_dispatcher"] = -1
-    capacity = max(1024, 2 * dm.message_reserve)
     max_degree = int(np.diff(model.compat_indptr).max())
     return kernel.DispatcherState(
         counters=counters,
@@ -312,10 +308,7 @@ def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.Di
         probe_sample=np.zeros(max(1, dm.push_size), np.int64),
         service_dispatcher=np.zeros(n_servers, np.int64),
         job_dispatcher=np.zeros(job_slots, np.int64),
-        heap_time=np.zeros(capacity),
-        heap_observed=np.zeros(capacity),
-        heap_target=np.zeros(capacity, np.int64),
-        heap_value=np.zeros(capacity, np.int64),
+        **messages_in_flight(dm, n_servers),
         messages=np.zeros(len(kernel.MESSAGE_KINDS), np.int64),
         decisions=np.zeros(dm.n_dispatchers, np.int64),
         herd_other=np.zeros(dm.n_dispatchers, np.int64),
@@ -342,19 +335,54 @@ def first_snapshot(dm, counters, update_rng):
     return dm
 
 
+def messages_in_flight(dm, n_servers: int) -> dict:
+    """The fields ``flights`` and ``flight_*`` of a dispatcher state with no message in flight: each
+    delayed kind a segment of MIN_FLIGHT_CAPACITY entries, or twice what one event may send of it."""
+    per_event = np.zeros(kernel.DELAYED_KINDS, np.int64)
+    per_event[[kernel.PIGGYBACK, kernel.PULL]] = 1
+    per_event[kernel.PUSH] = dm.push_size
+    per_event[kernel.SNAPSHOT] = n_servers * (dm.n_dispatchers if dm.snapshot_aligned else 1)
+    flights = np.zeros(kernel.DELAYED_KINDS, kernel.FLIGHT_DTYPE)
+    flights["next"] = np.inf
+    delayed = dm.delay_law[: kernel.DELAYED_KINDS] != kernel.DELAY_NONE
+    flights["reserve"] = np.where(delayed, per_event, 0)
+    capacity = np.where(delayed, np.maximum(MIN_FLIGHT_CAPACITY, 2 * per_event), 0)
+    return lay_out_flights(flights, capacity, np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def lay_out_flights(flights, capacity, observed, target, value) -> dict:
+    """``flights`` with each kind's segment grown to ``capacity``, the segments placed one after
+    another, each holding its messages in flight from its start (the ring unrolled: the order of
+    delivery, or of the pool, kept)."""
+    new = flights.copy()
+    new["capacity"] = capacity
+    new["offset"] = np.concatenate(([0], np.cumsum(capacity)[:-1]))
+    new["start"] = 0
+    total = int(capacity.sum())
+    arrays = {"flight_observed": (observed, np.zeros(total)), "flight_target": (target, np.zeros(total, np.int64))}
+    arrays["flight_value"] = (value, np.zeros(total, np.int64))
+    for old, grown in arrays.values():
+        for flight, placed in zip(flights, new):
+            if flight["count"] > 0:
+                ring = (flight["start"] + np.arange(flight["count"])) % flight["capacity"]
+                grown[placed["offset"] : placed["offset"] + flight["count"]] = old[flight["offset"] + ring]
+    return {"flights": new, **{name: grown for name, (_, grown) in arrays.items()}}
+
+
 def grow_messages(ds: kernel.DispatcherState) -> kernel.DispatcherState:
-    """Double the heap of messages in flight."""
-    used = len(ds.heap_time)
+    """Double the segment of every kind whose messages in flight may outgrow it at the next event."""
+    flights = ds.flights
+    capacity = flights["capacity"].copy()
+    full = flights["count"] + flights["reserve"] > capacity
+    capacity[full] *= 2
     validation.check_memory(
-        "update", 64 * used, f"more than {used:,} messages in flight", "shorten the delays or send fewer messages"
+        "update",
+        24 * int(capacity.sum()),
+        f"more than {int(flights['capacity'].sum()):,} messages in flight",
+        "shorten the delays or send fewer messages",
     )
-    grown = {}
-    for name in ("heap_time", "heap_observed", "heap_target", "heap_value"):
-        old = getattr(ds, name)
-        new = np.zeros(2 * used, old.dtype)
-        new[:used] = old
-        grown[name] = new
-    return ds._replace(**grown)
+    ds.counters[0]["flight_full"] = 0
+    return ds._replace(**lay_out_flights(flights, capacity, ds.flight_observed, ds.flight_target, ds.flight_value))
 
 
 def run_replication(
