@@ -11,7 +11,13 @@ from scipy import stats
 import hetlb
 from hetlb.cli import main
 from hetlb.errors import InputError
-from hetlb.theory import mm1_mean_response_time, mm1k_blocking_probability, mm1k_mean_response_time, speed_lower_bound
+from hetlb.theory import (
+    meanfield,
+    mm1_mean_response_time,
+    mm1k_blocking_probability,
+    mm1k_mean_response_time,
+    speed_lower_bound,
+)
 from hetlb.theory.meanfield import (
     MEANFIELD_POLICIES,
     mean_field,
@@ -200,6 +206,52 @@ def test_every_policy_answers_on_sixteen_classes_and_a_buffer_of_100():
         assert math.isfinite(limit.mean_response_time)
 
 
+def sampling_model_of(limit):
+    return meanfield.sampling_model(
+        limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
+    )
+
+
+@pytest.mark.parametrize(
+    "policy,params,classes",
+    [
+        ("jsq-df-ds", {"d_fast": 2, "d_slow": 3, "p_fast": 0.3, "p_slow": 0.6}, 4),
+        ("jiq-df-ds", {}, 3),
+        ("pod", {"d": 3}, 3),
+    ],
+)
+def test_the_chain_rule_jacobian_matches_central_differences_of_phi(policy, params, classes):
+    limit = mean_field(np.linspace(2.0, 0.2, classes), np.ones(classes), load=0.8, policy=policy, buffer=12, **params)
+    model = sampling_model_of(limit)
+    tails = np.sort(np.random.default_rng(1).uniform(0.0, 1.0, (model.n_groups, 12)), axis=1)[:, ::-1].ravel()
+    step = 1e-6  # central differences: error O(step^2) times third derivatives of order 1
+    columns = [
+        (model.step((tails + step * unit)[None])[1][0] - model.step((tails - step * unit)[None])[1][0]) / (2 * step)
+        for unit in np.eye(tails.size)
+    ]
+    # the Jacobian's own forward differences of the birth rates (step FD_STEP) are good to ~1e-7
+    np.testing.assert_allclose(meanfield.phi_jacobian(model, tails), np.array(columns).T, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "policy,classes,load",
+    [("jsq-df-ds", 4, 0.9), ("jsq-df-ds", 2, 0.95), ("jsq-df-ds", 16, 0.99), ("jiq-df-ds", 16, 0.95)],
+)
+def test_the_solver_finds_the_fixed_point_of_the_plain_iteration(policy, classes, load):
+    # the hard cases of the solver (the slow servers fill the buffer of 100): its Newton and
+    # pseudo-transient steps against the damped iteration T <- (T + Phi(T)) / 2 from the empty system
+    limit = mean_field(np.linspace(2.0, 0.2, classes), np.ones(classes), load=load, policy=policy, buffer=100)
+    model = sampling_model_of(limit)
+    solved = model.group_tails(limit.occupancy)[:, 1:].ravel()
+    plain = meanfield.damped(model, np.zeros_like(solved), 100_000, meanfield.RESIDUAL_TOLERANCE)
+    residuals = [np.max(np.abs(meanfield.residual_of(model, tails))) for tails in (solved, plain)]
+    assert max(residuals) < meanfield.RESIDUAL_TOLERANCE
+    # two points with residuals r1, r2 lie within |(I - dPhi/dT)^-1| (r1 + r2) of each other, to
+    # first order; a factor 2 covers the second-order term
+    inverse = np.linalg.inv(np.eye(solved.size) - meanfield.phi_jacobian(model, solved))
+    assert np.max(np.abs(solved - plain)) <= 2 * np.max(np.abs(inverse).sum(axis=1)) * sum(residuals)
+
+
 def test_input_errors():
     with pytest.raises(InputError, match="load"):
         mean_field([1.0], [1.0], load=1.0)
@@ -319,3 +371,22 @@ def test_the_relaxation_time_brings_the_ode_within_its_tolerance(policy, load):
     settled = relaxation_time(limit, tolerance=1e-3)
     path = mean_field_trajectory([1.0, 0.25], [0.5, 0.5], load=load, policy=policy, times=[settled])
     assert abs(path.mean_number_in_system[0] / limit.mean_number_in_system - 1) < 1e-3
+
+
+def test_the_theory_names_resolve_to_their_modules_and_a_sampling_point_loads_no_scipy():
+    import importlib
+    import subprocess
+    import sys
+
+    import hetlb.theory as theory
+
+    assert set(theory.__all__) == set(theory.HOME)
+    for name in theory.__all__:
+        assert getattr(theory, name) is getattr(importlib.import_module(f"hetlb.theory.{theory.HOME[name]}"), name)
+    code = (
+        "import sys; from hetlb.theory import mean_field; "
+        "mean_field([1.0, 0.25], [1, 1], load=0.9, policy='jsq-df-ds', buffer=100); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"

@@ -1,61 +1,130 @@
 """Independent checks on the simulator: closed forms, the speed lower bound, exact small systems,
 the many-server (mean-field) limits and the Halfin-Whitt diffusion limits of paper 002.
 
-Plain NumPy/SciPy; nothing here depends on the simulation kernels.
+Plain NumPy/SciPy; nothing here depends on the simulation kernels. The names below are imported
+from their modules on first use, so that one of them (``hetlb meanfield``) does not pay for the
+SciPy modules of the others.
 """
 
-from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound
-from hetlb.theory.diffusion import (
-    DIFFUSION_POLICIES,
-    DiffusionLimit,
-    DiffusionPaths,
-    DiffusionStationary,
-    ReflectedOUStationary,
-    SpeedLaw,
-    continuous_speeds,
-    default_step,
-    diffusion_paths,
-    policy_diffusion,
-    reflected_ou_stationary,
-    relaxation_time,
-    speed_pools,
-    stationary_diffusion,
-    stationary_mean_x1,
-)
-from hetlb.theory.dispatchers_exact import DispatcherSolution, solve_dispatchers_exact
-from hetlb.theory.exact import (
-    EXACT_POLICIES,
-    MAX_STATES,
-    ExactSolution,
-    routing_probabilities,
-    solve_exact,
-    solve_exact_arrays,
-)
-from hetlb.theory.meanfield import (
-    MEANFIELD_POLICIES,
-    MeanFieldLimit,
-    MeanFieldTrajectory,
-    mean_field,
-    mean_field_trajectory,
-)
-from hetlb.theory.queues import (
-    erlang_b,
-    erlang_c,
-    mm1_mean_number_in_system,
-    mm1_mean_response_time,
-    mm1_mean_waiting_time,
-    mm1_p_wait,
-    mm1_response_time_quantile,
-    mm1k_blocking_probability,
-    mm1k_mean_number_in_system,
-    mm1k_mean_response_time,
-    mm1k_p_wait,
-    mm1k_stationary_distribution,
-    mmc_mean_number_in_system,
-    mmc_mean_response_time,
-    mmc_mean_waiting_time,
-    mmc_p_wait,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound
+    from hetlb.theory.diffusion import (
+        DIFFUSION_POLICIES,
+        DiffusionLimit,
+        DiffusionPaths,
+        DiffusionStationary,
+        ReflectedOUStationary,
+        SpeedLaw,
+        continuous_speeds,
+        default_step,
+        diffusion_paths,
+        policy_diffusion,
+        reflected_ou_stationary,
+        relaxation_time,
+        speed_pools,
+        stationary_diffusion,
+        stationary_mean_x1,
+    )
+    from hetlb.theory.dispatchers_exact import DispatcherSolution, solve_dispatchers_exact
+    from hetlb.theory.exact import (
+        EXACT_POLICIES,
+        MAX_STATES,
+        ExactSolution,
+        routing_probabilities,
+        solve_exact,
+        solve_exact_arrays,
+    )
+    from hetlb.theory.meanfield import (
+        MEANFIELD_POLICIES,
+        MeanFieldLimit,
+        MeanFieldTrajectory,
+        mean_field,
+        mean_field_trajectory,
+    )
+    from hetlb.theory.queues import (
+        erlang_b,
+        erlang_c,
+        mm1_mean_number_in_system,
+        mm1_mean_response_time,
+        mm1_mean_waiting_time,
+        mm1_p_wait,
+        mm1_response_time_quantile,
+        mm1k_blocking_probability,
+        mm1k_mean_number_in_system,
+        mm1k_mean_response_time,
+        mm1k_p_wait,
+        mm1k_stationary_distribution,
+        mmc_mean_number_in_system,
+        mmc_mean_response_time,
+        mmc_mean_waiting_time,
+        mmc_p_wait,
+    )
+
+EXPORTS = {
+    "bounds": (
+        "SpeedLowerBound",
+        "speed_lower_bound",
+    ),
+    "diffusion": (
+        "DIFFUSION_POLICIES",
+        "DiffusionLimit",
+        "DiffusionPaths",
+        "DiffusionStationary",
+        "ReflectedOUStationary",
+        "SpeedLaw",
+        "continuous_speeds",
+        "default_step",
+        "diffusion_paths",
+        "policy_diffusion",
+        "reflected_ou_stationary",
+        "relaxation_time",
+        "speed_pools",
+        "stationary_diffusion",
+        "stationary_mean_x1",
+    ),
+    "dispatchers_exact": (
+        "DispatcherSolution",
+        "solve_dispatchers_exact",
+    ),
+    "exact": (
+        "EXACT_POLICIES",
+        "MAX_STATES",
+        "ExactSolution",
+        "routing_probabilities",
+        "solve_exact",
+        "solve_exact_arrays",
+    ),
+    "meanfield": (
+        "MEANFIELD_POLICIES",
+        "MeanFieldLimit",
+        "MeanFieldTrajectory",
+        "mean_field",
+        "mean_field_trajectory",
+    ),
+    "queues": (
+        "erlang_b",
+        "erlang_c",
+        "mm1_mean_number_in_system",
+        "mm1_mean_response_time",
+        "mm1_mean_waiting_time",
+        "mm1_p_wait",
+        "mm1_response_time_quantile",
+        "mm1k_blocking_probability",
+        "mm1k_mean_number_in_system",
+        "mm1k_mean_response_time",
+        "mm1k_p_wait",
+        "mm1k_stationary_distribution",
+        "mmc_mean_number_in_system",
+        "mmc_mean_response_time",
+        "mmc_mean_waiting_time",
+        "mmc_p_wait",
+    ),
+}
+"""The public names of hetlb.theory, by the module that defines them."""
+HOME = {name: module for module, names in EXPORTS.items() for name in names}
 
 __all__ = [
     "DIFFUSION_POLICIES",
@@ -105,3 +174,11 @@ __all__ = [
     "stationary_diffusion",
     "stationary_mean_x1",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in HOME:
+        raise AttributeError(f"module 'hetlb.theory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"hetlb.theory.{HOME[name]}"), name)
+    globals()[name] = value
+    return value
