@@ -16,15 +16,11 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from hetlb.live.children import child_environment, free_port_block
+
 ROOT = Path(__file__).resolve().parents[1]
 ECHO_BACKEND = ROOT / "tests" / "echo_backend.py"
 START_TIMEOUT = 30.0
-
-
-def environment() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    return env
 
 
 HANDED_OUT: set[int] = set()
@@ -34,25 +30,12 @@ HANDED_OUT: set[int] = set()
 def free_ports(count: int = 1) -> int:
     """The first of ``count`` consecutive ports that are free now and were not handed out before."""
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
+        base = free_port_block(count)
         wanted = set(range(base, base + count))
-        if base + count > 65000 or wanted & HANDED_OUT:
-            continue
-        if all(port_is_free(port) for port in wanted):
+        if not wanted & HANDED_OUT:
             HANDED_OUT.update(wanted)
             return base
     raise RuntimeError("no free ports")
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def listening(port: int) -> bool:
@@ -72,7 +55,7 @@ class Processes:
         # output to files, not pipes: a long run never blocks on a full pipe
         errors = tempfile.TemporaryFile()
         process = subprocess.Popen(
-            argv, env=environment(), stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+            argv, env=child_environment(), stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
         )
         process.error_file = errors  # type: ignore[attr-defined]
         self.running.append(process)

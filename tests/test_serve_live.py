@@ -22,6 +22,7 @@ from live_fleet import backend_process
 from serve_processes import Processes, finish, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
+from hetlb.live.children import child_environment
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -532,7 +533,7 @@ def test_several_dispatchers_are_independent_processes_on_consecutive_ports(proc
 def test_help_lists_the_interface():
     help_text = subprocess.run(
         [sys.executable, "-m", "hetlb", "serve", "--help"], capture_output=True, text=True, timeout=30,
-        env=__import__("serve_processes").environment(),
+        env=child_environment(),
     ).stdout  # fmt: skip
     for flag in ("--listen", "--policy", "--d", "--p-hat", "--backend", "--admin", "--signals", "--default-type",
                  "--dispatchers", "--config"):  # fmt: skip

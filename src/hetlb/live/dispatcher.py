@@ -35,7 +35,7 @@ import numpy as np
 from hetlb.live.config import ServeConfig
 from hetlb.live.random_source import RandomSource, decide
 from hetlb.model.system import speed_classes
-from hetlb.policies.choice import JBA_FALLBACK_LEAST, JBA_FALLBACK_WEIGHTED
+from hetlb.policies.choice import jba_options
 
 NO_BACKEND = -1
 """choose() when every compatible backend is ejected."""
@@ -80,9 +80,7 @@ class Dispatcher:
         self.own_in_estimate = (config.signals.inflight and not led) or (led and params.get("increment_on_dispatch"))
         self.ends_in_estimate = config.signals.inflight and not led
         self.sample_size = int(params.get("d", 2))
-        self.jba_rate_weighted = params.get("average") == "rate-weighted"
-        self.jba_inclusive = bool(params.get("inclusive", False))
-        self.jba_fallback = JBA_FALLBACK_LEAST if params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED
+        self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback = jba_options(params)
         self.random_source = RandomSource(np.random.default_rng(seed))
 
         self.speed_auto = np.array([backend.speed is None for backend in backends])

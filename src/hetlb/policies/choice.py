@@ -37,6 +37,17 @@ JBA_FALLBACK_LEAST = 1
 """What l-jba does when no estimate is below the mean: weighted-random or l-jsq."""
 
 
+def jba_options(params: dict) -> tuple[bool, bool, int]:
+    """choose_server's ``jba_rate_weighted``, ``jba_inclusive`` and ``jba_fallback`` from a
+    policy's parameters (l-jba's ``average``, ``inclusive`` and ``empty_set``; their defaults for
+    every other policy)."""
+    return (
+        params.get("average") == "rate-weighted",
+        bool(params.get("inclusive", False)),
+        JBA_FALLBACK_LEAST if params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED,
+    )
+
+
 @njit
 def choose_server(
     code,

@@ -25,7 +25,7 @@ from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
 from hetlb.model.dispatchers import Updates
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
-from hetlb.policies.choice import JBA_FALLBACK_LEAST, JBA_FALLBACK_WEIGHTED, ON_ESTIMATES
+from hetlb.policies.choice import ON_ESTIMATES, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
 from hetlb.results.run import versions
@@ -248,7 +248,7 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     push = signals.get("push", {})
     snapshot = signals.get("snapshot", {})
     push_size = min(push.get("d", 1), n_servers)
-    fallback = JBA_FALLBACK_LEAST if policy.params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED
+    jba_rate_weighted, jba_inclusive, jba_fallback = jba_options(policy.params)
     return kernel.DispatcherModel(
         n_dispatchers=n_dispatchers,
         truth_view=int(updates.truth),
@@ -258,9 +258,9 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
         key_code=registry.JSQ if code == registry.L_JSQ else code,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
         sample_size=d,
-        jba_rate_weighted=policy.params.get("average") == "rate-weighted",
-        jba_inclusive=bool(policy.params.get("inclusive", False)),
-        jba_fallback=fallback,
+        jba_rate_weighted=jba_rate_weighted,
+        jba_inclusive=jba_inclusive,
+        jba_fallback=jba_fallback,
         probe_messages=probe_messages,
         increment=int("increment" in signals),
         piggyback=int("piggyback" in signals),
