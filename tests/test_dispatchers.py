@@ -24,8 +24,8 @@ from hetlb.simulation import continuous as single
 from hetlb.simulation import dispatchers as simulation
 
 FAMILY_ALPHA = 0.01
-COMPARISONS = 8
-"""push 1, pull 1, herd 2, split 3, exponential delays' overtaking 1."""
+COMPARISONS = 9
+"""push 1, pull 1, herd 2, split 3, exponential delays' overtaking 1, late answers 1."""
 SINGLE_POLICIES = [spec.id for spec in POLICIES.values() if spec.code in ON_ESTIMATES and "continuous" in spec.models]
 TWIN = {"l-jsq": ("jsq", {}), "l-pod": ("pod", {"d": 2})}
 """LED policies that decide as a single-dispatcher policy does when they know the truth."""
@@ -360,6 +360,31 @@ def test_exponential_delays_overtake_as_independent_exponentials_do():
     )
     samples = [1.0 - run.stale_messages / (run.stale_messages + run.delivered_messages) for run in result.runs]
     assert abs(np.mean(samples) - fresh) <= bonferroni_t_halfwidth(samples, FAMILY_ALPHA, COMPARISONS)
+
+
+def test_a_counting_dispatcher_with_late_answers_holds_a_proxys_in_flight_count():
+    """increment and piggyback with a constant delay L, one dispatcher (a proxy counting its
+    requests in flight, each answer reaching it L after the departure): a server's estimate is its
+    number in system plus its departures of the last L, never less, so its error is never
+    negative; the arrivals sample the servers in turn, so by PASTA the mean error is the mean
+    departure rate per server times L, lambda L / N."""
+    lag = 0.3
+    system = hetlb.System.from_speeds([2.0, 1.0, 1.0, 0.5, 0.5, 1.0], load=0.8)
+    result = hetlb.simulate(
+        system,
+        "jfsq",
+        dispatchers=1,
+        update=f"increment,piggyback:delay={lag}",
+        jobs=20_000,
+        warmup=20.0,
+        replications=8,
+        seed=13,
+    )
+    for run in result.runs:
+        assert run.mean_estimate_error == run.mean_estimate_bias > 0.0
+    expected = system.total_arrival_rate * lag / system.n_servers
+    samples = [run.mean_estimate_bias for run in result.runs]
+    assert abs(np.mean(samples) - expected) <= bonferroni_t_halfwidth(samples, FAMILY_ALPHA, COMPARISONS)
 
 
 @pytest.mark.parametrize(

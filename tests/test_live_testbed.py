@@ -100,6 +100,14 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert bed.simulated(bed.policies[0]) and bed.simulated(bed.policies[1])
     assert bed.model_update(bed.policies[0]) == "snapshot:tau=20:phases=independent"  # 100 ms / 5 ms
     assert bed.model_update(bed.policies[1]) == "piggyback,push:p_hat=1:d=2"
+    # the answers' measured lag (1 ms: 0.2 time units of 5 ms) delays the piggybacked reports only
+    assert bed.model_update(bed.policies[1], 1.0) == "piggyback:delay=0.2,push:p_hat=1:d=2"
+    one = testbed_module.TestbedScenario.from_mapping(scenario(policies=["jfsq"]))
+    assert one.model_update(one.policies[0]) is None  # exact counts: the single-dispatcher model
+    lagged = one.model_update(one.policies[0], 2.0)
+    assert lagged == f"increment,piggyback:delay={2.0 / one.mean_service_ms:.6g}"
+    statuses = [{"answer_lag": {"answers": 3, "mean_ms": 1.0}}, None, {"answer_lag": {"answers": 1, "mean_ms": 3.0}}]
+    assert testbed_module.answer_lag_ms(statuses) == 1.5 and testbed_module.answer_lag_ms([None]) is None
     assert bed.scenario(bed.policies[1], 0.5).system.n_servers == 3
     led = serve_arguments(bed.policies[1], 8000, 9000, specs, bed)
     assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led

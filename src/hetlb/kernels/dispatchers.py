@@ -23,6 +23,12 @@ helpers); this loop adds the dispatchers (docs/reference/dispatchers.md):
   its place). The next delivery of all is the earliest of the kinds'. A message applies only if
   what it observed is at least as recent as what the estimate holds (``estimate_time``); older
   ones are counted as stale and dropped.
+* A dispatcher that counts what it sends (``increment``) adds to a delayed message the jobs it sent
+  to the server after the message's observation: a message in flight carries the number observed
+  minus the dispatcher's sends to that server until then (``dispatched``), and its delivery adds
+  the sends counted since, at most the buffer. Its estimate is then the number observed plus its
+  own jobs sent since, what a proxy's count of its requests in flight gives when the answers
+  reach it late.
 
 Statistics beyond the single kernel's, over the measured window: messages by kind, the
 estimates' error and age seen at the arrivals (a rotating server per arrival: by PASTA a
@@ -121,6 +127,7 @@ DispatcherState = namedtuple(
         "counters",
         "estimate",
         "estimate_time",
+        "dispatched",
         "idle_since",
         "key_trees",
         "keys",
@@ -142,7 +149,8 @@ DispatcherState = namedtuple(
     ],
 )
 DispatcherState.__doc__ = """Mutable state of the dispatchers: per view v and server s the estimate, the time
-of the observation it holds and when it last became 0 (jsq-lisf); the views' least-key trees
+of the observation it holds, the jobs v has sent to s (counted with ``increment`` only, else 0)
+and when the estimate last became 0 (jsq-lisf); the views' least-key trees
 (empty when no job type routes by a tree); the dispatcher of each job in service and waiting (by
 job slot); the messages in flight, per kind (``flights``, FLIGHT_DTYPE) and each one's observed
 time, target and value in its kind's segment of ``flight_*``; counts of messages by kind over the measured window;
@@ -298,6 +306,7 @@ def send(
     flight_observed,
     flight_target,
     flight_value,
+    dispatched,
     messages,
     dc,
     servers,
@@ -311,7 +320,8 @@ def send(
     update_rng,
 ):
     """Dispatcher m learns server s's number in system at ``now`` by a message of ``kind`` (counted
-    while ``tagging``): at once, or after the kind's delay."""
+    while ``tagging``): at once, or after the kind's delay (its value less m's sends to s so far,
+    ``dispatched``, flat, given back at delivery)."""
     messages[kind] += tagging
     target = m * estimate.shape[1] + s
     value = servers[s].queue_len
@@ -342,7 +352,7 @@ def send(
         delay_mean[kind],
         kind,
         target,
-        value,
+        value - dispatched[target],
         now,
         update_rng,
     )
@@ -504,6 +514,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     herd_window = dm.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
     estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
+    dispatched, dispatched_flat = ds.dispatched, ds.dispatched.reshape(-1)
     keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
     service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
     flights, flight_observed, flight_target, flight_value = (
@@ -572,6 +583,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 now,
                 update_rng,
             )
+            value = min(value + dispatched_flat[target], buffer[target % n_servers])  # sends since (increment)
             apply_message(
                 key_code,
                 estimate,
@@ -605,6 +617,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                             flight_observed,
                             flight_target,
                             flight_value,
+                            dispatched_flat,
                             messages,
                             dc,
                             servers,
@@ -685,6 +698,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             c.arrivals += tagging
             if dm.increment == 1 and not truth_view:
                 messages[INCREMENT] += tagging
+                dispatched[m, s] += 1
                 set_estimate(
                     key_code,
                     estimate,
@@ -714,6 +728,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         flight_observed,
                         flight_target,
                         flight_value,
+                        dispatched_flat,
                         messages,
                         dc,
                         servers,
@@ -775,6 +790,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         flight_observed,
                         flight_target,
                         flight_value,
+                        dispatched_flat,
                         messages,
                         dc,
                         servers,
@@ -857,6 +873,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     flight_observed,
                     flight_target,
                     flight_value,
+                    dispatched_flat,
                     messages,
                     dc,
                     servers,
@@ -883,6 +900,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     flight_observed,
                     flight_target,
                     flight_value,
+                    dispatched_flat,
                     messages,
                     dc,
                     servers,

@@ -5,14 +5,17 @@ at a time, each for a service time drawn from a job-size distribution of mean 1 
 Every request on any method and path is a job, except ``GET /load`` (answers
 ``{"queue_length": n}``) and ``GET /healthz`` (answers ``ok``), which are answered at once. Every
 response carries ``X-Queue-Length`` (the number in system once this request has left),
-``X-Sojourn-Ms`` (time from this request's arrival to its response) and, for a job,
-``X-Service-Ms`` (its drawn service time).
+``X-Sojourn-Ms`` (time from this request's arrival to its departure epoch, the model's sojourn)
+and, for a job, ``X-Service-Ms`` (its drawn service time) and ``X-Departure`` (its departure
+epoch in seconds on the host's monotonic clock, from which a dispatcher on the same host measures
+how late it learns the completion).
 
 The queue runs on the ideal timeline of the Lindley recursion: a job arriving at ``a`` departs at
 ``max(a, previous departure) + service``, and its response is sent when the event loop's timer
 for that epoch fires. The timer is late by up to about a millisecond (epoll waits in whole
 milliseconds, rounded up) plus the loop's scheduling; the lateness delays that one response and
-never the jobs behind it, so it does not accumulate. The number in system counts the jobs whose
+never the jobs behind it, so it does not accumulate, and it is not part of the sojourn the
+response reports: a client sees it as part of the way back. The number in system counts the jobs whose
 ideal departure is still ahead. A job is in the queue from its arrival whatever its client does: a
 client that disconnects while waiting leaves its job in the queue, served as the model's server
 would serve it (the job's departure epoch is fixed when it arrives). Several backends run in one
@@ -31,6 +34,7 @@ import json
 import math
 import signal
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -169,8 +173,9 @@ class Backend:
                 "status": status,
             }
         )
-        response = self.response(status, body, n, (now - arrival) * 1e3)
+        response = self.response(status, body, n, (departure - arrival) * 1e3)  # the model's sojourn
         response.headers["X-Service-Ms"] = f"{service * 1e3:.6f}"
+        response.headers["X-Departure"] = f"{time.monotonic() - (now - departure):.6f}"  # host clock, s
         return response
 
     @staticmethod

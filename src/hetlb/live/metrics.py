@@ -18,6 +18,7 @@ from hetlb.live.dispatcher import Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
+LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
 
 
@@ -45,10 +46,24 @@ class Metrics:
             buckets=DECISION_BUCKETS,
             registry=self.registry,
         )
+        self.answer_lag_seconds = Histogram(
+            "hetlb_answer_lag_seconds",
+            "time from a backend's departure (its X-Departure header, the host's clock) to the "
+            "dispatcher reading the answer: how late the dispatcher learns a completion",
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
+        self.answer_lags = 0
+        self.answer_lag_sum = 0.0
         self.registry.register(ArrayCollector(self))
 
     def latency(self, s: int, seconds: float) -> None:
         self.latency_children[s].observe(seconds)
+
+    def answer_lag(self, seconds: float) -> None:
+        self.answer_lag_seconds.observe(seconds)
+        self.answer_lags += 1
+        self.answer_lag_sum += seconds
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -163,6 +178,10 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
             "poll_probes": metrics.messages["poll"],
             "health_checks": metrics.messages["health"],
             "probe_messages_per_request": 2 * probes / requests if requests else None,
+        },
+        "answer_lag": {
+            "answers": metrics.answer_lags,
+            "mean_ms": 1e3 * metrics.answer_lag_sum / metrics.answer_lags if metrics.answer_lags else None,
         },
         "accounting_violations": dispatcher.accounting_violations,
         "backends": backends,

@@ -49,6 +49,9 @@ QUEUE_LENGTH = "X-Queue-Length"
 SOJOURN = "X-Sojourn-Ms"
 SERVICE = "X-Service-Ms"
 BACKEND = "X-Backend"
+DEPARTURE = "X-Departure"
+"""A backend's departure epoch for this request, seconds on the host's monotonic clock (hetlb
+backend sends it): the dispatcher measures how late it learns a completion (its answer lag)."""
 MAX_REPORT = 10**9
 MAX_PENDING_PROBES = 1024
 CHUNK = 64 * 1024
@@ -83,6 +86,18 @@ def service_time(headers, lease) -> float | None:
             except ValueError:
                 return None
     return time.perf_counter() - lease.started if lease.found_empty else None
+
+
+def answer_lag(text: str | None) -> float | None:
+    """Seconds from a backend's X-Departure to now, if it is a departure on this host's clock in
+    the last minute; else None."""
+    if text is None:
+        return None
+    try:
+        lag = time.monotonic() - float(text)
+    except ValueError:
+        return None
+    return lag if 0.0 <= lag < 60.0 else None
 
 
 class Proxy:
@@ -266,6 +281,9 @@ class Proxy:
             reported = reported_number(upstream.headers.get(QUEUE_LENGTH))
             if reported is not None:
                 dispatcher.report(s, reported, own_left=1)
+        lag = answer_lag(upstream.headers.get(DEPARTURE))
+        if lag is not None:
+            self.metrics.answer_lag(lag)
         if upstream.status >= 500:
             self.on_failure(s)
             return

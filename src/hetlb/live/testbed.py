@@ -93,6 +93,7 @@ CSV_COLUMNS = [
     "live_blocking",
     "errors",
     "messages_per_request",
+    "answer_lag_ms",
     "sim_policy",
     "sim_mean_ms",
     "sim_ci_low_ms",
@@ -177,11 +178,11 @@ class TestbedScenario:
     def from_toml(cls, path) -> TestbedScenario:
         return cls.from_mapping(read_toml(path, "scenario"))
 
-    def scenario(self, policy: dict, load: float) -> Scenario:
+    def scenario(self, policy: dict, load: float, answer_lag_ms: float | None = None) -> Scenario:
         """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a live policy
         (its testbed-only key ``signals`` becomes the model's update signals, see
         :meth:`model_update`)."""
-        update = self.model_update(policy)
+        update = self.model_update(policy, answer_lag_ms)
         parameters = POLICIES[policy["id"]].parameters
         serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
         policy = {name: value for name, value in policy.items() if name not in serve_flags}
@@ -194,27 +195,32 @@ class TestbedScenario:
             self.scenarios[key] = Scenario.from_mapping({"system": system, "policy": policy, "run": self.run})
         return self.scenarios[key]
 
-    def model_update(self, policy: dict) -> str | None:
+    def model_update(self, policy: dict, answer_lag_ms: float | None = None) -> str | None:
         """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
-        in the time unit mean_service_ms; None when one dispatcher knows every queue (its own
-        in-flight counts: the single-dispatcher model).
+        in the time unit mean_service_ms; None when one dispatcher knows every queue at once (its
+        own in-flight counts, no answer lag given: the single-dispatcher model).
 
         inflight -> increment and piggyback (a dispatcher counts what it sends, and learns a
         server's number when a job it sent there completes; for the LED policies, whose estimates
         change by updates only, nothing); piggyback -> piggyback; push -> push with p_hat and d;
         poll:tau -> snapshot every tau with independent phases (each process polls on its own
-        timer). Messages arrive at once in the model; live they take the path's time
-        (docs/background/live-comparisons.md)."""
+        timer). A completion reaches the dispatcher with its answer, ``answer_lag_ms`` after the
+        backend's departure (measured live: the dispatchers' mean answer lag): the piggyback's
+        constant delay. Probes and polls arrive at once in the model."""
         from hetlb.live.config import parse_signals
 
         field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
         signals = parse_signals(field, self.signals_of(policy))
-        if self.dispatchers == 1 and signals.inflight:
+        lagged = answer_lag_ms is not None and answer_lag_ms > 0
+        if self.dispatchers == 1 and signals.inflight and not lagged:
             return None
         led = POLICIES[policy["id"]].on_local_estimates
         update = ["increment", "piggyback"] if signals.inflight and not led else []
         if signals.piggyback and "piggyback" not in update:
             update.append("piggyback")
+        if lagged and "piggyback" in update:
+            assert answer_lag_ms is not None
+            update[update.index("piggyback")] = f"piggyback:delay={answer_lag_ms / self.mean_service_ms:.6g}"
         if signals.push:  # --p-hat and --d of hetlb serve (defaults 1 and 2)
             d = policy.get("d", 2)
             update.append(f"push:p_hat={policy.get('p_hat', 1.0):g}:d={d}")
@@ -382,7 +388,8 @@ class Testbed:
             status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
         finally:
             child.stop()
-        simulated = self.simulate(testbed.scenario(policy, load)) if testbed.simulated(policy) else None
+        lag = answer_lag_ms(status)
+        simulated = self.simulate(testbed.scenario(policy, load, lag)) if testbed.simulated(policy) else None
         label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
         self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
 
@@ -436,6 +443,7 @@ class Testbed:
             "live_blocking": live["blocking_probability"],
             "errors": live["errors"],
             "messages_per_request": messages_per_request(status),
+            "answer_lag_ms": answer_lag_ms(status) or math.nan,
             "sim_policy": sim_policy,
         }
         if simulated is not None:
@@ -518,6 +526,13 @@ class Testbed:
             plot_panels(panels, path)
 
 
+def answer_lag_ms(statuses: list) -> float | None:
+    """The dispatchers' mean answer lag in ms (their /status), weighted by answers; None if none."""
+    lags = [status["answer_lag"] for status in statuses if status and status.get("answer_lag", {}).get("answers")]
+    answers = sum(lag["answers"] for lag in lags)
+    return sum(lag["answers"] * lag["mean_ms"] for lag in lags) / answers if answers else None
+
+
 def messages_per_request(statuses: list) -> float | str:
     """Probe messages (push and poll: a request and its answer each) per request over the
     dispatchers' ``GET /status``; "" when they do not say."""
@@ -544,6 +559,8 @@ def row_line(row: dict) -> str:
         )
     if row.get("messages_per_request") not in (None, ""):
         text += f"  {row['messages_per_request']:.2f} messages/request"
+    if row.get("answer_lag_ms", math.nan) == row.get("answer_lag_ms"):  # measured (not nan)
+        text += f"  answer lag {row['answer_lag_ms']:.2f} ms"
     if "agrees" in row:
         text += "  agrees" if row["agrees"] else "  DIFFERS"
     if row["errors"] or row["live_blocking"]:

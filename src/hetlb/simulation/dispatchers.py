@@ -300,6 +300,7 @@ def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.Di
         counters=counters,
         estimate=np.zeros((views, n_servers), np.int64),
         estimate_time=np.zeros((views, n_servers)),
+        dispatched=np.zeros((views, n_servers), np.int64),
         idle_since=np.zeros((views, n_servers)),
         key_trees=key_trees,
         keys=np.zeros(n_servers),
