@@ -15,7 +15,7 @@ from live_fleet import backend_process
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.live.backend import BackendSpec, FifoServer, ServiceTimes, parse_listen
+from hetlb.live.backend import BackendSpec, DepartureClock, FifoServer, ServiceTimes, parse_listen
 from hetlb.model.job_sizes import JobSizes
 
 # --- the queue and the service times, without a network ------------------------------------------
@@ -94,6 +94,35 @@ def test_service_times_have_the_mean_and_law(kind, scv):
 
 
 # --- real processes ------------------------------------------------------------------------------
+
+
+def test_the_departure_clock_wakes_each_future_at_its_epoch_never_before():
+    """Futures set in any order are woken in the order of their epochs, none before its epoch on the
+    host's monotonic clock; a cancelled one stays cancelled; stop() ends the thread."""
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        clock = DepartureClock(loop)
+        start = time.monotonic()
+        offsets = [0.03, 0.01, 0.05, 0.02, 0.02, 0.0]
+        woken: list[tuple[int, float]] = []
+        futures = []
+        for i, offset in enumerate(offsets):
+            future = loop.create_future()
+            future.add_done_callback(lambda f, i=i: woken.append((i, time.monotonic())))
+            clock.wake_at(start + offset, future)
+            futures.append(future)
+        futures[2].cancel()
+        await asyncio.gather(*(f for i, f in enumerate(futures) if i != 2))
+        await asyncio.sleep(0.08)  # past the cancelled one's epoch
+        clock.stop()
+        return start, offsets, woken, futures, clock
+
+    start, offsets, woken, futures, clock = asyncio.run(run())
+    order = [i for i, _ in woken if i != 2]
+    assert order == sorted(order, key=lambda i: (offsets[i], i))
+    assert all(at >= start + offsets[i] for i, at in woken if i != 2)
+    assert futures[2].cancelled() and not clock.thread.is_alive()
 
 
 async def get(session, url, **kwargs):

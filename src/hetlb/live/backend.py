@@ -10,12 +10,14 @@ and, for a job, ``X-Service-Ms`` (its drawn service time) and ``X-Departure`` (i
 epoch in seconds on the host's monotonic clock, from which a dispatcher on the same host measures
 how late it learns the completion).
 
-The queue runs on the ideal timeline of the Lindley recursion: a job arriving at ``a`` departs at
-``max(a, previous departure) + service``, and its response is sent when the event loop's timer
-for that epoch fires. The timer is late by up to about a millisecond (epoll waits in whole
-milliseconds, rounded up) plus the loop's scheduling; the lateness delays that one response and
-never the jobs behind it, so it does not accumulate, and it is not part of the sojourn the
-response reports: a client sees it as part of the way back. The number in system counts the jobs whose
+The queue runs on the ideal timeline of the Lindley recursion, on the host's monotonic clock: a job
+arriving at ``a`` departs at ``max(a, previous departure) + service``, and its response is sent
+when the :class:`DepartureClock` wakes it at that epoch. asyncio's own timers would wake it up to a
+millisecond late (epoll waits in whole milliseconds, rounded up); the clock's thread waits with a
+resolution of microseconds, so the response leaves within a fraction of a millisecond, plus the
+event loop's scheduling. Any lateness delays that one response and never the jobs behind it, so it
+does not accumulate, and it is not part of the sojourn the response reports: a client sees it as
+part of the way back. The number in system counts the jobs whose
 ideal departure is still ahead. A job is in the queue from its arrival whatever its client does: a
 client that disconnects while waiting leaves its job in the queue, served as the model's server
 would serve it (the job's departure epoch is fixed when it arrives). Several backends run in one
@@ -30,10 +32,13 @@ A stalled request is forgotten when its client disconnects.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import json
 import math
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -45,6 +50,7 @@ from aiohttp import web
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.addresses import host_ports, url
+from hetlb.live.event_loop import loop_factory
 from hetlb.model.job_sizes import JobSizes
 
 DEFAULT_MEAN_SERVICE_MS = 20.0
@@ -120,6 +126,53 @@ class FifoServer:
         return departure
 
 
+class DepartureClock:
+    """Wakes futures of an event loop at epochs of the host's monotonic clock (``time.monotonic``):
+    a thread waits on a condition until the earliest epoch, then hands the futures due to the loop.
+    Start it on the loop's thread; :meth:`stop` ends the thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.due: list[tuple[float, int, asyncio.Future]] = []  # a heap of (epoch, order, future)
+        self.order = itertools.count()
+        self.condition = threading.Condition()
+        self.stopped = False
+        self.thread = threading.Thread(target=self.run, name="hetlb-departures", daemon=True)
+        self.thread.start()
+
+    def wake_at(self, epoch: float, future: asyncio.Future) -> None:
+        """Set ``future``'s result (None) at ``epoch``, unless it is done by then (cancelled)."""
+        with self.condition:
+            heapq.heappush(self.due, (epoch, next(self.order), future))
+            if self.due[0][2] is future:
+                self.condition.notify()
+
+    def run(self) -> None:
+        with self.condition:
+            while not self.stopped:
+                wait = self.due[0][0] - time.monotonic() if self.due else None
+                if wait is None or wait > 0:
+                    self.condition.wait(wait)
+                    continue
+                now = time.monotonic()
+                ready = []
+                while self.due and self.due[0][0] <= now:
+                    ready.append(heapq.heappop(self.due)[2])
+                self.loop.call_soon_threadsafe(wake, ready)
+
+    def stop(self) -> None:
+        with self.condition:
+            self.stopped = True
+            self.condition.notify()
+        self.thread.join()
+
+
+def wake(futures: list[asyncio.Future]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)
+
+
 @dataclass
 class Backend:
     """One backend: its FIFO server, its service times and faults, its counters."""
@@ -130,14 +183,14 @@ class Backend:
     error_probability: float = 0.0
     stall_probability: float = 0.0
     server: FifoServer = field(default_factory=FifoServer)
+    clock: DepartureClock | None = None  # set by BackendFleet.start
     url: str = ""
     jobs: int = 0
     errors: int = 0
     stalled: int = 0
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        loop = asyncio.get_running_loop()
-        arrival = loop.time()
+        arrival = time.monotonic()
         if request.method == "GET" and request.path in ("/load", "/healthz"):
             n = self.server.in_system(arrival)
             body = json.dumps({"queue_length": n}) if request.path == "/load" else "ok"
@@ -150,13 +203,11 @@ class Backend:
         service = self.service_times.draw()
         departure = self.server.arrive(arrival, service)
         self.jobs += 1
-        done = loop.create_future()
-        timer = loop.call_at(departure, done.set_result, None)
-        try:
-            await done
-        finally:
-            timer.cancel()
-        now = loop.time()
+        done = asyncio.get_running_loop().create_future()
+        assert self.clock is not None
+        self.clock.wake_at(departure, done)
+        await done
+        now = time.monotonic()
         n = self.server.in_system(now)
         status = 200
         if error < self.error_probability:
@@ -175,7 +226,7 @@ class Backend:
         )
         response = self.response(status, body, n, (departure - arrival) * 1e3)  # the model's sojourn
         response.headers["X-Service-Ms"] = f"{service * 1e3:.6f}"
-        response.headers["X-Departure"] = f"{time.monotonic() - (now - departure):.6f}"  # host clock, s
+        response.headers["X-Departure"] = f"{departure:.6f}"  # seconds, the host's monotonic clock
         return response
 
     @staticmethod
@@ -225,14 +276,17 @@ class BackendFleet:
                 Backend(spec, service_times, np.random.default_rng(fault_stream), error_probability, stall_probability)
             )
         self._runners: list[web.ServerRunner] = []
+        self._clock: DepartureClock | None = None
 
     @property
     def urls(self) -> list[str]:
         return [backend.url for backend in self.backends]
 
     async def start(self) -> list[str]:
+        self._clock = DepartureClock(asyncio.get_running_loop())
         try:
             for backend in self.backends:
+                backend.clock = self._clock
                 server = web.Server(backend.handle, handler_cancellation=True)  # a gone client's stall ends
                 runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_GRACE_S)
                 await runner.setup()
@@ -250,6 +304,9 @@ class BackendFleet:
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
         await asyncio.gather(*(runner.cleanup() for runner in runners))
+        clock, self._clock = self._clock, None
+        if clock is not None:
+            clock.stop()
 
     async def __aenter__(self) -> BackendFleet:
         await self.start()
@@ -276,5 +333,6 @@ def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -
         finally:
             await fleet.stop()
 
-    asyncio.run(serve())
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:  # uvloop when installed
+        runner.run(serve())
     return 0

@@ -27,6 +27,7 @@ from aiohttp import web
 from hetlb.errors import InputError
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.event_loop import loop_factory
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
 
@@ -97,13 +98,7 @@ def dispatcher_seed(config: ServeConfig, m: int) -> int | None:
 
 def run_dispatcher(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
     """Run dispatcher m on its sockets until a stop signal (uvloop when installed)."""
-    try:
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    except ImportError:
-        loop_factory = None
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(dispatch(config, m, sockets, say))
 
 
