@@ -15,7 +15,8 @@ from live_fleet import backend_process
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.live.backend import BackendSpec, DepartureClock, FifoServer, ServiceTimes, parse_listen
+from hetlb.live.backend import BackendSpec, FifoServer, ServiceTimes, parse_listen
+from hetlb.live.runtime import EpochClock
 from hetlb.model.job_sizes import JobSizes
 
 # --- the queue and the service times, without a network ------------------------------------------
@@ -96,13 +97,13 @@ def test_service_times_have_the_mean_and_law(kind, scv):
 # --- real processes ------------------------------------------------------------------------------
 
 
-def test_the_departure_clock_wakes_each_future_at_its_epoch_never_before():
+def test_the_epoch_clock_wakes_each_future_at_its_epoch_never_before():
     """Futures set in any order are woken in the order of their epochs, none before its epoch on the
     host's monotonic clock; a cancelled one stays cancelled; stop() ends the thread."""
 
     async def run():
         loop = asyncio.get_running_loop()
-        clock = DepartureClock(loop)
+        clock = EpochClock(loop)
         start = time.monotonic()
         offsets = [0.03, 0.01, 0.05, 0.02, 0.02, 0.0]
         woken: list[tuple[int, float]] = []

@@ -12,7 +12,7 @@ how late it learns the completion).
 
 The queue runs on the ideal timeline of the Lindley recursion, on the host's monotonic clock: a job
 arriving at ``a`` departs at ``max(a, previous departure) + service``, and its response is sent
-when the :class:`DepartureClock` wakes it at that epoch. asyncio's own timers would wake it up to a
+when an :class:`~hetlb.live.runtime.EpochClock` wakes it at that epoch. asyncio's own timers would wake it up to a
 millisecond late (epoll waits in whole milliseconds, rounded up); the clock's thread waits with a
 resolution of microseconds, so the response leaves within a fraction of a millisecond, plus the
 event loop's scheduling. Any lateness delays that one response and never the jobs behind it, so it
@@ -32,13 +32,10 @@ A stalled request is forgotten when its client disconnects.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import json
 import math
 import signal
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -50,7 +47,7 @@ from aiohttp import web
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.addresses import host_ports, url
-from hetlb.live.event_loop import loop_factory
+from hetlb.live.runtime import EpochClock, freeze_heap, loop_factory
 from hetlb.model.job_sizes import JobSizes
 
 DEFAULT_MEAN_SERVICE_MS = 20.0
@@ -126,53 +123,6 @@ class FifoServer:
         return departure
 
 
-class DepartureClock:
-    """Wakes futures of an event loop at epochs of the host's monotonic clock (``time.monotonic``):
-    a thread waits on a condition until the earliest epoch, then hands the futures due to the loop.
-    Start it on the loop's thread; :meth:`stop` ends the thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.due: list[tuple[float, int, asyncio.Future]] = []  # a heap of (epoch, order, future)
-        self.order = itertools.count()
-        self.condition = threading.Condition()
-        self.stopped = False
-        self.thread = threading.Thread(target=self.run, name="hetlb-departures", daemon=True)
-        self.thread.start()
-
-    def wake_at(self, epoch: float, future: asyncio.Future) -> None:
-        """Set ``future``'s result (None) at ``epoch``, unless it is done by then (cancelled)."""
-        with self.condition:
-            heapq.heappush(self.due, (epoch, next(self.order), future))
-            if self.due[0][2] is future:
-                self.condition.notify()
-
-    def run(self) -> None:
-        with self.condition:
-            while not self.stopped:
-                wait = self.due[0][0] - time.monotonic() if self.due else None
-                if wait is None or wait > 0:
-                    self.condition.wait(wait)
-                    continue
-                now = time.monotonic()
-                ready = []
-                while self.due and self.due[0][0] <= now:
-                    ready.append(heapq.heappop(self.due)[2])
-                self.loop.call_soon_threadsafe(wake, ready)
-
-    def stop(self) -> None:
-        with self.condition:
-            self.stopped = True
-            self.condition.notify()
-        self.thread.join()
-
-
-def wake(futures: list[asyncio.Future]) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_result(None)
-
-
 @dataclass
 class Backend:
     """One backend: its FIFO server, its service times and faults, its counters."""
@@ -183,7 +133,7 @@ class Backend:
     error_probability: float = 0.0
     stall_probability: float = 0.0
     server: FifoServer = field(default_factory=FifoServer)
-    clock: DepartureClock | None = None  # set by BackendFleet.start
+    clock: EpochClock | None = None  # set by BackendFleet.start
     url: str = ""
     jobs: int = 0
     errors: int = 0
@@ -203,10 +153,8 @@ class Backend:
         service = self.service_times.draw()
         departure = self.server.arrive(arrival, service)
         self.jobs += 1
-        done = asyncio.get_running_loop().create_future()
         assert self.clock is not None
-        self.clock.wake_at(departure, done)
-        await done
+        await self.clock.sleep_until(departure)
         now = time.monotonic()
         n = self.server.in_system(now)
         status = 200
@@ -276,14 +224,14 @@ class BackendFleet:
                 Backend(spec, service_times, np.random.default_rng(fault_stream), error_probability, stall_probability)
             )
         self._runners: list[web.ServerRunner] = []
-        self._clock: DepartureClock | None = None
+        self._clock: EpochClock | None = None
 
     @property
     def urls(self) -> list[str]:
         return [backend.url for backend in self.backends]
 
     async def start(self) -> list[str]:
-        self._clock = DepartureClock(asyncio.get_running_loop())
+        self._clock = EpochClock(asyncio.get_running_loop())
         try:
             for backend in self.backends:
                 backend.clock = self._clock
@@ -325,6 +273,7 @@ def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -
         for signal_number in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signal_number, stop.set)
         await fleet.start()
+        freeze_heap()
         try:
             for backend in fleet.backends:
                 announce(f"{backend.url} speed={backend.spec.speed:g}")

@@ -5,11 +5,14 @@ one or several target URLs and job types, with a warm-up and a measured window.
 Each arrival goes to target m with probability ``shares[m]`` (equal by default) and has job type k
 with probability ``job_types[k]``, independently: target m then sees a Poisson stream of rate
 ``rate * shares[m]``, as the m-th of M dispatchers sees its own arrivals in the model. Arrival
-epochs are drawn in advance (a seeded generator); the sender sleeps until each one and sends every
-request that is due when it wakes, so the event loop's timer lateness (up to about a millisecond,
-plus scheduling) delays a request without shifting the ones after it. That lateness is measured
+epochs are drawn in advance (a seeded generator) on the host's monotonic clock; the sender sleeps
+until each one (an :class:`~hetlb.live.runtime.EpochClock`, within a fraction of a millisecond,
+where asyncio's timers wake up to a millisecond late) and sends it, so any lateness (the event
+loop's scheduling) delays a request without shifting the ones after it. That lateness is measured
 and reported (``send_lag_ms``). A response time runs from the actual send to the end of the
-response body.
+response body. The objects alive when the run starts are kept out of the garbage collector's view
+for its duration (:func:`~hetlb.live.runtime.frozen_heap`), so that no full collection pauses the
+sends.
 
 Requests sent during the warm-up are answered but not measured; the measured requests are those
 sent in the ``duration`` seconds after it. After the last send the generator waits for the
@@ -42,6 +45,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.live.runtime import EpochClock, frozen_heap
 from hetlb.progress import LOG_INTERVAL, is_terminal
 from hetlb.results.run import finite_or_null
 from hetlb.stats.intervals import interval
@@ -220,50 +224,56 @@ class LoadGenerator:
 
     async def run(self) -> dict:
         spec = self.spec
-        loop = asyncio.get_running_loop()
         type_names, _ = spec.type_probabilities()
         self.started = time.monotonic()
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=spec.timeout)
         progress = asyncio.create_task(self.report_progress()) if self.progress else None
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            start = loop.time() + START_DELAY_S
-            window_start = start + spec.warmup
-            end = window_start + spec.duration
-            for offset, target, job_type in self.arrivals(np.random.default_rng(spec.seed)):
-                scheduled = start + offset
-                if scheduled >= end:
-                    break
-                delay = scheduled - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                measured = scheduled >= window_start
-                if self.measurements.in_flight >= spec.max_in_flight:
-                    self.measurements.not_sent += 1
-                    continue
-                name = type_names[job_type]
-                self.measurements.in_flight += 1  # counted now: the task may start after the next arrival
-                task = asyncio.create_task(
-                    self.send(session, spec.targets[target], name, scheduled, window_start if measured else None)
-                )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            self.measurements.window = spec.duration
-            if self._tasks:
-                await asyncio.gather(*self._tasks)
+        clock = EpochClock(asyncio.get_running_loop())  # sends on time, where asyncio's timers are late
+        try:
+            with frozen_heap():
+                async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+                    await self.send_all(session, clock, type_names)
+        finally:
+            clock.stop()
         if progress is not None:
             progress.cancel()
             self.draw_progress(final=True)
         return self.measurements.result()
 
+    async def send_all(self, session, clock: EpochClock, type_names) -> None:
+        """Send every arrival of the run at its epoch (the host's monotonic clock) and wait for all."""
+        spec = self.spec
+        start = time.monotonic() + START_DELAY_S
+        window_start = start + spec.warmup
+        end = window_start + spec.duration
+        for offset, target, job_type in self.arrivals(np.random.default_rng(spec.seed)):
+            scheduled = start + offset
+            if scheduled >= end:
+                break
+            await clock.sleep_until(scheduled)
+            measured = scheduled >= window_start
+            if self.measurements.in_flight >= spec.max_in_flight:
+                self.measurements.not_sent += 1
+                continue
+            name = type_names[job_type]
+            self.measurements.in_flight += 1  # counted now: the task may start after the next arrival
+            task = asyncio.create_task(
+                self.send(session, spec.targets[target], name, scheduled, window_start if measured else None)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.measurements.window = spec.duration
+        if self._tasks:
+            await asyncio.gather(*self._tasks)
+
     async def send(self, session, target: str, job_type: str | None, scheduled: float, window_start) -> None:
         """One request (already counted in flight); measured when ``window_start`` is given (sent in
         the measured window)."""
         m = self.measurements
-        loop = asyncio.get_running_loop()
         headers = {"X-Job-Type": job_type} if job_type is not None else {}
         m.sent += 1
-        sent = loop.time()
+        sent = time.monotonic()
         if self.on_send is not None:
             self.on_send(sent, target, job_type)
         outcome, backend, sojourn = "", target, math.nan
@@ -284,7 +294,7 @@ class LoadGenerator:
             m.in_flight -= 1
         if window_start is None:
             return
-        done = loop.time()
+        done = time.monotonic()
         m.measured += 1
         m.targets[target] += 1
         if job_type is not None:

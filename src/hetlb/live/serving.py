@@ -27,9 +27,9 @@ from aiohttp import web
 from hetlb.errors import InputError
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
-from hetlb.live.event_loop import loop_factory
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
+from hetlb.live.runtime import freeze_heap, loop_factory
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -107,6 +107,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
     dispatcher.warm_up()
     metrics = Metrics(dispatcher)
     proxy = Proxy(config, dispatcher, metrics, m)
+    freeze_heap()
     started = time.monotonic()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
