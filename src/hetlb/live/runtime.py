@@ -7,6 +7,7 @@ import contextlib
 import gc
 import heapq
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +43,11 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
+GIL_SWITCH_INTERVAL_S = 2e-4
+"""How long the event loop's thread may keep the interpreter when the clock's thread has woken
+(Python's default is 5 ms, which would make the clock that late whenever the loop is busy)."""
+
+
 class EpochClock:
     """Wakes futures of an event loop at epochs of the host's monotonic clock (``time.monotonic``),
     within a fraction of a millisecond: a thread waits on a condition (a timed wait of microsecond
@@ -55,6 +61,7 @@ class EpochClock:
         self.order = itertools.count()
         self.condition = threading.Condition()
         self.stopped = False
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.thread = threading.Thread(target=self.run, name="hetlb-epoch-clock", daemon=True)
         self.thread.start()
 
