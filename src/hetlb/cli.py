@@ -1783,7 +1783,8 @@ def build_parser() -> ArgumentParser:
         help="compile the continuous-time kernel ahead of time, so that short simulations start without numba",
         description="Compile the continuous-time kernel ahead of time for this machine and hetlb's sources "
         "(seconds to a minute, once); later `hetlb simulate` runs start without importing numba. "
-        "Does nothing when the compiled kernel is up to date.",
+        "Also compiles the many-dispatcher kernel into numba's cache. Does nothing for a kernel that "
+        "is up to date.",
     )
     compile_parser.set_defaults(handler=command_compile)
     compile_parser.add_argument("--quiet", action="store_true", help="no compiler output")

@@ -99,15 +99,34 @@ def writable(directory: Path) -> bool:
 
 
 def compile_command(quiet: bool = False) -> str:
-    """What ``hetlb compile`` prints: where the module is, built now or found up to date."""
-    started = time.process_time()
+    """What ``hetlb compile`` prints: where the module is, built now or found up to date, and the
+    many-dispatcher kernel in numba's cache (:func:`cache_dispatcher_kernel`)."""
     if jit.DISABLED:
         return "not compiled: the kernels run as plain Python (NUMBA_DISABLE_JIT)"
+    started = time.process_time()
     compiled = ahead_of_time.compiled_kernels()
     if compiled is not None:
-        return f"up to date: {compiled.module.__file__}"
-    try:
-        path = build(quiet=quiet)
-    except RuntimeError as error:
-        return f"not compiled: {error}; simulations use numba's JIT"
-    return f"compiled {path} in {time.process_time() - started:.1f} s of CPU"
+        line = f"up to date: {compiled.module.__file__}"
+    else:
+        try:
+            path = build(quiet=quiet)
+            line = f"compiled {path} in {time.process_time() - started:.1f} s of CPU"
+        except RuntimeError as error:
+            line = f"not compiled: {error}; simulations use numba's JIT"
+    return line + "\n" + cache_dispatcher_kernel()
+
+
+def cache_dispatcher_kernel() -> str:
+    """Compile the many-dispatcher event loop into numba's cache with a tiny run, unless it is there
+    already: ``hetlb simulate --dispatchers``, the testbed and sweeps then load it (it is JIT
+    compiled, without numba's runtime, which the ahead-of-time compiler cannot do)."""
+    from hetlb.kernels import dispatchers
+    from hetlb.model.system import System
+    from hetlb.progress import needs_compiling
+    from hetlb.simulation.simulate import simulate
+
+    if not needs_compiling(dispatchers.advance):
+        return "many-dispatcher kernel: in numba's cache"
+    started = time.process_time()
+    simulate(System.from_speeds([1.0, 1.0], arrival_rate=0.5), "l-jsq", jobs=20, dispatchers=2)
+    return f"many-dispatcher kernel: compiled into numba's cache in {time.process_time() - started:.1f} s of CPU"
