@@ -573,3 +573,4 @@ def test_through_hetlb_backends_the_estimate_is_the_number_in_system(processes):
         # every answer carried its departure: the lag to reading it is positive and, on loopback,
         # shorter than a service (else the dispatcher would have seen a backend busy for two)
         assert final["answer_lag"]["answers"] == 8 and 0.0 < final["answer_lag"]["mean_ms"] < 400.0
+        assert "hetlb_answer_lag_seconds_count 8.0" in get(url(port + 1, "/metrics"))[2].decode()

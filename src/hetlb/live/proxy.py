@@ -238,7 +238,7 @@ class Proxy:
                 )
                 payload = await upstream.read() if small and request.method != "HEAD" else b""
                 if small:
-                    lease.release()
+                    self.release(lease, upstream)
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 response.headers.extend(end_to_end(upstream.headers))
                 response.headers.popall("Content-Length", None)
@@ -251,7 +251,7 @@ class Proxy:
                 elif not small:  # a large or streamed answer, passed on as it comes
                     async for chunk in upstream.content.iter_chunked(CHUNK):
                         await response.write(chunk)
-                    lease.release()
+                    self.release(lease, upstream)
                 await response.write_eof()
                 self.metrics.latency(s, time.perf_counter() - started)
                 return response
@@ -281,9 +281,6 @@ class Proxy:
             reported = reported_number(upstream.headers.get(QUEUE_LENGTH))
             if reported is not None:
                 dispatcher.report(s, reported, own_left=1)
-        lag = answer_lag(upstream.headers.get(DEPARTURE))
-        if lag is not None:
-            self.metrics.answer_lag(lag)
         if upstream.status >= 500:
             self.on_failure(s)
             return
@@ -292,6 +289,14 @@ class Proxy:
             seconds = service_time(upstream.headers, lease)
             if seconds is not None and dispatcher.observe_service(s, seconds):
                 dispatcher.refresh()
+
+    def release(self, lease, upstream) -> None:
+        """The backend's answer has been read in full: its in-flight count drops now, and the time
+        since its departure (X-Departure) is the dispatcher's answer lag."""
+        lease.release()
+        lag = answer_lag(upstream.headers.get(DEPARTURE))
+        if lag is not None:
+            self.metrics.answer_lag(lag)
 
     def on_failure(self, s: int) -> None:
         if self.dispatcher.failed(s):
