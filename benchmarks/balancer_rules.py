@@ -25,8 +25,9 @@ Rules (the balancers' own selection code, as read in their sources; see benchmar
   earliest on equality), and the winner's current_weight drops by the sum of the tied weights.
 * ``nginx-random-two-least_conn`` (ngx_http_upstream_random_module.c, ``random two least_conn``):
   a peer drawn with probability weight / total weight, a second drawn the same way and redrawn
-  while it is the first (at most 20 redraws per request, then nginx falls back to its round
-  robin); the second peer is taken unless its conns / weight is strictly larger than the first's.
+  while it is the first (the request's tries count the first draw and every redraw; past 20,
+  nginx falls back to its smooth weighted round robin, so after 19 redraws of the first peer);
+  the second peer is taken unless its conns / weight is strictly larger than the first's.
 * ``nginx-round-robin`` is not a separate row: it is the smooth weighted round robin above.
 * References: ``weighted-random`` (probability mu_s / sum(mu); each server is then M/M/1 at load
   rho), ``jsq`` (least n, uniform ties), ``sed`` (least (n + 1) / mu, uniform ties) and ``jfsq``
@@ -185,14 +186,14 @@ def make_rule(rule: str, speeds, weights, uniform):
         def choose(n):
             if N < 2:
                 return fallback.pick()
-            tries = 0
             first = peek()
+            tries = 1  # nginx counts the first draw as a try too
             while True:
                 second = peek()
                 if second != first:
                     break
                 tries += 1
-                if tries > NGINX_RANDOM_TRIES:
+                if tries > NGINX_RANDOM_TRIES:  # the first draw and 20 redraws of the same peer
                     return fallback.pick()
             if n[second] * w[first] > n[first] * w[second]:
                 return first

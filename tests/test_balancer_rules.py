@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import balancer_rules as br  # noqa: E402
 
-SIMULATION_CHECKS = 6
+SIMULATION_CHECKS = 9
 FAMILY_ALPHA = 0.01
 REPLICATIONS = 10
 JOBS = 20_000
@@ -94,6 +94,107 @@ def exact_mean_response(rule, speeds, load, cap):
     return float(pi @ total) / accepted, float(at_cap)
 
 
+def exact_augmented_mean_response(arrival, departure, aux0, speeds, load, cap):
+    """Mean response time of a two-or-more-server chain whose state is (n, aux): aux is the rule's
+    own memory (HAProxy's order of equal keys, nginx's current weights). arrival(n, aux) lists
+    (probability, server, aux after); departure(n, aux, s) is aux after a departure from s. The
+    reachable states are found from the empty system; an arrival routed to a full queue is lost."""
+    N = len(speeds)
+    lam = load * sum(speeds)
+    start = ((0,) * N, aux0)
+    index = {start: 0}
+    states = [start]
+    rows, cols, rates = [], [], []
+    accepted_rate = []
+    i = 0
+    while i < len(states):
+        n, aux = states[i]
+        moves = []
+        accepted = 0.0
+        for p, s, after in arrival(n, aux):
+            if n[s] < cap:
+                moves.append((lam * p, (n[:s] + (n[s] + 1,) + n[s + 1 :], after)))
+                accepted += lam * p
+        for s in range(N):
+            if n[s] > 0:
+                moves.append((speeds[s], (n[:s] + (n[s] - 1,) + n[s + 1 :], departure(n, aux, s))))
+        accepted_rate.append(accepted)
+        for rate, target in moves:
+            if target not in index:
+                index[target] = len(states)
+                states.append(target)
+            rows.append(i)
+            cols.append(index[target])
+            rates.append(rate)
+        i += 1
+    size = len(states)
+    q = sparse.csr_matrix((rates, (rows, cols)), shape=(size, size))
+    q = q - sparse.diags(np.asarray(q.sum(axis=1)).ravel())
+    a = q.T.tolil()
+    a[0, :] = np.ones(size)
+    b = np.zeros(size)
+    b[0] = 1.0
+    pi = sparse_linalg.spsolve(a.tocsc(), b)
+    total = np.array([sum(n) for n, _ in states])
+    at_cap = sum(pi[k] for k, (n, _) in enumerate(states) if max(n) == cap)
+    return float(pi @ total) / float(pi @ np.array(accepted_rate)), float(at_cap)
+
+
+def haproxy_leastconn_chain(weights):
+    """aux = the server whose key changed last (every event re-inserts the server it touches);
+    among equal keys the other one was inserted earlier and comes first."""
+    eweight = [w * br.BE_WEIGHT_SCALE for w in weights]
+
+    def arrival(n, last):
+        keys = [(n[s] + 1) * br.SRV_EWGHT_MAX // eweight[s] if n[s] else 0 for s in range(2)]
+        if keys[0] != keys[1]:
+            s = 0 if keys[0] < keys[1] else 1
+        else:
+            s = 1 - last
+        return [(1.0, s, s)]
+
+    return arrival, (lambda n, last, s: s), 1  # at start server 1 was inserted after server 0
+
+
+def nginx_least_conn_chain(weights):
+    """aux = the peers' current weights (touched only when least conns / weight ties)."""
+
+    def arrival(n, current):
+        a, b = n[0] * weights[1], n[1] * weights[0]
+        if a != b:
+            return [(1.0, 0 if a < b else 1, current)]
+        current = [current[0] + weights[0], current[1] + weights[1]]
+        best = 1 if current[1] > current[0] else 0
+        current[best] -= sum(weights)
+        return [(1.0, best, tuple(current))]
+
+    return arrival, (lambda n, current, s: current), (0, 0)
+
+
+def nginx_random_two_chain(weights):
+    """Two peers: the pair is always {0, 1}, the first drawn is 0 with probability p0 = w0 / (w0 + w1)
+    and the second is taken unless strictly worse; the same peer drawn 21 times in a row
+    (probability p0^21 + p1^21) sends the request by smooth weighted round robin, whose current
+    weights are aux."""
+    p0 = weights[0] / sum(weights)
+    p1 = 1 - p0
+    fallback = p0**21 + p1**21
+
+    def arrival(n, current):
+        worse_1 = n[1] * weights[0] > n[0] * weights[1]
+        worse_0 = n[0] * weights[1] > n[1] * weights[0]
+        rr = [current[0] + weights[0], current[1] + weights[1]]
+        best = 1 if rr[1] > rr[0] else 0
+        rr[best] -= sum(weights)
+        return [
+            (p0 - p0**21, 0 if worse_1 else 1, current),
+            (p1 - p1**21, 1 if worse_0 else 0, current),
+            (fallback, best, tuple(rr)),
+        ]
+
+    return arrival, (lambda n, current, s: current), (0, 0)
+
+
 # ---- the rules, step by step ----
 
 
@@ -161,10 +262,14 @@ def test_nginx_random_two_redraws_the_same_peer_and_takes_the_second_on_ties():
     assert choose([3, 1]) == 1
 
 
-def test_nginx_random_two_falls_back_to_round_robin_after_twenty_redraws():
+def test_nginx_random_two_falls_back_to_round_robin_past_twenty_tries():
     speeds = [1.0, 1.0]
-    choose, _, _ = br.make_rule("nginx-random-two-least_conn", speeds, [2, 1], scripted([0.1] * 22))
-    assert choose([9, 0]) == 0  # the smooth round robin's first pick, not the least loaded
+    # tries: the first draw and 19 redraws of the same peer make 20, then a different peer is taken
+    choose, _, _ = br.make_rule("nginx-random-two-least_conn", speeds, [2, 1], scripted([0.1] * 20 + [0.9]))
+    assert choose([9, 0]) == 1
+    # a 21st draw of the same peer: the smooth round robin's first pick, not the least loaded
+    choose, _, _ = br.make_rule("nginx-random-two-least_conn", speeds, [2, 1], scripted([0.1] * 21))
+    assert choose([9, 0]) == 0
 
 
 def test_bad_rule_and_bad_options_are_one_line_errors(capsys):
@@ -205,4 +310,21 @@ def test_weighted_random_closed_form():
 def test_small_systems_against_the_exact_chain(rule, speeds, load, cap, seed):
     exact, at_cap = exact_mean_response(rule, speeds, load, cap)
     assert at_cap < 1e-5  # the truncated chain is the model's up to far less than the interval
+    assert_within_interval(replicate(rule, speeds, load, seed), exact)
+
+
+@pytest.mark.parametrize(
+    "rule, chain, seed",
+    [
+        ("haproxy-leastconn", haproxy_leastconn_chain, 17),
+        ("nginx-least_conn", nginx_least_conn_chain, 18),
+        ("nginx-random-two-least_conn", nginx_random_two_chain, 19),
+    ],
+)
+def test_balancer_rules_on_two_servers_against_their_exact_chains(rule, chain, seed):
+    # speeds 1 and 1/4 at load 0.3: the exact means of the three rules differ by 8 to 22%
+    speeds, load = [1.0, 0.25], 0.3
+    arrival, departure, aux0 = chain(br.integer_weights(speeds))
+    exact, at_cap = exact_augmented_mean_response(arrival, departure, aux0, speeds, load, 30)
+    assert at_cap < 1e-5
     assert_within_interval(replicate(rule, speeds, load, seed), exact)
