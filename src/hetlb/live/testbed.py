@@ -58,11 +58,6 @@ from hetlb.scenario import Scenario, read_toml
 AGREEMENT_MARGIN = 0.05
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the simulated
 interval widened by this fraction on each side."""
-PEER_RULES = {"haproxy-leastconn": "sed"}
-"""The registered policy whose rule a balancer applies when its servers are busy (on its own exact
-counts, with one worker): its simulated figure is shown next to the balancer's. (HAProxy's
-leastconn ranks every idle server equal, whatever its weight, and takes the longest idle: at low
-load it behaves as jsq-lisf; docs/background/live-comparisons.md.)"""
 TESTBED_DEFAULTS = {
     "mean_service_ms": 20.0,
     "loads": [0.5, 0.8],
@@ -404,9 +399,8 @@ class Testbed:
             live = generate_load(self.load_spec([f"http://127.0.0.1:{port}"], system), progress=self.progress)
         finally:
             child.stop()
-        rule = PEER_RULES.get(peer.id, "")
-        simulated = self.simulate(testbed.scenario({"id": rule}, load)) if rule else None
-        self.record(peer.id, peer.method, load, live, rule, simulated, [])
+        # no registered policy is a balancer's rule (benchmarks/balancer_rules.py simulates them)
+        self.record(peer.id, peer.method, load, live, "", None, [])
 
     @staticmethod
     def admin_status(port: int) -> dict | None:
