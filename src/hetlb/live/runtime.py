@@ -1,4 +1,5 @@
-"""How hetlb's live processes run: their event loop, and their heap once they are ready."""
+"""How hetlb's live processes run: their event loop, their heap once they are ready, and a clock
+that wakes them on time (a backend's departures, a load generator's sends)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class EpochClock:
     within a fraction of a millisecond: a thread waits on a condition (a timed wait of microsecond
     resolution) until the earliest epoch, then hands the futures due to the loop. asyncio's own
     timers wake up to a millisecond late (epoll waits in whole milliseconds, rounded up). Start it
-    on the loop's thread; :meth:`stop` ends the thread."""
+    on the loop's thread (it sets the process's switch interval to GIL_SWITCH_INTERVAL_S);
+    :meth:`stop` ends the thread."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
