@@ -67,10 +67,11 @@ def join_shortest(level_count, shortest, longest):
 @njit
 def leave_level(level_count, level, shortest, longest):
     """A departure from a buffer holding ``level`` jobs; return the new (shortest, longest)."""
-    level_count[level] -= 1
+    remaining = level_count[level] - 1
+    level_count[level] = remaining
     if level <= shortest:
         shortest = level - 1
-    if level == longest and level_count[level] == 0:
+    if level == longest and remaining == 0:  # read on every path: no reference counting
         longest -= 1
     return shortest, longest
 
