@@ -222,46 +222,79 @@ def bounding_events(
     """The events of :func:`simulate_bounding` from the state (now, shortest, ..., events) up to the
     horizon, or up to an arrival that needs longer arrays: it returns that state with ``pending``
     true, the arrival drawn and counted, to be finished by the next call once they have grown.
-    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read."""
-    while True:
-        if not pending:
-            busy = level_count[1]
-            total_rate = arrival_rate + served_rate[busy]
-            next_time = now + rng.exponential() * mean_step[busy]
-            if next_time >= horizon:
-                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
-                return now, shortest, longest, jobs, arrivals, lost, events, False
-            if now >= warmup:  # the time to the next event, as credit_jobs would find it
-                span = next_time - now
-                time_at_jobs[jobs] += span
-                time_at_waiting[jobs - busy] += span
-            else:
-                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
-            now = next_time
-            measuring = now >= warmup
-            events += measuring
-            draw = rng.random() * total_rate
-            if draw >= arrival_rate:
-                level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
-                move_level_area(level_area, level, -1, now, warmup)
-                shortest, longest = leave_level(level_count, level, shortest, longest)
-                jobs -= 1
-                continue
-            arrivals += measuring
-            if shortest == buffer:
-                lost += measuring
-                continue
-            level = shortest + 1
-            if (
-                level + 1 >= len(level_count)
-                or jobs + 1 >= len(time_at_jobs)
-                or jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
-            ):
-                return now, shortest, longest, jobs, arrivals, lost, events, True
-        pending = False
+    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read.
+
+    Two loops: the events that start before the warm-up's end, which clip their time to it and
+    count only from it, then the measured ones, which need neither (max(now, warmup) = now)."""
+    if pending:
         move_level_area(level_area, shortest + 1, 1, now, warmup)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
+    while now < warmup:
+        busy = level_count[1]
+        total_rate = arrival_rate + served_rate[busy]
+        next_time = now + rng.exponential() * mean_step[busy]
+        if next_time >= horizon:
+            credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
+            return now, shortest, longest, jobs, arrivals, lost, events, False
+        credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
+        now = next_time
+        measuring = now >= warmup
+        events += measuring
+        draw = rng.random() * total_rate
+        if draw >= arrival_rate:
+            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
+            move_level_area(level_area, level, -1, now, warmup)
+            shortest, longest = leave_level(level_count, level, shortest, longest)
+            jobs -= 1
+            continue
+        arrivals += measuring
+        if shortest == buffer:
+            lost += measuring
+            continue
+        if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+            return now, shortest, longest, jobs, arrivals, lost, events, True
+        move_level_area(level_area, shortest + 1, 1, now, warmup)
+        shortest, longest = join_shortest(level_count, shortest, longest)
+        jobs += 1
+    while True:  # now >= warmup: every event counts, and its time is credited whole
+        busy = level_count[1]
+        total_rate = arrival_rate + served_rate[busy]
+        next_time = now + rng.exponential() * mean_step[busy]
+        if next_time >= horizon:
+            credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
+            return now, shortest, longest, jobs, arrivals, lost, events, False
+        span = next_time - now
+        time_at_jobs[jobs] += span
+        time_at_waiting[jobs - busy] += span
+        now = next_time
+        events += 1
+        draw = rng.random() * total_rate
+        if draw >= arrival_rate:
+            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
+            move_level_area(level_area, level, -1, now, now)
+            shortest, longest = leave_level(level_count, level, shortest, longest)
+            jobs -= 1
+            continue
+        arrivals += 1
+        if shortest == buffer:
+            lost += 1
+            continue
+        if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+            return now, shortest, longest, jobs, arrivals, lost, events, True
+        move_level_area(level_area, shortest + 1, 1, now, now)
+        shortest, longest = join_shortest(level_count, shortest, longest)
+        jobs += 1
+
+
+@njit
+def needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+    """Whether an arrival joining a shortest buffer needs longer arrays: the level it raises, and the
+    bins of the jobs and waiting jobs it leads to, must exist."""
+    level = shortest + 2 >= len(level_count)
+    job_bin = jobs + 1 >= len(time_at_jobs)
+    waiting_bin = jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
+    return level | job_bin | waiting_bin  # not "or": every array is read on every path
 
 
 # --- the coupled run -------------------------------------------------------------------------------
