@@ -14,7 +14,8 @@ in sorted order: the buffer of rank r (1 = a longest one) is served by the r-th 
 ``served_rate[r]`` = assigned_speed[0] + ... + assigned_speed[r - 1], the buffers holding >= i jobs
 are served at rate served_rate[Q_i], and a departure at the speed position u (0 <= u < sum of
 speeds) comes from the buffer of rank r = the least r with served_rate[r] > u, whose length is the
-greatest i with Q_i >= r: two binary searches per departure, O(log n + log longest), no sorting.
+greatest i with Q_i >= r, that is with served_rate[Q_i] > u: a scan down from the longest length
+(departing_level), no sorting.
 
 Coupled systems (the coupling of the proof of Prop 5.1 of 002). One Poisson clock of rate
 n lambda + sum_k mu_k drives every system. A tick is an arrival for all of them with probability
@@ -257,16 +258,22 @@ def bounding_events(
         move_level_area(level_area, shortest + 1, 1, now, warmup)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
+    # the number of waiting jobs changes on some events only (a departure from a buffer holding two
+    # or more, an arrival when no buffer is empty): its bin is held here in between, and written
+    # back when it changes, with the same additions in the same order
+    waiting = jobs - level_count[1]
+    waiting_time = time_at_waiting[waiting]
     while True:  # now >= warmup: every event counts, and its time is credited whole
         busy = level_count[1]
         total_rate = arrival_rate + served_rate[busy]
         next_time = now + rng.exponential() * mean_step[busy]
         if next_time >= horizon:
+            time_at_waiting[waiting] = waiting_time
             credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
             return now, shortest, longest, jobs, arrivals, lost, events, False
         span = next_time - now
         time_at_jobs[jobs] += span
-        time_at_waiting[jobs - busy] += span
+        waiting_time += span
         now = next_time
         events += 1
         draw = rng.random() * total_rate
@@ -275,13 +282,22 @@ def bounding_events(
             move_level_area(level_area, level, -1, now, now)
             shortest, longest = leave_level(level_count, level, shortest, longest)
             jobs -= 1
+            if level > 1:  # a job leaves the waiting line
+                time_at_waiting[waiting] = waiting_time
+                waiting -= 1
+                waiting_time = time_at_waiting[waiting]
             continue
         arrivals += 1
         if shortest == buffer:
             lost += 1
             continue
         if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+            time_at_waiting[waiting] = waiting_time
             return now, shortest, longest, jobs, arrivals, lost, events, True
+        if shortest > 0:  # no empty buffer: the job waits
+            time_at_waiting[waiting] = waiting_time
+            waiting += 1
+            waiting_time = time_at_waiting[waiting]
         move_level_area(level_area, shortest + 1, 1, now, now)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
