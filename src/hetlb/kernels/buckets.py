@@ -41,10 +41,36 @@ def grow_buckets(start: np.ndarray, n_keys: int) -> np.ndarray:
 def random_least_server(order, key, start, rng):
     """A server uniformly at random among those with the least key (one uniform number), and
     that key: (server, least key)."""
+    server, least, _, _ = random_least_drawn(order, key, start, rng)
+    return server, least
+
+
+@njit(inline="always")
+def random_least_drawn(order, key, start, rng):
+    """:func:`random_least_server` with where it stands: (server, least key, its position in
+    ``order``, the number of servers with the least key), for :func:`move_drawn_key`."""
     least = key[order[0]]
     count = start[least + 1]
-    rank = int(rng.random() * count)
-    return order[min(rank, count - 1)], least
+    position = min(int(rng.random() * count), count - 1)
+    return order[position], least, position, count
+
+
+@njit(inline="always")
+def move_drawn_key(order, position, key, start, server, at, least, count, new_key):
+    """:func:`move_key` for a server that :func:`random_least_drawn` returned (at position ``at``,
+    with the least key ``least`` held by ``count`` servers), with nothing moved since: its first
+    step up uses what the draw read, instead of reading the server's position and key and the
+    block's end again (a chain of dependent reads on the path of every arrival)."""
+    if new_key > least:
+        last = count - 1
+        other = order[last]
+        order[at] = other
+        position[other] = at
+        order[last] = server
+        start[least + 1] = last
+        position[server] = last
+        key[server] = least + 1
+    move_key(order, position, key, start, server, new_key)
 
 
 @njit(inline="always")

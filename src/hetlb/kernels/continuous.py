@@ -29,7 +29,7 @@ import numpy as np
 
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.jit import njit, prefetch, records
-from hetlb.kernels.buckets import move_key, random_least_server
+from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import (
     lower_time,
@@ -471,6 +471,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
             # that order, its server from the policy stream
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
+            drawn_at, least_bucket, least_count = -1, 0, 0  # where a draw from the key buckets found s
 
             # the server it is sent to (whether or not its buffer has room)
             lo = compat_indptr[job_type]
@@ -495,7 +496,9 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 )
             else:
                 if type_uses_tree[job_type] and bucketed:
-                    s, least_bucket = random_least_server(bucket_order, bucket_key, bucket_start, policy_rng)
+                    s, least_bucket, drawn_at, least_count = random_least_drawn(
+                        bucket_order, bucket_key, bucket_start, policy_rng
+                    )
                     least = float(least_bucket)
                 elif type_uses_tree[job_type]:
                     s = random_least_leaf(key_tree, policy_rng, servers)
@@ -504,6 +507,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     s, least = rules.least_key_server(compat_indices, lo, hi, server_key, ties, policy_rng)
                 if rules.falls_back_to_uniform(policy_code, least, n_classes):
                     s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
+                    drawn_at = -1
 
             if prefetching:  # the tree nodes this arrival may change, while its server's record loads
                 prefetch_path(departures, s, 2)
@@ -531,7 +535,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.waited += c.tagging
             c.in_system += 1
             c.job_area -= now
-            set_queue_length(server, now, q + 1)
+            # set_queue_length(server, now, q + 1) written out: a change of one is one addition of
+            # now, and the busy area changes only when the server starts a busy period (below)
+            server.job_area -= now
+            server.queue_len = q + 1
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -542,11 +549,24 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     server_key[s] = key
                 if keyed:
                     set_key(key_tree, s, key)
-                if bucketed:
+                if bucketed and drawn_at >= 0:
+                    move_drawn_key(
+                        bucket_order,
+                        bucket_position,
+                        bucket_key,
+                        bucket_start,
+                        s,
+                        drawn_at,
+                        least_bucket,
+                        least_count,
+                        int(key),
+                    )
+                elif bucketed:
                     move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             server.peak_queue = max(server.peak_queue, q + 1)
             if q == 0:
                 c.busy += 1
+                server.busy_area -= now
                 server.service_arrival = now
                 server.service_size = size
                 if scanning:
@@ -605,7 +625,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             c.job_area += now
             c.departures_total += 1
             q = server.queue_len - 1
-            set_queue_length(server, now, q)
+            server.job_area += now  # set_queue_length(server, now, q) written out, as for an arrival
+            server.queue_len = q
             if q + 1 <= n_levels:
                 move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -629,6 +650,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 next_time = now + server.service_size * server.inv_speed
             else:
                 c.busy -= 1
+                server.busy_area += now
                 next_time = np.inf
             if scanning:
                 set_time_by_scan(departures, s, next_time, n_servers)
