@@ -30,7 +30,7 @@ docs/reference/bounding-systems.md).
 
 import numpy as np
 
-from hetlb.jit import njit
+from hetlb.jit import at, njit
 from hetlb.policies.rules import least_key_server, selection_key
 
 FSL_ROW = 0
@@ -59,8 +59,8 @@ def join_shortest(level_count, shortest, longest):
     """Admit an arrival to a shortest buffer (level ``shortest`` + 1 gains a buffer); return the
     new (shortest, longest). The caller checks that shortest < the buffer size b."""
     level = shortest + 1
-    level_count[level] += 1
-    if level_count[level] == level_count[0]:
+    level_count[at(level)] += 1
+    if level_count[at(level)] == level_count[0]:
         shortest = level
     return shortest, max(longest, level)
 
@@ -68,8 +68,8 @@ def join_shortest(level_count, shortest, longest):
 @njit
 def leave_level(level_count, level, shortest, longest):
     """A departure from a buffer holding ``level`` jobs; return the new (shortest, longest)."""
-    remaining = level_count[level] - 1
-    level_count[level] = remaining
+    remaining = level_count[at(level)] - 1
+    level_count[at(level)] = remaining
     if level <= shortest:
         shortest = level - 1
     if level == longest and remaining == 0:  # read on every path: no reference counting
@@ -114,7 +114,7 @@ def departing_level(served_rate, level_count, longest, position):
     ``position`` at or past served_rate[Q_1], it takes the rank Q_1 as they do."""
     busy = level_count[1]
     level = longest
-    while served_rate[level_count[level]] <= position and level_count[level] < busy:
+    while served_rate[at(level_count[at(level)])] <= position and level_count[at(level)] < busy:
         level -= 1
     return level
 
@@ -125,7 +125,7 @@ def move_level_area(level_area, level, change, now, warmup):
     area. With every Q_i = 0 at time 0, int_warmup^T Q_i dt = Q_i(T) T + level_area[i] (the sum of
     the changes before the warm-up is Q_i(warmup), each taken at the warm-up time), so a change
     costs one multiply-add and the time of the last change is not kept."""
-    level_area[level] -= change * max(now, warmup)
+    level_area[at(level)] -= change * max(now, warmup)
 
 
 @njit
@@ -265,14 +265,14 @@ def bounding_events(
     waiting_time = time_at_waiting[waiting]
     while True:  # now >= warmup: every event counts, and its time is credited whole
         busy = level_count[1]
-        total_rate = arrival_rate + served_rate[busy]
-        next_time = now + rng.exponential() * mean_step[busy]
+        total_rate = arrival_rate + served_rate[at(busy)]
+        next_time = now + rng.exponential() * mean_step[at(busy)]
         if next_time >= horizon:
-            time_at_waiting[waiting] = waiting_time
+            time_at_waiting[at(waiting)] = waiting_time
             credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
             return now, shortest, longest, jobs, arrivals, lost, events, False
         span = next_time - now
-        time_at_jobs[jobs] += span
+        time_at_jobs[at(jobs)] += span
         waiting_time += span
         now = next_time
         events += 1
@@ -283,21 +283,21 @@ def bounding_events(
             shortest, longest = leave_level(level_count, level, shortest, longest)
             jobs -= 1
             if level > 1:  # a job leaves the waiting line
-                time_at_waiting[waiting] = waiting_time
+                time_at_waiting[at(waiting)] = waiting_time
                 waiting -= 1
-                waiting_time = time_at_waiting[waiting]
+                waiting_time = time_at_waiting[at(waiting)]
             continue
         arrivals += 1
         if shortest == buffer:
             lost += 1
             continue
         if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
-            time_at_waiting[waiting] = waiting_time
+            time_at_waiting[at(waiting)] = waiting_time
             return now, shortest, longest, jobs, arrivals, lost, events, True
         if shortest > 0:  # no empty buffer: the job waits
-            time_at_waiting[waiting] = waiting_time
+            time_at_waiting[at(waiting)] = waiting_time
             waiting += 1
-            waiting_time = time_at_waiting[waiting]
+            waiting_time = time_at_waiting[at(waiting)]
         move_level_area(level_area, shortest + 1, 1, now, now)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
