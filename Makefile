@@ -12,14 +12,21 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test test-fast lint bench setup
 
+# the sources of the kernel compiled ahead of time (hetlb.simulation.ahead_of_time.SOURCES): an edit
+# of one of them compiles it again
+KERNEL_SOURCES := $(wildcard src/hetlb/jit.py src/hetlb/constants.py src/hetlb/kernels/*.py src/hetlb/policies/*.py)
+
 $(BIN)/hetlb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
-	-$(BIN)/hetlb compile --quiet
 	touch $(BIN)/hetlb
 
-setup: $(BIN)/hetlb
+$(VENV)/compiled: $(BIN)/hetlb $(KERNEL_SOURCES)
+	-$(BIN)/hetlb compile --quiet
+	touch $(VENV)/compiled
+
+setup: $(BIN)/hetlb $(VENV)/compiled
 
 demo: setup
 	$(BIN)/hetlb demo --out out

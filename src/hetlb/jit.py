@@ -211,3 +211,14 @@ else:
 
     prefetch = LazyFunction(None, make_prefetch)
     _waiting.append(prefetch)
+
+
+@njit(inline="always")
+def at(index):
+    """An array index known to be >= 0, as an unsigned integer. numba indexes with a signed
+    integer by adding the array's length to a negative index: a few instructions per access, and
+    the length kept at hand for the whole loop, where registers are short. With an unsigned index
+    it adds nothing (the key buckets' accesses so made the continuous loop about 10% faster at
+    N = 10). Only the index is converted: the arithmetic stays on signed integers, since numba makes
+    a float of a signed and an unsigned one."""
+    return np.uint64(index)

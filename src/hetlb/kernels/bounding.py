@@ -14,7 +14,8 @@ in sorted order: the buffer of rank r (1 = a longest one) is served by the r-th 
 ``served_rate[r]`` = assigned_speed[0] + ... + assigned_speed[r - 1], the buffers holding >= i jobs
 are served at rate served_rate[Q_i], and a departure at the speed position u (0 <= u < sum of
 speeds) comes from the buffer of rank r = the least r with served_rate[r] > u, whose length is the
-greatest i with Q_i >= r: two binary searches per departure, O(log n + log longest), no sorting.
+greatest i with Q_i >= r, that is with served_rate[Q_i] > u: a scan down from the longest length
+(departing_level), no sorting.
 
 Coupled systems (the coupling of the proof of Prop 5.1 of 002). One Poisson clock of rate
 n lambda + sum_k mu_k drives every system. A tick is an arrival for all of them with probability
@@ -29,7 +30,7 @@ docs/reference/bounding-systems.md).
 
 import numpy as np
 
-from hetlb.jit import njit
+from hetlb.jit import at, njit
 from hetlb.policies.rules import least_key_server, selection_key
 
 FSL_ROW = 0
@@ -58,8 +59,8 @@ def join_shortest(level_count, shortest, longest):
     """Admit an arrival to a shortest buffer (level ``shortest`` + 1 gains a buffer); return the
     new (shortest, longest). The caller checks that shortest < the buffer size b."""
     level = shortest + 1
-    level_count[level] += 1
-    if level_count[level] == level_count[0]:
+    level_count[at(level)] += 1
+    if level_count[at(level)] == level_count[0]:
         shortest = level
     return shortest, max(longest, level)
 
@@ -67,10 +68,11 @@ def join_shortest(level_count, shortest, longest):
 @njit
 def leave_level(level_count, level, shortest, longest):
     """A departure from a buffer holding ``level`` jobs; return the new (shortest, longest)."""
-    level_count[level] -= 1
+    remaining = level_count[at(level)] - 1
+    level_count[at(level)] = remaining
     if level <= shortest:
         shortest = level - 1
-    if level == longest and level_count[level] == 0:
+    if level == longest and remaining == 0:  # read on every path: no reference counting
         longest -= 1
     return shortest, longest
 
@@ -112,7 +114,7 @@ def departing_level(served_rate, level_count, longest, position):
     ``position`` at or past served_rate[Q_1], it takes the rank Q_1 as they do."""
     busy = level_count[1]
     level = longest
-    while served_rate[level_count[level]] <= position and level_count[level] < busy:
+    while served_rate[at(level_count[at(level)])] <= position and level_count[at(level)] < busy:
         level -= 1
     return level
 
@@ -123,7 +125,7 @@ def move_level_area(level_area, level, change, now, warmup):
     area. With every Q_i = 0 at time 0, int_warmup^T Q_i dt = Q_i(T) T + level_area[i] (the sum of
     the changes before the warm-up is Q_i(warmup), each taken at the warm-up time), so a change
     costs one multiply-add and the time of the last change is not kept."""
-    level_area[level] -= change * max(now, warmup)
+    level_area[at(level)] -= change * max(now, warmup)
 
 
 @njit
@@ -221,46 +223,94 @@ def bounding_events(
     """The events of :func:`simulate_bounding` from the state (now, shortest, ..., events) up to the
     horizon, or up to an arrival that needs longer arrays: it returns that state with ``pending``
     true, the arrival drawn and counted, to be finished by the next call once they have grown.
-    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read."""
-    while True:
-        if not pending:
-            busy = level_count[1]
-            total_rate = arrival_rate + served_rate[busy]
-            next_time = now + rng.exponential() * mean_step[busy]
-            if next_time >= horizon:
-                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
-                return now, shortest, longest, jobs, arrivals, lost, events, False
-            if now >= warmup:  # the time to the next event, as credit_jobs would find it
-                span = next_time - now
-                time_at_jobs[jobs] += span
-                time_at_waiting[jobs - busy] += span
-            else:
-                credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
-            now = next_time
-            measuring = now >= warmup
-            events += measuring
-            draw = rng.random() * total_rate
-            if draw >= arrival_rate:
-                level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
-                move_level_area(level_area, level, -1, now, warmup)
-                shortest, longest = leave_level(level_count, level, shortest, longest)
-                jobs -= 1
-                continue
-            arrivals += measuring
-            if shortest == buffer:
-                lost += measuring
-                continue
-            level = shortest + 1
-            if (
-                level + 1 >= len(level_count)
-                or jobs + 1 >= len(time_at_jobs)
-                or jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
-            ):
-                return now, shortest, longest, jobs, arrivals, lost, events, True
-        pending = False
+    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read.
+
+    Two loops: the events that start before the warm-up's end, which clip their time to it and
+    count only from it, then the measured ones, which need neither (max(now, warmup) = now)."""
+    if pending:
         move_level_area(level_area, shortest + 1, 1, now, warmup)
         shortest, longest = join_shortest(level_count, shortest, longest)
         jobs += 1
+    while now < warmup:
+        busy = level_count[1]
+        total_rate = arrival_rate + served_rate[busy]
+        next_time = now + rng.exponential() * mean_step[busy]
+        if next_time >= horizon:
+            credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
+            return now, shortest, longest, jobs, arrivals, lost, events, False
+        credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
+        now = next_time
+        measuring = now >= warmup
+        events += measuring
+        draw = rng.random() * total_rate
+        if draw >= arrival_rate:
+            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
+            move_level_area(level_area, level, -1, now, warmup)
+            shortest, longest = leave_level(level_count, level, shortest, longest)
+            jobs -= 1
+            continue
+        arrivals += measuring
+        if shortest == buffer:
+            lost += measuring
+            continue
+        if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+            return now, shortest, longest, jobs, arrivals, lost, events, True
+        move_level_area(level_area, shortest + 1, 1, now, warmup)
+        shortest, longest = join_shortest(level_count, shortest, longest)
+        jobs += 1
+    # the number of waiting jobs changes on some events only (a departure from a buffer holding two
+    # or more, an arrival when no buffer is empty): its bin is held here in between, and written
+    # back when it changes, with the same additions in the same order
+    waiting = jobs - level_count[1]
+    waiting_time = time_at_waiting[waiting]
+    while True:  # now >= warmup: every event counts, and its time is credited whole
+        busy = level_count[1]
+        total_rate = arrival_rate + served_rate[at(busy)]
+        next_time = now + rng.exponential() * mean_step[at(busy)]
+        if next_time >= horizon:
+            time_at_waiting[at(waiting)] = waiting_time
+            credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
+            return now, shortest, longest, jobs, arrivals, lost, events, False
+        span = next_time - now
+        time_at_jobs[at(jobs)] += span
+        waiting_time += span
+        now = next_time
+        events += 1
+        draw = rng.random() * total_rate
+        if draw >= arrival_rate:
+            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
+            move_level_area(level_area, level, -1, now, now)
+            shortest, longest = leave_level(level_count, level, shortest, longest)
+            jobs -= 1
+            if level > 1:  # a job leaves the waiting line
+                time_at_waiting[at(waiting)] = waiting_time
+                waiting -= 1
+                waiting_time = time_at_waiting[at(waiting)]
+            continue
+        arrivals += 1
+        if shortest == buffer:
+            lost += 1
+            continue
+        if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+            time_at_waiting[at(waiting)] = waiting_time
+            return now, shortest, longest, jobs, arrivals, lost, events, True
+        if shortest > 0:  # no empty buffer: the job waits
+            time_at_waiting[at(waiting)] = waiting_time
+            waiting += 1
+            waiting_time = time_at_waiting[at(waiting)]
+        move_level_area(level_area, shortest + 1, 1, now, now)
+        shortest, longest = join_shortest(level_count, shortest, longest)
+        jobs += 1
+
+
+@njit
+def needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
+    """Whether an arrival joining a shortest buffer needs longer arrays: the level it raises, and the
+    bins of the jobs and waiting jobs it leads to, must exist."""
+    level = shortest + 2 >= len(level_count)
+    job_bin = jobs + 1 >= len(time_at_jobs)
+    waiting_bin = jobs + 1 - level_count[1] - int(shortest == 0) >= len(time_at_waiting)
+    return level | job_bin | waiting_bin  # not "or": every array is read on every path
 
 
 # --- the coupled run -------------------------------------------------------------------------------

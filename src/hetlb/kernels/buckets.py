@@ -17,7 +17,7 @@ numba needs no reference counting in them and LLVM inlines them into the event l
 
 import numpy as np
 
-from hetlb.jit import njit
+from hetlb.jit import at, njit
 
 
 def new_buckets(keys: np.ndarray, n_keys: int):
@@ -41,34 +41,60 @@ def grow_buckets(start: np.ndarray, n_keys: int) -> np.ndarray:
 def random_least_server(order, key, start, rng):
     """A server uniformly at random among those with the least key (one uniform number), and
     that key: (server, least key)."""
-    least = key[order[0]]
-    count = start[least + 1]
-    rank = int(rng.random() * count)
-    return order[min(rank, count - 1)], least
+    server, least, _, _ = random_least_drawn(order, key, start, rng)
+    return server, least
+
+
+@njit(inline="always")
+def random_least_drawn(order, key, start, rng):
+    """:func:`random_least_server` with where it stands: (server, least key, its position in
+    ``order``, the number of servers with the least key), for :func:`move_drawn_key`."""
+    least = key[at(order[at(0)])]
+    count = start[at(least + 1)]
+    position = min(int(rng.random() * count), count - 1)
+    return order[at(position)], least, position, count
 
 
 @njit(inline="always")
 def move_key(order, position, key, start, server, new_key):
     """Give ``server`` the key ``new_key``: one swap per step between its old key and the new."""
-    p = position[server]
-    k = key[server]
+    p = position[at(server)]
+    k = key[at(server)]
     while k < new_key:  # to the end of its block, which then becomes the front of the next
-        last = start[k + 1] - 1
-        other = order[last]
-        order[p] = other
-        position[other] = p
-        order[last] = server
-        start[k + 1] = last
+        last = start[at(k + 1)] - 1
+        other = order[at(last)]
+        order[at(p)] = other
+        position[at(other)] = p
+        order[at(last)] = server
+        start[at(k + 1)] = last
         p = last
         k += 1
     while k > new_key:  # to the front of its block, which then becomes the end of the previous
-        first = start[k]
-        other = order[first]
-        order[p] = other
-        position[other] = p
-        order[first] = server
-        start[k] = first + 1
+        first = start[at(k)]
+        other = order[at(first)]
+        order[at(p)] = other
+        position[at(other)] = p
+        order[at(first)] = server
+        start[at(k)] = first + 1
         p = first
         k -= 1
-    position[server] = p
-    key[server] = new_key
+    position[at(server)] = p
+    key[at(server)] = new_key
+
+
+@njit(inline="always")
+def move_drawn_key(order, position, key, start, server, drawn_at, least, count, new_key):
+    """:func:`move_key` for a server that :func:`random_least_drawn` returned (at position
+    ``drawn_at``, with the least key ``least`` held by ``count`` servers), with nothing moved since:
+    its first step up uses what the draw read, instead of reading the server's position and key
+    and the block's end again (a chain of dependent reads on the path of every arrival)."""
+    if new_key > least:
+        last = count - 1
+        other = order[at(last)]
+        order[at(drawn_at)] = other
+        position[at(other)] = drawn_at
+        order[at(last)] = server
+        start[at(least + 1)] = last
+        position[at(server)] = last
+        key[at(server)] = least + 1
+    move_key(order, position, key, start, server, new_key)
