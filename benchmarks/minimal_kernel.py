@@ -18,7 +18,9 @@ Data structures (all O(1) or O(log N) per event; memory does not grow with ``job
   after departures; an arrival can only lower one departure time), otherwise a tournament
   tree over servers storing (min time, argmin) per node.
 * FCFS queues: a ring buffer of arrival times per server (``arrival_ring[s, :]``), whose
-  capacity doubles for all servers when one queue fills it (rare).
+  capacity doubles for all servers when the shortest queue fills it (rare: JSQ joins the shortest).
+  The compiled loop never replaces an array (numba would count references to a variable that may
+  be replaced, on every event); it returns to its driver, which grows the rings.
 
 Job sizes are drawn when service starts (sizes are i.i.d. and the policy never looks at
 them, so this is the same model).
@@ -33,7 +35,10 @@ from numba import njit
 SCAN_MAX_SERVERS = 32
 
 
-@njit(cache=True)
+GROW_RINGS = 1
+"""_advance() status: every queue holds the ring's capacity, the next arrival needs more."""
+
+
 def _grow_rings(arrival_ring, ring_head, queue_len):
     """Double the ring capacity of every server, unrolling each ring to start at 0."""
     n_servers, cap = arrival_ring.shape
@@ -45,24 +50,21 @@ def _grow_rings(arrival_ring, ring_head, queue_len):
     return grown
 
 
-@njit(cache=True)
 def _simulate_jsq(speed, arrival_rate, jobs, rng, scan_departures):
+    """(mean response time, events) of ``jobs`` completed jobs from empty. The loop (_advance)
+    never replaces an array, so that numba counts no references in it; it returns when the rings
+    must grow, which this driver does before calling it again (rare)."""
     n_servers = speed.shape[0]
-    inv_speed = 1.0 / speed
-    inv_rate = 1.0 / arrival_rate
     # Tournament tree: leaves n_leaves + s hold the next departure time of server s.
     n_leaves = 1
     while n_leaves < n_servers:
         n_leaves *= 2
     tree_time = np.full(2 * n_leaves, np.inf)
     tree_server = np.zeros(2 * n_leaves, np.int64)
-    for i in range(n_leaves):
-        tree_server[n_leaves + i] = i
+    tree_server[n_leaves : n_leaves + n_leaves] = np.arange(n_leaves)
     for i in range(n_leaves - 1, 0, -1):
         tree_server[i] = tree_server[2 * i]
     departure = np.full(n_servers, np.inf)  # used by the linear scan
-    next_server = 0
-    # FCFS queues.
     queue_len = np.zeros(n_servers, np.int64)
     ring_head = np.zeros(n_servers, np.int64)
     cap = 4
@@ -72,15 +74,38 @@ def _simulate_jsq(speed, arrival_rate, jobs, rng, scan_departures):
     position = np.arange(n_servers)
     start = np.full(cap + 2, n_servers)
     start[0] = 0
-    min_len = 0
+    counters = np.zeros(4, np.int64)  # completed, arrivals, min_len, next_server
+    clock = np.array([rng.standard_exponential() / arrival_rate, 0.0])  # next arrival, total response
+    inv_speed = 1.0 / speed
+    while _advance(
+        inv_speed, 1.0 / arrival_rate, jobs, rng, scan_departures, tree_time, tree_server, departure,
+        queue_len, ring_head, arrival_ring, order, position, start, counters, clock,
+    ) == GROW_RINGS:  # fmt: skip
+        arrival_ring = _grow_rings(arrival_ring, ring_head, queue_len)
+        cap *= 2
+        grown = np.full(cap + 2, n_servers)
+        grown[: start.shape[0]] = start
+        start = grown
+    return clock[1] / counters[0], counters[0] + counters[1]
 
-    next_arrival = rng.standard_exponential() * inv_rate
-    completed = 0
-    arrivals = 0
-    total_response = 0.0
+
+@njit(cache=True)
+def _advance(
+    inv_speed, inv_rate, jobs, rng, scan_departures, tree_time, tree_server, departure, queue_len,
+    ring_head, arrival_ring, order, position, start, counters, clock,
+):  # fmt: skip
+    n_servers = inv_speed.shape[0]
+    n_leaves = tree_time.shape[0] // 2
+    cap = arrival_ring.shape[1]
+    completed, arrivals, min_len, next_server = counters[0], counters[1], counters[2], counters[3]
+    next_arrival, total_response = clock[0], clock[1]
+    status = 0
     while completed < jobs:
         t_dep = departure[next_server] if scan_departures else tree_time[1]
         if next_arrival < t_dep:
+            if min_len == cap:  # the shortest queue fills its ring: grow first
+                status = GROW_RINGS
+                break
             t = next_arrival
             arrivals += 1
             # JSQ: a uniformly random server among those with min_len jobs.
@@ -97,12 +122,6 @@ def _simulate_jsq(speed, arrival_rate, jobs, rng, scan_departures):
             if last == lo:
                 min_len += 1
             q = queue_len[s]
-            if q == cap:
-                arrival_ring = _grow_rings(arrival_ring, ring_head, queue_len)
-                cap *= 2
-                grown = np.full(cap + 2, n_servers)
-                grown[: start.shape[0]] = start
-                start = grown
             arrival_ring[s, (ring_head[s] + q) & (cap - 1)] = t
             queue_len[s] = q + 1
             if q == 0:
@@ -161,7 +180,9 @@ def _simulate_jsq(speed, arrival_rate, jobs, rng, scan_departures):
                     else:
                         tree_time[i] = b
                         tree_server[i] = tree_server[left + 1]
-    return total_response / completed, arrivals + completed
+    counters[0], counters[1], counters[2], counters[3] = completed, arrivals, min_len, next_server
+    clock[0], clock[1] = next_arrival, total_response
+    return status
 
 
 def run_minimal(speeds, arrival_rate, jobs, seed):
