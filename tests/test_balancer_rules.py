@@ -5,7 +5,6 @@ Tolerances: independent replications, a Student t interval at family level 1% sp
 simulation checks (Bonferroni); the exact values come from theory, never from a previous run.
 """
 
-import itertools
 import math
 import sys
 from pathlib import Path
@@ -57,41 +56,13 @@ def route_probabilities(rule, speeds, n):
 def exact_mean_response(rule, speeds, load, cap):
     """Mean response time of the Markov chain (n_1..n_N), each n_s <= cap (an arrival routed to a
     full queue is lost), from its stationary distribution: E[T] = E[sum n] / accepted rate; and the
-    stationary probability that some queue is at the cap (the truncation's reach)."""
-    N = len(speeds)
-    lam = load * sum(speeds)
-    states = list(itertools.product(range(cap + 1), repeat=N))
-    index = {state: i for i, state in enumerate(states)}
-    rows, cols, rates = [], [], []
-    for i, state in enumerate(states):
-        p = route_probabilities(rule, speeds, state)
-        for s in range(N):
-            if p[s] > 0 and state[s] < cap:
-                target = state[:s] + (state[s] + 1,) + state[s + 1 :]
-                rows.append(i)
-                cols.append(index[target])
-                rates.append(lam * p[s])
-            if state[s] > 0:
-                target = state[:s] + (state[s] - 1,) + state[s + 1 :]
-                rows.append(i)
-                cols.append(index[target])
-                rates.append(speeds[s])
-    size = len(states)
-    q = sparse.csr_matrix((rates, (rows, cols)), shape=(size, size))
-    q = q - sparse.diags(np.asarray(q.sum(axis=1)).ravel())
-    # pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation
-    a = q.T.tolil()
-    a[0, :] = np.ones(size)
-    b = np.zeros(size)
-    b[0] = 1.0
-    pi = sparse_linalg.spsolve(a.tocsc(), b)
-    total = np.array([sum(state) for state in states])
-    accepted = sum(
-        pi[i] * lam * sum(p for s, p in enumerate(route_probabilities(rule, speeds, state)) if state[s] < cap)
-        for i, state in enumerate(states)
-    )
-    at_cap = sum(pi[i] for i, state in enumerate(states) if max(state) == cap)
-    return float(pi @ total) / accepted, float(at_cap)
+    stationary probability that some queue is at the cap (the truncation's reach). The rule keeps
+    no memory: the chain of exact_augmented_mean_response with none."""
+
+    def arrival(n, _):
+        return [(p, s, None) for s, p in enumerate(route_probabilities(rule, speeds, n)) if p > 0]
+
+    return exact_augmented_mean_response(arrival, lambda n, aux, s: None, None, speeds, load, cap)
 
 
 def exact_augmented_mean_response(arrival, departure, aux0, speeds, load, cap):
