@@ -20,7 +20,7 @@ search compares graphs, not noise. Every evaluation is stored in the result stor
 everything that determines it, so an interrupted search resumes where it stopped; the time budget
 stops the search (between evaluations) with the best graph found so far. The best graph is then
 re-simulated with fresh seeds for the verdict (stored too). A parameter whose graph would have
-more than ``max_edges`` edges is not built: the scan down from the reference starts below it, and
+more than ``max_edges`` edges (or need more memory than a computation may use) is not built: the scan down from the reference starts below it, and
 the scan up stops under it (the notes list the parameters skipped).
 """
 
@@ -295,11 +295,12 @@ class Search:
         return ratios, False
 
     def evaluate_or_skip(self, family: str, parameter: float) -> Candidate | None:
-        """``evaluate``, or None when the graph would exceed max_edges (recorded in too_large)."""
+        """``evaluate``, or None when the graph would exceed max_edges or the memory a computation
+        may use (recorded in too_large)."""
         try:
             return self.evaluate(family, parameter)
         except InputError as error:
-            if error.field != "max_edges":
+            if error.field not in ("max_edges", "system.graph"):
                 raise
             self.too_large.setdefault(family, []).append(float(parameter))
             return None
@@ -496,7 +497,10 @@ def place(
             notes.append(f"{family}: search stopped by the time budget; its best may not be its least")
         if family in search.too_large:
             skipped = ", ".join(f"{value:.4g}" for value in sorted(search.too_large[family]))
-            notes.append(f"{family}: not built at {skipped} (more than {max_edges} edges)")
+            notes.append(
+                f"{family}: not built at {skipped} (more than {max_edges} edges, or more memory than a computation "
+                "may use)"
+            )
     attempts: list = []
     best, graph, verification = verify(search, speed, rates, buffer, graph_seed, attempts)
     if verification is not None and verification["verdict"] != "pass":
