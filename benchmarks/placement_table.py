@@ -14,8 +14,10 @@ point, and writes placement-table.csv, placement-table.md and placement-degrees.
 mean port degree against N, one panel per load, the Fig. 3 formula's degree as a line). The rows
 it computes replace those of the same (load, N, tolerance) in an existing placement-table.csv of
 --out and the others are kept, so points run separately make one table. The store makes the
-script resumable: run it again and the finished candidates are read back. A point whose search ran out of its budget is marked so; at small N
-even the complete graph may miss the tolerance (then no graph can meet it: "infeasible").
+script resumable: run it again and the finished candidates are read back (a row whose candidates
+were all read back keeps the seconds of the run that simulated them). A point whose search ran out
+of its budget is marked so; at small N even the complete graph may miss the tolerance: its interval
+above it is "infeasible" (no graph can meet it), across it "complete graph undecided".
 """
 
 from __future__ import annotations
@@ -199,7 +201,7 @@ def figure(rows: list[dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     loads = sorted({row["load"] for row in rows})
-    fig, axes = plt.subplots(1, len(loads), figsize=(4.5 * len(loads), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(loads), figsize=(4.5 * len(loads), 4.4), squeeze=False)
     for axis, load in zip(axes[0], loads):
         mine = [row for row in rows if row["load"] == load]
         sizes = sorted({row["n_servers"] for row in mine})
@@ -209,19 +211,20 @@ def figure(rows: list[dict], out: Path) -> None:
             "k--",
             label="Fig. 3 formula",
         )
-        for tolerance, marker in ((5.0, "o"), (1.0, "s")):
-            for family in FAMILIES:
+        for tolerance, style in ((5.0, "-o"), (1.0, ":s")):
+            for family, color in zip(FAMILIES, ("C0", "C1", "C2")):
                 points = [(r["n_servers"], r[f"{family}_degree"]) for r in mine if r["tolerance_pct"] == tolerance]
                 points = [(n, d) for n, d in points if not math.isnan(d)]
                 if points:
-                    axis.plot(*zip(*points), marker=marker, label=f"{family} {tolerance:g}%")
+                    axis.plot(*zip(*points), style, color=color, label=f"{family} {tolerance:g}%")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("servers N")
         axis.set_ylabel("mean port degree needed")
         axis.set_title(f"load {load}")
-        axis.legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = max((axis.get_legend_handles_labels() for axis in axes[0]), key=lambda pair: len(pair[1]))
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(out / "placement-degrees.png", dpi=120)
 
 
