@@ -7,7 +7,7 @@ import pytest
 
 from hetlb.cli import main
 from hetlb.errors import InputError
-from hetlb.experiments.place import class_shares, place, typed_graph
+from hetlb.experiments.place import class_shares, place, smallest_keys, typed_graph
 from hetlb.experiments.store import ResultStore
 from hetlb.theory import speed_lower_bound
 
@@ -29,6 +29,16 @@ def test_typed_graph_gives_each_port_its_class_quota():
         assert len(set(servers.tolist())) == servers.size
         counts = [int(np.sum(SPEEDS[servers] == mu)) for mu in class_speed]
         assert counts == quota
+
+
+@pytest.mark.parametrize(
+    ("rows", "width", "k"), [(300, 4096, 60), (50, 4096, 1), (40, 300, 40), (20, 64, 64), (7, 9, 3)]
+)
+def test_smallest_keys_is_the_set_of_the_full_partition(rows, width, k):
+    keys = np.random.default_rng(k).random((rows, width))
+    keys[::5] = 0.9 + 0.1 * keys[::5]  # rows with few keys below the threshold take the full partition
+    expected = np.sort(np.argpartition(keys, k - 1, axis=1)[:, :k], axis=1)
+    assert np.array_equal(np.sort(smallest_keys(keys, k), axis=1), expected)
 
 
 def test_a_generous_tolerance_passes_with_fewer_edges_than_the_complete_graph(tmp_path):
@@ -81,3 +91,28 @@ def test_cli_place_errors(capsys, tmp_path):
     assert capsys.readouterr().err.startswith("hetlb: error: --families")
     assert main([*argv, "--tolerance", "-1"]) == 2
     assert capsys.readouterr().err.startswith("hetlb: error: --tolerance")
+
+
+def test_graphs_above_max_edges_are_skipped_and_the_rest_of_the_search_is_unchanged(tmp_path):
+    options = {"tolerance": 0.6, "families": ("typed", "theorem3"), "seed": 1, **QUICK}
+    with ResultStore(tmp_path / "store.sqlite") as store:
+        free = place(SPEEDS, RATES, store=store, **options)
+    reference = next(c for c in free.candidates if c.family == "theorem3")  # c = 6: every edge of the types <= K
+    with ResultStore(tmp_path / "store.sqlite") as store:
+        limited = place(SPEEDS, RATES, store=store, max_edges=reference.edges - 1, **options)
+    seen = {(c.family, c.parameter): c.ratio for c in free.candidates}
+    theorem3 = [c for c in limited.candidates if c.family == "theorem3"]
+    assert theorem3 and all(c.edges < reference.edges for c in theorem3)
+    for candidate in limited.candidates:  # the graphs built are the free search's, with the same runs
+        assert seen[(candidate.family, candidate.parameter)] == candidate.ratio
+    assert any(note.startswith("theorem3: not built at") for note in limited.notes)
+    with pytest.raises(InputError, match="max_edges"):
+        typed_graph(SPEEDS, RATES.size, RATES.sum(), 8.0, rng=3, max_edges=10)
+    with pytest.raises(InputError, match="max_edges"):
+        place(SPEEDS, RATES, max_edges=0)
+
+
+def test_cli_place_max_edges_error(capsys, tmp_path):
+    argv = ["place", "--speeds", "8x1,8x0.5", "--load", "0.7", "--store", str(tmp_path / "s.sqlite")]
+    assert main([*argv, "--max-edges", "0"]) == 2
+    assert capsys.readouterr().err.startswith("hetlb: error: --max-edges")

@@ -688,7 +688,7 @@ def format_meanfield(values: dict) -> str:
 def command_place(args) -> int:
     from hetlb.experiments.place import FAMILIES, place, write_graph
     from hetlb.experiments.store import ResultStore
-    from hetlb.graphs.constructions import graph_ports
+    from hetlb.graphs.constructions import DEFAULT_MAX_EDGES, graph_ports
 
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
@@ -723,6 +723,7 @@ def command_place(args) -> int:
             time_budget=validation.number("--time-budget", args.time_budget, 0.0, strict=True),
             store=store,
             progress=not quiet(args),
+            max_edges=DEFAULT_MAX_EDGES if args.max_edges is None else validation.count("--max-edges", args.max_edges),
         )
     values = result.to_dict()
     if result.graph is not None and result.verification is not None and result.verification["verdict"] == "pass":
@@ -1656,6 +1657,11 @@ def build_parser() -> ArgumentParser:
     group.add_argument("--seed", type=int, default=0, help="seed of the common random numbers (default 0)")
     group.add_argument("--graph-seed", type=int, default=0, help="seed of every graph (default 0)")
     group.add_argument("--time-budget", type=float, default=900.0, metavar="S", help="seconds (default 900)")
+    group.add_argument(
+        "--max-edges",
+        type=int,
+        help="edges of the largest candidate graph built; denser ones are skipped (default 500000000)",
+    )
     group.add_argument(
         "--store", default="hetlb-results.sqlite", help="result store, for resuming (default %(default)s)"
     )

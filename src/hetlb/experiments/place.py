@@ -19,7 +19,9 @@ Every candidate sees the same arrivals and job sizes (common random numbers: one
 search compares graphs, not noise. Every evaluation is stored in the result store under a key of
 everything that determines it, so an interrupted search resumes where it stopped; the time budget
 stops the search (between evaluations) with the best graph found so far. The best graph is then
-re-simulated with fresh seeds for the verdict.
+re-simulated with fresh seeds for the verdict (stored too). A parameter whose graph would have
+more than ``max_edges`` edges (or need more memory than a computation may use) is not built: the scan down from the reference starts below it, and
+the scan up stops under it (the notes list the parameters skipped).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.experiments.store import ResultStore
-from hetlb.graphs.constructions import fig3_edge_probability, random_bipartite, theorem2_graph, theorem3_graph
+from hetlb.graphs.constructions import (
+    DEFAULT_MAX_EDGES,
+    fig3_edge_probability,
+    random_bipartite,
+    theorem2_graph,
+    theorem3_graph,
+)
 from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.model.system import System
 from hetlb.progress import ProgressBar
@@ -134,10 +142,20 @@ def class_shares(speed: np.ndarray, total_rate: float) -> tuple[np.ndarray, np.n
     return bound.type_speeds, share / share.sum()
 
 
-def typed_graph(speed: np.ndarray, n_ports: int, total_rate: float, degree: float, rng) -> CompatibilityGraph:
+def typed_graph(
+    speed: np.ndarray, n_ports: int, total_rate: float, degree: float, rng, *, max_edges: int = DEFAULT_MAX_EDGES
+) -> CompatibilityGraph:
     """Each port takes max(1, round(degree * w_m)) servers of class m (w_m of class_shares, no
-    server of a class of weight 0), uniformly without replacement, independently per port."""
+    server of a class of weight 0), uniformly without replacement, independently per port.
+    max_edges: refuse (InputError) a graph of more edges."""
     class_speed, weight = class_shares(speed, total_rate)
+    per_port = sum(
+        int(min(np.count_nonzero(speed == mu), max(1, round(degree * w)))) for mu, w in zip(class_speed, weight) if w
+    )
+    if n_ports * per_port > max_edges:
+        raise InputError(
+            "max_edges", f"a typed graph of degree {degree:g} has {n_ports * per_port} edges > {max_edges}"
+        )
     generator = np.random.default_rng(rng)
     blocks = []
     for m, mu in enumerate(class_speed):
@@ -150,25 +168,50 @@ def typed_graph(speed: np.ndarray, n_ports: int, total_rate: float, degree: floa
         for start in range(0, n_ports, chunk):
             stop = min(n_ports, start + chunk)
             keys = generator.random((stop - start, members.size))
-            chosen[start:stop] = members[np.argpartition(keys, k - 1, axis=1)[:, :k]]
+            chosen[start:stop] = members[smallest_keys(keys, k)]
         blocks.append(chosen)
     indices = np.sort(np.concatenate(blocks, axis=1), axis=1)
     indptr = np.arange(0, indices.size + 1, indices.shape[1], dtype=np.int64)
     return CompatibilityGraph.from_csr(indptr, indices.ravel(), speed.size)
 
 
-def family_graph(family, parameter, speed, rates, buffer, seed) -> CompatibilityGraph:
+def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
+    """Per row of ``keys`` (uniform on [0, 1)), the columns of its k smallest keys, in no order:
+    the set of ``np.argpartition(keys, k - 1, axis=1)[:, :k]``. When k is small against the row,
+    only the keys below a threshold that about k + 6 sqrt(k) + 8 keys of a row fall under are
+    partitioned; the rows with fewer than k of them (rare) take the full partition."""
+    rows, width = keys.shape
+    threshold = (k + 6.0 * math.sqrt(k) + 8.0) / width
+    if threshold > 0.25:
+        return np.argpartition(keys, k - 1, axis=1)[:, :k]
+    row, column = np.nonzero(keys < threshold)  # row by row, columns increasing
+    counts = np.bincount(row, minlength=rows)
+    if counts.max() < k:
+        return np.argpartition(keys, k - 1, axis=1)[:, :k]
+    position = np.arange(column.size) - (np.cumsum(counts) - counts)[row]
+    below = np.full((rows, int(counts.max())), np.inf)
+    below[row, position] = keys[row, column]
+    columns = np.zeros(below.shape, dtype=np.int64)
+    columns[row, position] = column
+    picked = np.take_along_axis(columns, np.argpartition(below, k - 1, axis=1)[:, :k], axis=1)
+    short = counts < k
+    if short.any():
+        picked[short] = np.argpartition(keys[short], k - 1, axis=1)[:, :k]
+    return picked
+
+
+def family_graph(family, parameter, speed, rates, buffer, seed, max_edges=DEFAULT_MAX_EDGES) -> CompatibilityGraph:
     """The graph of ``family`` at ``parameter`` (degree for fig3 and typed, c for the theorems;
-    none for ``complete``)."""
+    none for ``complete``); InputError on field ``max_edges`` when it would have more edges."""
     n_servers, n_ports = speed.size, rates.size
     if family == "complete":  # one job type: on the complete graph the types are indistinguishable
         return CompatibilityGraph.complete(1, n_servers)
     if family == "fig3":
-        return random_bipartite(n_ports, n_servers, min(1.0, parameter / n_servers), seed)[0]
+        return random_bipartite(n_ports, n_servers, min(1.0, parameter / n_servers), seed, max_edges=max_edges)[0]
     if family == "typed":
-        return typed_graph(speed, n_ports, float(rates.sum()), parameter, seed)
+        return typed_graph(speed, n_ports, float(rates.sum()), parameter, seed, max_edges=max_edges)
     build = theorem3_graph if family == "theorem3" else theorem2_graph
-    return build(rates, speed, None, buffer or DEFAULT_THEOREM_B, seed, c=parameter)[0]
+    return build(rates, speed, None, buffer or DEFAULT_THEOREM_B, seed, c=parameter, max_edges=max_edges)[0]
 
 
 def reference_parameter(family, speed, rates) -> float:
@@ -203,8 +246,11 @@ class Search:
     bound: float
     deadline: float
     bar: ProgressBar
+    max_edges: int = DEFAULT_MAX_EDGES
     events: int = 0
     candidates: list = field(default_factory=list)
+    too_large: dict = field(default_factory=dict)
+    """Per family, the parameters whose graphs exceed max_edges (not built, not simulated)."""
 
     def key(self, family: str, parameter: float, replications: int, seed: int) -> str:
         described = {
@@ -231,30 +277,43 @@ class Search:
         result = simulate(system, self.policy, jobs=self.jobs, warmup=self.warmup, replications=replications, seed=seed)
         return np.array([run.mean_response_time for run in result.runs]) / self.bound, result.events
 
+    def stored_run(self, graph: CompatibilityGraph, key: str, replications: int, seed: int, **row):
+        """(the ratios of ``run``, whether read from the store): read under ``key`` when there,
+        else simulated and stored (a graph that cannot carry the load: infinite ratios)."""
+        stored = self.store.existing([key]).get(key) if self.store is not None else None
+        if stored is not None:
+            return np.array(stored["ratios"]), True
+        try:
+            ratios, events = self.run(graph, replications, seed)
+        except InputError as error:  # a graph that cannot carry the load fails
+            if not error.field.startswith("arrival_rate"):
+                raise
+            ratios, events = np.full(replications, math.inf), 0
+        self.events += events
+        if self.store is not None:
+            self.store.put({key: {"ratios": [float(x) for x in ratios], **row}})
+        return ratios, False
+
+    def evaluate_or_skip(self, family: str, parameter: float) -> Candidate | None:
+        """``evaluate``, or None when the graph would exceed max_edges or the memory a computation
+        may use (recorded in too_large)."""
+        try:
+            return self.evaluate(family, parameter)
+        except InputError as error:
+            if error.field not in ("max_edges", "system.graph"):
+                raise
+            self.too_large.setdefault(family, []).append(float(parameter))
+            return None
+
     def evaluate(self, family: str, parameter: float) -> Candidate:
         """Simulate the family's graph at ``parameter`` (with more replications while undecided)."""
-        graph = family_graph(family, parameter, self.speed, self.rates, self.buffer, self.graph_seed)
+        graph = family_graph(family, parameter, self.speed, self.rates, self.buffer, self.graph_seed, self.max_edges)
         degree = graph.degree() if family != "complete" else np.full(self.rates.size, self.speed.size)
         threshold = 1.0 + self.tolerance
         replications = self.replications
         for _ in range(MAX_ROUNDS):
             key = self.key(family, parameter, replications, self.seed)
-            stored = self.store.existing([key]).get(key) if self.store is not None else None
-            if stored is not None:
-                ratios, cached = np.array(stored["ratios"]), True
-            else:
-                try:
-                    ratios, events = self.run(graph, replications, self.seed)
-                except InputError as error:  # a graph that cannot carry the load fails
-                    if not error.field.startswith("arrival_rate"):
-                        raise
-                    ratios, events = np.full(replications, math.inf), 0
-                self.events += events
-                cached = False
-                if self.store is not None:
-                    self.store.put(
-                        {key: {"ratios": [float(x) for x in ratios], "family": family, "parameter": parameter}}
-                    )
+            ratios, cached = self.stored_run(graph, key, replications, self.seed, family=family, parameter=parameter)
             low, high = interval(ratios) if np.all(np.isfinite(ratios)) else (math.inf, math.inf)
             verdict = "pass" if high < threshold else "fail" if low > threshold else "undecided"
             self.bar.update(self.elapsed_fraction(), self.events, detail=f"{family} {parameter:.4g}: {verdict}")
@@ -288,20 +347,29 @@ class Search:
 
 def search_family(search: Search, family: str) -> tuple[Candidate | None, bool]:
     """The least-parameter passing candidate of ``family`` (None if none passed) and whether the
-    search finished within the time budget."""
+    search finished within the time budget. A parameter whose graph would exceed the search's
+    max_edges is not built: the scan halves it (as if it had passed: a denser graph of the family
+    only comes nearer the complete graph) and never goes above it."""
     parameter = reference_parameter(family, search.speed, search.rates)
     ceiling = float(search.speed.size) if family in ("fig3", "typed") else math.inf
     passing: Candidate | None = None
     failing: float | None = None
-    first = search.evaluate(family, parameter)
+    steps = SCAN_STEPS
+    first = search.evaluate_or_skip(family, parameter)
+    while first is None and steps > 0:
+        steps -= 1
+        parameter /= 2.0
+        first = search.evaluate_or_skip(family, parameter)
+    if first is None:
+        return None, True
     if first.verdict == "pass":
         passing = first
-        for _ in range(SCAN_STEPS):
+        for _ in range(steps):
             if search.out_of_time():
                 return passing, False
-            lower = search.evaluate(family, passing.parameter / 2.0)
-            if lower.verdict != "pass":
-                failing = lower.parameter
+            lower = search.evaluate_or_skip(family, passing.parameter / 2.0)
+            if lower is None or lower.verdict != "pass":
+                failing = passing.parameter / 2.0
                 break
             passing = lower
     else:
@@ -310,7 +378,11 @@ def search_family(search: Search, family: str) -> tuple[Candidate | None, bool]:
         for _ in range(SCAN_STEPS):
             if search.out_of_time() or failing >= ceiling:
                 return passing, not search.out_of_time()
-            higher = search.evaluate(family, min(ceiling, failing * 2.0))
+            if family in search.too_large and min(search.too_large[family]) <= failing * 2.0:
+                return None, True  # the next step is a graph already known to be too large
+            higher = search.evaluate_or_skip(family, min(ceiling, failing * 2.0))
+            if higher is None:
+                return None, True
             if higher.verdict == "pass":
                 passing = higher
                 break
@@ -327,8 +399,8 @@ def search_family(search: Search, family: str) -> tuple[Candidate | None, bool]:
             middle = round(middle, 1)
         if middle in (passing.parameter, failing):
             break
-        candidate = search.evaluate(family, middle)
-        if candidate.verdict == "pass":
+        candidate = search.evaluate_or_skip(family, middle)
+        if candidate is not None and candidate.verdict == "pass":
             passing = candidate
         else:
             failing = middle
@@ -351,6 +423,7 @@ def place(
     time_budget: float = 900.0,
     store=None,
     progress: bool = False,
+    max_edges: int = DEFAULT_MAX_EDGES,
 ) -> PlacementResult:
     """Search each family for its sparsest graph within ``tolerance`` (a fraction, 0.05 = 5%) of
     C*/lambda under ``policy``; return every candidate, the best, and its re-simulation.
@@ -359,7 +432,8 @@ def place(
     infinite); jobs, replications, warmup: each candidate's runs (warm-up default 20 C*/lambda);
     seed: the common random numbers of every candidate (the verification uses seed + 1 and twice
     the replications); graph_seed: every graph's seed; time_budget: seconds, checked between
-    evaluations; store: a ResultStore (or None) holding the evaluations, for resuming.
+    evaluations; store: a ResultStore (or None) holding the evaluations and verifications, for
+    resuming; max_edges: the largest graph built (denser candidates are skipped, with a note).
     """
     speed = validation.positive_finite_array("speed", speed, validation.RATE_RANGE, "a service rate")
     rates = validation.positive_finite_array("arrival_rate", arrival_rate, validation.RATE_RANGE, "a rate")
@@ -371,6 +445,7 @@ def place(
     validation.count("jobs", jobs)
     validation.count("replications", replications, low=2)
     time_budget = validation.number("time_budget", time_budget, 0.0, strict=True)
+    max_edges = validation.count("max_edges", max_edges)
     bound = speed_lower_bound(speed, float(rates.sum()))
     if warmup is None:
         warmup = 20.0 * bound.lower_bound
@@ -391,6 +466,7 @@ def place(
         deadline=time.perf_counter() + time_budget,
         bar=bar,
         budget=time_budget,
+        max_edges=max_edges,
     )
     best_by_family: dict = {}
     complete = True
@@ -419,6 +495,12 @@ def place(
         if not finished:
             complete = False
             notes.append(f"{family}: search stopped by the time budget; its best may not be its least")
+        if family in search.too_large:
+            skipped = ", ".join(f"{value:.4g}" for value in sorted(search.too_large[family]))
+            notes.append(
+                f"{family}: not built at {skipped} (more than {max_edges} edges, or more memory than a computation "
+                "may use)"
+            )
     attempts: list = []
     best, graph, verification = verify(search, speed, rates, buffer, graph_seed, attempts)
     if verification is not None and verification["verdict"] != "pass":
@@ -462,9 +544,11 @@ def verify(
     )
     best = graph = verification = None
     for candidate in passing[:MAX_VERIFICATIONS]:
-        graph = family_graph(candidate.family, candidate.parameter, speed, rates, buffer, graph_seed)
-        ratios, events = search.run(graph, 2 * search.replications, search.seed + 1)
-        search.events += events
+        graph = family_graph(candidate.family, candidate.parameter, speed, rates, buffer, graph_seed, search.max_edges)
+        key = search.key(candidate.family, candidate.parameter, 2 * search.replications, search.seed + 1)
+        ratios, _ = search.stored_run(
+            graph, key, 2 * search.replications, search.seed + 1, family=candidate.family, parameter=candidate.parameter
+        )
         low, high = interval(ratios)
         threshold = 1.0 + search.tolerance
         best = candidate
