@@ -429,11 +429,11 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     # the next arrival epoch in a register: the loop writes it to the counters too, but reads it
     # from here (a read of the record after its write would wait for the store on every event)
     next_arrival = c.next_arrival
+    next_departure = departures[1].time  # likewise, the root of the departures' tree
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        next_departure = departures[1].time
         now = min(next_arrival, next_departure)
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
@@ -577,10 +577,12 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 server.busy_area -= now
                 server.service_arrival = now
                 server.service_size = size
+                next_time = now + size * server.inv_speed
                 if scanning:
-                    lower_time_at_root(departures, s, now + size * server.inv_speed)
+                    lower_time_at_root(departures, s, next_time)
                 else:
-                    lower_time(departures, s, now + size * server.inv_speed)
+                    lower_time(departures, s, next_time)
+                next_departure = min(next_departure, next_time)  # the root's time, as the tree has it
             else:
                 # it waits: a slot in the ring of waiting jobs, after the last and before the first
                 slot = c.free_slot
@@ -663,9 +665,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 server.busy_area += now
                 next_time = np.inf
             if scanning:
-                set_time_by_scan(departures, s, next_time, n_servers)
+                next_departure = set_time_by_scan(departures, s, next_time, n_servers)
             else:
                 set_time(departures, s, next_time)
+                next_departure = departures[1].time
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED
