@@ -426,12 +426,15 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     )
     jobs_time, waiting_time = state.jobs_time, state.waiting_time
     distributions = len(jobs_time) > 0
+    # the next arrival epoch in a register: the loop writes it to the counters too, but reads it
+    # from here (a read of the record after its write would wait for the store on every event)
+    next_arrival = c.next_arrival
+    next_departure = departures[1].time  # likewise, the root of the departures' tree
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        next_departure = departures[1].time
-        now = min(c.next_arrival, next_departure)
+        now = min(next_arrival, next_departure)
         if now > horizon and c.window_end == np.inf:
             if c.measuring == 0:
                 begin_measurement(c, warmup, servers, level_count, level_area)
@@ -469,7 +472,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 prefetch(bucket_position, leader)
                 prefetch(bucket_key, leader)
 
-        if c.next_arrival <= next_departure:
+        if next_arrival <= next_departure:
             # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
             # that order, its server from the policy stream
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
@@ -515,7 +518,8 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 prefetch_path(departures, s, 2)
             # drawn after the routing, so that they overlap with loading the server's record
             size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
-            c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            c.next_arrival = next_arrival
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):
@@ -573,10 +577,12 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 server.busy_area -= now
                 server.service_arrival = now
                 server.service_size = size
+                next_time = now + size * server.inv_speed
                 if scanning:
-                    lower_time_at_root(departures, s, now + size * server.inv_speed)
+                    lower_time_at_root(departures, s, next_time)
                 else:
-                    lower_time(departures, s, now + size * server.inv_speed)
+                    lower_time(departures, s, next_time)
+                next_departure = min(next_departure, next_time)  # the root's time, as the tree has it
             else:
                 # it waits: a slot in the ring of waiting jobs, after the last and before the first
                 slot = c.free_slot
@@ -659,9 +665,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 server.busy_area += now
                 next_time = np.inf
             if scanning:
-                set_time_by_scan(departures, s, next_time, n_servers)
+                next_departure = set_time_by_scan(departures, s, next_time, n_servers)
             else:
                 set_time(departures, s, next_time)
+                next_departure = departures[1].time
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED

@@ -170,7 +170,7 @@ def lower_time(tree, leaf, value):
 @njit(inline="always")
 def set_time_by_scan(tree, leaf, value, n_leaves):
     """Set one leaf's time and find the root's (least time, first leaf holding it) by a scan of the
-    first ``n_leaves`` leaves, leaving the nodes between stale. For a small system, whose event
+    first ``n_leaves`` leaves, leaving the nodes between stale; returns the root's time. For a small system, whose event
     loop reads only the root: a scan of up to 16 leaves costs less than replaying the matches of
     two levels, which it measured faster at N = 10 and level at 16. Inlined by numba (a loop that
     LLVM leaves a call otherwise)."""
@@ -185,6 +185,7 @@ def set_time_by_scan(tree, leaf, value, n_leaves):
             first = i
     tree[1].time = best
     tree[1].leaf = first
+    return best
 
 
 @njit
