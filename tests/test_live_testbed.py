@@ -106,8 +106,14 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert one.model_update(one.policies[0]) is None  # exact counts: the single-dispatcher model
     lagged = one.model_update(one.policies[0], 2.0)
     assert lagged == f"increment,piggyback:delay={2.0 / one.mean_service_ms:.6g}"
-    statuses = [{"answer_lag": {"answers": 3, "mean_ms": 1.0}}, None, {"answer_lag": {"answers": 1, "mean_ms": 3.0}}]
-    assert testbed_module.answer_lag_ms(statuses) == 1.5 and testbed_module.answer_lag_ms([None]) is None
+    statuses = [
+        {"answer_lag": {"count": 3, "mean_ms": 1.0}, "forward_delay": {"count": 3, "mean_ms": 0.5}},
+        None,
+        {"answer_lag": {"count": 1, "mean_ms": 3.0}, "forward_delay": {"count": 0, "mean_ms": None}},
+    ]
+    assert testbed_module.mean_delay_ms(statuses, "answer_lag") == 1.5  # weighted by requests
+    assert testbed_module.mean_delay_ms(statuses, "forward_delay") == 0.5
+    assert testbed_module.unseen_delay_ms(statuses) == 2.0 and testbed_module.unseen_delay_ms([None]) is None
     assert bed.scenario(bed.policies[1], 0.5).system.n_servers == 3
     led = serve_arguments(bed.policies[1], 8000, 9000, specs, bed)
     assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led
@@ -236,3 +242,32 @@ def test_hetlb_serve_against_the_simulator(tmp_path):
             (row["live_minus_overhead_ms"] + widen * ((high - shift) - row["live_minus_overhead_ms"])),
         )
         assert low <= row["sim_ci_high_ms"] * 1.05 + 2.0 and high >= row["sim_ci_low_ms"] * 0.95
+
+
+def test_a_live_run_is_predicted_by_simulated_runs_of_its_length():
+    """The prediction runs have the live run's warm-up and window in time units (5 ms): at load 0.5
+    on speeds 2 x 1 and 2 x 0.25 (lambda = 1.25 per unit), a 1 s window holds 250 expected jobs."""
+    bed = testbed_module.TestbedScenario.from_mapping(scenario(prediction_runs=40))
+    run = bed.live_length_run(0.5)
+    assert run == {"jobs": 250, "warmup": pytest.approx(60.0), "replications": 40}
+    prediction = testbed_module.Testbed(bed, Path("unused")).predict(bed.scenario({"id": "jsq"}, 0.5, None, run))
+    assert prediction["runs"] == 40 and prediction["low"] < prediction["mean"] < prediction["high"]
+    with pytest.raises(InputError, match="testbed.prediction_runs"):
+        testbed_module.TestbedScenario.from_mapping(scenario(prediction_runs=10))
+
+
+def test_the_order_counts_only_the_pairs_a_run_of_this_length_determines():
+    """a and b have apart prediction intervals, c overlaps b: the live order b < a is a real
+    disagreement, while c's place beside b is either way in runs of this length."""
+    bed = testbed_module.Testbed(testbed_module.TestbedScenario.from_mapping(scenario()), Path("unused"))
+
+    def row(policy, live, low, high):
+        return {"balancer": "hetlb", "load": 0.5, "policy": policy, "live_minus_overhead_ms": live,
+                "sim_run_mean_ms": (low + high) / 2, "sim_run_low_ms": low, "sim_run_high_ms": high}  # fmt: skip
+
+    bed.rows = [row("a", 10.0, 9.0, 11.0), row("b", 30.0, 20.0, 40.0), row("c", 25.0, 30.0, 50.0)]
+    order = bed.order_agreement()["0.5"]
+    assert order["live"] == ["a", "c", "b"] and order["simulated"] == ["a", "b", "c"]
+    assert not order["same"] and order["same_where_determined"] and order["overlapping"] == [["b", "c"]]
+    bed.rows[0]["live_minus_overhead_ms"] = 35.0  # now above b, whose interval lies above a's
+    assert not bed.order_agreement()["0.5"]["same_where_determined"]

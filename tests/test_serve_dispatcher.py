@@ -15,7 +15,7 @@ from hetlb.conformance import ESTIMATE_RULES
 from hetlb.live.config import CONFIG_KEYS, LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.metrics import Metrics
-from hetlb.live.proxy import service_time
+from hetlb.live.proxy import lags, service_time
 from hetlb.policies.registry import POLICIES
 
 SPEEDS = [2.0, 2.0, 1.0, 1.0, 0.5, 0.25]
@@ -195,3 +195,16 @@ def test_auto_speed_samples_are_service_times():
     measured = service_time({}, empty_later)
     assert measured is not None and 0 <= measured < 60
     assert service_time({"X-Service-Ms": "x"}, busy) is None
+
+
+def test_the_backend_epochs_give_the_forward_delay_and_the_answer_lag():
+    """Decided at 100 s, arrived at 100.0004 s (departure 100.0504 s minus a 50 ms sojourn), read at
+    100.0514 s: a forward delay of 0.4 ms and an answer lag of 1 ms."""
+    headers = {"X-Departure": "100.050400", "X-Sojourn-Ms": "50.000000"}
+    forward, answer = lags(headers, decided=100.0, now=100.0514)
+    assert forward == pytest.approx(4e-4, abs=1e-9) and answer == pytest.approx(1e-3, abs=1e-9)
+    assert lags({"X-Departure": "100.0504"}, 100.0, 100.0514)[0] is None  # no sojourn: no arrival epoch
+    assert lags({"X-Sojourn-Ms": "50"}, 100.0, 100.0514) == (None, None)  # no departure: neither
+    assert lags({"X-Departure": "junk", "X-Sojourn-Ms": "50"}, 100.0, 100.1) == (None, None)
+    assert lags(headers, decided=100.1, now=100.0) == (None, None)  # another clock: negative, not kept
+    assert lags(headers, decided=0.0, now=100.0514)[0] is None  # over a minute: another clock

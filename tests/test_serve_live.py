@@ -194,10 +194,13 @@ def test_malformed_requests_get_4xx(two_backends):
 
 
 def hold(port: int, job_type: str, results: list) -> threading.Thread:
-    """A request to /hold in a thread (it ends when the backend is told to release)."""
+    """A request to /hold in a thread (it ends when the backend is told to release); its result is
+    get's (status, headers, body) and the seconds the client waited."""
 
     def run():
-        results.append(get(url(port, "/hold"), {"X-Job-Type": job_type}, timeout=20))
+        sent = time.perf_counter()
+        answer = get(url(port, "/hold"), {"X-Job-Type": job_type}, timeout=20)
+        results.append((*answer, time.perf_counter() - sent))
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -570,7 +573,14 @@ def test_through_hetlb_backends_the_estimate_is_the_number_in_system(processes):
         assert [result[0] for result in results] == [200] * 8
         final = status(port + 1)
         assert [b["estimate"] for b in final["backends"]] == load() == [0, 0, 0]
-        # every answer carried its departure: the lag to reading it is positive and, on loopback,
-        # shorter than a service (else the dispatcher would have seen a backend busy for two)
-        assert final["answer_lag"]["answers"] == 8 and 0.0 < final["answer_lag"]["mean_ms"] < 400.0
-        assert "hetlb_answer_lag_seconds_count 8.0" in get(url(port + 1, "/metrics"))[2].decode()
+        # every answer carried its arrival and departure epochs: the dispatcher measured, for each,
+        # the forward delay (decision to arrival) and the answer lag (departure to reading it); both
+        # lie inside the part of the client's wait that the backend's sojourn leaves
+        forward, answer = final["forward_delay"], final["answer_lag"]
+        assert forward["count"] == answer["count"] == 8
+        outside_backend_ms = [1e3 * waited - float(headers["X-Sojourn-Ms"]) for _, headers, _, waited in results]
+        assert 0.0 < forward["mean_ms"] and 0.0 < answer["mean_ms"]
+        assert forward["mean_ms"] + answer["mean_ms"] < sum(outside_backend_ms) / 8
+        metrics_text = get(url(port + 1, "/metrics"))[2].decode()
+        assert "hetlb_answer_lag_seconds_count 8.0" in metrics_text
+        assert "hetlb_forward_delay_seconds_count 8.0" in metrics_text

@@ -54,7 +54,7 @@ class Lease:
     def __init__(self, dispatcher: Dispatcher, backend: int, found_empty: bool):
         self.dispatcher = dispatcher
         self.backend = backend
-        self.started = time.perf_counter()
+        self.started = time.monotonic()  # the decision's epoch, seconds on the host's clock
         self.found_empty = found_empty
         self.released = False
 

@@ -22,6 +22,24 @@ LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
 
 
+class Lag:
+    """A delay of the dispatcher's view measured per request: a histogram, and its count and sum
+    for /status."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry):
+        self.histogram = Histogram(name, documentation, buckets=LAG_BUCKETS, registry=registry)
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.histogram.observe(seconds)
+        self.count += 1
+        self.total += seconds
+
+    def status(self) -> dict:
+        return {"count": self.count, "mean_ms": 1e3 * self.total / self.count if self.count else None}
+
+
 class Metrics:
     """The metrics of one dispatcher, on their own registry."""
 
@@ -46,24 +64,22 @@ class Metrics:
             buckets=DECISION_BUCKETS,
             registry=self.registry,
         )
-        self.answer_lag_seconds = Histogram(
+        self.answer_lag = Lag(
             "hetlb_answer_lag_seconds",
             "time from a backend's departure (its X-Departure header, the host's clock) to the "
             "dispatcher reading the answer: how late the dispatcher learns a completion",
-            buckets=LAG_BUCKETS,
-            registry=self.registry,
+            self.registry,
         )
-        self.answer_lags = 0
-        self.answer_lag_sum = 0.0
+        self.forward_delay = Lag(
+            "hetlb_forward_delay_seconds",
+            "time from the dispatcher's decision to the request's arrival at the backend (X-Departure "
+            "minus X-Sojourn-Ms, the host's clock): how long a chosen backend waits for its job",
+            self.registry,
+        )
         self.registry.register(ArrayCollector(self))
 
     def latency(self, s: int, seconds: float) -> None:
         self.latency_children[s].observe(seconds)
-
-    def answer_lag(self, seconds: float) -> None:
-        self.answer_lag_seconds.observe(seconds)
-        self.answer_lags += 1
-        self.answer_lag_sum += seconds
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -179,10 +195,8 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
             "health_checks": metrics.messages["health"],
             "probe_messages_per_request": 2 * probes / requests if requests else None,
         },
-        "answer_lag": {
-            "answers": metrics.answer_lags,
-            "mean_ms": 1e3 * metrics.answer_lag_sum / metrics.answer_lags if metrics.answer_lags else None,
-        },
+        "answer_lag": metrics.answer_lag.status(),
+        "forward_delay": metrics.forward_delay.status(),
         "accounting_violations": dispatcher.accounting_violations,
         "backends": backends,
     }

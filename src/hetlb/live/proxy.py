@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import random
 import time
 
@@ -85,19 +86,26 @@ def service_time(headers, lease) -> float | None:
                 return float(text) / 1000.0
             except ValueError:
                 return None
-    return time.perf_counter() - lease.started if lease.found_empty else None
+    return time.monotonic() - lease.started if lease.found_empty else None
 
 
-def answer_lag(text: str | None) -> float | None:
-    """Seconds from a backend's X-Departure to now, if it is a departure on this host's clock in
-    the last minute; else None."""
-    if text is None:
-        return None
+def lags(headers, decided: float, now: float) -> tuple[float | None, float | None]:
+    """A request's forward delay (the dispatcher's decision at ``decided`` to its arrival at the
+    backend, X-Departure minus X-Sojourn-Ms) and answer lag (X-Departure to ``now``), in seconds on
+    the host's monotonic clock; each None unless the headers give it within the last minute."""
     try:
-        lag = time.monotonic() - float(text)
-    except ValueError:
-        return None
-    return lag if 0.0 <= lag < 60.0 else None
+        departure = float(headers[DEPARTURE])
+    except (KeyError, ValueError):
+        return None, None
+    try:
+        forward = departure - float(headers[SOJOURN]) / 1e3 - decided
+    except (KeyError, ValueError):
+        forward = math.nan
+    return within_a_minute(forward), within_a_minute(now - departure)
+
+
+def within_a_minute(seconds: float) -> float | None:
+    return seconds if 0.0 <= seconds < 60.0 else None
 
 
 class Proxy:
@@ -291,12 +299,15 @@ class Proxy:
                 dispatcher.refresh()
 
     def release(self, lease, upstream) -> None:
-        """The backend's answer has been read in full: its in-flight count drops now, and the time
-        since its departure (X-Departure) is the dispatcher's answer lag."""
+        """The backend's answer has been read in full: its in-flight count drops now. The backend's
+        epochs give how long the request took from the decision to the backend (forward delay) and
+        from its departure to here (answer lag)."""
         lease.release()
-        lag = answer_lag(upstream.headers.get(DEPARTURE))
-        if lag is not None:
-            self.metrics.answer_lag(lag)
+        forward, answer = lags(upstream.headers, lease.started, time.monotonic())
+        if forward is not None:
+            self.metrics.forward_delay.observe(forward)
+        if answer is not None:
+            self.metrics.answer_lag.observe(answer)
 
     def on_failure(self, s: int) -> None:
         if self.dispatcher.failed(s):

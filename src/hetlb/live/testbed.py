@@ -23,20 +23,28 @@ The scenario file is a simulator scenario whose load is set by the testbed, plus
     signals = "inflight,piggyback"
     compare = ["haproxy", "nginx"]
     seed = 1
+    prediction_runs = 100         # simulated runs of the live run's length
 
     [run]                         # the simulator's run (hetlb.simulate's keywords)
     jobs = 100000
     replications = 5
 
-A live mean response time is compared with the simulation after removing the path's overhead (the
-client's response time minus the backend's ``X-Sojourn-Ms``, measured per request): it agrees when
-it lies within the simulated interval widened by ``AGREEMENT_MARGIN`` on each side.
+Each hetlb run is simulated twice: in the steady state ([run]: the long-run mean and its
+confidence interval), and as ``prediction_runs`` runs of the live run's own length (the same
+warm-up and measured window from an empty system), whose 2.5% and 97.5% quantiles are the
+interval one live run is predicted to fall in. A live mean response time is compared with it after
+removing the path's overhead (the client's response time minus the backend's ``X-Sojourn-Ms``,
+measured per request): it agrees when it lies within that prediction interval widened by
+``AGREEMENT_MARGIN`` on each side. The prediction interval holds what the steady-state interval
+leaves out: the live run is one finite run, and near saturation (a backend class close to its
+capacity) a run of minutes scatters far more than the long-run mean's interval is wide.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import json
 import math
 import sys
@@ -44,6 +52,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
@@ -56,6 +66,8 @@ from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
 
 AGREEMENT_MARGIN = 0.05
+PREDICTION_QUANTILES = (0.025, 0.975)
+"""The prediction interval of one live run: these quantiles of the simulated runs of its length."""
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the simulated
 interval widened by this fraction on each side."""
 TESTBED_DEFAULTS = {
@@ -68,6 +80,7 @@ TESTBED_DEFAULTS = {
     "signals": "inflight,piggyback",
     "compare": [],
     "seed": 1,
+    "prediction_runs": 100,
 }
 RUN_DEFAULTS = {"jobs": 100_000, "replications": 5, "warmup": 100.0}
 """The simulator's run when [run] does not say: 5 replications of 100,000 jobs after 100 time units."""
@@ -88,6 +101,7 @@ CSV_COLUMNS = [
     "live_blocking",
     "errors",
     "messages_per_request",
+    "forward_delay_ms",
     "answer_lag_ms",
     "sim_policy",
     "sim_mean_ms",
@@ -97,6 +111,9 @@ CSV_COLUMNS = [
     "sim_blocking",
     "sim_messages_per_request",
     "sim_herd_fraction",
+    "sim_run_mean_ms",
+    "sim_run_low_ms",
+    "sim_run_high_ms",
     "agrees",
 ]
 
@@ -117,7 +134,8 @@ class TestbedScenario:
     signals: str
     compare: list[str]
     seed: int
-    scenarios: dict = field(default_factory=dict)  # (policy id, load) -> Scenario
+    prediction_runs: int
+    scenarios: dict = field(default_factory=dict)  # (policy, update, load, run) -> Scenario
 
     @classmethod
     def from_mapping(cls, data: dict) -> TestbedScenario:
@@ -165,6 +183,7 @@ class TestbedScenario:
             signals=validation.text("testbed.signals", settings["signals"]),
             compare=list(compare),
             seed=validation.seed("testbed.seed", settings["seed"]),
+            prediction_runs=validation.integer("testbed.prediction_runs", settings["prediction_runs"], 40, 100_000),
         )
         testbed.check()
         return testbed
@@ -173,40 +192,48 @@ class TestbedScenario:
     def from_toml(cls, path) -> TestbedScenario:
         return cls.from_mapping(read_toml(path, "scenario"))
 
-    def scenario(self, policy: dict, load: float, answer_lag_ms: float | None = None) -> Scenario:
+    def scenario(self, policy: dict, load: float, unseen_ms: float | None = None, run: dict | None = None) -> Scenario:
         """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a live policy
         (its testbed-only key ``signals`` becomes the model's update signals, see
-        :meth:`model_update`)."""
-        update = self.model_update(policy, answer_lag_ms)
+        :meth:`model_update`); ``run`` replaces [run] (see :meth:`live_length_run`)."""
+        run = self.run if run is None else run
+        update = self.model_update(policy, unseen_ms)
         parameters = POLICIES[policy["id"]].parameters
         serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
         policy = {name: value for name, value in policy.items() if name not in serve_flags}
-        key = (json.dumps(policy, sort_keys=True), update, load)
+        key = (json.dumps(policy, sort_keys=True), update, load, json.dumps(run, sort_keys=True))
         if key not in self.scenarios:
             system = {**self.system, "load": load}
             if update is not None:
                 system["dispatchers"] = self.dispatchers
                 policy["update"] = update
-            self.scenarios[key] = Scenario.from_mapping({"system": system, "policy": policy, "run": self.run})
+            self.scenarios[key] = Scenario.from_mapping({"system": system, "policy": policy, "run": run})
         return self.scenarios[key]
 
-    def model_update(self, policy: dict, answer_lag_ms: float | None = None) -> str | None:
+    def live_length_run(self, load: float) -> dict:
+        """[run] for ``prediction_runs`` runs as long as a live run: the warm-up and the measured
+        window in time units (``mean_service_ms``), the window as its expected number of jobs."""
+        unit_s = self.mean_service_ms / 1e3
+        jobs = max(1, round(float(self.system_at(load).total_arrival_rate) * self.duration / unit_s))
+        return {**self.run, "jobs": jobs, "warmup": self.warmup / unit_s, "replications": self.prediction_runs}
+
+    def model_update(self, policy: dict, unseen_ms: float | None = None) -> str | None:
         """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
         in the time unit mean_service_ms; None when one dispatcher knows every queue at once (its
-        own in-flight counts, no answer lag given: the single-dispatcher model).
+        own in-flight counts, no delay given: the single-dispatcher model).
 
         inflight -> increment and piggyback (a dispatcher counts what it sends, and learns a
         server's number when a job it sent there completes; for the LED policies, whose estimates
         change by updates only, nothing); piggyback -> piggyback; push -> push with p_hat and d;
         poll:tau -> snapshot every tau with independent phases (each process polls on its own
-        timer). A completion reaches the dispatcher with its answer, ``answer_lag_ms`` after the
-        backend's departure (measured live: the dispatchers' mean answer lag): the piggyback's
-        constant delay. Probes and polls arrive at once in the model."""
+        timer). ``unseen_ms`` is how long a completion stays unseen, the piggyback's constant delay
+        in the model: the forward delay plus the answer lag measured live (see
+        :func:`unseen_delay_ms`). Probes and polls arrive at once in the model."""
         from hetlb.live.config import parse_signals
 
         field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
         signals = parse_signals(field, self.signals_of(policy))
-        lagged = answer_lag_ms is not None and answer_lag_ms > 0
+        lagged = unseen_ms is not None and unseen_ms > 0
         if self.dispatchers == 1 and signals.inflight and not lagged:
             return None
         led = POLICIES[policy["id"]].on_local_estimates
@@ -214,8 +241,8 @@ class TestbedScenario:
         if signals.piggyback and "piggyback" not in update:
             update.append("piggyback")
         if lagged and "piggyback" in update:
-            assert answer_lag_ms is not None
-            update[update.index("piggyback")] = f"piggyback:delay={answer_lag_ms / self.mean_service_ms:.6g}"
+            assert unseen_ms is not None
+            update[update.index("piggyback")] = f"piggyback:delay={unseen_ms / self.mean_service_ms:.6g}"
         if signals.push:  # --p-hat and --d of hetlb serve (defaults 1 and 2)
             d = policy.get("d", 2)
             update.append(f"push:p_hat={policy.get('p_hat', 1.0):g}:d={d}")
@@ -383,8 +410,13 @@ class Testbed:
             status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
         finally:
             child.stop()
-        lag = answer_lag_ms(status)
-        simulated = self.simulate(testbed.scenario(policy, load, lag)) if testbed.simulated(policy) else None
+        unseen = unseen_delay_ms(status)
+        simulated = None
+        if testbed.simulated(policy):
+            simulated = self.simulate(testbed.scenario(policy, load, unseen))
+            simulated["live_length_runs"] = self.predict(
+                testbed.scenario(policy, load, unseen, testbed.live_length_run(load))
+            )
         label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
         self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
 
@@ -416,6 +448,13 @@ class Testbed:
     def simulate(self, scenario: Scenario) -> dict:
         return scenario.simulate().summary
 
+    def predict(self, scenario: Scenario) -> dict:
+        """The mean and the prediction interval (PREDICTION_QUANTILES) of the mean response times of
+        ``scenario``'s replications, in time units."""
+        means = np.array([run.mean_response_time for run in scenario.simulate().runs])
+        low, high = np.quantile(means, PREDICTION_QUANTILES)
+        return {"mean": float(means.mean()), "low": float(low), "high": float(high), "runs": len(means)}
+
     def record(self, balancer, policy, load, live, sim_policy, simulated, status) -> None:
         unit = self.scenario.mean_service_ms
         live = {key: math.nan if value is None else value for key, value in live.items()}  # not computed: nan
@@ -437,7 +476,8 @@ class Testbed:
             "live_blocking": live["blocking_probability"],
             "errors": live["errors"],
             "messages_per_request": messages_per_request(status),
-            "answer_lag_ms": answer_lag_ms(status) or math.nan,
+            "forward_delay_ms": mean_delay_ms(status, "forward_delay") or math.nan,
+            "answer_lag_ms": mean_delay_ms(status, "answer_lag") or math.nan,
             "sim_policy": sim_policy,
         }
         if simulated is not None:
@@ -453,21 +493,43 @@ class Testbed:
                 kinds = simulated["messages_per_job"]
                 row["sim_messages_per_request"] = kinds["push"] + kinds["probe"] + 2 * kinds["snapshot"]
                 row["sim_herd_fraction"] = simulated["herd_fraction"]
+            prediction = simulated["live_length_runs"]
+            row |= {f"sim_run_{key}_ms": prediction[key] * unit for key in ("mean", "low", "high")}
             corrected = row["live_minus_overhead_ms"]
             if balancer == "hetlb":
-                row["agrees"] = (1 - AGREEMENT_MARGIN) * low * unit <= corrected <= (1 + AGREEMENT_MARGIN) * high * unit
+                row["agrees"] = (
+                    (1 - AGREEMENT_MARGIN) * row["sim_run_low_ms"]
+                    <= corrected
+                    <= (1 + AGREEMENT_MARGIN) * row["sim_run_high_ms"]
+                )
         self.rows.append(row)
         self.details.append({"row": row, "live": live, "simulated": simulated, "dispatchers": status})
         self.say("hetlb testbed: " + row_line(row))
 
     def order_agreement(self) -> dict:
-        """Per load: the policies ranked by live mean (minus overhead) and by simulated mean."""
+        """Per load: the policies ranked by live mean (minus overhead) and by the mean of the
+        simulated runs of the live run's length; ``same`` whether the two orders are one, and
+        ``same_where_determined`` whether they agree on every pair whose prediction intervals are
+        apart (``overlapping`` lists the others: in runs of this length they come in either order)."""
         orders = {}
         for load in self.scenario.loads:
-            rows = [r for r in self.rows if r["balancer"] == "hetlb" and r["load"] == load and "sim_mean_ms" in r]
+            rows = [r for r in self.rows if r["balancer"] == "hetlb" and r["load"] == load and "sim_run_mean_ms" in r]
             live = [r["policy"] for r in sorted(rows, key=lambda r: r["live_minus_overhead_ms"])]
-            simulated = [r["policy"] for r in sorted(rows, key=lambda r: r["sim_mean_ms"])]
-            orders[f"{load:g}"] = {"live": live, "simulated": simulated, "same": live == simulated}
+            simulated = [r["policy"] for r in sorted(rows, key=lambda r: r["sim_run_mean_ms"])]
+            overlapping, determined_same = [], True
+            for a, b in itertools.combinations(rows, 2):
+                if a["sim_run_low_ms"] <= b["sim_run_high_ms"] and b["sim_run_low_ms"] <= a["sim_run_high_ms"]:
+                    overlapping.append([a["policy"], b["policy"]])
+                else:
+                    lower, higher = (a, b) if a["sim_run_high_ms"] < b["sim_run_low_ms"] else (b, a)
+                    determined_same &= lower["live_minus_overhead_ms"] < higher["live_minus_overhead_ms"]
+            orders[f"{load:g}"] = {
+                "live": live,
+                "simulated": simulated,
+                "same": live == simulated,
+                "same_where_determined": determined_same,
+                "overlapping": overlapping,
+            }
         return orders
 
     def write(self) -> None:
@@ -505,26 +567,40 @@ class Testbed:
                 shift = [(r, r["live_mean_ms"] - r["live_minus_overhead_ms"]) for r in rows]
                 adjusted = [{**r, "low": r["live_ci_low_ms"] - d, "high": r["live_ci_high_ms"] - d} for r, d in shift]
                 series(live, label, adjusted, "live_minus_overhead_ms", "low", "high")
-                if any("sim_mean_ms" in r for r in rows):
-                    series(simulated, label, rows, "sim_mean_ms", "sim_ci_low_ms", "sim_ci_high_ms")
+                if any("sim_run_mean_ms" in r for r in rows):
+                    series(simulated, label, rows, "sim_run_mean_ms", "sim_run_low_ms", "sim_run_high_ms")
             series(peers, label, rows, "live_mean_ms", "live_ci_low_ms", "live_ci_high_ms")
         panels = []
         common = {"xlabel": "system.load", "ylabel": "mean response time (ms)"}
         if live:
             panels.append({"x": loads, "series": live, "title": "hetlb serve, live minus path overhead", **common})
         if simulated:
-            panels.append({"x": loads, "series": simulated, "title": "simulated (hetlb.simulate)", **common})
+            title, band = "simulated runs of the live run's length", "shaded: 95% of the runs"
+            panels.append({"x": loads, "series": simulated, "title": title, "band_label": band, **common})
         if any(r["balancer"] != "hetlb" for r in self.rows):
             panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
         if panels:
             plot_panels(panels, path)
 
 
-def answer_lag_ms(statuses: list) -> float | None:
-    """The dispatchers' mean answer lag in ms (their /status), weighted by answers; None if none."""
-    lags = [status["answer_lag"] for status in statuses if status and status.get("answer_lag", {}).get("answers")]
-    answers = sum(lag["answers"] for lag in lags)
-    return sum(lag["answers"] * lag["mean_ms"] for lag in lags) / answers if answers else None
+def mean_delay_ms(statuses: list, name: str) -> float | None:
+    """The dispatchers' mean ``forward_delay`` or ``answer_lag`` in ms (their /status), weighted by
+    requests; None if none measured it."""
+    delays = [status[name] for status in statuses if status and status.get(name, {}).get("count")]
+    count = sum(delay["count"] for delay in delays)
+    return sum(delay["count"] * delay["mean_ms"] for delay in delays) / count if count else None
+
+
+def unseen_delay_ms(statuses: list) -> float | None:
+    """How long a completion stays unseen by the dispatcher, in ms: the forward delay (decision to
+    the backend's arrival) plus the answer lag (departure to the dispatcher reading the answer).
+
+    A constant forward delay F shifts every busy period of a backend by F, and so every departure;
+    the dispatcher then learns each departure F + (answer lag) after the model's, and a model whose
+    jobs join at once and whose answers are late by F + (answer lag) has the same sojourns and the
+    same dispatcher view. None when the dispatchers measured neither."""
+    parts = [mean_delay_ms(statuses, name) for name in ("forward_delay", "answer_lag")]
+    return None if parts == [None, None] else sum(part or 0.0 for part in parts)
 
 
 def messages_per_request(statuses: list) -> float | str:
@@ -549,12 +625,13 @@ def row_line(row: dict) -> str:
     if "sim_mean_ms" in row:
         text += (
             f"  simulated {row['sim_policy']} {row['sim_mean_ms']:8.2f} [{row['sim_ci_low_ms']:.2f}, "
-            f"{row['sim_ci_high_ms']:.2f}]"
+            f"{row['sim_ci_high_ms']:.2f}], a run this long {row['sim_run_low_ms']:.2f} to {row['sim_run_high_ms']:.2f}"
         )
     if row.get("messages_per_request") not in (None, ""):
         text += f"  {row['messages_per_request']:.2f} messages/request"
-    if row.get("answer_lag_ms", math.nan) == row.get("answer_lag_ms"):  # measured (not nan)
-        text += f"  answer lag {row['answer_lag_ms']:.2f} ms"
+    for key, name in (("forward_delay_ms", "forward delay"), ("answer_lag_ms", "answer lag")):
+        if row.get(key, math.nan) == row.get(key):  # measured (not nan)
+            text += f"  {name} {row[key]:.2f} ms"
     if "agrees" in row:
         text += "  agrees" if row["agrees"] else "  DIFFERS"
     if row["errors"] or row["live_blocking"]:
@@ -568,6 +645,13 @@ def format_table(rows: list[dict], orders: dict) -> str:
     for load, order in orders.items():
         if order["live"]:
             verdict = "same" if order["same"] else "DIFFERENT"
+            if not order["same"]:
+                verdict += (
+                    ", the same where determined" if order["same_where_determined"] else ", also where determined"
+                )
+            if order["overlapping"]:
+                pairs = "; ".join(" and ".join(pair) for pair in order["overlapping"])
+                verdict += f"; either order in runs of this length: {pairs}"
             lines.append(
                 f"order at load {load}: live {' < '.join(order['live'])}; simulated "
                 f"{' < '.join(order['simulated'])} ({verdict})"

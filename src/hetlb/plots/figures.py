@@ -80,9 +80,10 @@ def draw_metric(
     log_y: bool = False,
     log2_x: bool = False,
     legend_title: str | None = None,
+    band_label: str = BAND_LABEL,
 ) -> None:
     """Draw on ``axes``: ``series`` maps a label to (means, ci_low, ci_high) over ``x``, each with
-    its own marker and line style, the interval shaded; ``bound`` is an optional curve over ``x``
+    its own marker and line style, the interval shaded (``band_label`` says which); ``bound`` is an optional curve over ``x``
     drawn black dashed; ``log_y`` for a logarithmic y axis, ``log2_x`` for a base-2 logarithmic x
     axis (numbers of servers). Labels pass through :func:`axis_label`."""
     shaded = False
@@ -110,7 +111,7 @@ def draw_metric(
     handles, labels = axes.get_legend_handles_labels()
     if shaded:
         handles.append(Patch(facecolor="grey", alpha=0.3, linewidth=0))
-        labels.append(BAND_LABEL)
+        labels.append(band_label)
     axes.legend(handles, labels, fontsize=8, title=axis_label(legend_title) if legend_title else None)
 
 
