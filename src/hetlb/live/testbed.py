@@ -66,10 +66,10 @@ from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
 
 AGREEMENT_MARGIN = 0.05
+"""A live mean (minus the path's overhead) agrees with the simulation when it lies in the
+prediction interval widened by this fraction on each side."""
 PREDICTION_QUANTILES = (0.025, 0.975)
 """The prediction interval of one live run: these quantiles of the simulated runs of its length."""
-"""A live mean (minus the path's overhead) agrees with the simulation when it lies in the simulated
-interval widened by this fraction on each side."""
 TESTBED_DEFAULTS = {
     "mean_service_ms": 20.0,
     "loads": [0.5, 0.8],
