@@ -270,6 +270,7 @@ class TestbedScenario:
             for policy in self.policies:
                 if self.simulated(policy):
                     self.scenario(policy, load)
+                    self.scenario(policy, load, None, self.live_length_run(load))
         if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
 
