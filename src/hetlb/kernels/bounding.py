@@ -198,6 +198,23 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
 
 
+@njit(inline="always")
+def admit(level_count, level_area, shortest, longest, now, warmup):
+    """:func:`join_shortest` with the area of the level it raises (:func:`move_level_area`)."""
+    move_level_area(level_area, shortest + 1, 1, now, warmup)
+    return join_shortest(level_count, shortest, longest)
+
+
+@njit(inline="always")
+def depart(served_rate, level_count, level_area, shortest, longest, position, now, warmup):
+    """A departure at the speed position ``position``: the level it leaves (:func:`departing_level`),
+    with that level's area; returns (level, shortest, longest)."""
+    level = departing_level(served_rate, level_count, longest, position)
+    move_level_area(level_area, level, -1, now, warmup)
+    shortest, longest = leave_level(level_count, level, shortest, longest)
+    return level, shortest, longest
+
+
 @njit
 def bounding_events(
     served_rate,
@@ -228,8 +245,7 @@ def bounding_events(
     Two loops: the events that start before the warm-up's end, which clip their time to it and
     count only from it, then the measured ones, which need neither (max(now, warmup) = now)."""
     if pending:
-        move_level_area(level_area, shortest + 1, 1, now, warmup)
-        shortest, longest = join_shortest(level_count, shortest, longest)
+        shortest, longest = admit(level_count, level_area, shortest, longest, now, warmup)
         jobs += 1
     while now < warmup:
         busy = level_count[1]
@@ -244,9 +260,9 @@ def bounding_events(
         events += measuring
         draw = rng.random() * total_rate
         if draw >= arrival_rate:
-            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
-            move_level_area(level_area, level, -1, now, warmup)
-            shortest, longest = leave_level(level_count, level, shortest, longest)
+            _, shortest, longest = depart(
+                served_rate, level_count, level_area, shortest, longest, draw - arrival_rate, now, warmup
+            )
             jobs -= 1
             continue
         arrivals += measuring
@@ -255,8 +271,7 @@ def bounding_events(
             continue
         if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
             return now, shortest, longest, jobs, arrivals, lost, events, True
-        move_level_area(level_area, shortest + 1, 1, now, warmup)
-        shortest, longest = join_shortest(level_count, shortest, longest)
+        shortest, longest = admit(level_count, level_area, shortest, longest, now, warmup)
         jobs += 1
     # the number of waiting jobs changes on some events only (a departure from a buffer holding two
     # or more, an arrival when no buffer is empty): its bin is held here in between, and written
@@ -278,9 +293,9 @@ def bounding_events(
         events += 1
         draw = rng.random() * total_rate
         if draw >= arrival_rate:
-            level = departing_level(served_rate, level_count, longest, draw - arrival_rate)
-            move_level_area(level_area, level, -1, now, now)
-            shortest, longest = leave_level(level_count, level, shortest, longest)
+            level, shortest, longest = depart(
+                served_rate, level_count, level_area, shortest, longest, draw - arrival_rate, now, now
+            )
             jobs -= 1
             if level > 1:  # a job leaves the waiting line
                 time_at_waiting[at(waiting)] = waiting_time
@@ -298,8 +313,7 @@ def bounding_events(
             time_at_waiting[at(waiting)] = waiting_time
             waiting += 1
             waiting_time = time_at_waiting[at(waiting)]
-        move_level_area(level_area, shortest + 1, 1, now, now)
-        shortest, longest = join_shortest(level_count, shortest, longest)
+        shortest, longest = admit(level_count, level_area, shortest, longest, now, now)
         jobs += 1
 
 

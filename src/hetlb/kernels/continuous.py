@@ -28,7 +28,7 @@ from collections import namedtuple
 import numpy as np
 
 from hetlb.constants import INFINITE_BUFFER
-from hetlb.jit import njit, prefetch, records
+from hetlb.jit import at, njit, prefetch, records
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import (
@@ -546,9 +546,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             server.job_area -= now
             server.queue_len = q + 1
             if q + 1 <= n_levels:
-                move_level(
-                    np.uint64(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area
-                )
+                move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q + 1, server.speed_class, n_classes, class_speed[server.speed_class], now
@@ -638,9 +636,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             server.job_area += now  # set_queue_length(server, now, q) written out, as for an arrival
             server.queue_len = q
             if q + 1 <= n_levels:
-                move_level(
-                    np.uint64(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area
-                )
+                move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
                 key = rules.selection_key(
                     policy_code, q, server.speed_class, n_classes, class_speed[server.speed_class], now
