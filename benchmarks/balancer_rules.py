@@ -1,11 +1,12 @@
 """The routing rules of production balancers on a heterogeneous fleet, in the model.
 
-A small, self-contained discrete-event simulator (pure Python and numpy) of N FCFS single-server
+A small discrete-event simulator (pure Python and numpy, apart from hetlb's kernels: it takes from
+hetlb only the testbed's weights, its input errors and its t intervals) of N FCFS single-server
 queues of speeds mu_s: Poisson arrivals of rate lambda = load * sum(mu), exponential job sizes of
 mean 1 (a job of size x takes x / mu_s at server s). The balancer sees every server's number of
 requests in system n_s exactly and at once (one worker whose own connection counts are the truth).
-Balancers that take weights get the integers round(256 * mu_s / max(mu)) (256, 128, 64, 32 for
-speeds 1, 1/2, 1/4, 1/8). A time unit is the mean service time of a job at speed 1.
+Balancers that take weights get the testbed's (hetlb.live.peers.weight_of): the integers
+round(256 * mu_s / max(mu)) (256, 128, 64, 32 for speeds 1, 1/2, 1/4, 1/8). A time unit is the mean service time of a job at speed 1.
 
 Rules (the balancers' own selection code, as read in their sources; see benchmarks/README.md):
 
@@ -56,7 +57,10 @@ from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from hetlb.errors import InputError
+from hetlb.live.peers import weight_of
+from hetlb.stats.intervals import t_interval
 
 BE_WEIGHT_SCALE = 16  # HAProxy: effective weight = user weight * BE_WEIGHT_SCALE (wmult = 1)
 SRV_UWGHT_MAX = 256  # HAProxy 2.x: the largest user weight (SRV_UWGHT_RANGE)
@@ -68,16 +72,6 @@ REFERENCE_RULES = ("weighted-random", "jsq", "sed", "jfsq")
 RULES = BALANCER_RULES + REFERENCE_RULES
 
 _CHUNK = 1 << 15
-
-
-class InputError(ValueError):
-    """Bad input: the message names the field and the rule."""
-
-
-def integer_weights(speeds) -> list[int]:
-    """round(256 * mu / max(mu)), at least 1: the weights the testbed gives HAProxy and nginx."""
-    top = max(speeds)
-    return [max(1, int(round(256 * v / top))) for v in speeds]
 
 
 class _Uniforms:
@@ -243,7 +237,7 @@ def make_rule(rule: str, speeds, weights, uniform):
 
         return choose_least, update, update
 
-    raise InputError(f"rule: unknown rule {rule!r} (one of {', '.join(RULES)})")
+    raise InputError("rule", f"unknown rule {rule!r} (one of {', '.join(RULES)})")
 
 
 def simulate(rule: str, speeds, load: float, jobs: int, warmup: int, seed, weights=None) -> float:
@@ -253,7 +247,7 @@ def simulate(rule: str, speeds, load: float, jobs: int, warmup: int, seed, weigh
     speeds = [float(v) for v in speeds]
     N = len(speeds)
     if weights is None:
-        weights = integer_weights(speeds)
+        weights = weight_of(speeds)
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     arrivals_seq, sizes_seq, choice_seq = seq.spawn(3)
     arrivals_rng = np.random.default_rng(arrivals_seq)
@@ -303,22 +297,13 @@ def weighted_random_mean(speeds, load: float) -> float:
     return sum((v / total) / (v - lam * v / total) for v in speeds)
 
 
-def t_interval(values) -> tuple[float, float]:
-    """Mean and 95% half-width (Student t) of independent replications."""
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return float(values.mean()), float("nan")
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
-    return float(values.mean()), float(half)
-
-
 def _parse_floats(field: str, text: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(f"{field}: must be a comma-separated list of numbers, got {text!r}") from None
+        raise InputError(field, f"must be a comma-separated list of numbers, got {text!r}") from None
     if not values:
-        raise InputError(f"{field}: must list at least one number")
+        raise InputError(field, "must list at least one number")
     return values
 
 
@@ -337,24 +322,24 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     speeds = _parse_floats("--speeds", args.speeds)
     if any(not (v > 0 and math.isfinite(v)) for v in speeds):
-        raise InputError("--speeds: every speed must be a positive finite number")
+        raise InputError("--speeds", "every speed must be a positive finite number")
     if args.copies < 1:
-        raise InputError("--copies: must be at least 1")
+        raise InputError("--copies", "must be at least 1")
     loads = _parse_floats("--loads", args.loads)
     if any(not 0 < x < 1 for x in loads):
-        raise InputError("--loads: every load must be in (0, 1)")
+        raise InputError("--loads", "every load must be in (0, 1)")
     if args.jobs < 1:
-        raise InputError("--jobs: must be at least 1")
+        raise InputError("--jobs", "must be at least 1")
     if args.warmup < 0:
-        raise InputError("--warmup: must be at least 0")
+        raise InputError("--warmup", "must be at least 0")
     if args.replications < 2:
-        raise InputError("--replications: must be at least 2 (for an interval)")
+        raise InputError("--replications", "must be at least 2 (for an interval)")
     if not args.mean_service_ms > 0:
-        raise InputError("--mean-service-ms: must be positive")
+        raise InputError("--mean-service-ms", "must be positive")
     rules = list(RULES) if args.rules == "all" else [r.strip() for r in args.rules.split(",") if r.strip()]
     unknown = [r for r in rules if r not in RULES]
     if unknown or not rules:
-        raise InputError(f"--rules: unknown rule {unknown[0] if unknown else ''!r} (one of {', '.join(RULES)})")
+        raise InputError("--rules", f"unknown rule {unknown[0] if unknown else ''!r} (one of {', '.join(RULES)})")
     if "jfsq" not in rules:
         rules.append("jfsq")
     args.speed_list = [v for v in speeds for _ in range(args.copies)]
@@ -365,7 +350,7 @@ def parse_args(argv=None):
 
 def run(args) -> dict:
     speeds = args.speed_list
-    weights = integer_weights(speeds)
+    weights = weight_of(speeds)
     ms = args.mean_service_ms
     result = {
         "model": "N FCFS single-server queues, Poisson arrivals, exponential sizes of mean 1, exact counts",

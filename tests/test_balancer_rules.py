@@ -176,7 +176,7 @@ def scripted(values):
 
 def test_haproxy_leastconn_keys_and_idle_order():
     speeds = [1.0, 0.5, 0.25]
-    weights = br.integer_weights(speeds)
+    weights = br.weight_of(speeds)
     assert weights == [256, 128, 64]
     choose, start, end = br.make_rule("haproxy-leastconn", speeds, weights, scripted([]))
     n = [0, 0, 0]
@@ -203,7 +203,7 @@ def test_haproxy_leastconn_keys_and_idle_order():
 
 def test_haproxy_leastconn_equal_keys_in_insertion_order():
     speeds = [1.0, 1.0]
-    choose, start, end = br.make_rule("haproxy-leastconn", speeds, br.integer_weights(speeds), scripted([]))
+    choose, start, end = br.make_rule("haproxy-leastconn", speeds, br.weight_of(speeds), scripted([]))
     n = [1, 1]
     start(1, 1)  # server 1 got key 2 before server 0
     start(0, 1)
@@ -295,7 +295,7 @@ def test_small_systems_against_the_exact_chain(rule, speeds, load, cap, seed):
 def test_balancer_rules_on_two_servers_against_their_exact_chains(rule, chain, seed):
     # speeds 1 and 1/4 at load 0.3: the exact means of the three rules differ by 8 to 22%
     speeds, load = [1.0, 0.25], 0.3
-    arrival, departure, aux0 = chain(br.integer_weights(speeds))
+    arrival, departure, aux0 = chain(br.weight_of(speeds))
     exact, at_cap = exact_augmented_mean_response(arrival, departure, aux0, speeds, load, 30)
     assert at_cap < 1e-5
     assert_within_interval(replicate(rule, speeds, load, seed), exact)
