@@ -492,7 +492,24 @@ def slotted_update(params: dict) -> dict:
     return {**led, **given}
 
 
+def update_help() -> str:
+    """The help of ``--update``: one meaning in both models."""
+    strategies = " or ".join(LED_STRATEGIES)
+    flags = ", ".join(s.name for s in SIGNALS.values() if s.led_flag)
+    return (
+        f"the update signals, e.g. {EXAMPLE}: continuous (with --dispatchers) any of "
+        f"{', '.join(names_in(CONTINUOUS))}; slotted: one of {strategies} with its parameters, and {flags} "
+        f"(e.g. {SLOTTED_EXAMPLE}; or {LED_STRATEGIES[0]} with --p-hat, --push-d, ...); docs/reference/dispatchers.md"
+    )
+
+
 # --- the live side ------------------------------------------------------------------------------
+
+
+def live_help() -> str:
+    """The help of ``hetlb serve --signals``."""
+    forms = ", ".join(s.live.example for s in LIVE_SIGNALS.values() if s.live)
+    return f"load signals among {forms} (default {','.join(default_live_signals())})"
 
 
 def model_twin(chosen: dict, run: LiveRun) -> dict | None:
