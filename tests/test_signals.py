@@ -14,6 +14,7 @@ from hetlb.kernels import dispatchers as kernel
 from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
+from hetlb.scenario import Scenario
 from hetlb.signals import CONTINUOUS, LED_UPDATE_PARAMETERS, LIVE_SIGNALS, SIGNALS, SLOTTED, LiveRun
 
 PACKAGE = Path(hetlb.__file__).parent
@@ -101,6 +102,21 @@ def test_the_slotted_update_text_and_the_flags_give_the_same_run():
     by_text = slotted_run("l-pod", update="push:p_hat=0.3:d=3,increment")
     by_flags = slotted_run("l-pod", update="push", p_hat=0.3, push_d=3, increment_on_dispatch=True)
     assert by_text.mean_delay == by_flags.mean_delay and by_text.messages == by_flags.messages
+
+
+def test_a_slotted_scenario_takes_the_update_as_text_or_table():
+    system = {"model": "slotted", "speeds": "4x1.0", "dispatchers": 2, "load": 0.7}
+    policies = [
+        {"id": "l-jsq", "update": "pull:p_hat=0.5:trigger=departure"},
+        {"id": "l-jsq", "update": {"pull": {"p_hat": 0.5, "trigger": "departure"}}},
+        {"id": "l-jsq", "update": "pull", "p_hat": 0.5, "pull_trigger": "departure"},
+    ]
+    built = {sorted_params(Scenario.from_mapping({"system": system, "policy": p}).policy.params) for p in policies}
+    assert len(built) == 1
+
+
+def sorted_params(params: dict) -> str:
+    return repr(sorted(params.items()))
 
 
 @pytest.mark.parametrize("name", sorted(set(SIGNALS) - set(SLOTTED_SIGNALS)))

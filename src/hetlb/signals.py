@@ -515,7 +515,8 @@ def live_help() -> str:
 def model_twin(chosen: dict, run: LiveRun) -> dict | None:
     """The update signals of the continuous model (a table of signals) that simulate the live
     signals ``chosen`` (live name -> options) in ``run``, each entry's twin in the entries' order;
-    None when a dispatcher knows every number at once (the single-dispatcher model)."""
+    None when a dispatcher knows every number at once (the single-dispatcher model). Probes and
+    polls arrive at once in the twin; only the piggybacked answers carry the unseen time."""
     twin: dict = {}
     for signal in LIVE_SIGNALS.values():
         assert signal.live is not None
