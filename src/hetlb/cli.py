@@ -1467,12 +1467,9 @@ def add_slotted_flags(parser) -> None:
     )
     group.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
     group.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
-    group.add_argument(
-        "--update",
-        help="slotted: push or pull (an LED policy's strategy); continuous: the update signals, e.g. "
-        "piggyback,push:p_hat=0.1:d=2 (exact, probe, increment, piggyback, push, pull, snapshot; "
-        "docs/reference/dispatchers.md)",
-    )
+    from hetlb.signals import update_help
+
+    group.add_argument("--update", metavar="SIGNALS", help=update_help())
     group.add_argument(
         "--herd-window",
         type=float,
@@ -1523,11 +1520,9 @@ def add_serve_flags(parser) -> None:
         "--d", type=int, metavar="D", help="servers pod and l-pod sample, and backends a push probes (default 2)"
     )
     group.add_argument("--p-hat", type=float, metavar="P", help="probability of a push probe per request (default 1)")
-    group.add_argument(
-        "--signals",
-        metavar="LIST",
-        help="load signals among inflight, piggyback, push, poll:tau=100ms (default inflight,piggyback)",
-    )
+    from hetlb.signals import live_help
+
+    group.add_argument("--signals", metavar="LIST", help=live_help())
     group.add_argument("--default-type", metavar="T", help="job type of a request without the type header")
     group.add_argument("--type-header", metavar="NAME", help="the header naming the job type (default X-Job-Type)")
     group.add_argument(

@@ -28,9 +28,10 @@ A scenario file has three tables::
 ``model = "slotted"`` in [system] gives the slotted multi-dispatcher model of paper 001 instead
 (keys ``dispatchers``, ``dispatcher_share``, ``arrivals``, ``service``, ``routing``, ``ties``; [run] takes
 ``slots``); SYSTEM_KEYS and RUN_KEYS list each model's keys, and docs/reference/scenario.md describes
-every key with its default and unit. In the continuous model, ``dispatchers`` and ``dispatcher_share``
-in [system], ``update`` in [policy] (a text such as "piggyback,push:p_hat=0.1:d=2" or a table of
-signals) and ``herd_window`` in [run] give M dispatchers that decide on their own estimates
+every key with its default and unit. ``update`` in [policy] is the update signals of hetlb.signals
+in both models (a text such as "piggyback,push:p_hat=0.1:d=2" or a table of signals; the slotted
+model takes one of push or pull). In the continuous model, ``dispatchers`` and ``dispatcher_share``
+in [system] and ``herd_window`` in [run] give M dispatchers that decide on their own estimates
 (hetlb.simulation.dispatchers; docs/reference/dispatchers.md).
 """
 
@@ -51,6 +52,7 @@ from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import port_arrival_rates, server_count
 from hetlb.policies import Policy, make_policy
+from hetlb.signals import slotted_update
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
 SYSTEM_KEYS = {
@@ -125,7 +127,7 @@ class Scenario:
         check_keys("run", run, RUN_KEYS[model])
         check_run(model, run)
         if model == "slotted":
-            return cls(build_slotted_system(system_data), build_policy(policy_data), run)
+            return cls(build_slotted_system(system_data), build_policy(slotted_update(policy_data)), run)
         dispatch = {
             name: table.pop(key)
             for name, table, key in (

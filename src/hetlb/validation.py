@@ -325,3 +325,34 @@ def writable_folder(name: str, folder: Path) -> None:
         raise InputError(name, f"{shorten(str(existing))} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(name, f"cannot write in {shorten(str(existing))}: permission denied")
+
+
+# Kinds of parameter values: a policy's (hetlb.policies.registry) and an update signal's
+# (hetlb.signals) parameters each name one; a tuple of strings is a choice among them.
+
+COUNT = "an integer >= 1 (at most 2^62)"
+PROBABILITY = "a number in [0, 1]"
+POSITIVE_PROBABILITY = "a number in (0, 1]"
+FLAG = "true or false"
+POSITIVE_TIME = "a time > 0"
+
+
+def of_kind(name: str, kind, value):
+    """``value`` checked against its ``kind`` (one of the kinds above, or a tuple of choices), as
+    its canonical type."""
+    if isinstance(kind, tuple):
+        return choice(name, value, kind)
+    if kind == FLAG:
+        return flag(name, value)
+    if kind == COUNT:
+        return count(name, value)
+    if kind == POSITIVE_TIME:
+        if not is_real(value) or not math.isfinite(value) or value <= 0:
+            raise InputError(name, f"must be a time > 0, got {shown(value)}")
+        return float(value)
+    return probability(name, value, positive=kind == POSITIVE_PROBABILITY)
+
+
+def describe_kind(kind) -> str:
+    """A kind as a help text says it."""
+    return f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind

@@ -47,6 +47,7 @@ from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import paired_differences
 from hetlb.model import parse_speeds
 from hetlb.model.slotted import SlottedSystem
+from hetlb.signals import LED_STRATEGIES
 from hetlb.stats import t_interval
 
 GROWTH_LIMIT = 0.1
@@ -108,7 +109,7 @@ def policy_table(label: str, o: dict) -> dict:
     push_d, push_trigger and increment_on_dispatch (and "l-pod-..." samples pod_d servers); "pod" is
     pod with d = pod_d; the other baselines are policy ids."""
     policy, _, update = label.rpartition("-")
-    if policy in ("l-jsq", "l-jba", "l-pod") and update in ("push", "pull"):
+    if policy in ("l-jsq", "l-jba", "l-pod") and update in LED_STRATEGIES:
         table = {
             "id": policy,
             "update": update,

@@ -60,15 +60,15 @@ from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
 from hetlb.policies import rules
 from hetlb.policies.choice import choose_server
+from hetlb.signals import MESSAGE_KINDS
 
 NEEDS_MESSAGE_SLOTS = 3
 """advance() status: a kind's segment of messages in flight may not hold what the next event sends."""
 
-PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(6)
-MESSAGE_KINDS = ("piggyback", "push", "pull", "snapshot", "probe", "increment")
-"""Kinds of updates, the index of their counts; the first four are messages that may be delayed,
-``probe`` counts a true probe's two messages per server asked, ``increment`` a dispatcher's
-own dispatches (local, no message on the wire)."""
+PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(len(MESSAGE_KINDS))
+"""Kinds of updates, the index of their counts (hetlb.signals.MESSAGE_KINDS names them); the first
+four are messages that may be delayed, ``probe`` counts a true probe's two messages per server
+asked, ``increment`` a dispatcher's own dispatches (local, no message on the wire)."""
 
 DELAY_NONE, DELAY_CONSTANT, DELAY_EXPONENTIAL = 0, 1, 2
 DELAYED_KINDS = 4

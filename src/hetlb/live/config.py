@@ -20,19 +20,17 @@ from urllib.parse import urlsplit
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.policies.registry import LED_UPDATE_PARAMETERS, POLICIES, Policy, make_policy, policies_where
+from hetlb.policies.registry import POLICIES, Policy, make_policy, policies_where
+from hetlb.signals import DURATION, LED_UPDATE_PARAMETERS, LIVE_SIGNALS, SIGNALS, default_live_signals
 
 LIVE_POLICIES = policies_where(model="live")
 """The policies ``hetlb serve`` runs: the registry's live model."""
 
-SIGNALS = ("inflight", "piggyback", "push", "poll")
-DEFAULT_SIGNALS = "inflight,piggyback"
-REPORT_SIGNALS = ("piggyback", "push", "poll")
-"""The load signals; the last three are reports of a backend's number in system."""
-
-SLOTTED_ONLY_PARAMETERS = tuple(name for name in LED_UPDATE_PARAMETERS if name != "increment_on_dispatch")
+SLOTTED_ONLY_PARAMETERS = tuple(
+    name for name in LED_UPDATE_PARAMETERS if name not in {s.led_flag for s in SIGNALS.values() if s.live}
+)
 """The LED policies' update parameters of the slotted model; live, --signals, --p-hat and --d
-give the updates instead."""
+give the updates instead (an LED flag of a live signal, increment_on_dispatch, stays)."""
 
 MAX_PORT = 65535
 MAX_DISPATCHERS = 64
@@ -56,23 +54,38 @@ class Backend:
 
 @dataclass(frozen=True)
 class Signals:
-    """Which load signals a dispatcher uses; ``poll_interval`` (tau, seconds) is None without polling."""
+    """Which load signals a dispatcher uses: ``chosen`` maps the live name of each (an entry of
+    hetlb.signals) to its options (poll's ``tau``, seconds), in the entries' order."""
 
-    inflight: bool = True
-    piggyback: bool = True
-    push: bool = False
-    poll_interval: float | None = None
+    chosen: dict = field(default_factory=default_live_signals)
+
+    @property
+    def inflight(self) -> bool:
+        return "inflight" in self.chosen
+
+    @property
+    def piggyback(self) -> bool:
+        return "piggyback" in self.chosen
+
+    @property
+    def push(self) -> bool:
+        return "push" in self.chosen
+
+    @property
+    def poll_interval(self) -> float | None:
+        """tau (seconds) of polling, None without."""
+        return self.chosen["poll"]["tau"] if "poll" in self.chosen else None
 
     @property
     def reports(self) -> bool:
-        """Whether any signal reports a backend's number in system."""
-        return self.piggyback or self.push or self.poll_interval is not None
+        """Whether any signal reports a backend's number in system (sends messages)."""
+        return any(LIVE_SIGNALS[name].messages for name in self.chosen)
 
     def names(self) -> list[str]:
-        names = [name for name in ("inflight", "piggyback", "push") if getattr(self, name)]
-        if self.poll_interval is not None:
-            names.append(f"poll:tau={self.poll_interval * 1000:g}ms")
-        return names
+        return [
+            ":".join([name, *(f"{key}={value * 1000:g}ms" for key, value in options.items())])
+            for name, options in self.chosen.items()
+        ]
 
 
 @dataclass(frozen=True)
@@ -273,32 +286,33 @@ def parse_backends(name: str, value) -> tuple[Backend, ...]:
 
 
 def parse_signals(name: str, value) -> Signals:
-    """``inflight,piggyback,push,poll:tau=100ms`` (a text or a list of such items)."""
+    """``inflight,piggyback,push,poll:tau=100ms`` (a text or a list of such items): the live forms
+    of the entries of hetlb.signals, each with its options (durations)."""
     items = value.split(",") if isinstance(value, str) else value
+    known = ", ".join(LIVE_SIGNALS)
     if not isinstance(items, list | tuple) or not items or not all(isinstance(item, str) for item in items):
-        raise InputError(name, f"must list signals of {', '.join(SIGNALS)}, got {validation.shown(value)}")
+        raise InputError(name, f"must list signals of {known}, got {validation.shown(value)}")
     chosen: dict = {}
     for item in (item.strip() for item in items):
-        kind, _, option = item.partition(":")
-        if kind not in SIGNALS:
-            raise InputError(name, f"unknown signal {validation.shown(item)}; choose from {', '.join(SIGNALS)}")
+        kind, _, given = item.partition(":")
+        if kind not in LIVE_SIGNALS:
+            raise InputError(name, f"unknown signal {validation.shown(item)}; choose from {known}")
         if kind in chosen:
             raise InputError(name, f"{kind} is listed twice")
-        if kind == "poll":
-            key, sep, text = option.partition("=")
-            if option and (not sep or key.strip() != "tau"):
-                raise InputError(name, f"poll takes tau=DURATION, e.g. poll:tau=100ms, got {validation.shown(item)}")
-            chosen[kind] = duration(f"{name} poll tau", text) if option else 0.1
-        elif option:
-            raise InputError(name, f"{kind} takes no option, got {validation.shown(item)}")
-        else:
-            chosen[kind] = True
-    return Signals(
-        inflight="inflight" in chosen,
-        piggyback="piggyback" in chosen,
-        push="push" in chosen,
-        poll_interval=chosen.get("poll"),
-    )
+        live = LIVE_SIGNALS[kind].live
+        assert live is not None
+        options = {key: option.default for key, option in live.options.items()}
+        for pair in given.split(":") if given else ():
+            key, sep, text = pair.partition("=")
+            if not live.options:
+                raise InputError(name, f"{kind} takes no option, got {validation.shown(item)}")
+            if not sep or key.strip() not in live.options:
+                keys = ", ".join(f"{key}=DURATION" for key in live.options)
+                raise InputError(name, f"{kind} takes {keys}, e.g. {live.example}, got {validation.shown(item)}")
+            assert live.options[key.strip()].kind == DURATION
+            options[key.strip()] = duration(f"{name} {kind} {key.strip()}", text)
+        chosen[kind] = options
+    return Signals({kind: chosen[kind] for kind in LIVE_SIGNALS if kind in chosen})
 
 
 def parse_prefixes(name: str, value) -> tuple[tuple[str, str], ...]:

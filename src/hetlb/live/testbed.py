@@ -64,6 +64,8 @@ from hetlb.model import System
 from hetlb.policies import POLICIES
 from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
+from hetlb.signals import LiveRun, model_twin
+from hetlb.signals import text as signal_text
 
 AGREEMENT_MARGIN = 0.05
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the
@@ -219,37 +221,25 @@ class TestbedScenario:
 
     def model_update(self, policy: dict, unseen_ms: float | None = None) -> str | None:
         """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
-        in the time unit mean_service_ms; None when one dispatcher knows every queue at once (its
-        own in-flight counts, no delay given: the single-dispatcher model).
-
-        inflight -> increment and piggyback (a dispatcher counts what it sends, and learns a
-        server's number when a job it sent there completes; for the LED policies, whose estimates
-        change by updates only, nothing); piggyback -> piggyback; push -> push with p_hat and d;
-        poll:tau -> snapshot every tau with independent phases (each process polls on its own
-        timer). ``unseen_ms`` is how long a completion stays unseen, the piggyback's constant delay
-        in the model: the forward delay plus the answer lag measured live (see
-        :func:`unseen_delay_ms`). Probes and polls arrive at once in the model."""
+        in the time unit mean_service_ms: each live signal's simulated twin, an entry of
+        hetlb.signals (docs/reference/testbed.md); None when one dispatcher knows every queue at
+        once (its own in-flight counts, no delay given: the single-dispatcher model).
+        ``unseen_ms`` is how long a completion stays unseen, the piggyback's constant delay in the
+        model: the forward delay plus the answer lag measured live (see :func:`unseen_delay_ms`)."""
         from hetlb.live.config import parse_signals
 
         field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
-        signals = parse_signals(field, self.signals_of(policy))
-        lagged = unseen_ms is not None and unseen_ms > 0
-        if self.dispatchers == 1 and signals.inflight and not lagged:
-            return None
-        led = POLICIES[policy["id"]].on_local_estimates
-        update = ["increment", "piggyback"] if signals.inflight and not led else []
-        if signals.piggyback and "piggyback" not in update:
-            update.append("piggyback")
-        if lagged and "piggyback" in update:
-            assert unseen_ms is not None
-            update[update.index("piggyback")] = f"piggyback:delay={unseen_ms / self.mean_service_ms:.6g}"
-        if signals.push:  # --p-hat and --d of hetlb serve (defaults 1 and 2)
-            d = policy.get("d", 2)
-            update.append(f"push:p_hat={policy.get('p_hat', 1.0):g}:d={d}")
-        if signals.poll_interval is not None:
-            tau = signals.poll_interval * 1000.0 / self.mean_service_ms
-            update.append(f"snapshot:tau={tau:g}:phases=independent")
-        return ",".join(update)
+        chosen = parse_signals(field, self.signals_of(policy)).chosen
+        run = LiveRun(
+            time_unit_ms=self.mean_service_ms,
+            dispatchers=self.dispatchers,
+            led=POLICIES[policy["id"]].on_local_estimates,
+            p_hat=policy.get("p_hat", 1.0),  # --p-hat and --d of hetlb serve (defaults 1 and 2)
+            d=policy.get("d", 2),
+            unseen_ms=unseen_ms,
+        )
+        twin = model_twin(chosen, run)
+        return None if twin is None else signal_text(twin)
 
     def check(self) -> None:
         """The policies are live ones, every scenario builds and is stable, before anything starts."""

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hetlb import validation
 from hetlb.errors import InputError, UnexpectedKeyword
 from hetlb.policies import exact_rules
+from hetlb.signals import LED_UPDATE_PARAMETERS
+from hetlb.validation import COUNT, FLAG, POSITIVE_PROBABILITY, PROBABILITY, describe_kind  # noqa: F401
+from hetlb.validation import of_kind as check_parameter
 
 # --- kernel codes: the kernels branch on these (``policy_code == JSQ``) ---------------------------
 
@@ -38,12 +40,9 @@ L_JBA = 21
 L_POD = 22
 """The LED policies of 001, which decide on a dispatcher's local estimates."""
 
-UPDATES = ("push", "pull")
-PUSH_TRIGGERS = ("arrival", "every-slot")
-PULL_TRIGGERS = ("departure-slot", "departure", "every-slot")
 JBA_AVERAGES = ("plain", "rate-weighted")
 JBA_EMPTY_SET = ("weighted-random", "l-jsq")
-"""Option values of the LED update strategies and of l-jba."""
+"""Option values of l-jba (its update parameters are those of every LED policy: hetlb.signals)."""
 
 # --- the registry --------------------------------------------------------------------------------
 
@@ -52,12 +51,6 @@ MODELS = (CONTINUOUS, SLOTTED, LIVE)
 """Where a policy can run: the continuous-time simulator (hetlb.simulate), the slotted
 multi-dispatcher model of 001 (hetlb.simulate_slotted), and real requests (``hetlb serve``, which
 decides with hetlb.policies.choice.choose_server on its estimates)."""
-
-COUNT = "an integer >= 1 (at most 2^62)"
-PROBABILITY = "a number in [0, 1]"
-POSITIVE_PROBABILITY = "a number in (0, 1]"
-FLAG = "true or false"
-"""Kinds of parameter values; a tuple of strings is a choice among them."""
 
 
 @dataclass(frozen=True)
@@ -128,44 +121,6 @@ class Policy:
     def describe(self) -> dict:
         return {"id": self.id, **self.params}
 
-
-def check_parameter(field: str, kind, value):
-    """``value`` checked against its ``kind`` (with hetlb.validation), as its canonical type."""
-    if isinstance(kind, tuple):
-        return validation.choice(field, value, kind)
-    if kind == FLAG:
-        return validation.flag(field, value)
-    if kind == COUNT:
-        return validation.count(field, value)
-    return validation.probability(field, value, positive=kind == POSITIVE_PROBABILITY)
-
-
-def describe_kind(kind) -> str:
-    return f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind
-
-
-LED_UPDATE_PARAMETERS = {
-    "update": (
-        "push",
-        "push: the dispatcher probes push_d sampled servers; pull: servers report to a random dispatcher",
-        UPDATES,
-    ),
-    "p_hat": (1.0, "probability of an update at each trigger", POSITIVE_PROBABILITY),
-    "push_d": (2, "servers a push samples, without replacement", COUNT),
-    "push_trigger": (
-        "arrival",
-        "push after each slot with >= 1 arrival at the dispatcher, or every slot",
-        PUSH_TRIGGERS,
-    ),
-    "pull_trigger": (
-        "departure-slot",
-        "pull after each slot with >= 1 departure at the server, after each departure, or every slot",
-        PULL_TRIGGERS,
-    ),
-    "increment_on_dispatch": (False, "add the jobs a dispatcher sends to its own estimate (an LSQ variant)", FLAG),
-}
-"""Parameters shared by the LED policies: the update strategy of 001 section 5
-(docs/reference/slotted.md)."""
 
 LED_INFORMATION = "its local estimates Q~^m(t), reset to Q_n(t+1) by the update strategy"
 

@@ -22,6 +22,7 @@ from hetlb.policies import registry
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
+from hetlb.signals import LED_UPDATE_PARAMETERS, slotted_update
 from hetlb.simulation.replications import (
     check_events,
     entropy_of,
@@ -59,9 +60,11 @@ def simulate_slotted(
     batches: batches of slots for the batch-means intervals of each run.
     preference: measure the dispatching preference Delta_r (costs a sort per decision).
     trace: record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true queue).
-    policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod.
+    policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod;
+        ``update`` an update specification of one strategy (hetlb.signals.slotted_update), e.g.
+        ``update="push:p_hat=0.1:d=1"``, or just its name with the other parameters beside it.
     """
-    policy = resolve_policy(policy, policy_params, "simulate_slotted")
+    policy = resolve_policy(policy, slotted_update(policy_params), "simulate_slotted")
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
         raise InputError(
@@ -163,12 +166,7 @@ def led_parameters(policy: Policy) -> dict:
     registry)."""
     params = policy.params
     choice = {
-        name: options.index(params[name])
-        for name, options in (
-            ("update", registry.UPDATES),
-            ("push_trigger", registry.PUSH_TRIGGERS),
-            ("pull_trigger", registry.PULL_TRIGGERS),
-        )
+        name: LED_UPDATE_PARAMETERS[name][2].index(params[name]) for name in ("update", "push_trigger", "pull_trigger")
     }
     is_jba = policy.code == registry.L_JBA
     return {
