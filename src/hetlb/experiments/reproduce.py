@@ -144,7 +144,7 @@ class Reproduction:
     claims: dict = field(default_factory=dict)  # id -> the paper's claim in a few words
 
 
-PAPER_MODULES = ("hetlb.experiments.buke", "hetlb.experiments.weng", "hetlb.experiments.zhou")
+PAPER_MODULES = ("hetlb.experiments.weng", "hetlb.experiments.zhou", "hetlb.experiments.buke")
 """The modules that register the reproductions of papers 000, 001 and 002, in listing order."""
 
 
