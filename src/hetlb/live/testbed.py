@@ -57,11 +57,12 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.live.children import ChildProcess, free_port_block, free_ports, hetlb_command, wait_listening
+from hetlb.live.addresses import free_port_block, free_ports
 from hetlb.live.loadgen import LoadSpec, generate_load
 from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
 from hetlb.policies import POLICIES
+from hetlb.processes import ChildProcess, hetlb_command, wait_listening
 from hetlb.results.run import finite_or_null
 from hetlb.scenario import Scenario, read_toml
 
