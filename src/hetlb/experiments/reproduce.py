@@ -35,7 +35,7 @@ from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, sweep
-from hetlb.results.run import finite_or_null, json_default
+from hetlb.results.base import finite_or_null, json_default
 from hetlb.version import __version__
 
 if TYPE_CHECKING:

@@ -3,7 +3,6 @@ hetlb.cli, which imports this module only when one of them runs)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from hetlb.errors import InputError
@@ -62,7 +61,7 @@ def run_loadgen(args) -> int:
     spec = load_spec_of(args)
     output = None if args.output is None else validation.output_file("--output", args.output, suffixes=("json",))
     result = generate_load(spec, progress=not args.quiet)
-    text = json.dumps(result, indent=2)
+    text = result.to_json()
     if output is not None:
         output.write_text(text + "\n")
     print(text if args.json else format_load_result(result))

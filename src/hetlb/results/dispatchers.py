@@ -19,7 +19,7 @@ DISPATCHER_FIGURES = (
 """Scalar figures of the dispatchers, each run's and their mean over the replications."""
 
 
-@dataclass
+@dataclass(repr=False)
 class DispatcherRunResult(RunResult):
     """One replication with dispatchers. Over the measured window: ``messages`` by kind (their
     count; ``increment`` counts a dispatcher's own dispatches, which send nothing) and
@@ -44,6 +44,13 @@ class DispatcherRunResult(RunResult):
     delivered_messages: int = 0
     message_events: int = 0
     snapshot_events: int = 0
+
+    @property
+    def summary(self) -> dict:
+        """A run's headline figures and those of its dispatchers (DISPATCHER_FIGURES, messages_per_job)."""
+        out = super().summary
+        out.update({name: getattr(self, name) for name in DISPATCHER_FIGURES}, messages_per_job=self.messages_per_job)
+        return out
 
     def to_dict(self, per_server: bool = True) -> dict:
         out = super().to_dict(per_server)

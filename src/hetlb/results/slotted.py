@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import ReplicatedResult, format_interval, interval_property, mean_over_runs, mean_property
+from hetlb.results.base import Result
+from hetlb.results.run import ReplicatedResult, interval_property, mean_over_runs, mean_property
 from hetlb.results.table import SLOTTED_METRICS
 from hetlb.stats import preference_report
 
 
-@dataclass
-class SlottedRunResult:
-    """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
+@dataclass(repr=False)
+class SlottedRunResult(Result):
+    """Statistics of one replication over the slots warmup .. warmup + slots - 1; its ``metadata``
+    is its seed (those of the scenario are its SlottedResult's)."""
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -63,11 +65,32 @@ class SlottedRunResult:
     def slots_per_second(self) -> float:
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
-    def __repr__(self) -> str:
-        return (
-            f"<SlottedRunResult seed key {self.seed_key}: mean delay (slots) {self.mean_delay:.5g} "
-            f"{format_interval(self.mean_delay_ci)}, {self.slots} slots>"
-        )
+    @property
+    def metadata(self) -> dict:
+        """The run's seed: the root entropy and its spawn key."""
+        return {"seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)}}
+
+    @property
+    def summary(self) -> dict:
+        """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
+        also an attribute."""
+        out = {}
+        for name in SLOTTED_METRICS:
+            out[name] = getattr(self, name)
+            if hasattr(self, name + "_ci"):
+                out[name + "_ci"] = getattr(self, name + "_ci")
+        for name in ("slots", "arrivals", "departures", "decisions", "events", "wall_seconds", "slots_per_second"):
+            out[name] = getattr(self, name)
+        return out
+
+    def headline(self) -> tuple:
+        return "mean delay (slots)", self.mean_delay, self.mean_delay_ci
+
+    def describe(self) -> str:
+        return f"seed key {self.seed_key}"
+
+    def extent(self) -> str:
+        return f"{self.slots} slots"
 
     @property
     def events_per_second(self) -> float:
