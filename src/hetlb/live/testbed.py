@@ -63,7 +63,8 @@ from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
 from hetlb.policies import POLICIES
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening
-from hetlb.results.base import Result, versions
+from hetlb.results.base import Result
+from hetlb.results.run import versions
 from hetlb.scenario import Scenario, read_toml
 
 AGREEMENT_MARGIN = 0.05

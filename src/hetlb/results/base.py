@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 
 import numpy as np
 
@@ -66,6 +65,37 @@ class Result:
         return f"<{type(self).__name__} {self.describe()}: {label} {shown}{interval}, {self.extent()}>"
 
 
+class ReplicationResult(Result):
+    """One replication of a simulation: its ``metadata`` is its seed (``seed_entropy``, the root
+    entropy, and ``seed_key``, its spawn key); those of the scenario are its replicated result's."""
+
+    seed_entropy: int | list[int]
+    seed_key: tuple
+
+    @property
+    def metadata(self) -> dict:
+        return {"seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)}}
+
+    def describe(self) -> str:
+        return f"seed key {self.seed_key}"
+
+    def figures(self, names) -> dict:
+        """Each of ``names`` and its interval ``name + "_ci"`` where the run measures one."""
+        return with_intervals(names, lambda name: (getattr(self, name), getattr(self, name + "_ci", None)))
+
+
+def with_intervals(names, value_and_interval) -> dict:
+    """``name`` and, where it is not None, ``name + "_ci"`` for each of ``names``, from
+    ``value_and_interval(name)`` = (value, interval or None)."""
+    out = {}
+    for name in names:
+        value, ci = value_and_interval(name)
+        out[name] = value
+        if ci is not None:
+            out[name + "_ci"] = ci
+    return out
+
+
 def flat_row(summary: dict) -> dict:
     """The scalar columns of a summary (:meth:`Result.to_frame`)."""
     row: dict = {}
@@ -111,19 +141,3 @@ def json_default(value):
     if isinstance(value, (np.floating,)):
         return float(value)
     raise TypeError(f"not serialisable: {type(value).__name__}")
-
-
-def versions() -> dict:
-    """The versions of hetlb and of what its results depend on (read from the installed packages'
-    metadata, without importing numba or scipy)."""
-    from importlib.metadata import version
-
-    from hetlb.version import __version__
-
-    return {
-        "hetlb": __version__,
-        "numpy": np.__version__,
-        "numba": version("numba"),
-        "scipy": version("scipy"),
-        "python": platform.python_version(),
-    }

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import RunResult, SimulationResult, mean_over_runs, mean_property
+from hetlb.results.run import RunResult, SimulationResult, mean_property
 
 DISPATCHER_FIGURES = (
     "mean_estimate_error",
@@ -48,9 +48,7 @@ class DispatcherRunResult(RunResult):
     @property
     def summary(self) -> dict:
         """A run's headline figures and those of its dispatchers (DISPATCHER_FIGURES, messages_per_job)."""
-        out = super().summary
-        out.update({name: getattr(self, name) for name in DISPATCHER_FIGURES}, messages_per_job=self.messages_per_job)
-        return out
+        return {**super().summary, **self.figures(DISPATCHER_FIGURES), "messages_per_job": self.messages_per_job}
 
     def to_dict(self, per_server: bool = True) -> dict:
         out = super().to_dict(per_server)
@@ -96,12 +94,7 @@ class DispatchersResult(SimulationResult):
 
     @property
     def summary(self) -> dict:
-        out = super().summary
-        for name in DISPATCHER_FIGURES:
-            value, ci = mean_over_runs(self.runs, name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = {**super().summary, **self.figures(DISPATCHER_FIGURES)}
         out["messages_per_job"] = self.messages_per_job
         out["herd_by_dispatcher"] = self.herd_by_dispatcher
         return out

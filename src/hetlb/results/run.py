@@ -8,12 +8,13 @@ when there are several.
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT
-from hetlb.results.base import Result, versions  # noqa: F401 (versions: imported from here by the simulators)
+from hetlb.results.base import ReplicationResult, Result, with_intervals
 from hetlb.stats import interval
 from hetlb.stats.halfin_whitt import scaled_measures
 
@@ -49,11 +50,10 @@ def interval_property(name: str) -> property:
 
 
 @dataclass(repr=False)
-class RunResult(Result):
+class RunResult(ReplicationResult):
     """Statistics of one replication. Response times are those of the jobs that arrived in the
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
-    ends at ``end_time``, when the last of them has left); time averages cover the window. Its
-    ``metadata`` is its seed; those of the scenario are its SimulationResult's."""
+    ends at ``end_time``, when the last of them has left); time averages cover the window."""
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -94,19 +94,10 @@ class RunResult(Result):
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
-    def metadata(self) -> dict:
-        """The run's seed: the root entropy and its spawn key."""
-        return {"seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)}}
-
-    @property
     def summary(self) -> dict:
         """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
         also an attribute."""
-        out = {}
-        for name in HEADLINE + PERCENTILE_NAMES:
-            out[name] = getattr(self, name)
-            if hasattr(self, name + "_ci"):
-                out[name + "_ci"] = getattr(self, name + "_ci")
+        out = self.figures(HEADLINE + PERCENTILE_NAMES)
         for name in ("littles_law_gap", "number_in_system_growth", "completed_jobs", "events", "wall_seconds"):
             out[name] = getattr(self, name)
         out["events_per_second"] = self.events_per_second
@@ -114,9 +105,6 @@ class RunResult(Result):
 
     def headline(self) -> tuple:
         return "mean response time", self.mean_response_time, self.mean_response_time_ci
-
-    def describe(self) -> str:
-        return f"seed key {self.seed_key}"
 
     def extent(self) -> str:
         return f"{self.completed_jobs} jobs"
@@ -217,6 +205,11 @@ class ReplicatedResult(Result):
     def n_servers(self) -> int:
         raise NotImplementedError
 
+    def figures(self, names) -> dict:
+        """Each of ``names`` averaged over the replications, with its interval where there is one
+        (:func:`mean_over_runs`)."""
+        return with_intervals(names, lambda name: mean_over_runs(self.runs, name))
+
     def details(self) -> dict:
         """Entries of ``to_dict`` between the summary and the metadata."""
         return {}
@@ -269,9 +262,6 @@ class SimulationResult(ReplicatedResult):
     @property
     def n_servers(self) -> int:
         return len(self.runs[0].utilisation)
-
-    def _across(self, name: str):
-        return mean_over_runs(self.runs, name)
 
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
     mean_response_time_ci = interval_property("mean_response_time")
@@ -332,12 +322,7 @@ class SimulationResult(ReplicatedResult):
     def summary(self) -> dict:
         """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``); each key
         is also an attribute of the result."""
-        out = {}
-        for name in HEADLINE + PERCENTILE_NAMES:
-            value, ci = self._across(name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = self.figures(HEADLINE + PERCENTILE_NAMES)
         out["littles_law_gap"] = self.littles_law_gap
         out["number_in_system_growth"] = self.number_in_system_growth
         out["warnings"] = self.warnings
@@ -429,3 +414,19 @@ def response_time_quantile(histogram: np.ndarray, q: float) -> float:
     low = (0.5 + sub / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)) * scale
     width = scale / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)
     return float(low + fraction * width)
+
+
+def versions() -> dict:
+    """The versions of hetlb and of what its results depend on (read from the installed packages'
+    metadata, without importing numba or scipy)."""
+    from importlib.metadata import version
+
+    from hetlb.version import __version__
+
+    return {
+        "hetlb": __version__,
+        "numpy": np.__version__,
+        "numba": version("numba"),
+        "scipy": version("scipy"),
+        "python": platform.python_version(),
+    }

@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.base import Result
-from hetlb.results.run import ReplicatedResult, interval_property, mean_over_runs, mean_property
+from hetlb.results.base import ReplicationResult
+from hetlb.results.run import ReplicatedResult, interval_property, mean_property
 from hetlb.results.table import SLOTTED_METRICS
 from hetlb.stats import preference_report
 
 
 @dataclass(repr=False)
-class SlottedRunResult(Result):
-    """Statistics of one replication over the slots warmup .. warmup + slots - 1; its ``metadata``
-    is its seed (those of the scenario are its SlottedResult's)."""
+class SlottedRunResult(ReplicationResult):
+    """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -66,28 +65,16 @@ class SlottedRunResult(Result):
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
-    def metadata(self) -> dict:
-        """The run's seed: the root entropy and its spawn key."""
-        return {"seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)}}
-
-    @property
     def summary(self) -> dict:
         """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
         also an attribute."""
-        out = {}
-        for name in SLOTTED_METRICS:
-            out[name] = getattr(self, name)
-            if hasattr(self, name + "_ci"):
-                out[name + "_ci"] = getattr(self, name + "_ci")
+        out = self.figures(SLOTTED_METRICS)
         for name in ("slots", "arrivals", "departures", "decisions", "events", "wall_seconds", "slots_per_second"):
             out[name] = getattr(self, name)
         return out
 
     def headline(self) -> tuple:
         return "mean delay (slots)", self.mean_delay, self.mean_delay_ci
-
-    def describe(self) -> str:
-        return f"seed key {self.seed_key}"
 
     def extent(self) -> str:
         return f"{self.slots} slots"
@@ -191,12 +178,7 @@ class SlottedResult(ReplicatedResult):
     @property
     def summary(self) -> dict:
         """The flat dictionary of headline figures; each key is also an attribute of the result."""
-        out = {}
-        for name in SLOTTED_METRICS:
-            value, ci = mean_over_runs(self.runs, name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = self.figures(SLOTTED_METRICS)
         out["messages"] = self.messages
         preference = self.preference
         if preference is not None:
