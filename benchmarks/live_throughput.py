@@ -42,8 +42,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from hetlb.cli import build_parser  # noqa: E402
-from hetlb.live.children import ChildProcess, free_ports, hetlb_command, wait_listening  # noqa: E402
+from hetlb.live.addresses import free_ports  # noqa: E402
 from hetlb.live.peers import PEERS, program_path, start_peer  # noqa: E402
+from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
 
 N_BACKENDS = 8
 

@@ -6,8 +6,8 @@
 ``table``: every policy with a simulated mean-field limit, on three fleets (two classes 1 and 0.25
 at 50/50; four classes 1, 1/2, 1/4, 1/8 in equal numbers; U[0.5, 1.5] discretised into 8 equal
 classes at the midpoints) and loads 0.5, 0.7, 0.9, 0.95, simulated at N servers (complete graph,
-infinite buffers, 5 replications, a warm-up of the mean-field ODE's relaxation time,
-relaxation_time; a point whose warm-up would exceed 20 million arrivals is not simulated and says so). Prints and writes (meanfield-table.csv, .md) the limit, the simulated mean with its 95%
+infinite buffers, 5 replications, a warm-up of the mean-field ODE's settling time,
+mean_field_settling_time; a point whose warm-up would exceed 20 million arrivals is not simulated and says so). Prints and writes (meanfield-table.csv, .md) the limit, the simulated mean with its 95%
 interval, the relative gap, and whether the gap is within max(1%, the interval).
 
 ``convergence``: one fleet and load per policy, N = 2^6 ... 2^14; the same number of measured jobs
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import hetlb
-from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field, relaxation_time, server_speeds
+from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field, mean_field_settling_time, server_speeds
 
 FLEETS = {
     "two classes 1, 0.25": ([1.0, 0.25], [0.5, 0.5]),
@@ -59,10 +59,10 @@ def simulate_against_limit(
     if not limit.stable:
         return limit, None
     system = hetlb.System.from_speeds(server_speeds(limit.class_speed, limit.class_fraction, n_servers), load=load)
-    relaxation = relaxation_time(limit)
-    if relaxation * system.total_arrival_rate > MAX_WARMUP_ARRIVALS:
-        return limit, relaxation
-    return limit, hetlb.simulate(system, policy, jobs=jobs, warmup=relaxation, replications=replications, seed=seed)
+    settling = mean_field_settling_time(limit)
+    if settling * system.total_arrival_rate > MAX_WARMUP_ARRIVALS:
+        return limit, settling
+    return limit, hetlb.simulate(system, policy, jobs=jobs, warmup=settling, replications=replications, seed=seed)
 
 
 def gap_row(fleet, load, policy, n_servers, limit, result) -> dict:

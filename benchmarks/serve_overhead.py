@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from live_fleet import backend_process  # noqa: E402
 
-from hetlb.live.children import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
 
 
 def free_port() -> int:

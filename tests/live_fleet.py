@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from hetlb.live.children import ChildProcess, hetlb_command
+from hetlb.processes import ChildProcess, hetlb_command
 
 
 @contextlib.contextmanager

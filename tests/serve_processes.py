@@ -16,7 +16,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from hetlb.live.children import child_environment, free_port_block
+from hetlb.live.addresses import free_port_block
+from hetlb.processes import child_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 ECHO_BACKEND = ROOT / "tests" / "echo_backend.py"

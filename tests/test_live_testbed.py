@@ -16,9 +16,9 @@ from scipy import stats
 from hetlb.cli import build_parser, main
 from hetlb.errors import InputError
 from hetlb.live import testbed as testbed_module
-from hetlb.live.children import ChildFailed
 from hetlb.live.peers import PEERS, haproxy_config, nginx_config, program_path, weight_of
 from hetlb.live.testbed import backend_specs, serve_arguments
+from hetlb.processes import ChildFailed
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "testbed.toml"

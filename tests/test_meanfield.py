@@ -364,11 +364,11 @@ def test_the_finite_n_gap_of_a_sampling_policy_shrinks_as_one_over_n():
 
 
 @pytest.mark.parametrize("policy,load", [("weighted-random", 0.7), ("pod", 0.7), ("jsq-df-ds", 0.5)])
-def test_the_relaxation_time_brings_the_ode_within_its_tolerance(policy, load):
-    from hetlb.theory.meanfield import relaxation_time
+def test_the_settling_time_brings_the_ode_within_its_tolerance(policy, load):
+    from hetlb.theory.meanfield import mean_field_settling_time
 
     limit = mean_field([1.0, 0.25], [0.5, 0.5], load=load, policy=policy)
-    settled = relaxation_time(limit, tolerance=1e-3)
+    settled = mean_field_settling_time(limit, tolerance=1e-3)
     path = mean_field_trajectory([1.0, 0.25], [0.5, 0.5], load=load, policy=policy, times=[settled])
     assert abs(path.mean_number_in_system[0] / limit.mean_number_in_system - 1) < 1e-3
 

@@ -189,6 +189,11 @@ def test_reproduction_options_are_checked_in_one_line(argv, message, tmp_path, c
     assert message in capsys.readouterr().err
 
 
+def test_the_reproductions_are_listed_in_the_order_of_their_papers():
+    papers = [reproduction.title[:3] for reproduction in REPRODUCTIONS.values()]  # "000 Fig. 2: ..."
+    assert papers == sorted(papers) and set(papers) == {"000", "001", "002"}
+
+
 def test_one_claim_per_id():
     # every reproduction declares the claims it checks; an id names one claim wherever it
     # appears (C1, the bound of 000, is checked on three figures, C10 on two)

@@ -14,7 +14,7 @@ from hetlb.experiments import SweepSpec, sweep
 from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT, HISTOGRAM_OCTAVES
 from hetlb.progress import ProgressBar
 from hetlb.results import response_time_quantile
-from hetlb.results.run import finite_or_null, json_default
+from hetlb.results.base import finite_or_null, json_default
 from hetlb.scenario import Scenario
 from hetlb.theory import speed_lower_bound
 
@@ -228,3 +228,155 @@ def test_the_table_of_t_quantiles_is_scipys():
     assert 0.5 + CONFIDENCE / 2.0 == 0.975  # the intervals look the table up
     assert list(T_975) == [float(stdtrit(df, 0.975)) for df in range(1, len(T_975) + 1)]
     assert t_quantile(len(T_975) + 1, 0.975) == float(stdtrit(len(T_975) + 1, 0.975))
+
+
+# ------------------------------------------------------------------------------------------------
+# the result family: every member keeps the contract of hetlb.results.base.Result
+
+
+def load_result():
+    """A LoadResult of 40 answered requests (10 ms each, backends' 8 ms) and 2 blocked ones, made
+    from the generator's measurements without a network."""
+    from array import array
+
+    from hetlb.live.loadgen import LoadSpec, Measurements
+
+    spec = LoadSpec(targets=("http://127.0.0.1:1",), rate=10.0, duration=4.0, batches=4, seed=3)
+    measured = Measurements(spec, window=4.0, measured=42, sent=42, blocked=2)
+    measured.send_offset = array("d", [0.1 * i for i in range(40)])
+    measured.response_time = array("d", [0.010] * 40)
+    measured.sojourn = array("d", [8.0] * 40)
+    measured.send_lag = array("d", [0.0] * 42)
+    measured.backends["b"] = 40
+    return measured.result()
+
+
+def made_testbed(tmp_path):
+    """A testbed's result with three hetlb runs recorded by hand, two of them agreeing."""
+    from hetlb.live.testbed import Testbed, TestbedScenario
+
+    bed = TestbedScenario.from_mapping(
+        {"system": {"speeds": "2x1,2x0.25"}, "testbed": {"loads": [0.5], "policies": ["jsq", "jfsq", "sed"]}}
+    )
+    testbed = Testbed(bed, tmp_path)
+    for policy, live, agrees in (("jsq", 10.0, True), ("jfsq", 9.0, True), ("sed", 30.0, False)):
+        testbed.rows.append(
+            {
+                "balancer": "hetlb",
+                "policy": policy,
+                "load": 0.5,
+                "live_minus_overhead_ms": live,
+                "agrees": agrees,
+                "sim_run_mean_ms": live,
+                "sim_run_low_ms": live - 1.0,
+                "sim_run_high_ms": live + 1.0,
+            }  # fmt: skip
+        )
+    return testbed
+
+
+@pytest.fixture(scope="module")
+def family(continuous_results, slotted_result, tmp_path_factory):
+    """One of every member of the result family."""
+    from hetlb.simulation.bounding import simulate_bounding_system
+
+    dispatchers = hetlb.simulate(
+        hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.6), "l-jsq", jobs=2000, dispatchers=2, seed=1
+    )
+    bounding = simulate_bounding_system(
+        np.linspace(0.7, 1.3, 20), 20 - np.sqrt(20), kind="ssl", buffer=3, horizon=100.0, warmup=10.0, replications=3
+    )
+    continuous = continuous_results[3]
+    members = [continuous, continuous.runs[0], slotted_result, slotted_result.runs[0], dispatchers]
+    members += [dispatchers.runs[0], bounding, load_result(), made_testbed(tmp_path_factory.mktemp("testbed"))]
+    return {type(member).__name__: member for member in members}
+
+
+FAMILY = (
+    "SimulationResult",
+    "RunResult",
+    "SlottedResult",
+    "SlottedRunResult",
+    "DispatchersResult",
+    "DispatcherRunResult",
+    "BoundingResult",
+    "LoadResult",
+    "Testbed",
+)
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_every_result_keeps_the_familys_contract(family, name):
+    import pandas as pd
+
+    from hetlb.results import Result
+
+    result = family[name]
+    assert isinstance(result, Result)
+    data = result.to_dict()
+    text = result.to_json()
+    assert "NaN" not in text and "Infinity" not in text
+    assert same(json.loads(text), data)  # to_dict round-trips through JSON
+    assert json.loads(text) == json.loads(json.dumps(json.loads(text)))
+    assert isinstance(result.metadata, dict) and json.dumps(finite_or_null(result.metadata), default=json_default)
+    assert set(result.summary) <= set(data)  # the summary: the headline entries of to_dict, same values
+    for key, value in result.summary.items():
+        assert same(data[key], value), key
+    seed = data.get("seed", data.get("metadata", {}).get("seed"))  # a replication's metadata is its seed
+    assert name == "Testbed" or name == "LoadResult" or seed is not None
+    text = repr(result)
+    assert text.startswith(f"<{name} ") and text.endswith(">") and "\n" not in text and len(text) < 160, text
+    frame = result.to_frame()
+    assert isinstance(frame, pd.DataFrame) and len(frame) >= 1
+
+
+@pytest.mark.parametrize("name", [name for name in FAMILY if name not in ("Testbed",)])
+def test_a_results_frame_holds_its_headline_figure(family, name):
+    """One row; the column of the figure the repr shows has the value the summary gives."""
+    import pandas as pd
+
+    result = family[name]
+    frame = result.to_frame()
+    label, value, ci = result.headline()
+    assert len(frame) == 1
+    numbers = [column for column in frame.columns if pd.api.types.is_numeric_dtype(frame[column])]
+    matches = [column for column in numbers if np.isclose(frame.loc[0, column], value)]
+    assert matches, (label, value)
+    if ci is not None and name not in ("SimulationResult", "SlottedResult", "DispatchersResult"):
+        assert any(np.isclose(frame.loc[0, column], ci[0]) for column in frame.columns if column.endswith("_ci_low"))
+
+
+def test_the_load_result_is_the_mapping_it_was_with_metadata():
+    result = load_result()
+    assert isinstance(result, dict) and json.loads(json.dumps(result)) == dict(result)  # dumps as before
+    assert result["requests"] == 42 and result["answered"] == 40 and result["blocked"] == 2
+    assert result["mean_response_time"] == pytest.approx(10.0) and result["mean_overhead"] == pytest.approx(2.0)
+    assert result["blocking_probability"] == pytest.approx(2 / 42)
+    assert result.metadata["load"]["rate"] == 10.0 and result.metadata["load"]["targets"] == ("http://127.0.0.1:1",)
+    assert result.to_dict() == {**result, "metadata": result.metadata}
+    assert repr(result).startswith("<LoadResult 1 target at 10/s: mean response time (ms) 10 ")
+
+
+def test_the_testbeds_result_counts_the_runs_that_agree(tmp_path):
+    testbed = made_testbed(tmp_path)
+    assert (testbed.summary["compared"], testbed.summary["agreeing"]) == (3, 2)
+    assert list(testbed.to_frame()["policy"]) == ["jsq", "jfsq", "sed"]
+    assert testbed.to_dict()["order"]["0.5"]["live"] == ["jfsq", "jsq", "sed"]
+    assert (
+        repr(testbed)
+        == "<Testbed 3 policies, 0 balancers, 1 loads: agreeing with the simulation 2, 3 of 3 runs compared>"
+    )
+
+
+def test_the_bounding_result_lives_with_the_results_and_keeps_its_estimates(family):
+    from hetlb.results.bounding import BoundingResult, Estimate
+    from hetlb.simulation import bounding
+
+    result = family["BoundingResult"]
+    assert bounding.BoundingResult is BoundingResult and isinstance(result.estimates["X_+1"], Estimate)
+    values = result.replication_values[:, bounding.MEASURES.index("Q_+1")]
+    assert result.summary["Q_+1"] == pytest.approx(values.mean(), rel=1e-12)
+    low, high = result.summary["Q_+1_ci"]
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), rel=1e-9)
+    assert result.to_dict()["metadata"]["system"]["kind"] == "ssl" and result.metadata["seed"] == 0

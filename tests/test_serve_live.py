@@ -22,7 +22,7 @@ from live_fleet import backend_process
 from serve_processes import Processes, finish, free_ports, get, listening, status, wait_for
 
 from hetlb.cli import main
-from hetlb.live.children import child_environment
+from hetlb.processes import child_environment
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hetlb.experiments import SweepSpec, sweep
-from hetlb.experiments.executors import Interrupted, parent_of
+from hetlb.processes import Interrupted, parent_of
 
 sweep_module = importlib.import_module("hetlb.experiments.sweep")  # the package exports the function
 
@@ -264,11 +264,11 @@ def test_pool_workers_end_with_the_process_that_started_them(tmp_path, method):
 
 WATCH_SCRIPT = """
 import os, sys, time
-from hetlb.experiments import executors
+from hetlb import processes
 
 child = os.fork()
 if child == 0:
-    getattr(executors, sys.argv[1])(os.getppid(), interval=0.05)
+    getattr(processes, sys.argv[1])(os.getppid(), interval=0.05)
     time.sleep(600)
     os._exit(0)
 print(child, flush=True)

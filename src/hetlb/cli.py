@@ -515,7 +515,7 @@ def format_slotted_result(result, speeds=None, per_server: bool = False) -> str:
 
 def print_json(value, indent: int | None = 2) -> None:
     """Strict JSON: numpy values become numbers and non-finite floats null."""
-    from hetlb.results.run import finite_or_null, json_default
+    from hetlb.results.base import finite_or_null, json_default
 
     print(json.dumps(finite_or_null(value), indent=indent, default=json_default, allow_nan=False))
 

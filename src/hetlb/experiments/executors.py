@@ -4,153 +4,27 @@ Executor, or on a Dask distributed cluster.
 Workers warm their compiled kernels once (loading numba's cache) before the first task.
 
 The workers of a local pool (:class:`WorkerPool`) do not outlive the process that made it (its
-owner), whatever ends it, SIGKILL included: on Linux the kernel kills a worker when the thread
-that started it ends (``prctl(PR_SET_PDEATHSIG)``; that thread is the owner's thread that first
-submitted work, or with the forkserver start method the fork server, which then ends with the
-owner), and everywhere a thread in each worker ends it once its parent (fork, spawn) or the owner
-(forkserver) is gone, at the latest when its current task returns. Workers ignore SIGINT, so
-Ctrl-C in a terminal reaches the owner only: a sweep then stops them (:func:`stop`) and says what
-it stored.
+owner), whatever ends it, SIGKILL included (hetlb.processes): on Linux the kernel kills a worker
+when the thread that started it ends (``prctl(PR_SET_PDEATHSIG)``; that thread is the owner's
+thread that first submitted work, or with the forkserver start method the fork server, which then
+ends with the owner), and everywhere a thread in each worker ends it once its parent (fork, spawn)
+or the owner (forkserver) is gone, at the latest when its current task returns. Workers ignore
+SIGINT, so Ctrl-C in a terminal reaches the owner only: a sweep then stops them (:func:`stop`)
+and says what it stored.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.processes import die_with_parent, parent_of, stop_processes, watch_owner, watch_parent
 from hetlb.validation import shown
-
-PARENT_POLL_SECONDS = 0.5
-"""How often a worker's watch thread looks whether its parent is still there."""
-
-PR_SET_PDEATHSIG = 1
-"""prctl option (linux/prctl.h): the signal this process gets when its parent thread dies."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped the work: ``signal_number`` is the signal, ``exit_status`` the
-    conventional status of a command it stopped (128 + the signal: 130, 143); the message says
-    what was kept."""
-
-    def __init__(self, message: str = "interrupted", signal_number: int = signal.SIGINT):
-        super().__init__(message)
-        self.signal_number = int(signal_number)
-        self.exit_status = 128 + self.signal_number
-
-
-@contextlib.contextmanager
-def signals_interrupt():
-    """While the block runs, SIGINT and SIGTERM raise :class:`Interrupted` in this process.
-
-    Only in the main thread, and only for a signal whose handler is Python's default (an
-    application's own handler is left alone); the handlers are restored at the end. A worker
-    forked inside the block, before its initializer resets them, ignores SIGINT and dies of
-    SIGTERM, as it does afterwards.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    owner = os.getpid()
-
-    def handler(signum, frame):
-        if os.getpid() != owner:  # a worker forked from this process, not yet initialized
-            if signum == signal.SIGTERM:
-                signal.signal(signum, signal.SIG_DFL)
-                os.kill(os.getpid(), signum)
-            return
-        raise Interrupted(signal_number=signum)
-
-    previous = {}
-    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
-        if signal.getsignal(signum) is default:
-            previous[signum] = signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, handler_before in previous.items():
-            signal.signal(signum, handler_before)
-
-
-def die_with_parent() -> bool:
-    """Linux: ask the kernel to SIGKILL this process when the thread that started it ends (its
-    process's death included). Whether that was set (False on other systems)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def exit_unless(still_there, interval: float = PARENT_POLL_SECONDS) -> threading.Thread:
-    """Start a daemon thread that ends this process (exit status 1) as soon as ``still_there()``
-    is false. It runs when the GIL is free: between tasks, or during one that releases it."""
-
-    def watch():
-        while still_there():
-            time.sleep(interval)
-        os._exit(1)
-
-    thread = threading.Thread(target=watch, name="hetlb-parent-watch", daemon=True)
-    thread.start()
-    return thread
-
-
-def watch_parent(parent: int, interval: float = PARENT_POLL_SECONDS) -> threading.Thread:
-    """End this process when its parent is no longer ``parent`` (an orphan is adopted by init or
-    a subreaper): the way out where the kernel does not end it (:func:`die_with_parent`)."""
-    return exit_unless(lambda: os.getppid() == parent, interval)
-
-
-def proc_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, parent, ...), or None where
-    that cannot be read (no such process, or no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].decode().split()
-    except (OSError, IndexError, UnicodeDecodeError):
-        return None
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent pid of process ``pid`` from /proc, or None where that cannot be read."""
-    fields = proc_stat(pid)
-    return None if fields is None else int(fields[1])
-
-
-def process_alive(pid: int, start_time: str | None) -> bool:
-    """Whether process ``pid`` runs (not a zombie) and, where /proc tells, is still the one that
-    started at ``start_time`` (/proc/PID/stat field 22: not a later process given the same pid)."""
-    if start_time is None:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-    fields = proc_stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X") and fields[19] == start_time
-
-
-def watch_owner(owner: int, interval: float = PARENT_POLL_SECONDS) -> threading.Thread:
-    """End this process when process ``owner`` ends (at once if it already has)."""
-    fields = proc_stat(owner)
-    start_time = None if fields is None else fields[19]
-    if not process_alive(owner, start_time):
-        os._exit(1)
-    return exit_unless(lambda: process_alive(owner, start_time), interval)
 
 
 def leave_fork_server() -> None:
@@ -200,13 +74,7 @@ class WorkerPool(ProcessPoolExecutor):
         lost). The pool cannot be used afterwards; a later ``shutdown()`` returns at once."""
         processes = list((self._processes or {}).values())
         self.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join(5.0)
-            if process.is_alive():
-                process.kill()
-                process.join(5.0)
+        stop_processes(processes)
 
 
 def stop(executor, futures=()) -> None:

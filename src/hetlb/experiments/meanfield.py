@@ -16,7 +16,7 @@ from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import POLICIES
 from hetlb.simulation.simulate import simulate
-from hetlb.theory.meanfield import MeanFieldLimit, relaxation_time, server_speeds
+from hetlb.theory.meanfield import MeanFieldLimit, mean_field_settling_time, server_speeds
 
 
 def compare_with_simulation(
@@ -31,7 +31,7 @@ def compare_with_simulation(
 ) -> dict:
     """Simulate ``limit``'s fleet at ``n_servers`` (class counts by largest remainders), same load,
     buffer and policy; return the limit's figures, the simulated ones with their 95% intervals, and
-    the relative gaps. warmup: time units discarded (default :func:`relaxation_time`)."""
+    the relative gaps. warmup: time units discarded (default :func:`mean_field_settling_time`)."""
     if limit.policy not in POLICIES:
         raise InputError(
             "policy", f"{limit.policy} exists only in the mean-field theory; --compare needs a simulated policy"
@@ -44,7 +44,7 @@ def compare_with_simulation(
     speeds = server_speeds(limit.class_speed, limit.class_fraction, n_servers)
     system = System.from_speeds(speeds, load=limit.load, buffer=limit.buffer)
     if warmup is None:
-        warmup = relaxation_time(limit)
+        warmup = mean_field_settling_time(limit)
     result = simulate(
         system,
         limit.policy,

@@ -35,7 +35,7 @@ from hetlb.experiments.executors import resolve_executor
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
 from hetlb.experiments.sweep import SweepResult, sweep
-from hetlb.results.run import finite_or_null, json_default
+from hetlb.results.base import finite_or_null, json_default
 from hetlb.version import __version__
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class Reproduction:
     claims: dict = field(default_factory=dict)  # id -> the paper's claim in a few words
 
 
-PAPER_MODULES = ("hetlb.experiments.buke", "hetlb.experiments.weng", "hetlb.experiments.zhou")
+PAPER_MODULES = ("hetlb.experiments.weng", "hetlb.experiments.zhou", "hetlb.experiments.buke")
 """The modules that register the reproductions of papers 000, 001 and 002, in listing order."""
 
 

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.experiments.executors import Interrupted, resolve_executor, signals_interrupt, stop
+from hetlb.experiments.executors import resolve_executor, stop
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
+from hetlb.processes import Interrupted, signals_interrupt
 from hetlb.progress import ProgressBar
 from hetlb.results.table import (  # noqa: F401 (the table's columns, imported from here by the reproductions)
     CCDF_GRID,

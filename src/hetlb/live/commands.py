@@ -3,8 +3,6 @@ hetlb.cli, which imports this module only when one of them runs)."""
 
 from __future__ import annotations
 
-import json
-import signal
 import sys
 
 from hetlb.errors import InputError
@@ -63,7 +61,7 @@ def run_loadgen(args) -> int:
     spec = load_spec_of(args)
     output = None if args.output is None else validation.output_file("--output", args.output, suffixes=("json",))
     result = generate_load(spec, progress=not args.quiet)
-    text = json.dumps(result, indent=2)
+    text = result.to_json()
     if output is not None:
         output.write_text(text + "\n")
     print(text if args.json else format_load_result(result))
@@ -74,24 +72,17 @@ def run_testbed(args) -> int:
     from hetlb import validation
     from hetlb.errors import one_line
     from hetlb.live import testbed
-    from hetlb.live.children import ChildFailed
+    from hetlb.processes import ChildFailed, signals_interrupt
 
     compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
-    signal.signal(signal.SIGTERM, stop_on_sigterm)  # so that the children are stopped on the way out
     out = validation.output_folder("--out", args.out)
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        bed = testbed.run_testbed(args.scenario, out, compare=compare, progress=False, say=say)
+        with signals_interrupt():  # SIGTERM as Ctrl-C: the children are stopped on the way out (exit 143)
+            bed = testbed.run_testbed(args.scenario, out, compare=compare, progress=False, say=say)
     except ChildFailed as failure:
         print(f"hetlb: testbed failed: {one_line(str(failure))}", file=sys.stderr)
         return 1
     print(testbed.format_table(bed.rows, bed.order_agreement()))
     print(f"written: {out / 'testbed.csv'}, {out / 'testbed.json'}, {out / 'testbed.png'}")
     return 0
-
-
-def stop_on_sigterm(signal_number, frame) -> None:
-    """SIGTERM as Ctrl-C: the testbed stops its children and exits 143."""
-    interrupt = KeyboardInterrupt("stopped by SIGTERM")
-    interrupt.exit_status = 128 + signal_number  # type: ignore[attr-defined]
-    raise interrupt

@@ -20,12 +20,14 @@ answers, each at most ``timeout`` seconds. Memory stays bounded: at most ``max_i
 requests are outstanding (an arrival beyond it is not sent and is counted in ``not_sent``, never
 queued on the client), and each measured request keeps three floats (24 bytes).
 
-The result has the simulator's keys (``mean_response_time`` and ``mean_response_time_ci`` from
-batch means over ``batches`` equal slices of the measured window, ``response_time_p50/p95/p99``,
-``blocking_probability``: the share of 503 answers), in milliseconds, with the counts of requests,
-errors and per-backend answers (from ``X-Backend``, or the target's URL when the answer has none),
-the achieved rate, and the backends' own share of the response time (``X-Sojourn-Ms``) when they
-report it. A figure that cannot be computed (no answer, no report) is None (null in JSON).
+The result (a :class:`~hetlb.results.load.LoadResult`: a mapping of the figures, with the spec and
+the versions as ``metadata``) has the simulator's keys (``mean_response_time`` and
+``mean_response_time_ci`` from batch means over ``batches`` equal slices of the measured window,
+``response_time_p50/p95/p99``, ``blocking_probability``: the share of 503 answers), in
+milliseconds, with the counts of requests, errors and per-backend answers (from ``X-Backend``, or
+the target's URL when the answer has none), the achieved rate, and the backends' own share of the
+response time (``X-Sojourn-Ms``) when they report it. A figure that cannot be computed (no answer,
+no report) is None (null in JSON).
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.runtime import EpochClock, frozen_heap
 from hetlb.progress import LOG_INTERVAL, is_terminal
-from hetlb.results.run import finite_or_null
+from hetlb.results.base import finite_or_null
+from hetlb.results.load import LoadResult
+from hetlb.results.run import versions
 from hetlb.stats.intervals import interval
 
 ARRIVAL_CHUNK = 4096
@@ -100,6 +104,11 @@ class LoadSpec:
                 raise InputError("--job-types", "give at least one TYPE=PROPORTION")
             validation.positive_finite_array("--job-types", list(self.job_types.values()))
 
+    def to_dict(self) -> dict:
+        """The spec as JSON-ready values (a result's metadata)."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {**values, "job_types": None if self.job_types is None else dict(self.job_types)}
+
     def target_probabilities(self) -> np.ndarray:
         shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
         return shares / shares.sum()
@@ -146,7 +155,7 @@ class Measurements:
     send_lag: array = field(default_factory=lambda: array("d"))  # s, of the measured requests
     window: float = 0.0  # seconds the measured window lasted
 
-    def result(self) -> dict:
+    def result(self) -> LoadResult:
         spec = self.spec
         times = np.frombuffer(self.response_time, dtype=np.float64) * 1e3
         offsets = np.frombuffer(self.send_offset, dtype=np.float64)
@@ -164,7 +173,7 @@ class Measurements:
         def percentile(q: float) -> float:
             return float(np.percentile(times, q)) if answered else math.nan
 
-        return finite_or_null(
+        figures = finite_or_null(
             {
                 "time_unit": "ms",
                 "mean_response_time": float(times.mean()) if answered else math.nan,
@@ -195,6 +204,7 @@ class Measurements:
                 "per_job_type": dict(sorted(self.job_types.items())),
             }
         )
+        return LoadResult(figures, {"load": spec.to_dict(), "versions": versions()})
 
 
 class LoadGenerator:
@@ -222,7 +232,7 @@ class LoadGenerator:
             yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
             offset = float(epochs[-1])
 
-    async def run(self) -> dict:
+    async def run(self) -> LoadResult:
         spec = self.spec
         type_names, _ = spec.type_probabilities()
         self.started = time.monotonic()
@@ -334,8 +344,9 @@ class LoadGenerator:
         sys.stderr.flush()
 
 
-def generate_load(spec: LoadSpec, progress: bool = True) -> dict:
-    """Run ``spec`` to its end in a new event loop: the result mapping (see the module's docstring)."""
+def generate_load(spec: LoadSpec, progress: bool = True) -> LoadResult:
+    """Run ``spec`` to its end in a new event loop: its LoadResult, a mapping of the figures (see the
+    module's docstring) with metadata."""
     return asyncio.run(LoadGenerator(spec, progress=progress).run())
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from hetlb.live.children import ChildFailed, ChildProcess, wait_listening
+from hetlb.processes import ChildFailed, ChildProcess, wait_listening
 
 MAX_WEIGHT = 256
 """HAProxy's largest server weight; the fastest backend gets it, the others in proportion (at least 1)."""

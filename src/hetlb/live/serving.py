@@ -11,8 +11,6 @@ children and waits for them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -30,6 +28,7 @@ from hetlb.live.dispatcher import Dispatcher
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
 from hetlb.live.runtime import freeze_heap, loop_factory
+from hetlb.processes import STOP_GRACE_S, die_with_parent, stop_processes
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -166,15 +165,8 @@ def header_limits(config: ServeConfig) -> dict:
 # --- several dispatchers ---------------------------------------------------------------------------
 
 
-def die_with_parent() -> None:
-    """Ask Linux to send SIGTERM to this process when its parent dies (no orphaned dispatchers)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def child_main(config: ServeConfig, m: int, sockets: Sockets) -> None:
-    die_with_parent()
+    die_with_parent(signal.SIGTERM)  # Linux: no orphaned dispatcher, and it drains on the way out
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_DFL)
     code = run_dispatcher(config, m, sockets, lambda line: print(line, file=sys.stderr, flush=True))
@@ -205,15 +197,7 @@ def supervise(config: ServeConfig, sockets: list[Sockets], say) -> int:
         while not stopping and all(child.is_alive() for child in children):
             multiprocessing.connection.wait([child.sentinel for child in children], timeout=0.2)
         failed = [child for child in children if not child.is_alive() and child.exitcode != 0]
-        for child in children:
-            if child.is_alive():
-                child.terminate()
-        deadline = time.monotonic() + config.drain + 5.0
-        for child in children:
-            child.join(max(0.0, deadline - time.monotonic()))
-            if child.is_alive():
-                child.kill()
-                child.join()
+        stop_processes(children, config.drain + STOP_GRACE_S)  # each drains, at most `drain` seconds
         if failed and not stopping:
             say(f"hetlb serve: dispatcher {children.index(failed[0])} exited with status {failed[0].exitcode}")
             return 1

@@ -57,12 +57,14 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.live.children import ChildProcess, free_port_block, free_ports, hetlb_command, wait_listening
+from hetlb.live.addresses import free_port_block, free_ports
 from hetlb.live.loadgen import LoadSpec, generate_load
 from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
 from hetlb.policies import POLICIES
-from hetlb.results.run import finite_or_null
+from hetlb.processes import ChildProcess, hetlb_command, wait_listening
+from hetlb.results.base import Result
+from hetlb.results.run import versions
 from hetlb.scenario import Scenario, read_toml
 from hetlb.signals import LiveRun, model_twin
 from hetlb.signals import text as signal_text
@@ -322,9 +324,11 @@ def serve_arguments(policy: dict, listen_port: int, admin_port: int, specs: list
     return arguments
 
 
-@dataclass
-class Testbed:
-    """Runs a TestbedScenario; ``say`` receives one line per step (standard error in the command)."""
+@dataclass(repr=False)
+class Testbed(Result):
+    """Runs a TestbedScenario; ``say`` receives one line per step (standard error in the command).
+    After :meth:`run` it is the testbed's result: ``rows`` (testbed.csv, ``to_frame()``), ``details``
+    and ``to_dict()`` (testbed.json), ``summary`` (the policies' order and how many runs agree)."""
 
     scenario: TestbedScenario
     out: Path
@@ -523,19 +527,55 @@ class Testbed:
             }
         return orders
 
+    @property
+    def metadata(self) -> dict:
+        """The [testbed] settings, the simulator's [system] and [run] tables, and the versions."""
+        bed = self.scenario
+        names = ("mean_service_ms", "loads", "policies", "warmup", "duration", "dispatchers", "signals", "compare")
+        settings = {name: getattr(bed, name) for name in (*names, "seed", "prediction_runs")}
+        return {"testbed": settings, "system": bed.system, "run": bed.run, "versions": versions()}
+
+    @property
+    def summary(self) -> dict:
+        """The time unit, the agreement margin, the policies' order at each load
+        (:meth:`order_agreement`), and how many hetlb runs were held to a prediction and agree."""
+        compared = [row["agrees"] for row in self.rows if "agrees" in row]
+        return {
+            "mean_service_ms": self.scenario.mean_service_ms,
+            "agreement_margin": AGREEMENT_MARGIN,
+            "order": self.order_agreement(),
+            "compared": len(compared),
+            "agreeing": sum(compared),
+        }
+
+    def to_dict(self) -> dict:
+        """testbed.json: the summary, every run's row with its live and simulated figures and its
+        dispatchers' /status, and the metadata."""
+        return {**self.summary, "runs": self.details, "metadata": self.metadata}
+
+    def to_frame(self):
+        """testbed.csv as a DataFrame: one row per run (CSV_COLUMNS)."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.rows, columns=CSV_COLUMNS)
+
+    def headline(self) -> tuple:
+        return "agreeing with the simulation", self.summary["agreeing"], None
+
+    def describe(self) -> str:
+        bed = self.scenario
+        return f"{len(bed.policies)} policies, {len(bed.compare)} balancers, {len(bed.loads)} loads"
+
+    def extent(self) -> str:
+        return f"{self.summary['compared']} of {len(self.rows)} runs compared"
+
     def write(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         with (self.out / "testbed.csv").open("w", newline="") as handle:
             writer = csv.DictWriter(handle, CSV_COLUMNS)
             writer.writeheader()
             writer.writerows(self.rows)
-        document = {
-            "mean_service_ms": self.scenario.mean_service_ms,
-            "agreement_margin": AGREEMENT_MARGIN,
-            "order": self.order_agreement(),
-            "runs": self.details,
-        }
-        (self.out / "testbed.json").write_text(json.dumps(finite_or_null(document), indent=2, default=str) + "\n")
+        (self.out / "testbed.json").write_text(self.to_json() + "\n")
         self.plot(self.out / "testbed.png")
 
     def plot(self, path: Path) -> None:

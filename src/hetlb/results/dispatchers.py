@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import RunResult, SimulationResult, mean_over_runs, mean_property
+from hetlb.results.run import RunResult, SimulationResult, mean_property
 
 DISPATCHER_FIGURES = (
     "mean_estimate_error",
@@ -19,7 +19,7 @@ DISPATCHER_FIGURES = (
 """Scalar figures of the dispatchers, each run's and their mean over the replications."""
 
 
-@dataclass
+@dataclass(repr=False)
 class DispatcherRunResult(RunResult):
     """One replication with dispatchers. Over the measured window: ``messages`` by kind (their
     count; ``increment`` counts a dispatcher's own dispatches, which send nothing) and
@@ -44,6 +44,11 @@ class DispatcherRunResult(RunResult):
     delivered_messages: int = 0
     message_events: int = 0
     snapshot_events: int = 0
+
+    @property
+    def summary(self) -> dict:
+        """A run's headline figures and those of its dispatchers (DISPATCHER_FIGURES, messages_per_job)."""
+        return {**super().summary, **self.figures(DISPATCHER_FIGURES), "messages_per_job": self.messages_per_job}
 
     def to_dict(self, per_server: bool = True) -> dict:
         out = super().to_dict(per_server)
@@ -89,12 +94,7 @@ class DispatchersResult(SimulationResult):
 
     @property
     def summary(self) -> dict:
-        out = super().summary
-        for name in DISPATCHER_FIGURES:
-            value, ci = mean_over_runs(self.runs, name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = {**super().summary, **self.figures(DISPATCHER_FIGURES)}
         out["messages_per_job"] = self.messages_per_job
         out["herd_by_dispatcher"] = self.herd_by_dispatcher
         return out

@@ -7,7 +7,6 @@ when there are several.
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT
+from hetlb.results.base import ReplicationResult, Result, with_intervals
 from hetlb.stats import interval
 from hetlb.stats.halfin_whitt import scaled_measures
 
@@ -24,13 +24,6 @@ PERCENTILE_NAMES = tuple(f"response_time_p{p}" for p in PERCENTILES)
 HEADLINE = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system")
 """Figures of a SimulationResult given with their 95% interval (``name + "_ci"``), as are the
 percentiles when there are several replications."""
-
-
-def format_interval(ci) -> str:
-    """'[low, high] (95% CI)', or '(no CI)' when there is none."""
-    if ci is None or not np.all(np.isfinite(ci)):
-        return "(no CI)"
-    return f"[{ci[0]:.5g}, {ci[1]:.5g}] (95% CI)"
 
 
 def mean_over_runs(runs, name: str):
@@ -56,8 +49,8 @@ def interval_property(name: str) -> property:
     )
 
 
-@dataclass
-class RunResult:
+@dataclass(repr=False)
+class RunResult(ReplicationResult):
     """Statistics of one replication. Response times are those of the jobs that arrived in the
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
     ends at ``end_time``, when the last of them has left); time averages cover the window."""
@@ -100,11 +93,21 @@ class RunResult:
     def events_per_second(self) -> float:
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
-    def __repr__(self) -> str:
-        return (
-            f"<RunResult seed key {self.seed_key}: mean response time {self.mean_response_time:.5g} "
-            f"{format_interval(self.mean_response_time_ci)}, {self.completed_jobs} jobs>"
-        )
+    @property
+    def summary(self) -> dict:
+        """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
+        also an attribute."""
+        out = self.figures(HEADLINE + PERCENTILE_NAMES)
+        for name in ("littles_law_gap", "number_in_system_growth", "completed_jobs", "events", "wall_seconds"):
+            out[name] = getattr(self, name)
+        out["events_per_second"] = self.events_per_second
+        return out
+
+    def headline(self) -> tuple:
+        return "mean response time", self.mean_response_time, self.mean_response_time_ci
+
+    def extent(self) -> str:
+        return f"{self.completed_jobs} jobs"
 
     @property
     def response_time_p50(self) -> float:
@@ -170,9 +173,10 @@ class RunResult:
 
 
 @dataclass(repr=False)
-class ReplicatedResult:
-    """What the results of both models share: the replications (``runs``), the metadata, and their
-    JSON form, ``summary`` then ``details()`` then the metadata and each replication.
+class ReplicatedResult(Result):
+    """What the replicated results of every model share (a :class:`~hetlb.results.base.Result`): the
+    replications (``runs``), the metadata, and their JSON form, ``summary`` then ``details()`` then
+    the metadata and each replication.
 
     Every key of ``summary`` is also an attribute of the same name and value
     (``result.summary["p_wait_ci"] == result.p_wait_ci``); ``to_frame()`` gives the one-row table of
@@ -201,14 +205,10 @@ class ReplicatedResult:
     def n_servers(self) -> int:
         raise NotImplementedError
 
-    @property
-    def summary(self) -> dict:
-        """The aggregate over the replications: the first entries of ``to_dict``."""
-        raise NotImplementedError
-
-    def headline(self) -> tuple:
-        """(label, value, interval) of the figure the one-line repr shows."""
-        raise NotImplementedError
+    def figures(self, names) -> dict:
+        """Each of ``names`` averaged over the replications, with its interval where there is one
+        (:func:`mean_over_runs`)."""
+        return with_intervals(names, lambda name: mean_over_runs(self.runs, name))
 
     def details(self) -> dict:
         """Entries of ``to_dict`` between the summary and the metadata."""
@@ -225,12 +225,6 @@ class ReplicatedResult:
             "runs": [run.to_dict(per_server=per_server) for run in self.runs],
         }
 
-    def to_json(self, per_server: bool | None = None, indent: int | None = 2) -> str:
-        """Strict JSON: numpy values become numbers and non-finite floats become null."""
-        return json.dumps(
-            finite_or_null(self.to_dict(per_server)), indent=indent, default=json_default, allow_nan=False
-        )
-
     def to_frame(self):
         """A one-row pandas DataFrame with the columns of a sweep's summary table for one point
         (``policy.id``, ``system.load``, ..., ``replications``, each figure with its
@@ -239,7 +233,8 @@ class ReplicatedResult:
 
         return result_frame(self)
 
-    def __repr__(self) -> str:
+    def describe(self) -> str:
+        """The policy, the servers, the dispatchers (when the metadata name them) and the load."""
         system = self.metadata.get("system", {})
         policy = self.metadata.get("policy", {})
         parts = [str(policy.get("id", "?")), f"{self.n_servers} servers"]
@@ -247,12 +242,10 @@ class ReplicatedResult:
             parts.append(f"{system['dispatchers']} dispatcher{'s' if system['dispatchers'] != 1 else ''}")
         if "load" in system:
             parts.append(f"load {system['load']:.4g}")
-        label, value, ci = self.headline()
-        plural = "s" if self.replications != 1 else ""
-        return (
-            f"<{type(self).__name__} {', '.join(parts)}: {label} {value:.5g} "
-            f"{format_interval(ci)}, {self.replications} replication{plural}>"
-        )
+        return ", ".join(parts)
+
+    def extent(self) -> str:
+        return f"{self.replications} replication{'s' if self.replications != 1 else ''}"
 
 
 @dataclass(repr=False)
@@ -269,9 +262,6 @@ class SimulationResult(ReplicatedResult):
     @property
     def n_servers(self) -> int:
         return len(self.runs[0].utilisation)
-
-    def _across(self, name: str):
-        return mean_over_runs(self.runs, name)
 
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
     mean_response_time_ci = interval_property("mean_response_time")
@@ -332,12 +322,7 @@ class SimulationResult(ReplicatedResult):
     def summary(self) -> dict:
         """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``); each key
         is also an attribute of the result."""
-        out = {}
-        for name in HEADLINE + PERCENTILE_NAMES:
-            value, ci = self._across(name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = self.figures(HEADLINE + PERCENTILE_NAMES)
         out["littles_law_gap"] = self.littles_law_gap
         out["number_in_system_growth"] = self.number_in_system_growth
         out["warnings"] = self.warnings
@@ -429,29 +414,6 @@ def response_time_quantile(histogram: np.ndarray, q: float) -> float:
     low = (0.5 + sub / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)) * scale
     width = scale / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)
     return float(low + fraction * width)
-
-
-def finite_or_null(value):
-    """Replace nan and inf (anywhere in nested lists and dicts) by None."""
-    if isinstance(value, dict):
-        return {key: finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [finite_or_null(item) for item in value]
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        return None
-    return value
-
-
-def json_default(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    raise TypeError(f"not serialisable: {type(value).__name__}")
 
 
 def versions() -> dict:

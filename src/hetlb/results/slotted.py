@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.run import ReplicatedResult, format_interval, interval_property, mean_over_runs, mean_property
+from hetlb.results.base import ReplicationResult
+from hetlb.results.run import ReplicatedResult, interval_property, mean_property
 from hetlb.results.table import SLOTTED_METRICS
 from hetlb.stats import preference_report
 
 
-@dataclass
-class SlottedRunResult:
+@dataclass(repr=False)
+class SlottedRunResult(ReplicationResult):
     """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
 
     seed_entropy: int | list[int]
@@ -63,11 +64,20 @@ class SlottedRunResult:
     def slots_per_second(self) -> float:
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
-    def __repr__(self) -> str:
-        return (
-            f"<SlottedRunResult seed key {self.seed_key}: mean delay (slots) {self.mean_delay:.5g} "
-            f"{format_interval(self.mean_delay_ci)}, {self.slots} slots>"
-        )
+    @property
+    def summary(self) -> dict:
+        """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
+        also an attribute."""
+        out = self.figures(SLOTTED_METRICS)
+        for name in ("slots", "arrivals", "departures", "decisions", "events", "wall_seconds", "slots_per_second"):
+            out[name] = getattr(self, name)
+        return out
+
+    def headline(self) -> tuple:
+        return "mean delay (slots)", self.mean_delay, self.mean_delay_ci
+
+    def extent(self) -> str:
+        return f"{self.slots} slots"
 
     @property
     def events_per_second(self) -> float:
@@ -168,12 +178,7 @@ class SlottedResult(ReplicatedResult):
     @property
     def summary(self) -> dict:
         """The flat dictionary of headline figures; each key is also an attribute of the result."""
-        out = {}
-        for name in SLOTTED_METRICS:
-            value, ci = mean_over_runs(self.runs, name)
-            out[name] = value
-            if ci is not None:
-                out[name + "_ci"] = ci
+        out = self.figures(SLOTTED_METRICS)
         out["messages"] = self.messages
         preference = self.preference
         if preference is not None:

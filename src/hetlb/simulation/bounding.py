@@ -31,17 +31,21 @@ from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
 from hetlb.model.system import RATE_RULE, speed_classes
 from hetlb.policies.registry import POLICIES, policies_where
+from hetlb.results.bounding import MEASURES, BoundingResult, Estimate, TimeWeightedLaw
+from hetlb.results.run import versions
 from hetlb.simulation.replications import (
     check_events,
     check_horizon,
     check_resolution,
     check_warmup,
     root_seed_sequence,
+    seed_description,
 )
 from hetlb.stats import t_interval
 
 __all__ = [
     "BOUNDING_KINDS",
+    "MEASURES",
     "TIE_BREAKS",
     "BoundingResult",
     "Estimate",
@@ -62,59 +66,6 @@ BOUNDING_KINDS = {
 TIE_BREAKS = policies_where(tie_break=True)
 """The JSQ tie-breaking rules of the coupled check: the policies with a PolicySpec.tie_break, whose
 hetlb.policies.rules.selection_key ranks the servers."""
-
-MEASURES = ("Q_1", "Q_2", "Q_3", "Q_+1", "Q_+2", "X_1", "X_2", "X_3", "X_+1", "X_+2", "loss_fraction")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Mean over replications and the half-width of its 95% Student-t interval (nan for one)."""
-
-    mean: float
-    half_width: float
-
-
-@dataclass(frozen=True, eq=False)
-class TimeWeightedLaw:
-    """Time-weighted law of a scaled count after the warm-up: the count j takes the value
-    ``support[j]`` (X_{+1}: (j - n) / sqrt(n); X_{+2}: j / sqrt(n)); ``ccdf[j]`` = P(X > support[j]),
-    the mean over replications, with the half-width of its 95% t interval."""
-
-    support: np.ndarray
-    ccdf: np.ndarray
-    ccdf_half_width: np.ndarray
-
-    def tail(self, x: float) -> float:
-        """P(X > x), a right-continuous step function of x."""
-        j = int(np.searchsorted(self.support, x, side="right")) - 1
-        return 1.0 if j < 0 else float(self.ccdf[min(j, len(self.ccdf) - 1)])
-
-
-@dataclass(frozen=True, eq=False)
-class BoundingResult:
-    """Time averages over [warmup, horizon] of JSQ-FSL or JSQ-SSL, each replication from empty buffers.
-
-    ``estimates`` maps each of MEASURES to an Estimate; ``replication_values[r, m]`` is measure m of
-    replication r (columns in MEASURES order, for paired comparisons). ``level_means[i - 1]`` is the
-    mean of Q_i for every level reached. ``loss_fraction`` is the fraction of arrivals that found
-    every buffer full. ``excess_capacity`` is c = n^{-1/2} (sum_k mu_k - n lambda) = varsigma + nu.
-    """
-
-    kind: str
-    buffer: int | None
-    n_servers: int
-    arrival_rate: float
-    excess_capacity: float
-    horizon: float
-    warmup: float
-    replications: int
-    estimates: dict
-    replication_values: np.ndarray
-    level_means: np.ndarray
-    x_plus1_law: TimeWeightedLaw
-    x_plus2_law: TimeWeightedLaw
-    events: int
-    events_per_second: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,6 +211,7 @@ def simulate_bounding_system(
         x_plus2_law=_time_weighted_law(waiting_laws, offset=0, scale=math.sqrt(n)),
         events=events,
         events_per_second=events / elapsed if elapsed > 0 else math.nan,
+        metadata={"seed": seed_description(seed, root), "versions": versions()},
     )
 
 

@@ -41,7 +41,7 @@ __all__ = [
     "diffusion_paths",
     "policy_diffusion",
     "reflected_ou_stationary",
-    "relaxation_time",
+    "diffusion_relaxation_time",
     "speed_pools",
     "stationary_diffusion",
     "stationary_mean_x1",
@@ -374,7 +374,7 @@ def _checked_step(limit: DiffusionLimit, step) -> float:
     return step
 
 
-def relaxation_time(limit: DiffusionLimit) -> float:
+def diffusion_relaxation_time(limit: DiffusionLimit) -> float:
     """A time scale for the approach to stationarity (time units).
 
     The slowest of 1 / idle_rate, 1 / (slowest level decay rate) and sigma^2 / (2 c^2), the time the
@@ -400,7 +400,7 @@ def _check_work(limit: DiffusionLimit, n_paths: int, step: float, duration: floa
             "excess_capacity",
             f"the SDE would take about {validation.quantity(n_steps)} steps of {step:.3g} over {duration:.3g} "
             f"time units, more than {validation.quantity(MAX_STEPS)}: its time scales are too far apart "
-            f"(relaxation {relaxation_time(limit):.3g} time units, fastest rate "
+            f"(relaxation {diffusion_relaxation_time(limit):.3g} time units, fastest rate "
             f"{max(_fastest_rate(limit), limit.excess_capacity**2 / limit.noise_variance):.3g}); bring the "
             "excess capacity nearer the square root of the mean speed",
         )
@@ -554,8 +554,10 @@ def stationary_diffusion(
     n_snapshots = validation.count("n_snapshots", n_snapshots)
     seed = _checked_seed(seed)
     step = _checked_step(limit, step)
-    burn_in = 20.0 * relaxation_time(limit) if burn_in is None else validation.number("burn_in", burn_in, 0.0)
-    horizon = 100.0 * relaxation_time(limit) if horizon is None else validation.positive_number("horizon", horizon)
+    burn_in = 20.0 * diffusion_relaxation_time(limit) if burn_in is None else validation.number("burn_in", burn_in, 0.0)
+    horizon = (
+        100.0 * diffusion_relaxation_time(limit) if horizon is None else validation.positive_number("horizon", horizon)
+    )
     _check_work(limit, n_paths, step, burn_in + max(horizon, n_snapshots * step), n_snapshots)
     n_steps = max(n_snapshots, int(round(horizon / step)))
     sample_every = max(1, n_steps // n_snapshots)

@@ -40,7 +40,7 @@ __all__ = [
     "mean_field",
     "mean_field_trajectory",
     "pod_equal_servers_response_time",
-    "relaxation_time",
+    "mean_field_settling_time",
     "server_speeds",
 ]
 
@@ -812,7 +812,7 @@ def mean_field_trajectory(
     return MeanFieldTrajectory(times=times, occupancy=occupancy, class_speed=speed, class_fraction=fraction)
 
 
-def relaxation_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: float = 1e5) -> float:
+def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: float = 1e5) -> float:
     """A warm-up for simulating ``limit``'s system from empty (time units): for a sampling
     policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
     of the fixed point's jobs per server (``horizon`` when it does not; for random and

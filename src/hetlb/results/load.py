@@ -1,0 +1,50 @@
+"""The result of a load generator's run (``hetlb loadgen``, hetlb.live.loadgen): its figures as a
+mapping with the simulator's keys, in milliseconds, and its metadata.
+"""
+
+from __future__ import annotations
+
+from hetlb.results.base import Result
+
+LOAD_SUMMARY = (
+    "mean_response_time",
+    "mean_response_time_ci",
+    "response_time_p50",
+    "response_time_p95",
+    "response_time_p99",
+    "blocking_probability",
+    "requests",
+    "answered",
+    "errors",
+    "achieved_rate",
+    "mean_overhead",
+)
+"""The headline figures of a load generator's run (its ``summary``)."""
+
+
+class LoadResult(Result, dict):
+    """One open-loop run of the load generator: a mapping of its figures (keys and units in
+    hetlb.live.loadgen's docstring; a figure that cannot be computed is None), so that it is read,
+    compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions)."""
+
+    def __init__(self, figures: dict, metadata: dict):
+        dict.__init__(self, figures)
+        self.metadata = metadata
+
+    @property
+    def summary(self) -> dict:
+        return {name: self[name] for name in LOAD_SUMMARY}
+
+    def to_dict(self) -> dict:
+        """The figures (the mapping itself) and the metadata."""
+        return {**self, "metadata": self.metadata}
+
+    def headline(self) -> tuple:
+        return "mean response time (ms)", self["mean_response_time"], self["mean_response_time_ci"]
+
+    def describe(self) -> str:
+        targets = len(self.metadata["load"]["targets"])
+        return f"{targets} target{'s' if targets != 1 else ''} at {self['offered_rate']:g}/s"
+
+    def extent(self) -> str:
+        return f"{self['requests']} requests in {self['duration']:g} s"
