@@ -1,0 +1,38 @@
+"""hetlb bound: the lower bound C*/lambda of Proposition 1 of paper 000."""
+
+from __future__ import annotations
+
+from hetlb.cli.flags import add_output_flags, add_scenario_flags, scenario_from_args
+from hetlb.cli.text import print_json
+
+
+def add_parser(commands) -> None:
+    """The ``hetlb bound`` command and its flags."""
+    bound = commands.add_parser("bound", help="the lower bound C*/lambda of Proposition 1 (000)")
+    bound.set_defaults(handler=run)
+    add_scenario_flags(bound, buffer=False, job_sizes=False, graph=False)
+    add_output_flags(bound)
+
+
+def run(args) -> int:
+    from hetlb.theory import speed_lower_bound
+
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    bound = speed_lower_bound(system.speed, system.total_arrival_rate)
+    values = {
+        "load": bound.load,
+        "K": bound.K,
+        "c_star": bound.c_star,
+        "c_star_by_type": bound.c_star_by_type.tolist(),
+        "type_speeds": bound.type_speeds.tolist(),
+        "lower_bound": bound.lower_bound,
+    }
+    if args.json:
+        print_json(values)
+    else:
+        print(
+            f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
+            f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
+        )
+    return 0

@@ -1,0 +1,45 @@
+"""hetlb exact: the exact solution of a small system's Markov chain."""
+
+from __future__ import annotations
+
+from hetlb.cli.flags import add_output_flags, add_policy_flags, add_scenario_flags, scenario_from_args
+from hetlb.cli.text import print_json
+
+
+def add_parser(commands) -> None:
+    """The ``hetlb exact`` command and its flags."""
+    exact = commands.add_parser("exact", help="exact CTMC solution of a small system (finite buffers)")
+    exact.set_defaults(handler=run)
+    add_scenario_flags(exact, job_sizes=False)
+    add_policy_flags(exact)
+    add_output_flags(exact)
+
+
+def run(args) -> int:
+    from hetlb.theory import solve_exact
+
+    scenario = scenario_from_args(args, continuous_only=True)
+    system, policy = scenario.system, scenario.policy
+    solution = solve_exact(system, policy)
+    values = {
+        "policy": policy.id,
+        "n_states": solution.n_states,
+        "mean_response_time": solution.mean_response_time,
+        "mean_waiting_time": solution.mean_waiting_time,
+        "p_wait": solution.p_wait,
+        "blocking_probability": solution.blocking_probability,
+        "mean_number_in_system": solution.mean_number_in_system,
+        "throughput": solution.throughput,
+        "utilisation": solution.utilisation.tolist(),
+    }
+    if args.json:
+        print_json(values)
+    else:
+        for key, value in values.items():
+            shown = (
+                ", ".join(f"{v:.6g}" for v in value)
+                if isinstance(value, list)
+                else (f"{value:.8g}" if isinstance(value, float) else value)
+            )
+            print(f"{key:<24}{shown}")
+    return 0

@@ -1,0 +1,69 @@
+"""hetlb reproduce: a figure of one of the papers, its tables and its claims checked."""
+
+from __future__ import annotations
+
+import argparse
+
+from hetlb.cli.flags import add_output_flags, notify_compiling, parse_assignment, quiet
+from hetlb.cli.text import print_json
+
+
+def reproductions_epilog() -> str:
+    """The registered reproductions, one per line (importing the registry takes a second)."""
+    from hetlb.experiments import REPRODUCTIONS
+
+    width = max(len(name) for name in REPRODUCTIONS) + 2
+    return "reproductions:\n" + "\n".join(
+        f"  {name:<{width}}{reproduction.title}" for name, reproduction in REPRODUCTIONS.items()
+    )
+
+
+def add_parser(commands) -> None:
+    """The ``hetlb reproduce`` command and its flags."""
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="reproduce a paper's figure: CSV, PNG and claims.json",
+        epilog=reproductions_epilog,  # called by ArgumentParser.format_help, when the help is shown
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    reproduce.set_defaults(handler=run)
+    reproduce.add_argument("name", help="the reproduction (listed below)")
+    reproduce.add_argument(
+        "--scale", choices=["quick", "paper"], default="quick", help="quick (default) or the paper's sizes"
+    )
+    reproduce.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
+    reproduce.add_argument(
+        "--set", action="append", metavar="NAME=VALUE", help="set an option, e.g. --set load=0.95 (repeatable)"
+    )
+    reproduce.add_argument(
+        "--executor", default=None, help="processes (default), processes:N, serial or dask://host:port"
+    )
+    reproduce.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    add_output_flags(reproduce, quiet=True)
+
+
+def run(args) -> int:
+    from hetlb.experiments.reproduce import reproduce
+
+    options = dict(parse_assignment(text) for text in args.set or [])
+    notify_compiling(args, ("continuous", "slotted"))  # a reproduction may use either model
+    report = reproduce(
+        args.name,
+        scale=args.scale,
+        out=args.out,
+        executor=args.executor,
+        store=args.store,
+        progress=not quiet(args),
+        **options,
+    )
+    if args.json:
+        print_json(report)
+        return 0 if report["all_claims_hold"] else 1
+    for claim in report["claims"]:
+        status = "FAILS" if claim["status"] == "fails" else claim["status"]
+        print(f"{status:<9} {claim['id']:<10}{claim['statement']}")
+        if claim["cause"]:
+            print(f"{'':<20}cause: {claim['cause']}\n{'':<20}evidence: {claim['evidence']}")
+    out = args.out or f"reproductions/{args.name}"
+    print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json in {out}")
+    return 0 if report["passes"] else 1

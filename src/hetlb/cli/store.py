@@ -1,0 +1,46 @@
+"""hetlb store: the sweeps of a result store, or one of them as CSV."""
+
+from __future__ import annotations
+
+import os
+
+from hetlb import validation
+from hetlb.cli.flags import add_output_flags
+from hetlb.cli.text import print_json
+from hetlb.errors import InputError
+
+
+def add_parser(commands) -> None:
+    """The ``hetlb store`` command and its flags."""
+    store = commands.add_parser("store", help="list the sweeps in a result store, or print one as CSV")
+    store.set_defaults(handler=run)
+    store.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
+    store.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    add_output_flags(store)
+
+
+def run(args) -> int:
+    from hetlb.experiments import ResultStore
+    from hetlb.experiments.store import resume_note
+    from hetlb.validation import input_file, shorten
+
+    path = input_file("store", args.store)  # listing makes no store; a read-only one is read as it is
+    with ResultStore(path, readonly=not os.access(path, os.W_OK)) as store:
+        if args.name is None:
+            sweeps = store.sweeps()
+            if args.json:
+                print_json(sweeps)
+                return 0
+            for entry in sweeps:
+                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
+            return 0
+        rows = store.load(validation.text("name", args.name))
+    if not rows:
+        raise InputError("name", f"no finished runs of a sweep named {shorten(repr(args.name))} in {store.name}")
+    if args.json:
+        print_json(rows)
+        return 0
+    import pandas as pd
+
+    print(pd.DataFrame.from_records(rows).to_csv(index=False), end="")
+    return 0
