@@ -50,6 +50,7 @@ def job_sizes_of(args):
 
 
 def run(args) -> int:
+    """Run the test backends of --listen until they are stopped."""
     from hetlb.live.backend import BackendFleet, parse_listen, run_backends
 
     specs = [spec for text in args.listen for spec in parse_listen(text)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetlb.cli.flags import add_output_flags, add_scenario_flags, scenario_from_args
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_bound, print_json
 
 
 def add_parser(commands) -> None:
@@ -15,6 +15,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the lower bound C*/lambda of Proposition 1 of 000 for the scenario's speeds and arrival rate."""
     from hetlb.theory import speed_lower_bound
 
     scenario = scenario_from_args(args, continuous_only=True)
@@ -31,8 +32,5 @@ def run(args) -> int:
     if args.json:
         print_json(values)
     else:
-        print(
-            f"load {bound.load:.6g}: K = {bound.K}, C* = {bound.c_star:.6g}, "
-            f"mean response time >= C*/lambda = {bound.lower_bound:.6g}  (Proposition 1 of paper 000)"
-        )
+        print(format_bound(values))
     return 0

@@ -18,6 +18,8 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Compile the continuous-time kernel ahead of time (unless it is up to date) and the
+    many-dispatcher kernel into numba's cache; print where they are."""
     from hetlb.simulation.precompile import compile_command
 
     print(compile_command(quiet=args.quiet))

@@ -25,6 +25,8 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Compare the demo's policies on 100 servers of four speeds; print the table (or --json) and
+    write it and the plot to --out."""
     from hetlb.demo import run_demo
 
     out = validation.output_folder("--out", args.out)

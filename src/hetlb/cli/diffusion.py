@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetlb.cli.flags import add_output_flags, parse_construction
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_diffusion, print_json
 from hetlb.errors import InputError
 
 
@@ -33,6 +33,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the stationary means of the policy's diffusion limit (002), over --paths paths."""
     from hetlb.theory.diffusion import policy_diffusion, speed_pools, stationary_diffusion
 
     if args.speed_distribution is not None:
@@ -44,29 +45,21 @@ def run(args) -> int:
     limit = policy_diffusion(args.policy, speeds, args.excess_capacity, buffer=args.buffer)
     stationary = stationary_diffusion(limit, n_paths=args.paths, seed=args.seed)
     values = {
-        name: {"mean": stationary.mean[name], "standard_error": stationary.standard_error[name]}
-        for name in stationary.mean
+        "policy": args.policy,
+        "excess_capacity": args.excess_capacity,
+        "paths": args.paths,
+        "step": stationary.step,
+        "burn_in": stationary.burn_in,
+        "horizon": stationary.horizon,
+        "stationary": {
+            name: {"mean": stationary.mean[name], "standard_error": stationary.standard_error[name]}
+            for name in stationary.mean
+        },
     }
     if args.json:
-        print_json(
-            {
-                "policy": args.policy,
-                "excess_capacity": args.excess_capacity,
-                "paths": args.paths,
-                "step": stationary.step,
-                "burn_in": stationary.burn_in,
-                "horizon": stationary.horizon,
-                "stationary": values,
-            }
-        )
-        return 0
-    print(
-        f"diffusion limit of {args.policy} (002), c = {args.excess_capacity:g}: stationary means over "
-        f"{args.paths} paths, step {stationary.step:.3g}, burn-in {stationary.burn_in:.3g}, "
-        f"horizon {stationary.horizon:.3g}"
-    )
-    for name, value in values.items():
-        print(f"  {name:<20}{value['mean']:>10.4f}  +- {value['standard_error']:.4f} (standard error)")
+        print_json(values)
+    else:
+        print(format_diffusion(values))
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetlb.cli.flags import add_output_flags, add_policy_flags, add_scenario_flags, scenario_from_args
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_exact, print_json
 
 
 def add_parser(commands) -> None:
@@ -16,6 +16,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Solve the scenario's Markov chain exactly and print its figures (the continuous model, finite buffers)."""
     from hetlb.theory import solve_exact
 
     scenario = scenario_from_args(args, continuous_only=True)
@@ -35,11 +36,5 @@ def run(args) -> int:
     if args.json:
         print_json(values)
     else:
-        for key, value in values.items():
-            shown = (
-                ", ".join(f"{v:.6g}" for v in value)
-                if isinstance(value, list)
-                else (f"{value:.8g}" if isinstance(value, float) else value)
-            )
-            print(f"{key:<24}{shown}")
+        print(format_exact(values))
     return 0

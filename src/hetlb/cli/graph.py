@@ -27,6 +27,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the graph's statistics and the load it can carry, and with --assumption2 the search's result."""
     from hetlb.graphs.connectivity import routable_load, well_connectedness
     from hetlb.graphs.constructions import graph_statistics
 

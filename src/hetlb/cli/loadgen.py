@@ -60,6 +60,7 @@ def load_spec_of(args):
 
 
 def run(args) -> int:
+    """Send the open-loop load, print its result (text or --json) and write it to --output."""
     from hetlb import validation
     from hetlb.live.loadgen import format_load_result, generate_load
 

@@ -47,6 +47,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the mean-field limit of the policy on the scenario's speeds, beside a simulation with --compare."""
     from hetlb.theory.meanfield import mean_field
 
     policy, params = meanfield_policy(args)

@@ -48,6 +48,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Search the sparsest graph within --tolerance of C*/lambda, write it to --output and print the search."""
     from hetlb.experiments.place import FAMILIES, place, write_graph
     from hetlb.experiments.store import ResultStore
     from hetlb.graphs.constructions import DEFAULT_MAX_EDGES, graph_ports

@@ -24,6 +24,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Plot --metric of a finished sweep against the axis --x, one line per value of --by."""
     from hetlb import validation
     from hetlb.plots import plot_metric
     from hetlb.plots.figures import axis_label, image_formats

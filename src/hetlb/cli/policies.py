@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetlb.cli.flags import add_output_flags
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_policies, print_json
 
 
 def add_parser(commands) -> None:
@@ -20,6 +20,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the registered policies (text or --json), or with --check their conformance check."""
     from hetlb.policies import POLICIES
 
     if args.check is not None:
@@ -27,13 +28,7 @@ def run(args) -> int:
     if args.json:
         print_json([describe_policy(spec) for spec in POLICIES.values()])
         return 0
-    for spec in POLICIES.values():
-        params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
-        print(f"{spec.id:<16}{spec.definition}")
-        print(
-            f"{'':<16}source: {spec.reference}; models: {', '.join(spec.models)}"
-            + (f"; parameters: {params}" if params else "")
-        )
+    print(format_policies(POLICIES.values()))
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hetlb.cli.flags import add_output_flags, notify_compiling, parse_assignment, quiet
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_claims, print_json
 
 
 def reproductions_epilog() -> str:
@@ -43,6 +43,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Reproduce the named figure and print its claims; exit 1 if one of them fails."""
     from hetlb.experiments.reproduce import reproduce
 
     options = dict(parse_assignment(text) for text in args.set or [])
@@ -59,11 +60,5 @@ def run(args) -> int:
     if args.json:
         print_json(report)
         return 0 if report["all_claims_hold"] else 1
-    for claim in report["claims"]:
-        status = "FAILS" if claim["status"] == "fails" else claim["status"]
-        print(f"{status:<9} {claim['id']:<10}{claim['statement']}")
-        if claim["cause"]:
-            print(f"{'':<20}cause: {claim['cause']}\n{'':<20}evidence: {claim['evidence']}")
-    out = args.out or f"reproductions/{args.name}"
-    print(f"\n{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {args.name}.png and claims.json in {out}")
+    print(format_claims(report, args.name, args.out or f"reproductions/{args.name}"))
     return 0 if report["passes"] else 1

@@ -18,6 +18,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
     from hetlb.live import load_config, serve
 
     if args.set and args.policy is None:

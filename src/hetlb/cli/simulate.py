@@ -59,6 +59,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Simulate the scenario of --config and the flags; print its results (text or --json)."""
     scenario = scenario_from_args(args)
     notify_compiling(args, (scenario.model,))
     result = scenario.simulate(progress=not quiet(args))

@@ -6,7 +6,7 @@ import os
 
 from hetlb import validation
 from hetlb.cli.flags import add_output_flags
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_sweeps, print_json
 from hetlb.errors import InputError
 
 
@@ -20,8 +20,8 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Print the sweeps of the result store, or the finished runs of the sweep NAME as CSV."""
     from hetlb.experiments import ResultStore
-    from hetlb.experiments.store import resume_note
     from hetlb.validation import input_file, shorten
 
     path = input_file("store", args.store)  # listing makes no store; a read-only one is read as it is
@@ -31,8 +31,7 @@ def run(args) -> int:
             if args.json:
                 print_json(sweeps)
                 return 0
-            for entry in sweeps:
-                print(f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}")
+            print(format_sweeps(sweeps), end="")
             return 0
         rows = store.load(validation.text("name", args.name))
     if not rows:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetlb.cli.flags import add_output_flags, notify_compiling, quiet
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_sweep, print_json
 
 
 def add_parser(commands) -> None:
@@ -23,6 +23,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Run the sweep spec, storing each run, and print its summary table."""
     from hetlb.experiments import SweepSpec, sweep
 
     spec = SweepSpec.from_toml(args.spec)
@@ -49,27 +50,5 @@ def run(args) -> int:
             }
         )
         return 0
-    axes = [c for c in summary.columns if "." in c]
-    shown = summary[axes + [c for c in SWEEP_COLUMNS if c in summary.columns]]
-    print(shown.to_string(index=False, float_format=lambda v: f"{v:.5g}"))
-    print(
-        f"\n{result.computed} runs computed, {result.reused} reused from {args.store}, "
-        f"{result.wall_seconds:.1f} s; tables in {args.out}"
-    )
+    print(format_sweep(result, args.store, args.out))
     return 0
-
-
-SWEEP_COLUMNS = (
-    "replications",
-    "mean_response_time",
-    "mean_response_time_ci_low",
-    "mean_response_time_ci_high",
-    "blocking_probability",
-    "speed_lower_bound",
-    "mean_delay",
-    "mean_delay_ci_low",
-    "mean_delay_ci_high",
-    "messages_per_arrival",
-)
-"""The summary columns `hetlb sweep` prints after the axes, those of the sweep's model (the
-continuous model's first, then the slotted model's: a sweep over system.model has both)."""

@@ -21,6 +21,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Run the scenario live and simulated; print the table and write CSV, JSON and PNG to --out."""
     from hetlb import validation
     from hetlb.errors import one_line
     from hetlb.live import testbed

@@ -363,3 +363,121 @@ def format_graph(values: dict) -> str:
             )
         lines.append(f"  {search['note']}")
     return "\n".join(lines)
+
+
+def format_exact(values: dict) -> str:
+    """The text output of ``hetlb exact``: a line per figure of the exact solution."""
+    lines = []
+    for key, value in values.items():
+        shown = (
+            ", ".join(f"{v:.6g}" for v in value)
+            if isinstance(value, list)
+            else (f"{value:.8g}" if isinstance(value, float) else value)
+        )
+        lines.append(f"{key:<24}{shown}")
+    return "\n".join(lines)
+
+
+def format_bound(values: dict) -> str:
+    """The text output of ``hetlb bound``: C* and the bound C*/lambda (Proposition 1 of 000)."""
+    return (
+        f"load {values['load']:.6g}: K = {values['K']}, C* = {values['c_star']:.6g}, "
+        f"mean response time >= C*/lambda = {values['lower_bound']:.6g}  (Proposition 1 of paper 000)"
+    )
+
+
+def format_policies(specs) -> str:
+    """The text output of ``hetlb policies``: each registry entry's id and definition, then its
+    source, models and parameters."""
+    lines = []
+    for spec in specs:
+        params = ", ".join(f"{name}={default} ({text})" for name, (default, text, _) in spec.parameters.items())
+        lines.append(f"{spec.id:<16}{spec.definition}")
+        lines.append(
+            f"{'':<16}source: {spec.reference}; models: {', '.join(spec.models)}"
+            + (f"; parameters: {params}" if params else "")
+        )
+    return "\n".join(lines)
+
+
+SWEEP_COLUMNS = (
+    "replications",
+    "mean_response_time",
+    "mean_response_time_ci_low",
+    "mean_response_time_ci_high",
+    "blocking_probability",
+    "speed_lower_bound",
+    "mean_delay",
+    "mean_delay_ci_low",
+    "mean_delay_ci_high",
+    "messages_per_arrival",
+)
+"""The summary columns ``hetlb sweep`` prints after the axes, those of the sweep's model (the
+continuous model's first, then the slotted model's: a sweep over system.model has both)."""
+
+
+def format_sweep(result, store: str, out: str) -> str:
+    """The text output of ``hetlb sweep``: the summary's axes and SWEEP_COLUMNS, and what was
+    computed and reused."""
+    summary = result.summary
+    axes = [c for c in summary.columns if "." in c]
+    shown = summary[axes + [c for c in SWEEP_COLUMNS if c in summary.columns]]
+    return (
+        shown.to_string(index=False, float_format=lambda v: f"{v:.5g}")
+        + f"\n\n{result.computed} runs computed, {result.reused} reused from {store}, "
+        f"{result.wall_seconds:.1f} s; tables in {out}"
+    )
+
+
+def format_sweeps(sweeps: list) -> str:
+    """The text output of ``hetlb store`` without a name: a line per sweep of the store."""
+    from hetlb.experiments.store import resume_note
+
+    return "".join(
+        f"{entry['name']:<32}{entry['finished']:>8} of {entry['runs']} runs finished{resume_note(entry)}\n"
+        for entry in sweeps
+    )
+
+
+def format_claims(report: dict, name: str, out: str) -> str:
+    """The text output of ``hetlb reproduce``: each claim's status (with its cause and evidence
+    when it has one), then where the outputs of reproduction ``name`` went."""
+    lines = []
+    for claim in report["claims"]:
+        status = "FAILS" if claim["status"] == "fails" else claim["status"]
+        lines.append(f"{status:<9} {claim['id']:<10}{claim['statement']}")
+        if claim["cause"]:
+            lines.append(f"{'':<20}cause: {claim['cause']}\n{'':<20}evidence: {claim['evidence']}")
+    lines += ["", f"{report['title']}: {report['wall_seconds']:.0f} s; points.csv, {name}.png and claims.json in {out}"]
+    return "\n".join(lines)
+
+
+def format_tuning(values: dict, system, jobs: int, seed: int) -> str:
+    """The text output of ``hetlb tune``: the grid of (p_fast, p_slow) with the best point marked."""
+    best = (values["p_fast"], values["p_slow"])
+    lines = [
+        f"jsq-df-ds on {system.n_servers} servers at load {system.load:.4g}: "
+        f"{len(values['table'])} grid points, {jobs:,} jobs each, common random numbers (seed {seed})",
+        f"  {'p_fast':>8}{'p_slow':>8}{'mean T':>12}{'blocking':>12}",
+    ]
+    for row in values["table"]:
+        mark = "  <- best" if (row["p_fast"], row["p_slow"]) == best else ""
+        lines.append(
+            f"  {row['p_fast']:>8.3g}{row['p_slow']:>8.3g}{row['mean_response_time']:>12.5g}"
+            f"{row['blocking_probability']:>12.3g}{mark}"
+        )
+    lines.append("  (evaluate the best point on fresh seeds before reporting it: its tuning run is biased low)")
+    return "\n".join(lines)
+
+
+def format_diffusion(values: dict) -> str:
+    """The text output of ``hetlb diffusion``: the stationary means of the limit, with their
+    standard errors over the paths."""
+    lines = [
+        f"diffusion limit of {values['policy']} (002), c = {values['excess_capacity']:g}: stationary means over "
+        f"{values['paths']} paths, step {values['step']:.3g}, burn-in {values['burn_in']:.3g}, "
+        f"horizon {values['horizon']:.3g}"
+    ]
+    for name, value in values["stationary"].items():
+        lines.append(f"  {name:<20}{value['mean']:>10.4f}  +- {value['standard_error']:.4f} (standard error)")
+    return "\n".join(lines)

@@ -6,7 +6,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.cli.flags import add_output_flags, add_scenario_flags, notify_compiling, run_reporter, scenario_from_args
-from hetlb.cli.text import print_json
+from hetlb.cli.text import format_tuning, print_json
 
 
 def add_parser(commands) -> None:
@@ -33,6 +33,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    """Simulate the grid of (p_fast, p_slow) of jsq-df-ds and print it with the best point."""
     from hetlb.experiments import tune_jsq_df_ds
 
     scenario = scenario_from_args(args, continuous_only=True)
@@ -53,26 +54,16 @@ def run(args) -> int:
         report=report,
     )
     bar.close()
+    values = {
+        "p_fast": tuning.p_fast,
+        "p_slow": tuning.p_slow,
+        "mean_response_time": tuning.mean_response_time,
+        "table": [
+            dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row)) for row in tuning.table
+        ],
+    }
     if args.json:
-        print_json(
-            {
-                "p_fast": tuning.p_fast,
-                "p_slow": tuning.p_slow,
-                "mean_response_time": tuning.mean_response_time,
-                "table": [
-                    dict(zip(("p_fast", "p_slow", "mean_response_time", "blocking_probability"), row))
-                    for row in tuning.table
-                ],
-            }
-        )
-        return 0
-    print(
-        f"jsq-df-ds on {scenario.system.n_servers} servers at load {scenario.system.load:.4g}: "
-        f"{len(tuning.table)} grid points, {args.jobs:,} jobs each, common random numbers (seed {args.seed})"
-    )
-    print(f"  {'p_fast':>8}{'p_slow':>8}{'mean T':>12}{'blocking':>12}")
-    for p_fast, p_slow, mean, blocking in tuning.table:
-        mark = "  <- best" if (p_fast, p_slow) == (tuning.p_fast, tuning.p_slow) else ""
-        print(f"  {p_fast:>8.3g}{p_slow:>8.3g}{mean:>12.5g}{blocking:>12.3g}{mark}")
-    print("  (evaluate the best point on fresh seeds before reporting it: its tuning run is biased low)")
+        print_json(values)
+    else:
+        print(format_tuning(values, scenario.system, args.jobs, args.seed))
     return 0
