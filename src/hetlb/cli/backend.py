@@ -3,42 +3,38 @@
 from __future__ import annotations
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb backend`` command and its flags."""
-    backend = commands.add_parser(
-        "backend", help="test backends: the model's FIFO servers on HTTP, several on several ports"
-    )
-    backend.set_defaults(handler=run)
-    backend.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb backend``."""
+    parser.add_argument(
         "--listen",
         action="append",
         required=True,
         metavar="HOST:PORT[,speed=S]",
         help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
     )
-    backend.add_argument(
+    parser.add_argument(
         "--mean-service-ms",
         type=float,
         default=20.0,
         metavar="MS",
         help="mean service time at speed 1, milliseconds (default %(default)s): a backend of speed S takes MS/S",
     )
-    backend.add_argument(
+    parser.add_argument(
         "--job-sizes",
         choices=["exponential", "hyperexponential", "deterministic"],
         default="exponential",
         help="service-time law (default %(default)s)",
     )
-    backend.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
-    backend.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
-    backend.add_argument(
+    parser.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
+    parser.add_argument(
         "--error-probability",
         type=float,
         default=0.0,
         metavar="P",
         help="answer a job 500 after serving it (default 0)",
     )
-    backend.add_argument(
+    parser.add_argument(
         "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
     )
 

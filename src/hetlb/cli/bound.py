@@ -6,12 +6,10 @@ from hetlb.cli.flags import add_output_flags, add_scenario_flags, scenario_from_
 from hetlb.cli.text import format_bound, print_json
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb bound`` command and its flags."""
-    bound = commands.add_parser("bound", help="the lower bound C*/lambda of Proposition 1 (000)")
-    bound.set_defaults(handler=run)
-    add_scenario_flags(bound, buffer=False, job_sizes=False, graph=False)
-    add_output_flags(bound)
+def add_flags(parser) -> None:
+    """The flags of ``hetlb bound``."""
+    add_scenario_flags(parser, buffer=False, job_sizes=False, graph=False)
+    add_output_flags(parser)
 
 
 def run(args) -> int:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb compile`` command and its flags."""
-    compile_parser = commands.add_parser(
-        "compile",
-        help="compile the continuous-time kernel ahead of time, so that short simulations start without numba",
-        description="Compile the continuous-time kernel ahead of time for this machine and hetlb's sources "
+def add_flags(parser) -> None:
+    """The flags of ``hetlb compile``."""
+    parser.description = (
+        "Compile the continuous-time kernel ahead of time for this machine and hetlb's sources "
         "(seconds to a minute, once); later `hetlb simulate` runs start without importing numba. "
         "Also compiles the many-dispatcher kernel into numba's cache. Does nothing for a kernel that "
-        "is up to date.",
+        "is up to date."
     )
-    compile_parser.set_defaults(handler=run)
-    compile_parser.add_argument("--quiet", action="store_true", help="no compiler output")
+    parser.add_argument("--quiet", action="store_true", help="no compiler output")
 
 
 def run(args) -> int:

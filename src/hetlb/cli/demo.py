@@ -14,14 +14,12 @@ DEMO_MAX_REPLICATIONS = 100
 studies are sweeps (resumable, on every core)."""
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb demo`` command and its flags."""
-    demo = commands.add_parser("demo", help="compare policies on a heterogeneous system: table and plot")
-    demo.set_defaults(handler=run)
-    demo.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
-    demo.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
-    demo.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
-    add_output_flags(demo, quiet=True, verbose="one line per finished run on standard error")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb demo``."""
+    parser.add_argument("--out", default="out", help="folder for the CSV and PNG (default out)")
+    parser.add_argument("--jobs", type=int, default=100_000, help="jobs per run (default 100000)")
+    parser.add_argument("--replications", type=int, default=3, help="replications per point (default 3)")
+    add_output_flags(parser, quiet=True, verbose="one line per finished run on standard error")
 
 
 def run(args) -> int:

@@ -7,29 +7,21 @@ from hetlb.cli.text import format_diffusion, print_json
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb diffusion`` command and its flags."""
-    diffusion = commands.add_parser(
-        "diffusion",
-        help="stationary means of the diffusion limits of 002 (JFSQ, "
-        "random ties, JFIQ, ...) in the Halfin-Whitt regime",
-    )
-    diffusion.set_defaults(handler=run)
-    diffusion.add_argument("--policy", default="jfsq", help="jfsq, jsq, jsq-lisf, jsq-fiq or jssq (default jfsq)")
-    law = diffusion.add_mutually_exclusive_group(required=True)
+def add_flags(parser) -> None:
+    """The flags of ``hetlb diffusion``."""
+    parser.add_argument("--policy", default="jfsq", help="jfsq, jsq, jsq-lisf, jsq-fiq or jssq (default jfsq)")
+    law = parser.add_mutually_exclusive_group(required=True)
     law.add_argument(
         "--speed-distribution",
         metavar="KIND:KEY=VALUE,...",
         help="the law F of the speeds: uniform:low=0.7,high=1.3, or discrete:speeds=[0.8,1.2],probabilities=[0.5,0.5]",
     )
     law.add_argument("--speeds", help='or the empirical F of speeds such as "250x0.8,250x1.2"')
-    diffusion.add_argument(
-        "--excess-capacity", type=float, default=1.0, metavar="C", help="c = varsigma + nu (default 1)"
-    )
-    diffusion.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
-    diffusion.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
-    diffusion.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
-    add_output_flags(diffusion)
+    parser.add_argument("--excess-capacity", type=float, default=1.0, metavar="C", help="c = varsigma + nu (default 1)")
+    parser.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
+    parser.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
+    add_output_flags(parser)
 
 
 def run(args) -> int:

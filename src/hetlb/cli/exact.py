@@ -6,13 +6,11 @@ from hetlb.cli.flags import add_output_flags, add_policy_flags, add_scenario_fla
 from hetlb.cli.text import format_exact, print_json
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb exact`` command and its flags."""
-    exact = commands.add_parser("exact", help="exact CTMC solution of a small system (finite buffers)")
-    exact.set_defaults(handler=run)
-    add_scenario_flags(exact, job_sizes=False)
-    add_policy_flags(exact)
-    add_output_flags(exact)
+def add_flags(parser) -> None:
+    """The flags of ``hetlb exact``."""
+    add_scenario_flags(parser, job_sizes=False)
+    add_policy_flags(parser)
+    add_output_flags(parser)
 
 
 def run(args) -> int:

@@ -10,20 +10,16 @@ from hetlb.cli.text import format_graph, print_json
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb graph`` command and its flags."""
-    graph = commands.add_parser(
-        "graph", help="a compatibility graph's statistics, the load it can carry and a search for Assumption 2 of 000"
-    )
-    graph.set_defaults(handler=run)
-    add_scenario_flags(graph, job_sizes=False)
-    search = graph.add_argument_group("Assumption 2 of 000 (needs --buffer: b is the buffer size)")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb graph``."""
+    add_scenario_flags(parser, job_sizes=False)
+    search = parser.add_argument_group("Assumption 2 of 000 (needs --buffer: b is the buffer size)")
     search.add_argument("--assumption2", action="store_true", help="search for the worst D_I of Assumption 2")
     search.add_argument(
         "--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat); implies --assumption2"
     )
     search.add_argument("--seed", type=int, help="seed of the search's random restarts (default 0)")
-    add_output_flags(graph)
+    add_output_flags(parser)
 
 
 def run(args) -> int:

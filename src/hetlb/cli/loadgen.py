@@ -7,31 +7,29 @@ import json
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb loadgen`` command and its flags."""
-    loadgen = commands.add_parser("loadgen", help="open-loop Poisson load on one or several URLs; simulator's keys")
-    loadgen.set_defaults(handler=run)
-    loadgen.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb loadgen``."""
+    parser.add_argument(
         "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
     )
-    loadgen.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
-    loadgen.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
-    loadgen.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
-    loadgen.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
-    loadgen.add_argument(
+    parser.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
+    parser.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
+    parser.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
+    parser.add_argument(
         "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
     )
-    loadgen.add_argument("--shares", help="share of each target, comma-separated (default equal)")
-    loadgen.add_argument("--path", default="/", help="path of every request (default /)")
-    loadgen.add_argument("--method", default="GET", help="method of every request (default GET)")
-    loadgen.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
-    loadgen.add_argument(
+    parser.add_argument("--shares", help="share of each target, comma-separated (default equal)")
+    parser.add_argument("--path", default="/", help="path of every request (default /)")
+    parser.add_argument("--method", default="GET", help="method of every request (default GET)")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request (default 30)")
+    parser.add_argument(
         "--max-in-flight", type=int, default=10_000, metavar="N", help="outstanding requests at most (default 10000)"
     )
-    loadgen.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
-    loadgen.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
-    loadgen.add_argument("--json", action="store_true", help="print the result as JSON")
-    loadgen.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
+    parser.add_argument("--batches", type=int, default=20, help="batches of the interval (default 20)")
+    parser.add_argument("--output", metavar="FILE", help="also write the JSON result to FILE")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on standard error")
 
 
 def load_spec_of(args):

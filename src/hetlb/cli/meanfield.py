@@ -29,21 +29,17 @@ def meanfield_policy(args) -> tuple[str, dict]:
     return args.policy or "jsq", params
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb meanfield`` command and its flags."""
-    meanfield = commands.add_parser(
-        "meanfield", help="the many-server (N -> infinity) limit on the complete graph, optionally beside a simulation"
-    )
-    meanfield.set_defaults(handler=run)
-    add_scenario_flags(meanfield, job_sizes=False, graph=False)
-    add_policy_flags(meanfield)
-    compare = meanfield.add_argument_group("comparison with the simulator")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb meanfield``."""
+    add_scenario_flags(parser, job_sizes=False, graph=False)
+    add_policy_flags(parser)
+    compare = parser.add_argument_group("comparison with the simulator")
     compare.add_argument("--compare", type=int, metavar="N", help="also simulate the fleet at N servers")
     compare.add_argument("--jobs", type=int, default=200_000, help="measured jobs per replication (default 200000)")
     compare.add_argument("--replications", type=int, default=5, help="replications (default 5)")
     compare.add_argument("--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)")
     compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    add_output_flags(meanfield, quiet=True)
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:

@@ -10,15 +10,10 @@ from hetlb.cli.text import format_placement, print_json
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb place`` command and its flags."""
-    placement = commands.add_parser(
-        "place",
-        help="the sparsest compatibility graph whose jfsq/jfiq mean response time stays within x%% of C*/lambda",
-    )
-    placement.set_defaults(handler=run)
-    add_scenario_flags(placement, job_sizes=False, graph=False)
-    group = placement.add_argument_group("placement")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb place``."""
+    add_scenario_flags(parser, job_sizes=False, graph=False)
+    group = parser.add_argument_group("placement")
     ports = group.add_mutually_exclusive_group()
     ports.add_argument("--ports", type=int, metavar="L", help="job types, sharing the arrival rate equally")
     ports.add_argument(
@@ -44,7 +39,7 @@ def add_parser(commands) -> None:
         "--store", default="hetlb-results.sqlite", help="result store, for resuming (default %(default)s)"
     )
     group.add_argument("--output", default="placement.json", help="the graph, as JSON (default %(default)s)")
-    add_output_flags(placement, quiet=True)
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:

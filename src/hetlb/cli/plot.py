@@ -9,18 +9,16 @@ import numpy as np
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb plot`` command and its flags."""
-    plot = commands.add_parser("plot", help="plot a metric of a finished sweep against an axis")
-    plot.set_defaults(handler=run)
-    plot.add_argument("sweep_dir", help="the --out folder of hetlb sweep")
-    plot.add_argument("--x", required=True, help="axis column, e.g. system.load")
-    plot.add_argument("--metric", default="mean_response_time", help="column to plot (default %(default)s)")
-    plot.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb plot``."""
+    parser.add_argument("sweep_dir", help="the --out folder of hetlb sweep")
+    parser.add_argument("--x", required=True, help="axis column, e.g. system.load")
+    parser.add_argument("--metric", default="mean_response_time", help="column to plot (default %(default)s)")
+    parser.add_argument(
         "--by", help="one line per value of this axis (default policy.id when the sweep varies it; '' for one line)"
     )
-    plot.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
-    plot.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
+    parser.add_argument("--bound", action="store_true", help="draw the speed lower bound C*/lambda")
+    parser.add_argument("--output", help="PNG path (default SWEEP_DIR/METRIC.png)")
 
 
 def run(args) -> int:

@@ -6,17 +6,15 @@ from hetlb.cli.flags import add_output_flags
 from hetlb.cli.text import format_policies, print_json
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb policies`` command and its flags."""
-    policies = commands.add_parser("policies", help="list the policies and their definitions")
-    policies.set_defaults(handler=run)
-    policies.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb policies``."""
+    parser.add_argument(
         "--check",
         nargs="*",
         metavar="ID",
         help="run the conformance check (hetlb.check_policy) of these policies, or of all; exit 1 if one fails",
     )
-    add_output_flags(policies)
+    add_output_flags(parser)
 
 
 def run(args) -> int:

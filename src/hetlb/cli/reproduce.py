@@ -18,28 +18,21 @@ def reproductions_epilog() -> str:
     )
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb reproduce`` command and its flags."""
-    reproduce = commands.add_parser(
-        "reproduce",
-        help="reproduce a paper's figure: CSV, PNG and claims.json",
-        epilog=reproductions_epilog,  # called by ArgumentParser.format_help, when the help is shown
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    reproduce.set_defaults(handler=run)
-    reproduce.add_argument("name", help="the reproduction (listed below)")
-    reproduce.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb reproduce``."""
+    parser.epilog = reproductions_epilog  # a function: ArgumentParser.format_help calls it, when the help is shown
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("name", help="the reproduction (listed below)")
+    parser.add_argument(
         "--scale", choices=["quick", "paper"], default="quick", help="quick (default) or the paper's sizes"
     )
-    reproduce.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
-    reproduce.add_argument(
+    parser.add_argument("--out", help="folder for the outputs (default reproductions/NAME)")
+    parser.add_argument(
         "--set", action="append", metavar="NAME=VALUE", help="set an option, e.g. --set load=0.95 (repeatable)"
     )
-    reproduce.add_argument(
-        "--executor", default=None, help="processes (default), processes:N, serial or dask://host:port"
-    )
-    reproduce.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
-    add_output_flags(reproduce, quiet=True)
+    parser.add_argument("--executor", default=None, help="processes (default), processes:N, serial or dask://host:port")
+    parser.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:

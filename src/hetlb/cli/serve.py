@@ -6,15 +6,10 @@ from hetlb.cli.flags import add_output_flags, parse_assignment, quiet
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb serve`` command and its flags."""
-    serve = commands.add_parser(
-        "serve",
-        help="a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
-    )
-    serve.set_defaults(handler=run)
-    add_serve_flags(serve)
-    add_output_flags(serve, json_output=False, quiet=True)
+def add_flags(parser) -> None:
+    """The flags of ``hetlb serve``."""
+    add_serve_flags(parser)
+    add_output_flags(parser, json_output=False, quiet=True)
 
 
 def run(args) -> int:

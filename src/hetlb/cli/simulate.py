@@ -18,13 +18,11 @@ from hetlb.cli.flags import (
 from hetlb.cli.text import format_result, format_slotted_result, result_line
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb simulate`` command and its flags."""
-    simulate = commands.add_parser("simulate", help="simulate one scenario")
-    simulate.set_defaults(handler=run)
-    add_scenario_flags(simulate)
-    add_policy_flags(simulate)
-    run_group = simulate.add_argument_group("run")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb simulate``."""
+    add_scenario_flags(parser)
+    add_policy_flags(parser)
+    run_group = parser.add_argument_group("run")
     stop = run_group.add_mutually_exclusive_group()
     stop.add_argument(
         "--jobs", type=int, metavar="N", help="measured jobs: admitted arrivals after the warm-up (default 100000)"
@@ -46,9 +44,9 @@ def add_parser(commands) -> None:
         action="store_true",
         help="record the time-distribution of jobs and waiting jobs (CCDFs of X_{+1}, X_{+2} of 002; in --json)",
     )
-    add_model_flags(simulate)
-    add_output_flags(simulate, quiet=True, verbose="one line per replication on standard error (mean, events, seconds)")
-    output = [group for group in simulate._action_groups if group.title == "output"][0]
+    add_model_flags(parser)
+    add_output_flags(parser, quiet=True, verbose="one line per replication on standard error (mean, events, seconds)")
+    output = [group for group in parser._action_groups if group.title == "output"][0]
     output.add_argument("--compact", action="store_true", help="with --json, on one line")
     output.add_argument(
         "--per-server",

@@ -10,13 +10,11 @@ from hetlb.cli.text import format_sweeps, print_json
 from hetlb.errors import InputError
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb store`` command and its flags."""
-    store = commands.add_parser("store", help="list the sweeps in a result store, or print one as CSV")
-    store.set_defaults(handler=run)
-    store.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
-    store.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
-    add_output_flags(store)
+def add_flags(parser) -> None:
+    """The flags of ``hetlb store``."""
+    parser.add_argument("name", nargs="?", help="a sweep name (omit to list them)")
+    parser.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    add_output_flags(parser)
 
 
 def run(args) -> int:

@@ -6,20 +6,18 @@ from hetlb.cli.flags import add_output_flags, notify_compiling, quiet
 from hetlb.cli.text import format_sweep, print_json
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb sweep`` command and its flags."""
-    sweep = commands.add_parser("sweep", help="run a sweep spec (TOML) on a process pool or a Dask cluster")
-    sweep.set_defaults(handler=run)
-    sweep.add_argument("spec", help="sweep spec TOML file")
-    sweep.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb sweep``."""
+    parser.add_argument("spec", help="sweep spec TOML file")
+    parser.add_argument(
         "--executor", default=None, help="processes (default, all cores), processes:N, serial, or dask://host:port"
     )
-    sweep.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
-    sweep.add_argument(
+    parser.add_argument("--store", default="hetlb-results.sqlite", help="result store (default %(default)s)")
+    parser.add_argument(
         "--out", default="sweep-out", help="folder for runs/summary CSV and Parquet (default %(default)s)"
     )
-    sweep.add_argument("--force", action="store_true", help="recompute runs already in the store")
-    add_output_flags(sweep, quiet=True)
+    parser.add_argument("--force", action="store_true", help="recompute runs already in the store")
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:

@@ -6,18 +6,14 @@ import signal
 import sys
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb testbed`` command and its flags."""
-    testbed = commands.add_parser(
-        "testbed", help="a scenario live (backends, hetlb serve, loadgen) and simulated, side by side"
-    )
-    testbed.set_defaults(handler=run)
-    testbed.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
-    testbed.add_argument(
+def add_flags(parser) -> None:
+    """The flags of ``hetlb testbed``."""
+    parser.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
+    parser.add_argument(
         "--compare", metavar="LIST", help="also HAProxy and/or nginx on the same backends: haproxy,nginx"
     )
-    testbed.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
-    testbed.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+    parser.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
 
 
 def run(args) -> int:

@@ -9,14 +9,10 @@ from hetlb.cli.flags import add_output_flags, add_scenario_flags, notify_compili
 from hetlb.cli.text import format_tuning, print_json
 
 
-def add_parser(commands) -> None:
-    """The ``hetlb tune`` command and its flags."""
-    tune = commands.add_parser(
-        "tune", help="tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with common random numbers"
-    )
-    tune.set_defaults(handler=run)
-    add_scenario_flags(tune)
-    grid = tune.add_argument_group("tuning")
+def add_flags(parser) -> None:
+    """The flags of ``hetlb tune``."""
+    add_scenario_flags(parser)
+    grid = parser.add_argument_group("tuning")
     grid.add_argument("--d-fast", type=int, metavar="D", help="fast servers sampled, d_F (default 2)")
     grid.add_argument("--d-slow", type=int, metavar="D", help="slow servers sampled, d_S (default 2)")
     grid.add_argument("--grid", type=int, default=6, help="values of p_fast and of p_slow on [0, 1] (default 6)")
@@ -29,7 +25,7 @@ def add_parser(commands) -> None:
         default=1e-3,
         help="grid points losing more jobs than this are not eligible (default 0.001)",
     )
-    add_output_flags(tune, quiet=True, verbose="one line per grid point on standard error")
+    add_output_flags(parser, quiet=True, verbose="one line per grid point on standard error")
 
 
 def run(args) -> int:
