@@ -90,6 +90,7 @@ def add_scenario_flags(
 
 
 def add_policy_flags(parser) -> None:
+    """--policy, --d and --set: the policy and its parameters."""
     group = parser.add_argument_group("policy (flags override --config)")
     group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
     group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
@@ -293,10 +294,12 @@ def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
 
 
 def quiet(args) -> bool:
+    """Whether --quiet was given (False for a command without it)."""
     return bool(getattr(args, "quiet", False))
 
 
 def verbose(args) -> bool:
+    """Whether --verbose was given (False for a command without it)."""
     return bool(getattr(args, "verbose", False))
 
 

@@ -20,15 +20,6 @@ from hetlb.cli.text import format_meanfield, print_json
 from hetlb.errors import InputError
 
 
-def meanfield_policy(args) -> tuple[str, dict]:
-    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
-    jiq-df-ds, which only the theory has)."""
-    params = dict(parse_assignment(text, "--set") for text in args.set or [])
-    if args.d is not None:
-        params["d"] = args.d
-    return args.policy or "jsq", params
-
-
 def add_flags(parser) -> None:
     """The flags of ``hetlb meanfield``."""
     add_scenario_flags(parser, job_sizes=False, graph=False)
@@ -78,3 +69,12 @@ def run(args) -> int:
     else:
         print(format_meanfield(values))
     return 0
+
+
+def meanfield_policy(args) -> tuple[str, dict]:
+    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
+    jiq-df-ds, which only the theory has)."""
+    params = dict(parse_assignment(text, "--set") for text in args.set or [])
+    if args.d is not None:
+        params["d"] = args.d
+    return args.policy or "jsq", params

@@ -89,5 +89,5 @@ def run(args) -> int:
     if args.json:
         print_json(values)
     else:
-        print(format_placement(values, args))
+        print(format_placement(values))
     return 0

@@ -7,48 +7,7 @@ from hetlb.errors import InputError
 
 
 def add_flags(parser) -> None:
-    """The flags of ``hetlb serve``."""
-    add_serve_flags(parser)
-    add_output_flags(parser, json_output=False, quiet=True)
-
-
-def run(args) -> int:
-    """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
-    from hetlb.live import load_config, serve
-
-    if args.set and args.policy is None:
-        raise InputError("--set", "give the policy with --policy ID")
-    parameters = dict(parse_assignment(text, "--set") for text in args.set or [])
-    policy = None if args.policy is None else {"id": args.policy, **parameters}
-    overrides = {
-        "backends": args.backend,
-        "policy": policy,
-        "listen": args.listen,
-        "admin": args.admin,
-        "signals": args.signals,
-        "p_hat": args.p_hat,
-        "d": args.d,
-        "default_type": args.default_type,
-        "type_header": args.type_header,
-        "type_prefixes": args.type_prefix,
-        "dispatchers": args.dispatchers,
-        "seed": args.seed,
-        "timeout": args.timeout,
-        "connect_timeout": args.connect_timeout,
-        "drain": args.drain,
-        "health_interval": args.health_interval,
-        "eject_after": args.eject_after,
-        "retries": args.retries,
-        "max_body_bytes": args.max_body_bytes,
-        "max_header_bytes": args.max_header_bytes,
-        "max_in_flight": args.max_in_flight,
-    }
-    config = load_config(args.config, **overrides)
-    return serve(config, announce=None if not quiet(args) else lambda line: None)
-
-
-def add_serve_flags(parser) -> None:
-    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS."""
+    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS, and --quiet."""
     group = parser.add_argument_group("dispatcher (flags override --config)")
     group.add_argument("--config", metavar="FILE", help="TOML file with the same keys as these flags")
     group.add_argument(
@@ -102,3 +61,39 @@ def add_serve_flags(parser) -> None:
     limits.add_argument(
         "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
     )
+    add_output_flags(parser, json_output=False, quiet=True)
+
+
+def run(args) -> int:
+    """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
+    from hetlb.live import load_config, serve
+
+    if args.set and args.policy is None:
+        raise InputError("--set", "give the policy with --policy ID")
+    parameters = dict(parse_assignment(text, "--set") for text in args.set or [])
+    policy = None if args.policy is None else {"id": args.policy, **parameters}
+    overrides = {
+        "backends": args.backend,
+        "policy": policy,
+        "listen": args.listen,
+        "admin": args.admin,
+        "signals": args.signals,
+        "p_hat": args.p_hat,
+        "d": args.d,
+        "default_type": args.default_type,
+        "type_header": args.type_header,
+        "type_prefixes": args.type_prefix,
+        "dispatchers": args.dispatchers,
+        "seed": args.seed,
+        "timeout": args.timeout,
+        "connect_timeout": args.connect_timeout,
+        "drain": args.drain,
+        "health_interval": args.health_interval,
+        "eject_after": args.eject_after,
+        "retries": args.retries,
+        "max_body_bytes": args.max_body_bytes,
+        "max_header_bytes": args.max_header_bytes,
+        "max_in_flight": args.max_in_flight,
+    }
+    config = load_config(args.config, **overrides)
+    return serve(config, announce=None if not quiet(args) else lambda line: None)

@@ -67,6 +67,7 @@ def speed_classes_text(classes: list) -> str:
 
 
 def interval_text(summary: dict, key: str) -> str:
+    """The 95% interval of ``key`` in ``summary``, to follow its value; nothing when it has no finite one."""
     ci = summary.get(key + "_ci")
     return f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
 
@@ -270,7 +271,7 @@ def format_meanfield(values: dict) -> str:
     return "\n".join(lines)
 
 
-def format_placement(values: dict, args) -> str:
+def format_placement(values: dict) -> str:
     """The text output of ``hetlb place``: the best graph, its verification, the least graph of
     each family against the Fig. 3 formula."""
     reference = values["reference"]
