@@ -1,8 +1,8 @@
 """What the commands share: the parser class, the flags of a scenario, a policy, the output and
 the model, the scenario they build, and the notices and progress on standard error.
 
-A flag group's heading says which model reads its flags. Importing this module costs no more than
-argparse: what a helper needs beyond it is imported when the helper runs.
+A flag group's heading says which model reads its flags. The module imports argparse and what
+importing hetlb has loaded already; a helper that needs more imports it when it runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from hetlb.cli.text import result_line
 from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
+"""The exit status of a user error, argparse's included."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
