@@ -1400,7 +1400,7 @@ class Judge:
 
     def scenario(self, ns, command: str):
         """The rules of scenario_from_args and Scenario.from_mapping that certainly hold."""
-        from hetlb.cli import LED_FLAGS
+        from hetlb.cli.flags import LED_FLAGS
 
         flag = lambda name: getattr(ns, name, None)  # noqa: E731
         data = {}
@@ -2416,7 +2416,10 @@ def run_cases(
     """Run ``cases`` in child processes (``workers`` at a time, a fresh one per ``batch`` cases);
     a child silent for ``seconds`` + ``grace`` is killed."""
     started = time.perf_counter()
-    for module in ("hetlb.cli", "hetlb.scenario", "hetlb.simulation.continuous", "hetlb.simulation.slotted"):
+    from hetlb.cli import COMMANDS
+
+    commands = tuple(f"hetlb.cli.{name}" for name in COMMANDS)
+    for module in (*commands, "hetlb.scenario", "hetlb.simulation.continuous", "hetlb.simulation.slotted"):
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):
         __import__(module)

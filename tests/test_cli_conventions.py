@@ -5,12 +5,15 @@ import argparse
 import io
 import json
 import re
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import hetlb
+import hetlb.cli
 from hetlb.cli import build_parser, main
 from hetlb.progress import ProgressBar, needs_compiling
 
@@ -95,6 +98,42 @@ def test_bare_hetlb_prints_the_usage_and_exits_2(capsys):
     assert err.startswith("usage: hetlb")
     for command in ("simulate", "exact", "bound", "policies", "reproduce", "demo"):
         assert command in err
+
+
+def test_the_package_docstring_lists_every_command_in_the_order_of_the_help():
+    import hetlb.cli
+
+    listed = re.search(r"``hetlb (.*?)``", hetlb.cli.__doc__, re.S).group(1)
+    _, commands = subparsers()
+    assert [name.strip() for name in listed.split("|")] == list(hetlb.cli.COMMANDS) == list(commands.choices)
+
+
+@pytest.mark.parametrize("name", sorted(hetlb.cli.COMMANDS))
+def test_a_parser_with_the_flags_of_one_command_helps_as_the_whole_parser(name):
+    whole, alone = build_parser(), build_parser(flags_of=(name,))
+    assert alone.format_help() == whole.format_help()
+    (of_whole,) = [a for a in whole._actions if isinstance(a, argparse._SubParsersAction)]
+    (of_alone,) = [a for a in alone._actions if isinstance(a, argparse._SubParsersAction)]
+    assert of_alone.choices[name].format_help() == of_whole.choices[name].format_help()
+    others = [other for other in of_alone.choices.values() if other.prog != f"hetlb {name}"]
+    assert all(len(other._actions) == 1 for other in others)  # --help alone: no flags, not imported
+
+
+@pytest.mark.parametrize(
+    "argv, imported",
+    [(["--help"], []), (["simulate", "--help"], ["simulate"]), (["policies", "--json"], ["policies"])],
+)
+def test_hetlb_imports_the_module_of_the_command_it_runs_and_no_other(argv, imported):
+    code = (
+        "import contextlib, io, sys\n"
+        "from hetlb.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main({argv!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('hetlb.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    shared = ["hetlb.cli.flags", "hetlb.cli.text"]
+    assert out.strip() == repr(sorted(shared + [f"hetlb.cli.{name}" for name in imported]))
 
 
 def test_version(capsys):

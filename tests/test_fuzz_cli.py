@@ -15,7 +15,7 @@ import time
 import fuzz_cli
 import pytest
 
-import hetlb.cli
+import hetlb.cli.bound
 
 
 def fake_case(command="bound", argv=None, invalid=()):
@@ -41,7 +41,7 @@ def outcome(exit=2, stderr="", stdout="", **more):
         (outcome(2, "hetlb: error: speeds: one\ntwo\n"), (), "unclean-error"),
         (outcome(2, "Traceback (most recent call last):\n"), (), "unclean-error"),
         (outcome(2, "hetlb: error: speeds: " + "x" * 500 + "\n"), (), "long-error"),
-        (outcome(timeout=True, where="hetlb/cli.py:1 in main"), (), "hang"),
+        (outcome(timeout=True, where="hetlb/cli/__init__.py:1 in main"), (), "hang"),
         (outcome(killed=True, seconds=30.0), (), "hang"),
         (outcome(crashed="signal 9"), (), "crash"),
         (outcome(exception={"type": "ValueError", "message": "m", "where": "hetlb/x.py:1 in f"}), (), "traceback"),
@@ -142,7 +142,7 @@ def test_the_harness_catches_a_traceback_a_hang_a_memory_bomb_and_a_dying_proces
         print("fine")
         return 0
 
-    monkeypatch.setattr(hetlb.cli, "command_bound", misbehave)  # the children are forks of this process
+    monkeypatch.setattr(hetlb.cli.bound, "run", misbehave)  # the children are forks of this process
     behaviours = ["ok", "bug", "sleep", "ok", "die", "ok", "deaf", "bomb", "late", "ok"]
     cases = [fake_case(argv=["bound", "--speeds", how, "--load", "0.5"]) for how in behaviours]
     for index, case in enumerate(cases):

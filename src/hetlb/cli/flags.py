@@ -1,0 +1,352 @@
+"""What the commands share: the parser class, the flags of a scenario, a policy, the output and
+the model, the scenario they build, and the notices and progress on standard error.
+
+A flag group's heading says which model reads its flags. The module imports argparse and what
+importing hetlb has loaded already; a helper that needs more imports it when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from hetlb import validation
+from hetlb.cli.text import result_line
+from hetlb.errors import InputError, one_line
+
+EXIT_INPUT_ERROR = 2
+"""The exit status of a user error, argparse's included."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, takes flags only as written (no prefixes:
+    ``--b`` is not ``--buffer``), and whose ``epilog`` may be a function called when the help is
+    shown (to read a registry only then)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        head = f"{self.prog}: error: "
+        self.exit(EXIT_INPUT_ERROR, f"{head}{one_line(message, 400 - len(head))}\n")  # 400 characters at most
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
+def add_scenario_flags(
+    parser,
+    *,
+    rate: bool = True,
+    buffer: bool = True,
+    job_sizes: bool = True,
+    graph: bool = True,
+) -> None:
+    """The flags that describe a system (and --config), as far as the command uses them."""
+    group = parser.add_argument_group("system (flags override --config)")
+    group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
+    group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
+    group.add_argument("--n-servers", type=int, metavar="N", help="number of servers, with --speed-distribution")
+    group.add_argument(
+        "--speed-distribution",
+        metavar="KIND[:KEY=VALUE,...]",
+        help="i.i.d. speeds, e.g. uniform:low=0.7,high=1.3,seed=1 (kinds: uniform, discrete, lognormal, empirical)",
+    )
+    if rate:
+        rates = group.add_mutually_exclusive_group()
+        rates.add_argument("--arrival-rate", type=float, metavar="X", help="total Poisson arrival rate lambda")
+        rates.add_argument("--load", type=float, metavar="RHO", help="arrival rate as a fraction of sum(speeds)")
+        rates.add_argument(
+            "--excess-capacity",
+            type=float,
+            metavar="C",
+            help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)",
+        )
+    if buffer:
+        group.add_argument(
+            "--buffer",
+            type=int,
+            metavar="B",
+            help="jobs a server holds, the one in service included (omit for infinite)",
+        )
+    if job_sizes:
+        group.add_argument(
+            "--job-sizes",
+            choices=["exponential", "hyperexponential", "deterministic"],
+            help="job-size distribution, mean 1 (default exponential)",
+        )
+        group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
+    if graph:
+        group.add_argument(
+            "--graph",
+            metavar="KIND[:KEY=VALUE,...]",
+            help="a graph construction, e.g. fig3:ports_exponent=1.2,seed=1 or random:p=0.1,ports=50 "
+            "(kinds: complete, random, fig3, theorem2, theorem3)",
+        )
+
+
+def add_policy_flags(parser) -> None:
+    """--policy, --d and --set: the policy and its parameters."""
+    group = parser.add_argument_group("policy (flags override --config)")
+    group.add_argument("--policy", metavar="ID", help="policy id (see `hetlb policies`); default jsq")
+    group.add_argument("--d", type=int, metavar="D", help="servers sampled by pod")
+    group.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a policy parameter, e.g. --set p_fast=0.3 or --set p_hat=0.01 (repeatable)",
+    )
+
+
+def add_output_flags(parser, *, json_output: bool = True, quiet: bool = False, verbose: str | None = None) -> None:
+    """--json (``json_output``), and --quiet / --verbose for the commands that write progress or
+    notices; ``verbose`` says what --verbose adds."""
+    group = parser.add_argument_group("output")
+    if json_output:
+        group.add_argument("--json", action="store_true", help="print the results as JSON instead of text")
+    if not (quiet or verbose):
+        return  # argparse cannot format the usage of an empty exclusive group
+    talk = group.add_mutually_exclusive_group()
+    if quiet:
+        talk.add_argument("-q", "--quiet", action="store_true", help="no progress bar or notices on standard error")
+    if verbose:
+        talk.add_argument("-v", "--verbose", action="store_true", help=verbose)
+
+
+def add_model_flags(parser) -> None:
+    """--model and the flags of each model, under headings that say which model reads them: the
+    dispatchers and their updates (both models), the herd window (the continuous model), the
+    slotted model's arrivals, services, slots and LED parameters (paper 001)."""
+    both = parser.add_argument_group("model and dispatchers (both models)")
+    both.add_argument(
+        "--model",
+        choices=["continuous", "slotted"],
+        help="continuous time (default) or the slotted model (hetlb.simulate_slotted)",
+    )
+    both.add_argument(
+        "--dispatchers",
+        type=int,
+        metavar="M",
+        help="number of dispatchers (default 1); in the continuous model each decides on its own estimates",
+    )
+    from hetlb.signals import update_help
+
+    both.add_argument("--update", metavar="SIGNALS", help=update_help())
+    continuous = parser.add_argument_group("continuous model with dispatchers")
+    continuous.add_argument(
+        "--herd-window",
+        type=float,
+        metavar="T",
+        help="continuous model with dispatchers: a decision herds when another dispatcher chose its server "
+        "less than T earlier (default 0.1 N / arrival rate)",
+    )
+    slotted = parser.add_argument_group(
+        "slotted model of paper 001 (with --model slotted; --speeds are mean "
+        "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)"
+    )
+    slotted.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
+    slotted.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
+    slotted.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
+    slotted.add_argument(
+        "--ties",
+        help="independent (a tie-break draw per decision, default) or shared (one per "
+        "slot: dispatchers seeing the same least values agree, as a herd)",
+    )
+    slotted.add_argument("--slots", type=int, help="measured slots after the warm-up (default 100000)")
+    slotted.add_argument("--preference", action="store_true", help="measure the dispatching preference Delta")
+    led = parser.add_argument_group("LED policies of paper 001 (slotted model)")
+    for flag, kind in (
+        ("--p-hat", float),
+        ("--push-d", int),
+        ("--push-trigger", str),
+        ("--pull-trigger", str),
+        ("--average", str),
+        ("--empty-set", str),
+    ):
+        led.add_argument(flag, type=kind, help=policy_parameter_help(flag))
+    for flag in ("--increment-on-dispatch", "--inclusive"):
+        led.add_argument(flag, action="store_true", default=None, help=policy_parameter_help(flag))
+
+
+def policy_parameter_help(flag: str) -> str:
+    """The help of a flag that sets a policy parameter, from the policy registry."""
+    from hetlb.policies import POLICIES
+
+    name = flag.removeprefix("--").replace("-", "_")
+    users = [spec for spec in POLICIES.values() if name in spec.parameters]
+    if not users:
+        return "a policy parameter (see `hetlb policies`)"
+    default, text, _ = users[0].parameters[name]
+    return f"{text} (default {default}; a parameter of {', '.join(spec.id for spec in users)})"
+
+
+def scenario_from_args(args, continuous_only: bool = False):
+    """Merge --config and the flags into a Scenario (either model, unless ``continuous_only``)."""
+    from hetlb.scenario import Scenario, read_toml
+
+    flag = lambda name: getattr(args, name, None)  # noqa: E731 - commands take only the flags they use
+    data = read_toml(args.config) if args.config is not None else {}
+    system = dict(validation.table("system", data.get("system", {})))
+    flags = {
+        key: flag(key)
+        for key in (
+            "speeds",
+            "buffer",
+            "job_sizes",
+            "scv",
+            "n_servers",
+            "model",
+            "dispatchers",
+            "arrivals",
+            "service",
+            "routing",
+            "ties",
+        )
+    }
+    system.update({key: value for key, value in flags.items() if value is not None})
+    rates = {key: flag(key) for key in ("load", "arrival_rate", "excess_capacity")}
+    if any(value is not None for value in rates.values()):
+        for key, value in rates.items():
+            system.pop(key, None)
+            if value is not None:
+                system[key] = value
+    if args.speed_distribution is not None:
+        system["speed_distribution"] = parse_construction(args.speed_distribution)
+    if flag("graph") is not None:
+        system["graph"] = parse_construction(args.graph)
+    policy = dict(validation.table("policy", data.get("policy", {})))
+    if flag("policy") is not None:
+        policy = {"id": args.policy}
+    if flag("d") is not None:
+        policy["d"] = args.d
+    policy.update(parse_assignment(text, "--set") for text in flag("set") or [])
+    policy.update({name: flag(name) for name in LED_FLAGS if flag(name) is not None})
+    run = dict(validation.table("run", data.get("run", {})))
+    for key in (
+        "jobs",
+        "horizon",
+        "warmup",
+        "replications",
+        "seed",
+        "slots",
+        "preference",
+        "speed_bins",
+        "state_distribution",
+        "herd_window",
+    ):
+        value = flag(key)
+        if value is not None and value is not False:
+            run[key] = value
+    if "jobs" in run and "horizon" in run:
+        run.pop("horizon" if flag("jobs") is not None else "jobs")
+    scenario = Scenario.from_mapping({**data, "system": system, "policy": policy, "run": run})
+    if continuous_only and scenario.model != "continuous":
+        raise InputError("system.model", f"`hetlb {args.command}` applies to the continuous model only")
+    return scenario
+
+
+LED_FLAGS = (
+    "update",
+    "p_hat",
+    "push_d",
+    "push_trigger",
+    "pull_trigger",
+    "increment_on_dispatch",
+    "average",
+    "inclusive",
+    "empty_set",
+)
+"""The flags of ``add_model_flags`` that become keys of [policy]: the update (both models) and the
+parameters of the LED policies (slotted model)."""
+
+
+def number(text: str) -> int | float:
+    """A number from the command line, kept an integer when written as one (slots count whole)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def parse_construction(text: str) -> dict:
+    """KIND[:KEY=VALUE,...] as a table {kind = KIND, KEY = VALUE, ...}."""
+    kind, _, settings = text.partition(":")
+    items = re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", settings)  # commas inside [..] belong to a value
+    return {"kind": kind, **dict(parse_assignment(item, kind) for item in items if item)}
+
+
+def parse_assignment(text: str, flag: str = "--set") -> tuple[str, object]:
+    """NAME=VALUE, the value read as JSON when it parses (numbers, lists), else as a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InputError(flag, f"must be NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
+def quiet(args) -> bool:
+    """Whether --quiet was given (False for a command without it)."""
+    return bool(getattr(args, "quiet", False))
+
+
+def verbose(args) -> bool:
+    """Whether --verbose was given (False for a command without it)."""
+    return bool(getattr(args, "verbose", False))
+
+
+def say(args, text: str) -> None:
+    """A notice on standard error, unless --quiet."""
+    if not quiet(args):
+        print(f"hetlb: {text}", file=sys.stderr, flush=True)
+
+
+def notify_compiling(args, models=("continuous",)) -> None:
+    """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
+    their first call then compiles them, which takes seconds (once; later processes load them)."""
+    if quiet(args):
+        return
+    from hetlb.progress import needs_compiling
+    from hetlb.simulation.ahead_of_time import compiled_kernels
+
+    kernels = []
+    if "continuous" in models and compiled_kernels() is None:
+        from hetlb.kernels import continuous
+
+        kernels += [continuous.advance, continuous.finish]
+    if "slotted" in models:
+        from hetlb.kernels import slotted
+
+        kernels += [slotted.advance]
+    if kernels and needs_compiling(*kernels):
+        where = ""
+        if verbose(args):
+            where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
+        say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
+
+
+def run_reporter(args, label: str, unit: str):
+    """A ProgressBar and the ``report(done, total, label, result)`` callback that drives it: the
+    fraction of runs done, their events, and with --verbose one line per finished run. The bar
+    closes at the last run; close it too when the work ends otherwise."""
+    from hetlb.progress import ProgressBar
+
+    bar = ProgressBar(label, enabled=not quiet(args))
+    events = 0
+
+    def report(done, total, what, result):
+        nonlocal events
+        events += result.events
+        bar.update(done / total, events, detail=f"{done}/{total} {unit}s")
+        if verbose(args):
+            bar.message(f"hetlb: {unit} {done} of {total}, {what}: {result_line(result)}")
+        if done == total:  # before the caller prints its results
+            bar.close()
+
+    return bar, report

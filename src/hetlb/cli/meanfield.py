@@ -1,0 +1,80 @@
+"""hetlb meanfield: the many-server limit on the complete graph, beside a simulation on request."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from hetlb import validation
+from hetlb.cli.flags import (
+    add_output_flags,
+    add_policy_flags,
+    add_scenario_flags,
+    notify_compiling,
+    parse_assignment,
+    quiet,
+    scenario_from_args,
+)
+from hetlb.cli.text import format_meanfield, print_json
+from hetlb.errors import InputError
+
+
+def add_flags(parser) -> None:
+    """The flags of ``hetlb meanfield``."""
+    add_scenario_flags(parser, job_sizes=False, graph=False)
+    add_policy_flags(parser)
+    compare = parser.add_argument_group("comparison with the simulator")
+    compare.add_argument("--compare", type=int, metavar="N", help="also simulate the fleet at N servers")
+    compare.add_argument("--jobs", type=int, default=200_000, help="measured jobs per replication (default 200000)")
+    compare.add_argument("--replications", type=int, default=5, help="replications (default 5)")
+    compare.add_argument("--warmup", type=float, help="time discarded first (default: the limit ODE's relaxation time)")
+    compare.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    add_output_flags(parser, quiet=True)
+
+
+def run(args) -> int:
+    """Print the mean-field limit of the policy on the scenario's speeds, beside a simulation with --compare."""
+    from hetlb.theory.meanfield import mean_field
+
+    policy, params = meanfield_policy(args)
+    args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
+    scenario = scenario_from_args(args, continuous_only=True)
+    system = scenario.system
+    if system.graph.n_edges != system.graph.n_types * system.n_servers:
+        raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", "the mean-field limit takes one buffer size for all servers")
+    buffer = None if system.has_infinite_buffers else int(buffers[0])
+    limit = mean_field(system.speed, load=system.load, policy=policy, buffer=buffer, **params)
+    values = limit.to_dict()
+    if args.compare is not None:
+        from hetlb.experiments.meanfield import compare_with_simulation
+
+        notify_compiling(args)
+        values = compare_with_simulation(
+            limit,
+            validation.count("--compare", args.compare),
+            jobs=validation.count("--jobs", args.jobs),
+            replications=validation.count("--replications", args.replications, low=2),
+            warmup=args.warmup,
+            seed=validation.seed("--seed", args.seed),
+            progress=not quiet(args),
+        )
+        for warning in values["simulation"]["warnings"]:
+            print(f"hetlb: warning: simulation at N = {args.compare}: {warning}", file=sys.stderr)
+    if args.json:
+        print_json(values)
+    else:
+        print(format_meanfield(values))
+    return 0
+
+
+def meanfield_policy(args) -> tuple[str, dict]:
+    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
+    jiq-df-ds, which only the theory has)."""
+    params = dict(parse_assignment(text, "--set") for text in args.set or [])
+    if args.d is not None:
+        params["d"] = args.d
+    return args.policy or "jsq", params

@@ -1,0 +1,75 @@
+"""hetlb policies: the registered policies, and their conformance check."""
+
+from __future__ import annotations
+
+from hetlb.cli.flags import add_output_flags
+from hetlb.cli.text import format_policies, print_json
+
+
+def add_flags(parser) -> None:
+    """The flags of ``hetlb policies``."""
+    parser.add_argument(
+        "--check",
+        nargs="*",
+        metavar="ID",
+        help="run the conformance check (hetlb.check_policy) of these policies, or of all; exit 1 if one fails",
+    )
+    add_output_flags(parser)
+
+
+def run(args) -> int:
+    """Print the registered policies (text or --json), or with --check their conformance check."""
+    from hetlb.policies import POLICIES
+
+    if args.check is not None:
+        return check_policies(args, args.check or list(POLICIES))
+    if args.json:
+        print_json([describe_policy(spec) for spec in POLICIES.values()])
+        return 0
+    print(format_policies(POLICIES.values()))
+    return 0
+
+
+def describe_policy(spec) -> dict:
+    """A registry entry as JSON: every field but the exact rule, which is said by whether it exists."""
+    from hetlb.policies.registry import describe_kind
+
+    return {
+        "id": spec.id,
+        "definition": spec.definition,
+        "reference": spec.reference,
+        "models": list(spec.models),
+        "parameters": {
+            name: {"default": default, "description": text, "rule": describe_kind(rule)}
+            for name, (default, text, rule) in spec.parameters.items()
+        },
+        "ranks_whole_set": spec.ranks_whole_set,
+        "integer_keys": spec.integer_keys,
+        "idle_order": spec.idle_order,
+        "on_local_estimates": spec.on_local_estimates,
+        "exact_solver": spec.exact_rule is not None,
+        "tie_break": spec.tie_break,
+        "diffusion_limit": spec.diffusion_limit,
+        "slotted_information": spec.slotted_information,
+    }
+
+
+def check_policies(args, policy_ids: list) -> int:
+    """``hetlb policies --check``: the conformance check of each policy; exit 1 if one fails."""
+    from hetlb.conformance import check_policy
+
+    reports = [check_policy(policy_id) for policy_id in policy_ids]
+    if args.json:
+        print_json(
+            [
+                {
+                    "policy": report.policy,
+                    "passed": report.passed,
+                    "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in report.checks],
+                }
+                for report in reports
+            ]
+        )
+    else:
+        print("\n".join(report.summary for report in reports))
+    return 0 if all(report.passed for report in reports) else 1
