@@ -18,7 +18,7 @@ from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
-from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
+from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.replications import (
@@ -100,6 +100,7 @@ def simulate_one_dispatcher(
         )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
+    check_kernel_branch(policy.spec)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
@@ -295,6 +296,15 @@ def check_run_memory(parts: dict, n_servers: int, replications: int) -> None:
         f" and {replications:,} replications" if replications > 1 else ""
     )
     validation.check_memory(field, sum(parts.values()), what, advice)
+
+
+def check_kernel_branch(spec: PolicySpec) -> None:
+    """Refuse, before anything runs, a policy the continuous kernel has no rule for: neither one of
+    its own branches nor a selection key (hetlb.kernels.continuous.CODES), nor a key of its own."""
+    if spec.code not in kernel.CODES and spec.selection_key is None:
+        raise InputError(
+            "policy", f"{spec.id} (code {spec.code}) has no branch in the continuous kernel (hetlb.kernels.continuous)"
+        )
 
 
 def check_policy_stability(system: System, policy: Policy) -> None:
