@@ -41,6 +41,7 @@ from scipy import stats
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as continuous_kernel
 from hetlb.kernels import slotted as slotted_kernel
+from hetlb.kernels import specialise
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.system import System, speed_classes
 from hetlb.policies import rules
@@ -138,6 +139,14 @@ def _kernel_branches(spec: PolicySpec) -> Check:
     return Check("kernel branches", not missing, detail)
 
 
+def policy_keys(spec: PolicySpec):
+    """The function that computes the selection keys the kernels rank ``spec``'s servers by:
+    hetlb.policies.rules.selection_keys, or a copy with the policy's own key."""
+    if spec.selection_key is None:
+        return rules.selection_keys
+    return specialise.with_key(rules.selection_keys, spec.selection_key)
+
+
 def _registry(policy_id: str) -> Check:
     spec = POLICIES[policy_id]
     problems = []
@@ -166,7 +175,7 @@ def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
         _, server_class = speed_classes(speed)
         n_classes = int(server_class.max()) + 1
         idle_rank = np.where(queue_len == 0, rng.permutation(n), 0)
-        keys = rules.selection_keys(
+        keys = policy_keys(spec)(
             spec.code,
             queue_len,
             server_class,

@@ -577,3 +577,98 @@ def resolve_policy(policy, policy_params: dict, caller: str = "simulate") -> Pol
     if not isinstance(policy, Policy):
         raise InputError("policy", "must be a policy id or a hetlb.Policy")
     return policy
+
+
+# --- policies registered from outside hetlb ------------------------------------------------------
+
+FIRST_REGISTERED_CODE = 100
+"""Kernel codes of the policies of :func:`register_policy` start here, above every built-in one."""
+
+KEY_SIGNATURE = ("queue_len", "speed_class", "n_classes", "speed", "idle_since")
+"""The arguments of a registered selection key, in order (hetlb.kernels.specialise.KEY_ARGUMENTS)."""
+EXACT_RULE_SIGNATURE = ("queue_len", "speed", "is_fast", "params", "idle_rank")
+"""The arguments of an exact rule (hetlb.policies.exact_rules)."""
+
+
+def _check_arguments(field_name: str, function, names: tuple) -> None:
+    import inspect
+
+    if not callable(function):
+        raise InputError(field_name, f"must be a function of ({', '.join(names)})")
+    try:
+        parameters = inspect.signature(getattr(function, "py_func", function)).parameters
+    except (TypeError, ValueError):
+        return
+    if len(parameters) != len(names):
+        raise InputError(field_name, f"must take {len(names)} arguments ({', '.join(names)}), takes {len(parameters)}")
+
+
+def register_policy(
+    policy_id: str,
+    selection_key: Callable,
+    definition: str,
+    reference: str,
+    *,
+    integer_keys: bool = False,
+    idle_order: bool = False,
+    exact_rule: Callable | None = None,
+    mean_field: MeanFieldRule | None = None,
+) -> PolicySpec:
+    """Register a ranking policy written outside hetlb: a job joins a compatible server of least
+    ``selection_key``, ties uniformly at random (docs/how-to/your-own-policy.md).
+
+    ``selection_key(queue_len, speed_class, n_classes, speed, idle_since)``: an @njit function (a
+    plain one is compiled with numba's njit) of a server's queue length (jobs, the one in service
+    included), speed class (0 = fastest of ``n_classes``), speed mu_s and the time it became
+    idle, returning a number; the least key wins. It runs in the continuous simulator
+    (``hetlb.simulate``, sweeps) in a copy of the kernel compiled with it once per process, not
+    cached with the package. ``integer_keys``: its keys are integers >= 0 (the O(1) key buckets
+    serve it); ``idle_order``: it reads ``idle_since``. ``exact_rule``: its routing probabilities
+    (the arguments of hetlb.policies.exact_rules), written from the definition; with one,
+    ``hetlb.theory.solve_exact`` covers it and ``hetlb.check_policy`` holds the kernel against it.
+    Registering an id again replaces a registered policy; a built-in id is refused.
+    """
+    if not isinstance(policy_id, str) or not policy_id or not all(c.isalnum() or c in "-_" for c in policy_id):
+        raise InputError("policy id", f"must be a name of letters, digits, - and _, got {policy_id!r}")
+    previous = POLICIES.get(policy_id)
+    if previous is not None and previous.selection_key is None:
+        raise InputError("policy id", f"{policy_id} is a built-in policy; choose another name")
+    _check_arguments(f"policy {policy_id}.selection_key", selection_key, KEY_SIGNATURE)
+    if exact_rule is not None:
+        _check_arguments(f"policy {policy_id}.exact_rule", exact_rule, EXACT_RULE_SIGNATURE)
+    for name, text in (("definition", definition), ("reference", reference)):
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"policy {policy_id}.{name}", "must be a non-empty text")
+    if mean_field is not None and not isinstance(mean_field, MeanFieldRule):
+        raise InputError(f"policy {policy_id}.mean_field", "must be a hetlb.policies.registry.MeanFieldRule")
+    if previous is not None:
+        code = previous.code
+    else:
+        code = max(FIRST_REGISTERED_CODE - 1, *BY_CODE) + 1
+    try:
+        spec = PolicySpec(
+            policy_id,
+            code,
+            definition,
+            reference,
+            ranks_whole_set=True,
+            integer_keys=bool(integer_keys),
+            idle_order=bool(idle_order),
+            exact_rule=exact_rule,
+            mean_field=mean_field,
+            selection_key=selection_key,
+        )
+    except ValueError as error:
+        raise InputError(f"policy {policy_id}", str(error)) from None
+    POLICIES[policy_id] = spec
+    BY_CODE[code] = spec
+    return spec
+
+
+def unregister_policy(policy_id: str) -> None:
+    """Remove a policy of :func:`register_policy` (a built-in one stays)."""
+    spec = POLICIES.get(policy_id)
+    if spec is None or spec.selection_key is None:
+        raise InputError("policy id", f"{policy_id!r} is no policy registered with register_policy")
+    del POLICIES[policy_id]
+    del BY_CODE[spec.code]

@@ -13,6 +13,7 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
+from hetlb.kernels import specialise
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
@@ -307,6 +308,16 @@ def check_kernel_branch(spec: PolicySpec) -> None:
         )
 
 
+def policy_functions(code: int):
+    """(advance, selection_keys) for the policy of kernel code ``code``: the cached kernel and keys,
+    or, for a policy registered with its own selection key (hetlb.register_policy), copies compiled
+    with that key once per process (hetlb.kernels.specialise)."""
+    key = BY_CODE[code].selection_key
+    if key is None:
+        return advance, selection_keys
+    return specialise.with_key(kernel.advance, key), specialise.with_key(rules.selection_keys, key)
+
+
 def check_policy_stability(system: System, policy: Policy) -> None:
     """Static-routing policies overload a server whose share of the traffic exceeds its speed;
     jsq-df-ds with p_F = 1 and p_S = 0 never uses its slow servers."""
@@ -409,7 +420,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = selection_keys(
+    keys = policy_functions(model.policy_code)[1](
         model.policy_code,
         np.zeros(n_servers, np.int64),
         model.server_class,
@@ -471,7 +482,7 @@ def bucket_keys(model, slots: int) -> int:
     """Entries of the bucket boundaries: one past the largest key a server can reach when at most
     ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
     n_classes = model.n_classes
-    most = selection_keys(
+    most = policy_functions(model.policy_code)[1](
         model.policy_code,
         np.full(n_classes, slots + 1, np.int64),
         np.arange(n_classes),
@@ -530,9 +541,10 @@ def run_replication(
     counters = state.counters[0]
     counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    run_kernel = policy_functions(model.policy_code)[0]
     started = time.perf_counter()
     while True:
-        status = advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        status = run_kernel(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:
