@@ -3,7 +3,7 @@
 The cached kernels branch on a policy's code and rank servers by
 :func:`hetlb.policies.rules.selection_key`, whose branches are the built-in policies' keys. A
 policy registered from outside hetlb brings its own key, an @njit function
-``key(queue_len, speed_class, n_classes, speed, idle_since)``. Passing that function into the
+``key(queue_len, speed_class, n_classes, speed, idle_since)`` (hetlb.policies.registry.KEY_SIGNATURE). Passing that function into the
 cached kernel would make numba compile the kernel again for every process and every policy
 (docs/background/design.md), so the built-in kernels stay as they are and :func:`with_key`
 builds a copy instead: the kernel's own Python function, compiled again with a copy of the
@@ -20,11 +20,6 @@ from collections.abc import Callable
 
 from hetlb import jit
 from hetlb.policies import rules
-
-KEY_ARGUMENTS = ("queue_len", "speed_class", "n_classes", "speed", "idle_since")
-"""The arguments of a selection key, in order: the server's queue length (jobs, the one in service
-included), its speed class (0 = fastest), the number of classes, its speed (mu_s) and the time it
-became idle (meaningful while queue_len = 0)."""
 
 _copies: dict[tuple[int, int], Callable] = {}
 _rules: dict[int, types.ModuleType] = {}

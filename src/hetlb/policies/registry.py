@@ -6,7 +6,9 @@ policy, its parameters, whether its keys are integers, its exact routing rule, w
 systems, the diffusion limits and the slotted model say of it) is a field of its entry below, and
 every table of policies elsewhere in hetlb is derived from this registry. This module is plain
 Python, so the theory can read it without compiling a kernel. Adding a policy takes its code and
-entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md).
+entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md); a ranking policy
+written outside hetlb is added at run time by :func:`register_policy`
+(docs/how-to/your-own-policy.md).
 """
 
 from __future__ import annotations
@@ -585,7 +587,9 @@ FIRST_REGISTERED_CODE = 100
 """Kernel codes of the policies of :func:`register_policy` start here, above every built-in one."""
 
 KEY_SIGNATURE = ("queue_len", "speed_class", "n_classes", "speed", "idle_since")
-"""The arguments of a registered selection key, in order (hetlb.kernels.specialise.KEY_ARGUMENTS)."""
+"""The arguments of a registered selection key, in order: the server's queue length (jobs, the one
+in service included), its speed class (0 = fastest), the number of classes, its speed (mu_s) and
+the time it became idle (meaningful while queue_len = 0)."""
 EXACT_RULE_SIGNATURE = ("queue_len", "speed", "is_fast", "params", "idle_rank")
 """The arguments of an exact rule (hetlb.policies.exact_rules)."""
 
@@ -626,6 +630,8 @@ def register_policy(
     serve it); ``idle_order``: it reads ``idle_since``. ``exact_rule``: its routing probabilities
     (the arguments of hetlb.policies.exact_rules), written from the definition; with one,
     ``hetlb.theory.solve_exact`` covers it and ``hetlb.check_policy`` holds the kernel against it.
+    ``mean_field``: a :class:`MeanFieldRule` of hetlb.theory.meanfield, when one of its fixed
+    points is this policy's limit.
     Registering an id again replaces a registered policy; a built-in id is refused.
     """
     if not isinstance(policy_id, str) or not policy_id or not all(c.isalnum() or c in "-_" for c in policy_id):
