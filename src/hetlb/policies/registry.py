@@ -61,48 +61,6 @@ POSITIVE_PROBABILITY = "a number in (0, 1]"
 FLAG = "true or false"
 """Kinds of parameter values; a tuple of strings is a choice among them."""
 
-MEAN_FIELD_RANKING_RULES = ("idle-uniform", "idle-fastest-first", "idle-slowest-first", "least-expected-delay")
-MEAN_FIELD_SAMPLING_RULES = ("uniform", "speed-weighted", "power-of-d", "fast-slow-shortest", "fast-slow-idle")
-MEAN_FIELD_RULES = MEAN_FIELD_RANKING_RULES + MEAN_FIELD_SAMPLING_RULES
-"""The fixed points hetlb.theory.meanfield solves (docs/background/mean-field.md): a ranking
-policy fills idle servers uniformly, fastest first or slowest first, or fills the slots of least
-expected delay; a sampling policy makes every server a birth-death chain whose birth rate is
-uniform, proportional to speed, the power-of-d minimum, or JSQ/JIQ(d_F, d_S)'s."""
-
-DIFFUSION_MEASURES = ("slowest", "fastest", "size-biased", "law")
-"""The speed measures of 002's limits: delta_{mu_min}, delta_{mu_max}, mu dF / mu_bar and F."""
-
-
-@dataclass(frozen=True)
-class MeanFieldRule:
-    """A policy's N -> infinity limit on the complete graph: ``rule`` (one of
-    MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES) and the ``description`` its
-    MeanFieldLimit carries."""
-
-    rule: str
-    description: str
-
-    @property
-    def ranking(self) -> bool:
-        return self.rule in MEAN_FIELD_RANKING_RULES
-
-
-@dataclass(frozen=True)
-class DiffusionRule:
-    """A JSQ tie-breaking rule's Halfin-Whitt limit in 002 (Theorem 4.1): ``result``, the result of
-    002 that gives it; ``idle_measure``, eta^pi, the speeds of the servers that stay idle (its
-    idle rate <iota, eta^pi>: mu_min, mu_max or E[mu^2] / mu_bar); ``routing_measure``, the speeds
-    that receive the jobs routed to level 2, alpha_1^pi / u (delta_{mu_max}, delta_{mu_min} or F).
-    Measures are named as in DIFFUSION_MEASURES."""
-
-    result: str
-    idle_measure: str
-    routing_measure: str
-
-    def __post_init__(self):
-        if self.idle_measure not in DIFFUSION_MEASURES[:3] or self.routing_measure not in DIFFUSION_MEASURES:
-            raise ValueError(f"diffusion rule {self.result!r}: measures must be among {DIFFUSION_MEASURES}")
-
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -193,6 +151,49 @@ class PolicySpec:
     def defaults(self) -> dict:
         """The default value of every parameter."""
         return {name: default for name, (default, _, _) in self.parameters.items()}
+
+
+MEAN_FIELD_RANKING_RULES = ("idle-uniform", "idle-fastest-first", "idle-slowest-first", "least-expected-delay")
+MEAN_FIELD_SAMPLING_RULES = ("uniform", "speed-weighted", "power-of-d", "fast-slow-shortest", "fast-slow-idle")
+MEAN_FIELD_RULES = MEAN_FIELD_RANKING_RULES + MEAN_FIELD_SAMPLING_RULES
+"""The fixed points hetlb.theory.meanfield solves (docs/background/mean-field.md): a ranking
+policy fills idle servers uniformly, fastest first or slowest first, or fills the slots of least
+expected delay; a sampling policy makes every server a birth-death chain whose birth rate is
+uniform, proportional to speed, the power-of-d minimum, or JSQ/JIQ(d_F, d_S)'s."""
+
+DIFFUSION_MEASURES = ("slowest", "fastest", "size-biased", "law")
+"""The speed measures of 002's limits: delta_{mu_min}, delta_{mu_max}, mu dF / mu_bar and F."""
+
+
+@dataclass(frozen=True)
+class MeanFieldRule:
+    """A policy's N -> infinity limit on the complete graph: ``rule`` (one of
+    MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES) and the ``description`` its
+    MeanFieldLimit carries."""
+
+    rule: str
+    description: str
+
+    @property
+    def ranking(self) -> bool:
+        return self.rule in MEAN_FIELD_RANKING_RULES
+
+
+@dataclass(frozen=True)
+class DiffusionRule:
+    """A JSQ tie-breaking rule's Halfin-Whitt limit in 002 (Theorem 4.1): ``result``, the result of
+    002 that gives it; ``idle_measure``, eta^pi, the speeds of the servers that stay idle (its
+    idle rate <iota, eta^pi>: mu_min, mu_max or E[mu^2] / mu_bar); ``routing_measure``, the speeds
+    that receive the jobs routed to level 2, alpha_1^pi / u (delta_{mu_max}, delta_{mu_min} or F).
+    Measures are named as in DIFFUSION_MEASURES."""
+
+    result: str
+    idle_measure: str
+    routing_measure: str
+
+    def __post_init__(self):
+        if self.idle_measure not in DIFFUSION_MEASURES[:3] or self.routing_measure not in DIFFUSION_MEASURES:
+            raise ValueError(f"diffusion rule {self.result!r}: measures must be among {DIFFUSION_MEASURES}")
 
 
 @dataclass(frozen=True)
