@@ -220,7 +220,7 @@ def _continuous_decisions(
         queue_len = np.zeros(len(speed), np.int64)
         for job_type, server, seen in zip(trace["job_type"], trace["server"], trace["queue_len"], strict=True):
             if queue_len[server] != seen:
-                break  # a job finished after all (a chance of about 1e-7 a run): the states are unknown from here
+                break  # a job finished after all (a chance of about 1e-6 a run): the states are unknown from here
             servers = SPARSE_GRAPH[job_type]
             state = (int(job_type), *queue_len[servers].tolist())
             if state not in probabilities:

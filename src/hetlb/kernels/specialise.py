@@ -3,14 +3,15 @@
 The cached kernels branch on a policy's code and rank servers by
 :func:`hetlb.policies.rules.selection_key`, whose branches are the built-in policies' keys. A
 policy registered from outside hetlb brings its own key, an @njit function
-``key(queue_len, speed_class, n_classes, speed, idle_since)`` (hetlb.policies.registry.KEY_SIGNATURE). Passing that function into the
-cached kernel would make numba compile the kernel again for every process and every policy
-(docs/background/design.md), so the built-in kernels stay as they are and :func:`with_key`
-builds a copy instead: the kernel's own Python function, compiled again with a copy of the
-``rules`` module in which ``selection_key`` calls the user's key and ``falls_back_to_uniform``
-never falls back. Nothing else of the kernel changes, so the copy runs the same event loop, the
-same trees and buckets, on the user's keys. The copy is compiled once per process (numba cannot
-cache a function that closes over another one), and kept for the rest of the process.
+``key(queue_len, speed_class, n_classes, speed, idle_since)`` (registry.KEY_SIGNATURE). Passing
+that function into the cached kernel would make numba compile the kernel again for every process
+and every policy (docs/background/design.md), so the built-in kernels stay as they are and
+:func:`with_key` builds a copy instead: the kernel's own Python function, compiled again with a
+copy of the ``rules`` module in which ``selection_key`` calls the user's key and
+``falls_back_to_uniform`` never falls back. Nothing else of the kernel changes, so the copy runs
+the same event loop, the same trees and buckets, on the user's keys. The copy is compiled without
+numba's cache (its code is the cached kernel's, so a cache entry of the copy would be taken for
+the kernel's), once per process, and kept for the rest of the process.
 """
 
 from __future__ import annotations
