@@ -332,7 +332,7 @@ def check_policy_stability(system: System, policy: Policy) -> None:
                 f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
                 f"{system.total_arrival_rate:.6g} (infinite buffers)",
             )
-    if policy.code not in (registry.RANDOM, registry.WEIGHTED_RANDOM):
+    if policy.spec.decides_on_load:  # only a static split can overload a server for good
         return
     graph = system.graph
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
