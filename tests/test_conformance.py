@@ -38,7 +38,8 @@ def test_a_key_that_contradicts_the_definition_is_caught(monkeypatch):
     [("jfsq", exact_rules.jssq), ("jiq", exact_rules.jsq), ("l-jba", exact_rules.weighted_random)],
 )
 def test_a_choice_on_estimates_that_contradicts_the_definition_is_caught(monkeypatch, policy_id, wrong_rule):
-    monkeypatch.setitem(conformance.ESTIMATE_RULES, policy_id, wrong_rule)
+    rule = "estimate_rule" if POLICIES[policy_id].estimate_rule is not None else "exact_rule"
+    monkeypatch.setitem(POLICIES, policy_id, dataclasses.replace(POLICIES[policy_id], **{rule: wrong_rule}))
     check = conformance._choice_on_estimates(policy_id, seed=3, alpha=1e-3)
     assert not check.passed and check.name == "choice on estimates"
 

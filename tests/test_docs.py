@@ -27,6 +27,7 @@ PAGES_WITH_CODE = [
     "reference/bounding-systems.md",
     "how-to/placement.md",
     "how-to/add-a-policy.md",
+    "how-to/your-own-policy.md",
     "background/tie-breaking.md",
     "background/mean-field.md",
     "reference/serve.md",
@@ -35,7 +36,7 @@ PAGES_WITH_CODE = [
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
-def test_python_blocks_run(page, monkeypatch):
+def test_python_blocks_run(page, monkeypatch, restore_registry):
     monkeypatch.chdir(ROOT)
     text = (DOCS / page).read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
@@ -68,7 +69,16 @@ def test_scenario_reference_shows_the_example_file():
         assert toml_blocks("reference/scenario.md")[0] == tomllib.load(handle)
 
 
-def test_scenario_reference_examples_load():
+def test_your_own_policy_shows_the_example_files():
+    text = (DOCS / "how-to" / "your-own-policy.md").read_text()
+    assert re.findall(r"```python\n(.*?)```", text, flags=re.S)[0] == (ROOT / "examples" / "fiq_sed.py").read_text()
+    assert (
+        re.findall(r"```toml\n(.*?)```", text, flags=re.S)[0] == (ROOT / "examples" / "fiq-sed-sweep.toml").read_text()
+    )
+
+
+def test_scenario_reference_examples_load(restore_registry, monkeypatch):
+    monkeypatch.chdir(ROOT)
     for data in toml_blocks("reference/scenario.md"):
         if "base" in data:
             assert SweepSpec.from_mapping(data).points()

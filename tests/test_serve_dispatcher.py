@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hetlb.conformance import ESTIMATE_RULES
 from hetlb.live.config import CONFIG_KEYS, LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.metrics import Metrics
@@ -50,7 +49,7 @@ def test_the_live_policies_are_the_thirteen_of_the_registry():
 @pytest.mark.parametrize("policy", LIVE_POLICIES)
 def test_routing_frequencies_on_a_frozen_estimate_are_the_exact_rule(policy):
     dispatcher = Dispatcher(config_of(policy), seed=7)
-    rule = ESTIMATE_RULES.get(policy, POLICIES[policy].exact_rule)
+    rule = POLICIES[policy].rule_on_estimates
     speed = np.array(SPEEDS)
     comparisons = len(LIVE_POLICIES) * len(FROZEN_ESTIMATES)
     for frozen in FROZEN_ESTIMATES:

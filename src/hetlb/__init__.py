@@ -8,7 +8,8 @@ check them against.
 
 from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
-from hetlb.policies import POLICIES, Policy, make_policy
+from hetlb.policies import POLICIES, Policy, make_policy, register_policy
+from hetlb.policies.plugins import load_plugins
 from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
 from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
@@ -26,8 +27,10 @@ __all__ = [
     "__version__",
     "check_policy",
     "check_sandwich",
+    "load_plugins",
     "make_policy",
     "parse_speeds",
+    "register_policy",
     "simulate",
     "simulate_bounding_system",
     "simulate_slotted",

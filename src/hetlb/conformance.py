@@ -6,6 +6,14 @@
 - ``selection keys``: for a ranking policy, the servers of least key (hetlb.policies.rules, what the
   kernels use) are exactly the servers its exact routing rule (hetlb.policies.exact_rules, written
   from the definition alone) can choose, on random states; integer keys are integers >= 0;
+- ``kernel branches``: every model the entry declares has a rule for its code in its kernel
+  (hetlb.kernels.continuous.CODES, hetlb.kernels.slotted.CODES, choose_server's for the models on
+  estimates), or the policy brings its own selection key;
+- ``continuous decisions``: the continuous kernel's decisions, on short traced runs whose servers
+  are too slow to finish a job (so every state is known from the trace), are the exact rule's:
+  never a server outside its support, and as often as it says on every state visited often
+  (a chi-square test per state, Bonferroni over the states, family level ``alpha``); a missing or
+  wrong branch of the kernel shows here even where conservation holds;
 - ``continuous invariants``: a traced run on a small sparse system with finite buffers routes every
   job to a compatible server, blocks exactly the jobs sent to a full server, and conserves jobs
   (admitted = departed + in system);
@@ -31,11 +39,14 @@ import numpy as np
 from scipy import stats
 
 from hetlb.errors import InputError
+from hetlb.kernels import continuous as continuous_kernel
+from hetlb.kernels import slotted as slotted_kernel
+from hetlb.kernels import specialise
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.system import System, speed_classes
-from hetlb.policies import exact_rules, rules
-from hetlb.policies.choice import JBA_FALLBACK_WEIGHTED, choose_server
-from hetlb.policies.registry import BY_CODE, CONTINUOUS, LIVE, POLICIES, SLOTTED, make_policy
+from hetlb.policies import rules
+from hetlb.policies.choice import JBA_FALLBACK_WEIGHTED, choose_server, decides
+from hetlb.policies.registry import BY_CODE, CONTINUOUS, LIVE, POLICIES, SLOTTED, PolicySpec, make_policy
 from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.theory.exact import solve_exact
@@ -46,6 +57,11 @@ SPARSE_GRAPH = [[0, 1, 2], [1, 2, 3]]
 SPARSE_BUFFERS = [2, 3, 4, 2]
 """The small system of the invariants and the exact agreement: four servers of three speeds, two
 job types on a non-complete graph, unequal finite buffers, load 0.6 of the total speed."""
+STALLED_SPEED_SCALE = 2.0**-23
+STALLED_BUFFER = 10**6
+"""The decisions check slows SPARSE_SPEEDS by this factor, so that a job finishes within one of its
+short runs with a chance of about 1e-6 (the simulator still accepts the run's cost), and gives
+room for every arrival."""
 
 
 @dataclass(frozen=True)
@@ -84,18 +100,51 @@ def check_policy(policy_id: str, *, seed: int = 0, alpha: float = 1e-3) -> Confo
     if policy_id not in POLICIES:
         raise InputError("policy", f"unknown policy {policy_id!r}; choose one of: {', '.join(POLICIES)}")
     spec = POLICIES[policy_id]
-    checks = [_registry(policy_id)]
+    checks = [_registry(policy_id), _kernel_branches(spec)]
     if spec.ranks_whole_set and spec.exact_rule is not None:
-        checks.append(_selection_keys(policy_id, seed))
+        checks.append(_refused_as_failure("selection keys", _selection_keys, policy_id, seed))
     if CONTINUOUS in spec.models:
-        checks.append(_continuous_invariants(policy_id, seed))
         if spec.exact_rule is not None:
-            checks.append(_exact_agreement(policy_id, seed, alpha))
+            checks.append(_refused_as_failure("continuous decisions", _continuous_decisions, policy_id, seed, alpha))
+        checks.append(_refused_as_failure("continuous invariants", _continuous_invariants, policy_id, seed))
+        if spec.exact_rule is not None:
+            checks.append(_refused_as_failure("exact agreement", _exact_agreement, policy_id, seed, alpha))
     if SLOTTED in spec.models:
-        checks.append(_slotted_invariants(policy_id, seed))
+        checks.append(_refused_as_failure("slotted invariants", _slotted_invariants, policy_id, seed))
     if LIVE in spec.models:
-        checks.append(_choice_on_estimates(policy_id, seed, alpha))
+        checks.append(_refused_as_failure("choice on estimates", _choice_on_estimates, policy_id, seed, alpha))
     return ConformanceReport(policy_id, checks)
+
+
+def _refused_as_failure(name: str, check, *args) -> Check:
+    """``check(*args)``, or a failed check when hetlb refuses to run the policy there."""
+    try:
+        return check(*args)
+    except InputError as error:
+        return Check(name, False, f"refused: {error}")
+
+
+def _kernel_branches(spec: PolicySpec) -> Check:
+    """Every model the entry declares has a rule for its code (module docstring)."""
+    missing = []
+    if CONTINUOUS in spec.models and spec.code not in continuous_kernel.CODES and spec.selection_key is None:
+        missing.append("the continuous kernel")
+    if SLOTTED in spec.models and spec.code not in slotted_kernel.CODES:
+        missing.append("the slotted kernel")
+    if spec.decides_on_estimates and not decides(spec.code):
+        missing.append("choose_server (dispatchers and hetlb serve)")
+    detail = (
+        f"no rule for code {spec.code} in {', '.join(missing)}" if missing else f"a rule in {', '.join(spec.models)}"
+    )
+    return Check("kernel branches", not missing, detail)
+
+
+def policy_keys(spec: PolicySpec):
+    """The function that computes the selection keys the kernels rank ``spec``'s servers by:
+    hetlb.policies.rules.selection_keys, or a copy with the policy's own key."""
+    if spec.selection_key is None:
+        return rules.selection_keys
+    return specialise.with_key(rules.selection_keys, spec.selection_key)
 
 
 def _registry(policy_id: str) -> Check:
@@ -126,7 +175,7 @@ def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
         _, server_class = speed_classes(speed)
         n_classes = int(server_class.max()) + 1
         idle_rank = np.where(queue_len == 0, rng.permutation(n), 0)
-        keys = rules.selection_keys(
+        keys = policy_keys(spec)(
             spec.code,
             queue_len,
             server_class,
@@ -149,6 +198,65 @@ def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
         if spec.integer_keys and not (np.all(keys >= 0) and np.all(keys == np.floor(keys))):
             return Check("selection keys", False, f"keys {keys.tolist()} are not integers >= 0")
     return Check("selection keys", True, f"least keys = exact rule's support on {n_states} random states")
+
+
+def _continuous_decisions(
+    policy_id: str, seed: int, alpha: float, runs: int = 150, horizon: float = 3.0, min_visits: int = 30
+) -> Check:
+    """The kernel's decisions against the exact rule, on states known from the trace (module docstring)."""
+    spec = POLICIES[policy_id]
+    exact_rule = spec.exact_rule
+    assert exact_rule is not None, "check_policy runs this check only on policies with an exact rule"
+    speed = np.array(SPARSE_SPEEDS) * STALLED_SPEED_SCALE
+    system = System.from_speeds(speed, arrival_rate=SPARSE_RATES, graph=SPARSE_GRAPH, buffer=STALLED_BUFFER)
+    params = make_policy(policy_id).params
+    is_fast = speed == speed.max()
+    counts: dict[tuple, np.ndarray] = {}
+    probabilities: dict[tuple, np.ndarray] = {}
+    decisions = 0
+    for run in range(runs):
+        trace = simulate(system, policy_id, horizon=horizon, warmup=horizon * (1 - 1e-9), seed=seed + run, trace=1000)
+        trace = trace.runs[0].trace
+        queue_len = np.zeros(len(speed), np.int64)
+        for job_type, server, seen in zip(trace["job_type"], trace["server"], trace["queue_len"], strict=True):
+            if queue_len[server] != seen:
+                break  # a job finished after all (a chance of about 1e-6 a run): the states are unknown from here
+            servers = SPARSE_GRAPH[job_type]
+            state = (int(job_type), *queue_len[servers].tolist())
+            if state not in probabilities:
+                idle_rank = np.zeros((1, len(servers))) if spec.idle_order else None
+                probabilities[state] = exact_rule(
+                    queue_len[servers][None, :], speed[servers], is_fast[servers], params, idle_rank
+                )[0]
+                counts[state] = np.zeros(len(servers), np.int64)
+            at = servers.index(int(server)) if int(server) in servers else -1
+            if at < 0 or probabilities[state][at] == 0:
+                return Check(
+                    "continuous decisions",
+                    False,
+                    f"job type {job_type} at queues {queue_len[servers].tolist()} (servers {servers}) went to server "
+                    f"{server}, which the exact rule never chooses there",
+                )
+            counts[state][at] += 1
+            queue_len[server] += 1
+            decisions += 1
+    tested = [state for state in counts if counts[state].sum() >= min_visits and (probabilities[state] > 0).sum() > 1]
+    for state in tested:
+        support = probabilities[state] > 0
+        observed = counts[state][support]
+        p_value = stats.chisquare(observed, observed.sum() * probabilities[state][support]).pvalue
+        if p_value < alpha / max(len(tested), 1):
+            return Check(
+                "continuous decisions",
+                False,
+                f"job type {state[0]} at queues {list(state[1:])}: chose {counts[state].tolist()} times, the exact "
+                f"rule's probabilities {np.round(probabilities[state], 3).tolist()} (p = {p_value:.2g})",
+            )
+    return Check(
+        "continuous decisions",
+        True,
+        f"{decisions} decisions in the exact rule's support; frequencies match on {len(tested)} frequent states",
+    )
 
 
 def _sparse_system() -> System:
@@ -210,14 +318,12 @@ def _slotted_invariants(policy_id: str, seed: int, slots: int = 2000) -> Check:
     )
 
 
-ESTIMATE_RULES = {"l-jsq": exact_rules.jsq, "l-pod": exact_rules.pod, "l-jba": exact_rules.below_average}
-"""The exact rule of an LED policy applied to its estimates (at its default options)."""
-
-
 def _choice_on_estimates(policy_id: str, seed: int, alpha: float, n_states: int = 25, draws: int = 800) -> Check:
     """choose_server's draws on random candidate sets against the exact routing probabilities."""
     spec = POLICIES[policy_id]
-    rule = ESTIMATE_RULES.get(policy_id, spec.exact_rule)
+    if not decides(spec.code):
+        raise InputError("policy", f"{policy_id} (code {spec.code}) has no branch in choose_server")
+    rule = spec.rule_on_estimates
     assert rule is not None, "every live policy has an exact rule or an estimate rule"
     params = make_policy(policy_id).params
     rng = np.random.default_rng(seed)

@@ -306,5 +306,9 @@ def check_graph(graph):
 
 def build_policy(data: dict) -> Policy:
     params = dict(data)
+    if "plugins" in params:
+        from hetlb.policies.plugins import load_plugins
+
+        load_plugins(params.pop("plugins"), "policy.plugins")
     policy_id = validation.text("policy.id", params.pop("id", "jsq"))
     return make_policy(policy_id, **params)

@@ -31,7 +31,11 @@ docs/reference/bounding-systems.md).
 import numpy as np
 
 from hetlb.jit import at, njit
-from hetlb.policies.rules import least_key_server, selection_key
+from hetlb.policies.rules import KEYED_CODES, least_key_server, selection_key
+
+CODES = KEYED_CODES
+"""The tie-breaking rules run_coupled can run: the policies it ranks by a key of
+hetlb.policies.rules.selection_key; hetlb.check_sandwich refuses any other before it runs."""
 
 FSL_ROW = 0
 SSL_ROW = 1

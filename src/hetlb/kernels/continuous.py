@@ -42,6 +42,11 @@ from hetlb.kernels.trees import (
 )
 from hetlb.policies import registry, rules
 
+CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, registry.JSQ_DF_DS, *rules.KEYED_CODES)
+"""The policy codes advance() has a rule for: its own branches (``# the server it is sent to``) and
+every code of hetlb.policies.rules.selection_key; hetlb.simulate refuses any other before it runs
+(a policy registered with its own key runs in a copy of advance, hetlb.kernels.specialise)."""
+
 # advance() return status
 RUNNING = 0
 FINISHED = 1

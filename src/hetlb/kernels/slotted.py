@@ -40,6 +40,10 @@ from hetlb.policies import registry, rules
 from hetlb.policies.local_estimates import below_average_server, least_value_server
 from hetlb.policies.registry import L_JBA, L_JSQ, L_POD
 
+CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.JSQ, registry.POD, registry.JIQ, L_JSQ, L_JBA, L_POD)
+"""The policy codes advance() has a rule for (its decision's last branch is jsq's and l-jsq's);
+hetlb.simulate_slotted refuses any other before it runs."""
+
 RUNNING = 0
 FINISHED = 1
 

@@ -371,8 +371,7 @@ def check_consistency(config: ServeConfig) -> None:
     signals = config.signals
     if spec.on_local_estimates and not signals.reports:
         raise InputError("signals", f"{spec.id} changes its estimates only by updates: give piggyback, push or poll")
-    decides_on_load = spec.id not in ("random", "weighted-random")
-    if decides_on_load and not (signals.inflight or signals.reports):
+    if spec.decides_on_load and not (signals.inflight or signals.reports):
         raise InputError("signals", f"{spec.id} decides on load: give at least one signal")
     if signals.push and config.d > len(config.backends):
         raise InputError("d", f"push probes d distinct backends: at most {len(config.backends)}, got {config.d}")

@@ -9,42 +9,60 @@ draw) or hetlb.policies.local_estimates (l-jba). It carries no rule of its own: 
 dispatcher kernels call the same functions inline.
 """
 
+import numpy as np
+
 from hetlb.jit import njit
 from hetlb.policies import rules
 from hetlb.policies.local_estimates import below_average_server
 from hetlb.policies.registry import (
-    JFIQ,
-    JFSQ,
-    JIQ,
-    JSQ,
-    JSQ_FIQ,
-    JSQ_LISF,
-    JSSQ,
+    BY_CODE,
+    JBA_AVERAGES,
+    JBA_EMPTY_SET,
     L_JBA,
     L_JSQ,
     L_POD,
     POD,
+    POLICIES,
     RANDOM,
-    SED,
     WEIGHTED_RANDOM,
+    policies_where,
 )
 
-ON_ESTIMATES = (RANDOM, WEIGHTED_RANDOM, JSQ, JFSQ, JSSQ, JIQ, JFIQ, JSQ_FIQ, JSQ_LISF, POD, SED, L_JSQ, L_JBA, L_POD)
-"""The kernel codes :func:`choose_server` decides (the registry's ``decides_on_estimates``)."""
+ON_ESTIMATES = tuple(POLICIES[policy_id].code for policy_id in policies_where(decides_on_estimates=True))
+"""The kernel codes of the policies that decide on estimates (PolicySpec.decides_on_estimates),
+which :func:`choose_server` decides (:func:`decides`)."""
 
-JBA_FALLBACK_WEIGHTED = 0
-JBA_FALLBACK_LEAST = 1
-"""What l-jba does when no estimate is below the mean: weighted-random or l-jsq."""
+JBA_FALLBACK_WEIGHTED, JBA_FALLBACK_LEAST = (JBA_EMPTY_SET.index(BY_CODE[code].id) for code in (WEIGHTED_RANDOM, L_JSQ))
+"""What l-jba does when no estimate is below the mean (its ``empty_set``, by position in
+JBA_EMPTY_SET): weighted-random or l-jsq."""
+
+KEY_CODE = np.arange(max(BY_CODE) + 1, dtype=np.int64)
+"""The code whose selection key each code ranks by: its own, or an LED policy's alias's (l-jsq
+ranks as jsq; PolicySpec.led_alias), and l-jba's as l-jsq, its empty-set choice."""
+for _spec in POLICIES.values():
+    if _spec.led_alias is not None:
+        KEY_CODE[_spec.code] = POLICIES[_spec.led_alias].code
+KEY_CODE[L_JBA] = KEY_CODE[L_JSQ]
+
+BRANCHES = (RANDOM, WEIGHTED_RANDOM, POD, L_POD, L_JBA)
+"""The codes :func:`choose_server` has a branch of its own for; it ranks every other one by the
+selection key KEY_CODE names."""
+
+
+def decides(code: int) -> bool:
+    """Whether choose_server has a rule for ``code``: a branch, or a key of
+    hetlb.policies.rules.selection_key (hetlb refuses any other code before a kernel runs)."""
+    return code in BRANCHES or (0 <= code < len(KEY_CODE) and int(KEY_CODE[code]) in rules.KEYED_CODES)
 
 
 def jba_options(params: dict) -> tuple[bool, bool, int]:
     """choose_server's ``jba_rate_weighted``, ``jba_inclusive`` and ``jba_fallback`` from a
     policy's parameters (l-jba's ``average``, ``inclusive`` and ``empty_set``; their defaults for
-    every other policy)."""
+    every other policy). The one reading of l-jba's options: the slotted model takes them too."""
     return (
-        params.get("average") == "rate-weighted",
+        params.get("average") == JBA_AVERAGES[1],
         bool(params.get("inclusive", False)),
-        JBA_FALLBACK_LEAST if params.get("empty_set") == "l-jsq" else JBA_FALLBACK_WEIGHTED,
+        JBA_EMPTY_SET.index(params.get("empty_set", JBA_EMPTY_SET[JBA_FALLBACK_WEIGHTED])),
     )
 
 
@@ -92,7 +110,7 @@ def choose_server(
             return s
         if jba_fallback == JBA_FALLBACK_WEIGHTED:
             return rules.speed_weighted_server(candidates, lo, hi, cumulative_speed, rng)
-    key_code = JSQ if code == L_JSQ or code == L_JBA else code
+    key_code = KEY_CODE[code]
     for i in range(lo, hi):
         s = candidates[i]
         keys[s] = rules.selection_key(key_code, estimate[s], speed_class[s], n_classes, speed[s], idle_since[s])

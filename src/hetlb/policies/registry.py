@@ -6,7 +6,9 @@ policy, its parameters, whether its keys are integers, its exact routing rule, w
 systems, the diffusion limits and the slotted model say of it) is a field of its entry below, and
 every table of policies elsewhere in hetlb is derived from this registry. This module is plain
 Python, so the theory can read it without compiling a kernel. Adding a policy takes its code and
-entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md).
+entry here and its kernel branch or selection key (docs/how-to/add-a-policy.md); a ranking policy
+written outside hetlb is added at run time by :func:`register_policy`
+(docs/how-to/your-own-policy.md).
 """
 
 from __future__ import annotations
@@ -68,8 +70,20 @@ class PolicySpec:
     None where the solver does not cover it.
     ``tie_break``: for a JSQ variant of 002, its rule among the shortest queues; the bounding
     systems' coupled check (hetlb.check_sandwich) runs every policy that has one.
-    ``diffusion_limit``: the result of 002 giving its Halfin-Whitt diffusion limit, or None.
+    ``diffusion``: its Halfin-Whitt diffusion limit in 002 (a :class:`DiffusionRule`), or None.
     ``slotted_information``: what a dispatcher decides on in the slotted model (None: not there).
+    ``decides_on_estimates``: hetlb.policies.choice.choose_server decides it on a dispatcher's
+    estimates (the many-dispatcher continuous model and ``hetlb serve``).
+    ``decides_on_load``: its decision reads queue lengths (or estimates of them); random and
+    weighted-random do not, so they need no load signal and no probe.
+    ``led_alias``: the policy whose decision an LED policy takes on its local estimates (l-jsq is
+    jsq on estimates): its selection key ranks them.
+    ``mean_field``: its mean-field limit (a :class:`MeanFieldRule`), or None.
+    ``estimate_rule``: an LED policy's routing probabilities on its estimates (a rule of
+    hetlb.policies.exact_rules at its default options); an alias's is its alias's exact rule.
+    ``selection_key``: a policy registered with :func:`register_policy`: its own @njit key
+    ``key(queue_len, speed_class, n_classes, speed, idle_since)``; None for the built-in ones,
+    whose keys are branches of hetlb.policies.rules.selection_key.
     """
 
     id: str
@@ -84,8 +98,14 @@ class PolicySpec:
     on_local_estimates: bool = False
     exact_rule: Callable | None = None
     tie_break: str | None = None
-    diffusion_limit: str | None = None
+    diffusion: DiffusionRule | None = None
     slotted_information: str | None = None
+    decides_on_estimates: bool = False
+    decides_on_load: bool = True
+    led_alias: str | None = None
+    mean_field: MeanFieldRule | None = None
+    estimate_rule: Callable | None = None
+    selection_key: Callable | None = None
 
     def __post_init__(self):
         unknown = set(self.models) - set(MODELS)
@@ -95,12 +115,78 @@ class PolicySpec:
             raise ValueError(f"policy {self.id}: slotted_information goes with the slotted model")
         if (self.integer_keys or self.idle_order or self.tie_break) and not self.ranks_whole_set:
             raise ValueError(f"policy {self.id}: integer keys, idle order and tie-breaks belong to ranking policies")
-        if self.diffusion_limit is not None and self.tie_break is None:
+        if self.diffusion is not None and self.tie_break is None:
             raise ValueError(f"policy {self.id}: a diffusion limit of 002 is one of a JSQ tie-breaking rule")
+        if LIVE in self.models and not self.decides_on_estimates:
+            raise ValueError(f"policy {self.id}: hetlb serve decides on estimates, so a live policy decides on them")
+        if self.led_alias is not None and not self.on_local_estimates:
+            raise ValueError(f"policy {self.id}: an LED alias belongs to a policy on local estimates")
+        if self.mean_field is not None and self.mean_field.rule not in MEAN_FIELD_RULES:
+            raise ValueError(
+                f"policy {self.id}: mean-field rule {self.mean_field.rule!r} is none of {MEAN_FIELD_RULES}"
+            )
+        if self.selection_key is not None and not self.ranks_whole_set:
+            raise ValueError(f"policy {self.id}: a selection key belongs to a ranking policy")
+
+    @property
+    def rule_on_estimates(self) -> Callable | None:
+        """Its routing probabilities on the values it decides on: ``estimate_rule``, its LED alias's
+        exact rule, or its own exact rule."""
+        if self.estimate_rule is not None:
+            return self.estimate_rule
+        return POLICIES[self.led_alias].exact_rule if self.led_alias is not None else self.exact_rule
+
+    @property
+    def diffusion_limit(self) -> str | None:
+        """The result of 002 giving its diffusion limit, or None."""
+        return None if self.diffusion is None else self.diffusion.result
 
     def defaults(self) -> dict:
         """The default value of every parameter."""
         return {name: default for name, (default, _, _) in self.parameters.items()}
+
+
+MEAN_FIELD_RANKING_RULES = ("idle-uniform", "idle-fastest-first", "idle-slowest-first", "least-expected-delay")
+MEAN_FIELD_SAMPLING_RULES = ("uniform", "speed-weighted", "power-of-d", "fast-slow-shortest", "fast-slow-idle")
+MEAN_FIELD_RULES = MEAN_FIELD_RANKING_RULES + MEAN_FIELD_SAMPLING_RULES
+"""The fixed points hetlb.theory.meanfield solves (docs/background/mean-field.md): a ranking
+policy fills idle servers uniformly, fastest first or slowest first, or fills the slots of least
+expected delay; a sampling policy makes every server a birth-death chain whose birth rate is
+uniform, proportional to speed, the power-of-d minimum, or JSQ/JIQ(d_F, d_S)'s."""
+
+DIFFUSION_MEASURES = ("slowest", "fastest", "size-biased", "law")
+"""The speed measures of 002's limits: delta_{mu_min}, delta_{mu_max}, mu dF / mu_bar and F."""
+
+
+@dataclass(frozen=True)
+class MeanFieldRule:
+    """A policy's N -> infinity limit on the complete graph: ``rule`` (one of
+    MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES) and the ``description`` its
+    MeanFieldLimit carries."""
+
+    rule: str
+    description: str
+
+    @property
+    def ranking(self) -> bool:
+        return self.rule in MEAN_FIELD_RANKING_RULES
+
+
+@dataclass(frozen=True)
+class DiffusionRule:
+    """A JSQ tie-breaking rule's Halfin-Whitt limit in 002 (Theorem 4.1): ``result``, the result of
+    002 that gives it; ``idle_measure``, eta^pi, the speeds of the servers that stay idle (its
+    idle rate <iota, eta^pi>: mu_min, mu_max or E[mu^2] / mu_bar); ``routing_measure``, the speeds
+    that receive the jobs routed to level 2, alpha_1^pi / u (delta_{mu_max}, delta_{mu_min} or F).
+    Measures are named as in DIFFUSION_MEASURES."""
+
+    result: str
+    idle_measure: str
+    routing_measure: str
+
+    def __post_init__(self):
+        if self.idle_measure not in DIFFUSION_MEASURES[:3] or self.routing_measure not in DIFFUSION_MEASURES:
+            raise ValueError(f"diffusion rule {self.result!r}: measures must be among {DIFFUSION_MEASURES}")
 
 
 @dataclass(frozen=True)
@@ -135,6 +221,9 @@ POLICIES: dict[str, PolicySpec] = {
             models=MODELS,
             exact_rule=exact_rules.random,
             slotted_information="no information",
+            decides_on_estimates=True,
+            decides_on_load=False,
+            mean_field=MeanFieldRule("uniform", "each server an M/M/1/b queue with arrival rate lambda"),
         ),
         PolicySpec(
             "weighted-random",
@@ -144,6 +233,9 @@ POLICIES: dict[str, PolicySpec] = {
             models=MODELS,
             exact_rule=exact_rules.weighted_random,
             slotted_information="the speeds mu_n",
+            decides_on_estimates=True,
+            decides_on_load=False,
+            mean_field=MeanFieldRule("speed-weighted", "each server an M/M/1/b queue with arrival rate rho mu_m"),
         ),
         PolicySpec(
             "jsq",
@@ -155,10 +247,16 @@ POLICIES: dict[str, PolicySpec] = {
             integer_keys=True,
             exact_rule=exact_rules.jsq,
             tie_break="shortest queue, ties uniformly at random ('RR' in 002)",
-            diffusion_limit="Corollary 4.5 / 4.6 ('RR', random ties): eta = mu dF / mu_bar "
-            "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
+            diffusion=DiffusionRule(
+                "Corollary 4.5 / 4.6 ('RR', random ties): eta = mu dF / mu_bar "
+                "(idle rate E[mu^2] / mu_bar), alpha_1(u) = u F",
+                "size-biased",
+                "law",
+            ),
             slotted_information="every dispatcher sees the true queues Q(t) at the start of the slot "
             "(2N messages per decision)",
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule("idle-uniform", "idle servers taken uniformly: s_{m,1} = R / (R + mu_m)"),
         ),
         PolicySpec(
             "jfsq",
@@ -170,7 +268,15 @@ POLICIES: dict[str, PolicySpec] = {
             integer_keys=True,
             exact_rule=exact_rules.jfsq,
             tie_break="shortest queue, ties to the fastest server, then at random",
-            diffusion_limit="Corollary 4.4: eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u delta_{mu_max}",
+            diffusion=DiffusionRule(
+                "Corollary 4.4: eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u delta_{mu_max}",
+                "slowest",
+                "fastest",
+            ),
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "idle-fastest-first", "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)"
+            ),
         ),
         PolicySpec(
             "jssq",
@@ -182,8 +288,14 @@ POLICIES: dict[str, PolicySpec] = {
             integer_keys=True,
             exact_rule=exact_rules.jssq,
             tie_break="shortest queue, ties to the slowest server, then at random",
-            diffusion_limit="Theorem 4.1 with Proposition 3.7: eta = delta_{mu_max} (idle rate mu_max), "
-            "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
+            diffusion=DiffusionRule(
+                "Theorem 4.1 with Proposition 3.7: eta = delta_{mu_max} (idle rate mu_max), "
+                "alpha_1(u) = u delta_{mu_min} (ties to the slowest; inferred, no corollary in 002)",
+                "fastest",
+                "slowest",
+            ),
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule("idle-slowest-first", "idle servers filled in increasing speed"),
         ),
         PolicySpec(
             "jiq",
@@ -197,6 +309,10 @@ POLICIES: dict[str, PolicySpec] = {
             slotted_information="idle tokens: at the end of a slot each server with Q_n(t+1) = 0 and no token "
             "out sends one token to a dispatcher chosen uniformly; a dispatcher with tokens uses one chosen "
             "uniformly and discards it, one without sends to a server chosen uniformly; tokens may be stale",
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "idle-uniform", "idle servers taken uniformly: s_{m,1} = R / (R + mu_m) (the same limit as jsq)"
+            ),
         ),
         PolicySpec(
             "jfiq",
@@ -208,6 +324,10 @@ POLICIES: dict[str, PolicySpec] = {
             ranks_whole_set=True,
             integer_keys=True,
             exact_rule=exact_rules.jfiq,
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "idle-fastest-first", "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)"
+            ),
         ),
         PolicySpec(
             "pod",
@@ -220,6 +340,10 @@ POLICIES: dict[str, PolicySpec] = {
             exact_rule=exact_rules.pod,
             slotted_information="the true queues of the d sampled servers at the start of the slot "
             "(2d messages per decision)",
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "power-of-d", "power-of-d, speed-blind: one birth rate per level, common to all classes"
+            ),
         ),
         PolicySpec(
             "sed",
@@ -229,6 +353,11 @@ POLICIES: dict[str, PolicySpec] = {
             models=(CONTINUOUS, LIVE),
             ranks_whole_set=True,
             exact_rule=exact_rules.sed,
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "least-expected-delay",
+                "slots of key i / mu_m filled in increasing key up to a threshold; ties at random",
+            ),
         ),
         PolicySpec(
             "jsq-fiq",
@@ -241,7 +370,15 @@ POLICIES: dict[str, PolicySpec] = {
             integer_keys=True,
             exact_rule=exact_rules.jsq_fiq,
             tie_break="the fastest idle server (ties at random), else a shortest queue at random ('JFIQ' of 002)",
-            diffusion_limit="Corollary 4.7 ('JFIQ' of 002): eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u F",
+            diffusion=DiffusionRule(
+                "Corollary 4.7 ('JFIQ' of 002): eta = delta_{mu_min} (idle rate mu_min), alpha_1(u) = u F",
+                "slowest",
+                "law",
+            ),
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "idle-fastest-first", "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)"
+            ),
         ),
         PolicySpec(
             "jsq-lisf",
@@ -254,7 +391,15 @@ POLICIES: dict[str, PolicySpec] = {
             exact_rule=exact_rules.jsq_lisf,
             tie_break="the idle server that became idle first (the initial idle servers tie, at random), "
             "else a shortest queue at random ('LISF' of 002)",
-            diffusion_limit="Corollaries 4.5 / 4.6 with longest-idle-first among idle servers: the same limit as jsq",
+            diffusion=DiffusionRule(
+                "Corollaries 4.5 / 4.6 with longest-idle-first among idle servers: the same limit as jsq",
+                "size-biased",
+                "law",
+            ),
+            decides_on_estimates=True,
+            mean_field=MeanFieldRule(
+                "idle-uniform", "longest-idle first: the same busy fractions as jsq (renewal-reward)"
+            ),
         ),
         PolicySpec(
             "jsq-df-ds",
@@ -275,6 +420,9 @@ POLICIES: dict[str, PolicySpec] = {
                 ),
             },
             exact_rule=exact_rules.jsq_df_ds,
+            mean_field=MeanFieldRule(
+                "fast-slow-shortest", "JSQ(d_F, d_S) of Gardner et al. (the rule of hetlb's jsq-df-ds)"
+            ),
         ),
         PolicySpec(
             "l-jsq",
@@ -286,6 +434,8 @@ POLICIES: dict[str, PolicySpec] = {
             models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information=LED_INFORMATION,
+            decides_on_estimates=True,
+            led_alias="jsq",
         ),
         PolicySpec(
             "l-jba",
@@ -310,6 +460,8 @@ POLICIES: dict[str, PolicySpec] = {
             models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information="its local estimates Q~^m(t) and the speeds, reset to Q_n(t+1) by the update strategy",
+            estimate_rule=exact_rules.below_average,
+            decides_on_estimates=True,
         ),
         PolicySpec(
             "l-pod",
@@ -320,6 +472,8 @@ POLICIES: dict[str, PolicySpec] = {
             models=(SLOTTED, LIVE),
             on_local_estimates=True,
             slotted_information=LED_INFORMATION,
+            estimate_rule=exact_rules.pod,
+            decides_on_estimates=True,
         ),
     ]
 }
@@ -381,3 +535,102 @@ def resolve_policy(policy, policy_params: dict, caller: str = "simulate") -> Pol
     if not isinstance(policy, Policy):
         raise InputError("policy", "must be a policy id or a hetlb.Policy")
     return policy
+
+
+# --- policies registered from outside hetlb ------------------------------------------------------
+
+FIRST_REGISTERED_CODE = 100
+"""Kernel codes of the policies of :func:`register_policy` start here, above every built-in one."""
+
+KEY_SIGNATURE = ("queue_len", "speed_class", "n_classes", "speed", "idle_since")
+"""The arguments of a registered selection key, in order: the server's queue length (jobs, the one
+in service included), its speed class (0 = fastest), the number of classes, its speed (mu_s) and
+the time it became idle (meaningful while queue_len = 0)."""
+EXACT_RULE_SIGNATURE = ("queue_len", "speed", "is_fast", "params", "idle_rank")
+"""The arguments of an exact rule (hetlb.policies.exact_rules)."""
+
+
+def _check_arguments(field_name: str, function, names: tuple) -> None:
+    import inspect
+
+    if not callable(function):
+        raise InputError(field_name, f"must be a function of ({', '.join(names)})")
+    try:
+        parameters = inspect.signature(getattr(function, "py_func", function)).parameters
+    except (TypeError, ValueError):
+        return
+    if len(parameters) != len(names):
+        raise InputError(field_name, f"must take {len(names)} arguments ({', '.join(names)}), takes {len(parameters)}")
+
+
+def register_policy(
+    policy_id: str,
+    selection_key: Callable,
+    definition: str,
+    reference: str,
+    *,
+    integer_keys: bool = False,
+    idle_order: bool = False,
+    exact_rule: Callable | None = None,
+    mean_field: MeanFieldRule | None = None,
+) -> PolicySpec:
+    """Register a ranking policy written outside hetlb: a job joins a compatible server of least
+    ``selection_key``, ties uniformly at random (docs/how-to/your-own-policy.md).
+
+    ``selection_key(queue_len, speed_class, n_classes, speed, idle_since)``: an @njit function (a
+    plain one is compiled with numba's njit) of a server's queue length (jobs, the one in service
+    included), speed class (0 = fastest of ``n_classes``), speed mu_s and the time it became
+    idle, returning a number; the least key wins. It runs in the continuous simulator
+    (``hetlb.simulate``, sweeps) in a copy of the kernel compiled with it once per process, not
+    cached with the package. ``integer_keys``: its keys are integers >= 0 (the O(1) key buckets
+    serve it); ``idle_order``: it reads ``idle_since``. ``exact_rule``: its routing probabilities
+    (the arguments of hetlb.policies.exact_rules), written from the definition; with one,
+    ``hetlb.theory.solve_exact`` covers it and ``hetlb.check_policy`` holds the kernel against it.
+    ``mean_field``: a :class:`MeanFieldRule` of hetlb.theory.meanfield, when one of its fixed
+    points is this policy's limit.
+    Registering an id again replaces a registered policy; a built-in id is refused.
+    """
+    if not isinstance(policy_id, str) or not policy_id or not all(c.isalnum() or c in "-_" for c in policy_id):
+        raise InputError("policy id", f"must be a name of letters, digits, - and _, got {policy_id!r}")
+    previous = POLICIES.get(policy_id)
+    if previous is not None and previous.selection_key is None:
+        raise InputError("policy id", f"{policy_id} is a built-in policy; choose another name")
+    _check_arguments(f"policy {policy_id}.selection_key", selection_key, KEY_SIGNATURE)
+    if exact_rule is not None:
+        _check_arguments(f"policy {policy_id}.exact_rule", exact_rule, EXACT_RULE_SIGNATURE)
+    for name, text in (("definition", definition), ("reference", reference)):
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"policy {policy_id}.{name}", "must be a non-empty text")
+    if mean_field is not None and not isinstance(mean_field, MeanFieldRule):
+        raise InputError(f"policy {policy_id}.mean_field", "must be a hetlb.policies.registry.MeanFieldRule")
+    if previous is not None:
+        code = previous.code
+    else:
+        code = max(FIRST_REGISTERED_CODE - 1, *BY_CODE) + 1
+    try:
+        spec = PolicySpec(
+            policy_id,
+            code,
+            definition,
+            reference,
+            ranks_whole_set=True,
+            integer_keys=bool(integer_keys),
+            idle_order=bool(idle_order),
+            exact_rule=exact_rule,
+            mean_field=mean_field,
+            selection_key=selection_key,
+        )
+    except ValueError as error:
+        raise InputError(f"policy {policy_id}", str(error)) from None
+    POLICIES[policy_id] = spec
+    BY_CODE[code] = spec
+    return spec
+
+
+def unregister_policy(policy_id: str) -> None:
+    """Remove a policy of :func:`register_policy` (a built-in one stays)."""
+    spec = POLICIES.get(policy_id)
+    if spec is None or spec.selection_key is None:
+        raise InputError("policy id", f"{policy_id!r} is no policy registered with register_policy")
+    del POLICIES[policy_id]
+    del BY_CODE[spec.code]

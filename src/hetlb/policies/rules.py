@@ -15,7 +15,11 @@ error model, which has no exception path.
 import numpy as np
 
 from hetlb.jit import njit
-from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
+from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JSQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
+
+KEYED_CODES = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
+"""The codes :func:`selection_key` has a key for (jsq's, the queue length, is its last line): the
+ranking policies every kernel that ranks by key can run."""
 
 
 @njit(error_model="numpy")

@@ -284,6 +284,8 @@ def check_sandwich(
     for tie_break in tie_breaks:
         if tie_break not in TIE_BREAKS:
             raise InputError("tie_breaks", f"unknown tie-break {tie_break!r}; choose from: {', '.join(TIE_BREAKS)}")
+        if POLICIES[tie_break].code not in kernel.CODES:
+            raise InputError("tie_breaks", f"{tie_break} has no selection key in the bounding kernel")
     _check_run(speed, arrival_rate, horizon, 1, speed.size * (2 + len(tie_breaks)))
     distinct_speeds, speed_class = speed_classes(speed)
     clock_seed, tie_seed = root_seed_sequence(seed).spawn(2)

@@ -13,12 +13,13 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
+from hetlb.kernels import specialise
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
-from hetlb.policies.registry import BY_CODE, Policy, resolve_policy
+from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.replications import (
@@ -100,6 +101,7 @@ def simulate_one_dispatcher(
         )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
+    check_kernel_branch(policy.spec)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
@@ -297,6 +299,25 @@ def check_run_memory(parts: dict, n_servers: int, replications: int) -> None:
     validation.check_memory(field, sum(parts.values()), what, advice)
 
 
+def check_kernel_branch(spec: PolicySpec) -> None:
+    """Refuse, before anything runs, a policy the continuous kernel has no rule for: neither one of
+    its own branches nor a selection key (hetlb.kernels.continuous.CODES), nor a key of its own."""
+    if spec.code not in kernel.CODES and spec.selection_key is None:
+        raise InputError(
+            "policy", f"{spec.id} (code {spec.code}) has no branch in the continuous kernel (hetlb.kernels.continuous)"
+        )
+
+
+def policy_functions(code: int):
+    """(advance, selection_keys) for the policy of kernel code ``code``: the cached kernel and keys,
+    or, for a policy registered with its own selection key (hetlb.register_policy), copies compiled
+    with that key once per process (hetlb.kernels.specialise)."""
+    key = BY_CODE[code].selection_key
+    if key is None:
+        return advance, selection_keys
+    return specialise.with_key(kernel.advance, key), specialise.with_key(rules.selection_keys, key)
+
+
 def check_policy_stability(system: System, policy: Policy) -> None:
     """Static-routing policies overload a server whose share of the traffic exceeds its speed;
     jsq-df-ds with p_F = 1 and p_S = 0 never uses its slow servers."""
@@ -311,7 +332,7 @@ def check_policy_stability(system: System, policy: Policy) -> None:
                 f"so the fast servers' capacity {fast_capacity:.6g} must exceed the arrival rate "
                 f"{system.total_arrival_rate:.6g} (infinite buffers)",
             )
-    if policy.code not in (registry.RANDOM, registry.WEIGHTED_RANDOM):
+    if policy.spec.decides_on_load:  # only a static split can overload a server for good
         return
     graph = system.graph
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
@@ -399,7 +420,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = selection_keys(
+    keys = policy_functions(model.policy_code)[1](
         model.policy_code,
         np.zeros(n_servers, np.int64),
         model.server_class,
@@ -461,7 +482,7 @@ def bucket_keys(model, slots: int) -> int:
     """Entries of the bucket boundaries: one past the largest key a server can reach when at most
     ``slots`` jobs wait (a server holds at most slots + 1 jobs), plus one."""
     n_classes = model.n_classes
-    most = selection_keys(
+    most = policy_functions(model.policy_code)[1](
         model.policy_code,
         np.full(n_classes, slots + 1, np.int64),
         np.arange(n_classes),
@@ -520,9 +541,10 @@ def run_replication(
     counters = state.counters[0]
     counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    run_kernel = policy_functions(model.policy_code)[0]
     started = time.perf_counter()
     while True:
-        status = advance(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        status = run_kernel(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:

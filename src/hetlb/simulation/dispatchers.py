@@ -25,7 +25,7 @@ from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
 from hetlb.model.dispatchers import Updates
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
-from hetlb.policies.choice import ON_ESTIMATES, jba_options
+from hetlb.policies.choice import KEY_CODE, ON_ESTIMATES, decides, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
 from hetlb.results.run import versions
@@ -151,9 +151,13 @@ def check_policy(policy: Policy) -> None:
     """The policy must decide on estimates (hetlb.policies.choice); an LED policy's slotted update
     parameters have no meaning here (``update=`` gives the updates)."""
     if policy.code not in ON_ESTIMATES:
-        deciders = [spec.id for spec in registry.POLICIES.values() if spec.code in ON_ESTIMATES]
+        deciders = registry.policies_where(decides_on_estimates=True)
         raise InputError(
             "policy", f"{policy.id} does not decide on estimates; with dispatchers use one of {', '.join(deciders)}"
+        )
+    if not decides(policy.code):
+        raise InputError(
+            "policy", f"{policy.id} (code {policy.code}) has no branch in hetlb.policies.choice.choose_server"
         )
     for name, (default, _, _) in LED_UPDATE_PARAMETERS.items():
         if name in policy.params and policy.params[name] != default:
@@ -228,10 +232,10 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     degree = graph.degree()
     signals = updates.signals
     code = policy.code
-    ranking = policy.spec.ranks_whole_set or code == registry.L_JSQ
+    ranking = policy.spec.ranks_whole_set or policy.spec.led_alias is not None
     uses_tree = ranking and n_servers >= continuous.TREE_MIN_SERVERS
     d = min(policy.params.get("d", 1), n_servers)
-    if "probe" not in signals or code in (registry.RANDOM, registry.WEIGHTED_RANDOM):
+    if "probe" not in signals or not policy.spec.decides_on_load:
         probe_messages = np.zeros(system.n_types, np.int64)
     elif code in (registry.POD, registry.L_POD):
         probe_messages = 2 * np.minimum(d, degree).astype(np.int64)
@@ -255,7 +259,7 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
         source_keep=keep,
         source_alias=alias,
         decision_code=code,
-        key_code=registry.JSQ if code == registry.L_JSQ else code,
+        key_code=int(KEY_CODE[code]),
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
         sample_size=d,
         jba_rate_weighted=jba_rate_weighted,

@@ -19,6 +19,7 @@ from hetlb.errors import InputError
 from hetlb.kernels import slotted as kernel
 from hetlb.model.slotted import SlottedSystem
 from hetlb.policies import registry
+from hetlb.policies.choice import JBA_FALLBACK_LEAST, jba_options
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
@@ -69,6 +70,10 @@ def simulate_slotted(
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
         raise InputError(
             "policy", f"{policy.id} has no rule in the slotted model; choose one of: {', '.join(slotted_ids)}"
+        )
+    if policy.code not in kernel.CODES:
+        raise InputError(
+            "policy", f"{policy.id} (code {policy.code}) has no branch in the slotted kernel (hetlb.kernels.slotted)"
         )
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
@@ -168,7 +173,7 @@ def led_parameters(policy: Policy) -> dict:
     choice = {
         name: LED_UPDATE_PARAMETERS[name][2].index(params[name]) for name in ("update", "push_trigger", "pull_trigger")
     }
-    is_jba = policy.code == registry.L_JBA
+    rate_weighted, inclusive, fallback = jba_options(params)
     return {
         "update_code": (kernel.UPDATE_PUSH, kernel.UPDATE_PULL)[choice["update"]],
         "p_hat": float(params["p_hat"]),
@@ -178,9 +183,9 @@ def led_parameters(policy: Policy) -> dict:
             choice["pull_trigger"]
         ],
         "increment_on_dispatch": int(params["increment_on_dispatch"]),
-        "jba_rate_weighted": registry.JBA_AVERAGES.index(params["average"]) if is_jba else 0,
-        "jba_inclusive": int(params["inclusive"]) if is_jba else 0,
-        "jba_fallback_jsq": registry.JBA_EMPTY_SET.index(params["empty_set"]) if is_jba else 0,
+        "jba_rate_weighted": int(rate_weighted),
+        "jba_inclusive": int(inclusive),
+        "jba_fallback_jsq": int(fallback == JBA_FALLBACK_LEAST),
     }
 
 

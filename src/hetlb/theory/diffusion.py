@@ -48,9 +48,10 @@ __all__ = [
 ]
 
 DIFFUSION_POLICIES: dict[str, str] = {
-    spec.id: spec.diffusion_limit for spec in POLICIES.values() if spec.diffusion_limit is not None
+    spec.id: spec.diffusion.result for spec in POLICIES.values() if spec.diffusion is not None
 }
-"""The policies with a diffusion limit in 002 (PolicySpec.diffusion_limit): id -> the result giving it."""
+"""The policies with a diffusion limit in 002 (PolicySpec.diffusion): id -> the result giving it. The
+limit's idle rate and routing measure are the DiffusionRule's (:func:`policy_diffusion`)."""
 
 _RANDOM_BLOCK_STEPS = 512
 
@@ -231,29 +232,28 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
     or any b >= 2 give the same limit, since levels >= 3 are never reached; b = 1 is the loss
     system, whose X_1 is a reflected Ornstein-Uhlenbeck process.
     """
-    if policy not in DIFFUSION_POLICIES:
+    rule = POLICIES[policy].diffusion if policy in POLICIES else None
+    if rule is None:
         raise InputError("policy", f"unknown policy {policy!r}; choose one of: {', '.join(DIFFUSION_POLICIES)}")
     if not isinstance(speeds, SpeedLaw):
         raise InputError("speeds", "must be a SpeedLaw from speed_pools() or continuous_speeds()")
     buffer = None if buffer is None else validation.count("buffer", buffer)
-    if speeds.rate.size > MAX_COORDINATES and policy not in ("jfsq", "jssq") and buffer != 1:
+    if speeds.rate.size > MAX_COORDINATES and rule.routing_measure == "law" and buffer != 1:
         raise InputError(
             "speeds",
             f"{policy} has one coordinate of xi_2 per distinct speed, at most {MAX_COORDINATES:,}, got "
             f"{speeds.rate.size:,}: pool the speeds (e.g. 500x0.8,500x1.2) or give their law",
         )
     idle_rate = {
-        "jfsq": speeds.rate_min,
-        "jsq-fiq": speeds.rate_min,
-        "jssq": speeds.rate_max,
-        "jsq": speeds.second_moment / speeds.mean,
-        "jsq-lisf": speeds.second_moment / speeds.mean,
-    }[policy]
+        "slowest": speeds.rate_min,
+        "fastest": speeds.rate_max,
+        "size-biased": speeds.second_moment / speeds.mean,
+    }[rule.idle_measure]
     if buffer == 1:
         basis_rate, routing = np.zeros(0), np.zeros(0)
-    elif policy == "jfsq":
+    elif rule.routing_measure == "fastest":
         basis_rate, routing = np.array([speeds.rate_max]), np.ones(1)
-    elif policy == "jssq":
+    elif rule.routing_measure == "slowest":
         basis_rate, routing = np.array([speeds.rate_min]), np.ones(1)
     else:
         basis_rate, routing = speeds.rate.copy(), speeds.weight.copy()

@@ -32,6 +32,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.policies.registry import BY_CODE, COUNT, JSQ_DF_DS, POLICIES, MeanFieldRule
 
 __all__ = [
     "MEANFIELD_POLICIES",
@@ -44,32 +45,32 @@ __all__ = [
     "server_speeds",
 ]
 
-RANKING = {
-    "jsq": "idle servers taken uniformly: s_{m,1} = R / (R + mu_m)",
-    "jiq": "idle servers taken uniformly: s_{m,1} = R / (R + mu_m) (the same limit as jsq)",
-    "jsq-lisf": "longest-idle first: the same busy fractions as jsq (renewal-reward)",
-    "jfsq": "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)",
-    "jfiq": "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)",
-    "jsq-fiq": "idle servers filled in decreasing speed (the C* of Proposition 1 of 000)",
-    "jssq": "idle servers filled in increasing speed",
-    "sed": "slots of key i / mu_m filled in increasing key up to a threshold; ties at random",
+THEORY_ONLY = {
+    "jiq-df-ds": (
+        MeanFieldRule(
+            "fast-slow-idle",
+            "JIQ(d_F, d_S) of Gardner et al.: as jsq-df-ds, but a busy sampled server chosen at random",
+        ),
+        BY_CODE[JSQ_DF_DS].id,
+    )
 }
-SAMPLING = {
-    "random": "each server an M/M/1/b queue with arrival rate lambda",
-    "weighted-random": "each server an M/M/1/b queue with arrival rate rho mu_m",
-    "pod": "power-of-d, speed-blind: one birth rate per level, common to all classes",
-    "jsq-df-ds": "JSQ(d_F, d_S) of Gardner et al. (the rule of hetlb's jsq-df-ds)",
-    "jiq-df-ds": "JIQ(d_F, d_S) of Gardner et al.: as jsq-df-ds, but a busy sampled server chosen at random",
-}
-MEANFIELD_POLICIES = tuple(RANKING) + tuple(SAMPLING)
-"""Policies with a mean-field limit here (``jiq-df-ds`` exists only in the theory)."""
+"""Policies that exist only in the theory: id -> (its mean-field rule, the registered policy whose
+parameters it takes)."""
 
-PARAMETERS: dict[str, dict[str, float]] = {
-    "pod": {"d": 2},
-    "jsq-df-ds": {"d_fast": 2, "d_slow": 2, "p_fast": 0.5, "p_slow": 0.5},
-    "jiq-df-ds": {"d_fast": 2, "d_slow": 2, "p_fast": 0.5, "p_slow": 0.5},
-}
-PROBABILITY_PARAMETERS = ("p_fast", "p_slow")
+
+def _rules() -> dict[str, MeanFieldRule]:
+    """Every policy with a mean-field limit here, the ranking ones first: id -> its rule
+    (PolicySpec.mean_field, and THEORY_ONLY's)."""
+    rules = {spec.id: spec.mean_field for spec in POLICIES.values() if spec.mean_field is not None}
+    rules.update((name, rule) for name, (rule, _) in THEORY_ONLY.items())
+    return dict(sorted(rules.items(), key=lambda item: not item[1].ranking))
+
+
+MEANFIELD_POLICIES = tuple(_rules())
+"""Policies with a mean-field limit here, the ranking ones first: the registry's (PolicySpec.mean_field)
+and ``jiq-df-ds``, which exists only in the theory."""
+SAMPLING = tuple(name for name, rule in _rules().items() if not rule.ranking)
+"""The sampling policies among them, whose mean-field ODE :func:`mean_field_trajectory` integrates."""
 
 FIRST_LEVELS = 32
 MAX_LEVELS = 1024
@@ -232,19 +233,22 @@ def check_buffer(buffer) -> int | None:
 
 
 def policy_parameters(policy: str, params: dict) -> dict:
-    allowed = PARAMETERS.get(policy, {})
-    unknown = sorted(set(params) - set(allowed))
+    """The policy's parameters (its registry entry's, at their defaults unless given): a count is
+    an integer in 1..64 here (the solver enumerates samples), a probability one in [0, 1]."""
+    registered = THEORY_ONLY[policy][1] if policy in THEORY_ONLY else policy
+    kinds = {name: kind for name, (_, _, kind) in POLICIES[registered].parameters.items()}
+    unknown = sorted(set(params) - set(kinds))
     if unknown:
-        rule = f"takes {', '.join(sorted(allowed))}" if allowed else "takes no parameters"
+        rule = f"takes {', '.join(sorted(kinds))}" if kinds else "takes no parameters"
         raise InputError(unknown[0], f"is not a parameter of {policy}, which {rule}")
-    out: dict = dict(allowed)
+    out: dict = POLICIES[registered].defaults()
     for name, value in params.items():
         if value is None:
             continue
-        if name in PROBABILITY_PARAMETERS:
-            out[name] = validation.probability(name, value)
-        else:
+        if kinds[name] == COUNT:
             out[name] = validation.integer(name, value, low=1, high=64)
+        else:
+            out[name] = validation.probability(name, value)
     return out
 
 
@@ -260,25 +264,27 @@ def mean_field(speeds, fractions=None, *, load, policy: str = "jsq", buffer=None
     >>> round(limit.mean_response_time, 4)   # C*/lambda = (0.5 + 0.25) / 0.5625
     1.3333
     """
-    policy = validation.choice("policy", policy, MEANFIELD_POLICIES)
+    rules = _rules()
+    policy = validation.choice("policy", policy, tuple(rules))
+    rule = rules[policy]
     speed, fraction = speed_class_arrays(speeds, fractions)
     rho = validation.number("load", load, 0.0, strict=True, high=1.0)
     if rho >= 1.0:
         raise InputError("load", f"must be below 1 (the mean-field limit here is for rho < 1), got {rho:g}")
     buffer = check_buffer(buffer)
-    largest = MAX_LEVELS if policy in ("pod", "jsq-df-ds", "jiq-df-ds") else MAX_CLOSED_FORM_LEVELS
-    if buffer is not None and policy in SAMPLING and buffer > largest:
+    closed_form = rule.rule in ("uniform", "speed-weighted")
+    largest = MAX_CLOSED_FORM_LEVELS if closed_form else MAX_LEVELS
+    if buffer is not None and not rule.ranking and buffer > largest:
         raise InputError("buffer", f"{policy}'s mean-field solver takes buffers up to {largest} jobs, got {buffer}")
     parameters = policy_parameters(policy, params)
     arrival_rate = rho * float(np.sum(fraction * speed))
-    if policy in RANKING:
-        occupancy = ranking_occupancy(policy, speed, fraction, arrival_rate, buffer)
-        stable, description = True, RANKING[policy]
+    if rule.ranking:
+        occupancy = ranking_occupancy(rule.rule, speed, fraction, arrival_rate, buffer)
+        stable = True
     else:
-        if policy in ("jsq-df-ds", "jiq-df-ds") and speed.size < 2:
+        if rule.rule.startswith("fast-slow") and speed.size < 2:
             raise InputError("speeds", f"{policy} needs at least two speed classes (fast and slow)")
         occupancy, stable = sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buffer)
-        description = SAMPLING[policy]
     for array in (speed, fraction, occupancy):
         array.setflags(write=False)
     return MeanFieldLimit(
@@ -291,7 +297,7 @@ def mean_field(speeds, fractions=None, *, load, policy: str = "jsq", buffer=None
         buffer=buffer,
         occupancy=occupancy,
         stable=stable,
-        description=description,
+        description=rule.description,
         levels=occupancy.shape[1],
     )
 
@@ -329,14 +335,15 @@ def idle_rate(speed, fraction, target: float, fixed: float, sink: float) -> floa
     return float(optimize.brentq(excess, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps))
 
 
-def ranking_occupancy(policy, speed, fraction, arrival_rate, buffer) -> np.ndarray:
-    """s_{m,i} at the fixed point of a ranking policy (docs/background/mean-field.md)."""
-    if policy in ("jsq", "jiq", "jsq-lisf"):
+def ranking_occupancy(rule: str, speed, fraction, arrival_rate, buffer) -> np.ndarray:
+    """s_{m,i} at the fixed point of a ranking policy's ``rule`` (MeanFieldRule.rule;
+    docs/background/mean-field.md)."""
+    if rule == "idle-uniform":
         rate = idle_rate(speed, fraction, arrival_rate, 0.0, 0.0)
         return (rate / (rate + speed))[:, None]
-    if policy in ("jfsq", "jfiq", "jsq-fiq"):
+    if rule == "idle-fastest-first":
         return fill_in_order(speed, fraction, arrival_rate, range(speed.size))[:, None]
-    if policy == "jssq":
+    if rule == "idle-slowest-first":
         return fill_in_order(speed, fraction, arrival_rate, reversed(range(speed.size)))[:, None]
     return sed_occupancy(speed, fraction, arrival_rate, buffer)
 
@@ -388,9 +395,11 @@ def sed_occupancy(speed, fraction, arrival_rate, buffer) -> np.ndarray:
 class SamplingModel:
     """Classes partitioned into speed-blind groups (one for pod and the random policies; fast and
     slow for the JSQ/JIQ(d_F, d_S) family). Arrays carry a leading batch axis: ``tails[..., g, j]``
-    is T_{g,j}, the fraction of group-g servers with at least j jobs, j = 0..L."""
+    is T_{g,j}, the fraction of group-g servers with at least j jobs, j = 0..L. ``rule`` is the
+    policy's MeanFieldRule.rule."""
 
     policy: str
+    rule: str
     parameters: dict
     speed: np.ndarray
     fraction: np.ndarray
@@ -406,12 +415,12 @@ class SamplingModel:
         """a_{m,j}: the arrival rate per class-m server at level j = 0..L-1, shape (..., M, L)."""
         lam = self.arrival_rate
         shape = tails.shape[:-2] + (self.speed.size, tails.shape[-1] - 1)
-        if self.policy == "random":
+        if self.rule == "uniform":
             return np.full(shape, lam)
-        if self.policy == "weighted-random":
+        if self.rule == "speed-weighted":
             rho = lam / float(np.sum(self.fraction * self.speed))
             return np.broadcast_to((rho * self.speed)[:, None], shape).copy()
-        if self.policy == "pod":
+        if self.rule == "power-of-d":
             return np.broadcast_to(lam * min_at_level(tails[..., 0:1, :], self.parameters["d"]), shape).copy()
         d = (self.parameters["d_fast"], self.parameters["d_slow"])
         p_fast, p_slow = self.parameters["p_fast"], self.parameters["p_slow"]
@@ -422,7 +431,7 @@ class SamplingModel:
         when_busy = ((1.0 - slow_all_busy) * (1.0 - p_slow) + slow_all_busy * p_fast, fast_all_busy * (1.0 - p_fast))
         groups = []
         for g in range(2):
-            if self.policy == "jsq-df-ds":
+            if self.rule == "fast-slow-shortest":
                 chosen = min_at_level(tails[..., g, :], d[g])
             else:  # a uniformly random one of d busy sampled servers: T_1^(d-1) per server at j >= 1
                 chosen = np.repeat(tails[..., g, 1:2] ** (d[g] - 1), tails.shape[-1] - 1, axis=-1)
@@ -469,13 +478,14 @@ def birth_death_tails(birth: np.ndarray, speed: np.ndarray) -> np.ndarray:
 
 
 def sampling_model(policy, parameters, speed, fraction, arrival_rate) -> SamplingModel:
-    if policy in ("jsq-df-ds", "jiq-df-ds"):
+    rule = _rules()[policy].rule
+    if rule.startswith("fast-slow"):
         group_of_class = np.ones(speed.size, dtype=np.int64)
         group_of_class[0] = 0
     else:
         group_of_class = np.zeros(speed.size, dtype=np.int64)
     group_fraction = np.bincount(group_of_class, weights=fraction)
-    return SamplingModel(policy, parameters, speed, fraction, arrival_rate, group_of_class, group_fraction)
+    return SamplingModel(policy, rule, parameters, speed, fraction, arrival_rate, group_of_class, group_fraction)
 
 
 def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buffer) -> tuple[np.ndarray, bool]:
@@ -488,9 +498,14 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     busy choice, the birth rate above level 1 is constant and the first test is exact.
     Beyond MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
-    if policy in ("random", "weighted-random") or (policy == "pod" and parameters["d"] == 1):
+    rule = model.rule
+    if rule in ("uniform", "speed-weighted") or (rule == "power-of-d" and parameters["d"] == 1):
         return independent_queues(model, buffer)
-    if buffer is None and policy == "pod" and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"]):
+    if (
+        buffer is None
+        and rule == "power-of-d"
+        and pod_overloads_slowest(speed, fraction, arrival_rate, parameters["d"])
+    ):
         return np.ones((speed.size, 1)), False
     if buffer is not None:  # continuation: the fixed point with fewer levels starts the next
         solution = solve_sampling(model, min(FIRST_LEVELS, buffer), None)
@@ -508,7 +523,9 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
         top = occupancy[:, -1]
         # with d >= 2 samples per group pod's and jsq-df-ds's birth rates vanish with the tails;
         # with one sample, or jiq-df-ds's random busy choice, they are constant: geometric tails
-        vanishing = policy == "pod" or (policy == "jsq-df-ds" and min(parameters["d_fast"], parameters["d_slow"]) >= 2)
+        vanishing = rule == "power-of-d" or (
+            rule == "fast-slow-shortest" and min(parameters["d_fast"], parameters["d_slow"]) >= 2
+        )
         if np.any(top_birth >= speed) or (vanishing and previous_top is not None and np.any(top > 0.5 * previous_top)):
             return np.ones((speed.size, 1)), False
         previous_top = top
@@ -768,7 +785,7 @@ def mean_field_trajectory(
     """
     from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
 
-    policy = validation.choice("policy", policy, tuple(SAMPLING))
+    policy = validation.choice("policy", policy, tuple(name for name, rule in _rules().items() if not rule.ranking))
     limit = mean_field(speeds, fractions, load=load, policy=policy, buffer=buffer, **params)
     speed, fraction = limit.class_speed, limit.class_fraction
     if limit.buffer is not None:
@@ -822,20 +839,21 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
     2 ln(1/tolerance) mean service times of the slowest busy class, whichever is longer; for
     sed, whose fast servers hold queues that fill from empty only with the arrivals beyond the
     capacity of the classes faster than K, twice the waiting jobs over that surplus, in addition."""
-    if limit.policy == "sed":  # from empty, the queues of the faster classes fill with the surplus
+    rule = _rules()[limit.policy]
+    if rule.rule == "least-expected-delay":  # from empty, the queues of the faster classes fill with the surplus
         busy = fill_in_order(limit.class_speed, limit.class_fraction, limit.arrival_rate, range(limit.class_speed.size))
         faster = busy >= 1.0
         surplus = limit.arrival_rate - float(np.sum(limit.class_fraction[faster] * limit.class_speed[faster]))
         waiting = limit.mean_number_in_system - float(np.sum(limit.class_fraction * limit.occupancy[:, 0]))
         return 20.0 * limit.mean_response_time + (2.0 * waiting / surplus if waiting > 0 and surplus > 0 else 0.0)
-    if limit.policy in RANKING:  # the busy fractions relax at the service rates of the busy classes
+    if rule.ranking:  # the busy fractions relax at the service rates of the busy classes
         slowest = float(np.min(limit.class_speed[limit.occupancy[:, 0] > 0]))
         return max(20.0 * limit.mean_response_time, 2.0 * math.log(1.0 / tolerance) / slowest)
     if not limit.stable:
         raise InputError(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
         )
-    if limit.policy in ("random", "weighted-random"):  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
+    if rule.rule in ("uniform", "speed-weighted"):  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
         model = sampling_model(
             limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
         )
