@@ -529,7 +529,7 @@ def test_the_readme_has_its_commands():
 @pytest.mark.parametrize(
     "page, argv", documented_commands(), ids=lambda value: value if isinstance(value, str) else " ".join(value)[:60]
 )
-def test_every_documented_command_line_runs(page, argv, tmp_path, monkeypatch, capsys):
+def test_every_documented_command_line_runs(page, argv, tmp_path, monkeypatch, capsys, restore_registry):
     from hetlb.experiments import REPRODUCTIONS
 
     build_parser().parse_args(argv)  # a usage error raises SystemExit

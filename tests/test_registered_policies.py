@@ -6,13 +6,16 @@ module outside the registry keeps a table of policy ids."""
 
 import ast
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import bonferroni_t_halfwidth
 from numba import njit
 
 import hetlb
+import hetlb.cli
 from hetlb.errors import InputError
 from hetlb.experiments import SweepSpec, sweep
 from hetlb.policies import POLICIES, exact_rules, register_policy, registry, unregister_policy
@@ -160,6 +163,32 @@ def test_a_plugin_file_registers_its_policy_for_scenarios_and_sweeps(restore_reg
     spec = dataclasses.replace(spec, replications=1)
     out = sweep(spec, out=tmp_path / "out", store=tmp_path / "store.sqlite", executor="serial", progress=False)
     assert set(out.summary["policy.id"]) == {"fiq-sed", "sed", "jfiq"}
+
+
+def test_the_plugin_flag_runs_a_policy_of_a_file_and_the_exact_solver_agrees(restore_registry, monkeypatch, capsys):
+    """``--plugin`` on the command line: the simulated mean response time and blocking of the
+    example policy hold the exact solver's values in their 95% intervals (Bonferroni over the two)."""
+    monkeypatch.chdir(ROOT)
+    system = ["--speeds", "2,1,0.5", "--load", "0.8", "--buffer", "4", "--policy", "fiq-sed", "--json"]
+    assert hetlb.cli.main(["exact", "--plugin", EXAMPLE_PLUGIN, *system]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    run = ["--jobs", "20000", "--warmup", "20", "--replications", "8", "--seed", "3", "--quiet"]
+    assert hetlb.cli.main(["simulate", "--plugin", EXAMPLE_PLUGIN, *system, *run]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    for measure in ("mean_response_time", "blocking_probability"):
+        values = [replication[measure] for replication in runs]
+        half_width = bonferroni_t_halfwidth(values, 0.05, 2)
+        assert abs(np.mean(values) - exact[measure]) <= half_width, measure
+
+
+def test_a_policy_flag_keeps_the_plugins_of_the_config(restore_registry, monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(ROOT)
+    config = tmp_path / "scenario.toml"
+    config.write_text(
+        f'[system]\nspeeds = [2.0, 1.0]\nload = 0.5\n[policy]\nid = "sed"\nplugins = ["{EXAMPLE_PLUGIN}"]\n'
+    )
+    assert hetlb.cli.main(["exact", "--config", str(config), "--policy", "fiq-sed", "--buffer", "3"]) == 0
+    assert "fiq-sed" in capsys.readouterr().out
 
 
 def test_plugins_that_cannot_load_are_one_line_errors(restore_registry, tmp_path):

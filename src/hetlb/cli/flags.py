@@ -101,6 +101,25 @@ def add_policy_flags(parser) -> None:
         metavar="NAME=VALUE",
         help="a policy parameter, e.g. --set p_fast=0.3 or --set p_hat=0.01 (repeatable)",
     )
+    add_plugin_flag(group)
+
+
+def add_plugin_flag(parser) -> None:
+    """--plugin: a module or .py file that registers policies of its own (hetlb.load_plugins)."""
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import a module or a .py file that registers policies (repeatable; docs/how-to/your-own-policy.md)",
+    )
+
+
+def load_plugin_flags(args) -> None:
+    """Import the modules of --plugin, before any policy id is read."""
+    if getattr(args, "plugin", None):
+        from hetlb.policies.plugins import load_plugins
+
+        load_plugins(args.plugin, "--plugin")
 
 
 def add_output_flags(parser, *, json_output: bool = True, quiet: bool = False, verbose: str | None = None) -> None:
@@ -220,8 +239,9 @@ def scenario_from_args(args, continuous_only: bool = False):
     if flag("graph") is not None:
         system["graph"] = parse_construction(args.graph)
     policy = dict(validation.table("policy", data.get("policy", {})))
-    if flag("policy") is not None:
-        policy = {"id": args.policy}
+    load_plugin_flags(args)
+    if flag("policy") is not None:  # a new policy keeps only the plugins of --config
+        policy = {"id": args.policy, **({"plugins": policy["plugins"]} if "plugins" in policy else {})}
     if flag("d") is not None:
         policy["d"] = args.d
     policy.update(parse_assignment(text, "--set") for text in flag("set") or [])

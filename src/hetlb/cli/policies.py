@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hetlb.cli.flags import add_output_flags
+from hetlb.cli.flags import add_output_flags, add_plugin_flag, load_plugin_flags
 from hetlb.cli.text import format_policies, print_json
 
 
@@ -14,6 +14,7 @@ def add_flags(parser) -> None:
         metavar="ID",
         help="run the conformance check (hetlb.check_policy) of these policies, or of all; exit 1 if one fails",
     )
+    add_plugin_flag(parser)
     add_output_flags(parser)
 
 
@@ -21,6 +22,7 @@ def run(args) -> int:
     """Print the registered policies (text or --json), or with --check their conformance check."""
     from hetlb.policies import POLICIES
 
+    load_plugin_flags(args)
     if args.check is not None:
         return check_policies(args, args.check or list(POLICIES))
     if args.json:
@@ -47,9 +49,14 @@ def describe_policy(spec) -> dict:
         "integer_keys": spec.integer_keys,
         "idle_order": spec.idle_order,
         "on_local_estimates": spec.on_local_estimates,
+        "decides_on_estimates": spec.decides_on_estimates,
+        "decides_on_load": spec.decides_on_load,
+        "led_alias": spec.led_alias,
+        "own_selection_key": spec.selection_key is not None,
         "exact_solver": spec.exact_rule is not None,
         "tie_break": spec.tie_break,
         "diffusion_limit": spec.diffusion_limit,
+        "mean_field_rule": None if spec.mean_field is None else spec.mean_field.rule,
         "slotted_information": spec.slotted_information,
     }
 
