@@ -5,8 +5,6 @@ with true probes. Times are in time units (a fast server's mean service time).""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from hetlb.experiments.reproduce import (
@@ -19,10 +17,9 @@ from hetlb.experiments.reproduce import (
     intervals_note,
     plot_reproduction,
     register,
-    series_of,
 )
 from hetlb.experiments.sweep import paired_differences
-from hetlb.experiments.zhou.series import CLAIMS, fast_and_slow_speeds, series_sweeps
+from hetlb.experiments.zhou.series import CLAIMS, fast_and_slow_speeds, panel_against_load, series_sweeps
 
 SNAPSHOT_LABEL = "jsq-snapshot"
 """jsq on a shared cache refreshed every tau (aligned snapshots): the herd the LED policies face."""
@@ -139,17 +136,12 @@ def run_continuous(context) -> Outcome:
         run = {"jobs": o["jobs"], "warmup": o["warmup"]}
         table, runs = series_sweeps(context, f"zhou-continuous-{figure}", system, series, o["loads"], run)
         tables.append(table.assign(setting=figure))
-        stable = table.copy()
-        for column in ("mean_response_time", "mean_response_time_ci_low", "mean_response_time_ci_high"):
-            stable.loc[stable["grows"], column] = math.nan
         panels.append(
-            dict(
-                x=sorted(table["load"].unique()),
-                series=series_of(stable, "mean_response_time", "policy", "load"),
-                xlabel="load lambda_Sigma / mu_Sigma",
-                ylabel="mean response time (time units)",
-                log_y=True,
-                title=f"{figure} setting: {speeds}, p_hat = {p_hat:g}",
+            panel_against_load(
+                table,
+                "mean_response_time",
+                "mean response time (time units)",
+                f"{figure} setting: {speeds}, p_hat = {p_hat:g}",
             )
         )
         claims.append(continuous_claim(context, figure, setting, table, runs))

@@ -164,25 +164,28 @@ def growth_by_load(table) -> dict:
     }
 
 
+def panel_against_load(table, metric: str, ylabel: str, title: str) -> dict:
+    """A panel of :func:`plot_reproduction`: ``metric`` against load on a log scale, one line per
+    series, without the points whose number in system grows."""
+    stable = table.copy()
+    for column in (metric, f"{metric}_ci_low", f"{metric}_ci_high"):
+        stable.loc[stable["grows"], column] = math.nan
+    return dict(
+        x=sorted(table["load"].unique()),
+        series=series_of(stable, metric, "policy", "load"),
+        xlabel="load lambda_Sigma / mu_Sigma",
+        ylabel=ylabel,
+        log_y=True,
+        title=title,
+    )
+
+
 def delay_figure(table, path, title: str, replications: int) -> None:
     """Mean delay (slots) against load, one line per series, without the points that grow."""
-    stable = table.copy()
-    for column in ("mean_delay", "mean_delay_ci_low", "mean_delay_ci_high"):
-        stable.loc[stable["grows"], column] = math.nan
-    plot_reproduction(
-        [
-            dict(
-                x=sorted(table["load"].unique()),
-                series=series_of(stable, "mean_delay", "policy", "load"),
-                xlabel="load lambda_Sigma / mu_Sigma",
-                ylabel="mean delay (slots)",
-                log_y=True,
-                title=title + "\n(points whose number in system grows are left out)",
-            )
-        ],
-        path,
-        note=intervals_note(replications),
+    panel = panel_against_load(
+        table, "mean_delay", "mean delay (slots)", title + "\n(points whose number in system grows are left out)"
     )
+    plot_reproduction([panel], path, note=intervals_note(replications))
 
 
 def slotted_system(o: dict, speeds: str, load: float) -> SlottedSystem:
