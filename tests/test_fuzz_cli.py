@@ -1,19 +1,23 @@
-"""The command line under fuzzing (tests/fuzz_cli.py): no traceback, no hang, no exit 0 on nonsense.
+"""The command line under fuzzing (tests/fuzz/fuzz_cli.py): no traceback, no hang, no exit 0 on nonsense.
 
 The fixed set is FIXED_CASES mutated invocations of every command from the seed FIXED_SEED, each
 cheap whatever its outcome, run in child processes with a time limit per case and a capped address
 space (about a minute). A campaign runs more cases, slow ones included:
-``python tests/fuzz_cli.py --cases 20000 --seed 2`` (docs/background/simulation-practice.md).
+``python tests/fuzz/fuzz_cli.py --cases 20000 --seed 2`` (docs/background/simulation-practice.md).
 The first tests check the harness itself: that it catches a traceback, a hang, a memory bomb and a
 dying process, and that it tells a clean error from a noisy or long one.
 """
 
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
-import fuzz_cli
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))  # the runner beside its corpus
+import fuzz_cli  # noqa: E402
 
 import hetlb.cli.bound
 

@@ -22,9 +22,9 @@ hold whatever the implementation (a count below 1, a probability above 1, nan, a
 a TOML file that tomllib cannot read...) judge the values. Cases whose valid reading would be
 slow (a million jobs, a process pool, the paper scale) run only in campaigns, not in the fixed set.
 
-    python tests/fuzz_cli.py --cases 3000 --seed 1      # a campaign: failures grouped by cause
-    python tests/fuzz_cli.py --fixed                     # the set tests/test_fuzz_cli.py runs
-    python tests/fuzz_cli.py --replay 1:417              # one case again, with its full output
+    python tests/fuzz/fuzz_cli.py --cases 3000 --seed 1   # a campaign: failures grouped by cause
+    python tests/fuzz/fuzz_cli.py --fixed                  # the set tests/test_fuzz_cli.py runs
+    python tests/fuzz/fuzz_cli.py --replay 1:417           # one case again, with its full output
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script from a checkout: import hetlb from src/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 FIXED_SEED = 20240
 """The seed of the fixed set of tests/test_fuzz_cli.py."""
