@@ -6,6 +6,8 @@ strings), lists (empty, wrong separators, 99999999999999999999x1), ids (unknown 
 of the other model), flags (missing values, repeated, unknown, abbreviated, of another command),
 TOML files (wrong types, missing or unknown tables and keys, binary, UTF-16, deep nesting), paths
 (missing, a directory, /dev/null, /dev/zero, a file where a folder is expected) and combinations.
+These inputs are data, in corpus.toml beside this file (its header explains the notation for
+values TOML cannot hold); this module holds the logic.
 
 Cases run in-process through ``hetlb.cli.main`` in child processes, a fresh child per batch, each
 child with a capped address space and each case under a time limit; a child that does not answer
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import datetime
 import io
 import itertools
 import json
@@ -272,169 +275,70 @@ def short_argv(argv: list[str], limit: int = 60) -> str:
     return "hetlb " + " ".join(shell_quote(token, limit) for token in argv)
 
 
-# --- value pools ------------------------------------------------------------------------------------
+# --- the corpus: the literal inputs, from corpus.toml beside this file ---------------------------------
 
-NON_UTF8 = os.fsdecode(b"\xff\xfe")  # how Python receives bytes that are not UTF-8 in argv
-LONG_DIGITS = "9" * 5000
-LONG_TEXT = "x" * 5000
-GENERIC = [
-    "",
-    " ",
-    "x",
-    "0",
-    "-1",
-    "-0",
-    "1e308",
-    "-1e308",
-    "1e-320",
-    "nan",
-    "inf",
-    "-inf",
-    "1e309",
-    str(2**64),
-    str(2**63),
-    "1.5",
-    "0x10",
-    "1_0",
-    "\uff11",  # a fullwidth 1: int() and float() take it
-    "+1",
-    "true",
-    "[1]",
-    LONG_DIGITS,
-    LONG_TEXT,
-    NON_UTF8,
-]
-POOLS = {
-    "count": ["1", "2", "3", "0", "-1", "-5", "2.5", "1e3", str(2**31), str(2**63 - 1), str(2**63), str(2**64)]
-    + ["99999999999999999999", "10000000"],
-    "seed": ["0", "1", "7", "-1", str(2**32), str(2**63), str(2**64), str(2**128), "1.5", "-0"],
-    "rate": ["0.5", "0.9", "0.3", "0", "-0.5", "1", "1.5", "1e-320", "1e-300", "1e308", "nan", "inf", "-inf", "1e-7"],
-    "warmup": ["0", "5", "0.5", "-1", "1e308", "nan", "inf", "1e-320", "-0"],
-    "excess": ["0.5", "1", "0", "-1", "1e308", "-1e308", "nan", "inf", "1e-320", "100", "0.01"],
-    "scv": ["4", "2", "1", "0.5", "0", "-1", "nan", "inf", "1e308", "1e-320"],
-    "prob": ["0", "1", "0.5", "0.01", "-0.1", "1.0000001", "1.5", "nan", "inf", "1e-320"],
-    "speeds": ["1", "2,1", "3x1,1x2", "1.5,0.5", " 2 , 1 ", "2x1.0", "1,1,1,1"]
-    + ["", ",", "1,,2", "1;2", "1 2", "a", "2x", "x1", "0", "-1", "1,-1", "0x1", "-1x1", "nan", "inf", "1,nan"]
-    + ["99999999999999999999x1", "1x1x1", "2.5x1", "[1,2]", "1e309", "0,0", "1" * 500]
-    + ["100000x1", "10000000000x1", "1e308,1e308", "1e-320,1", "1e-300,1"],
-    "policy": ["nope", "", "JSQ", "jsq ", " jsq", "pod:2", "jsq,jfsq", "l_jsq", LONG_TEXT, NON_UTF8],
-    "graph": ["complete", "random:p=0.5,ports=2,seed=1", "fig3:seed=1", "random:p=1", "random:p=0.5"]
-    + ["nope", "", ":", "random:", "random:p=2", "random:p=-0.5", "random:p=nan", "random:p=0", "random:p=1e-320"]
-    + ["random:ports=0", "random:ports=-1", "random:ports=99999999999999999999", "random:p=0.5,seed=-1"]
-    + ["random:p", "random:=1", "complete:x=1", "random:p=[1,2]", "fig3:ports_exponent=1e308", "random:ports=100000"]
-    + ["explicit:servers=[[0],[1]]", "explicit:servers=[[5]]", "explicit:servers=[]", "theorem2:epsilon=0"],
-    "law": ["uniform:low=0.5,high=1.5,seed=1", "discrete:speeds=[1,2],probabilities=[0.5,0.5]"]
-    + ["lognormal:mean=1,cv=0.5", "empirical:values=[1,2]", "empirical:file=speeds.txt"]
-    + ["nope", "", "uniform", "uniform:low=2,high=1", "uniform:low=-1,high=1", "uniform:low=nan,high=1"]
-    + ["uniform:low=0,high=1", "discrete:speeds=[1],probabilities=[2]", "discrete:speeds=[1,2],probabilities=[0.5]"]
-    + ["discrete:speeds=[],probabilities=[]", "lognormal:mean=1,cv=-1", "lognormal:mean=1e308,cv=1e308"]
-    + ["empirical:values=[]", "empirical:file=/dev/zero", "empirical:file=/dev/null", "empirical:file=."]
-    + ["empirical:file=missing.txt", "empirical:file=utf16.txt", "empirical:file=binary.dat"]
-    + ["empirical:values=[1],file=speeds.txt", "uniform:low=0.5,high=1.5,seed=-1", "uniform:low=0.5,high=1.5,seed=1.5"]
-    + ["uniform:low=0.5,high=1.5,bogus=1", "uniform:low=0.5,high=1.5,seed=99999999999999999999"],
-    "counts-law": ["poisson", "bernoulli", "binomial:3", "", "nope", "POISSON", "binomial:0", "binomial:-1"]
-    + ["binomial:x", "binomial:", "binomial:99999999999999999999", "binomial:1e308", "bernoulli:2"],
-    "executor": ["serial", "processes:0", "processes:-1", "processes:x", "processes:", "threads", ""]
-    + ["processes:1", "processes", "processes:99999999999999999999", "dask://", "dask://127.0.0.1:1"],
-    "column": ["system.load", "policy.id", "mean_response_time", "blocking_probability", "nope", "", "system.nope"]
-    + ["mean_response_time_ci_low", "point", LONG_TEXT],
-    "ids": ["jsq", "pod", "l-jsq", "nope", "", "JSQ"],
-}
-ENUMS = {
-    "--job-sizes": ["exponential", "hyperexponential", "deterministic"],
-    "--model": ["continuous", "slotted"],
-    "--routing": ["slot", "job"],
-    "--ties": ["independent", "shared"],
-    "--update": ["push", "pull"],
-    "--push-trigger": ["arrival", "every-slot"],
-    "--pull-trigger": ["departure-slot", "departure", "every-slot"],
-    "--average": ["plain", "rate-weighted"],
-    "--empty-set": ["weighted-random", "l-jsq"],
-    "--scale": ["quick", "paper"],
-}
-BAD_ENUM = ["", "nope", "SLOT", "push,pull", "x" * 1000]
-FLAG_KINDS = {
-    **dict.fromkeys(
-        ["--jobs", "--slots", "--replications", "--paths", "--n-servers", "--dispatchers", "--buffer", "--d"], "count"
-    ),
-    **dict.fromkeys(["--push-d", "--d-fast", "--d-slow", "--speed-bins", "--grid"], "count"),
-    "--seed": "seed",
-    "--graph-seed": "seed",
-    **dict.fromkeys(["--compare", "--ports"], "count"),
-    **dict.fromkeys(["--load", "--arrival-rate", "--horizon", "--tolerance", "--time-budget"], "rate"),
-    "--warmup": "warmup",
-    "--excess-capacity": "excess",
-    "--scv": "scv",
-    **dict.fromkeys(["--p-hat", "--max-blocking", "--epsilon"], "prob"),
-    "--speeds": "speeds",
-    "--policy": "policy",
-    "--graph": "graph",
-    "--speed-distribution": "law",
-    **dict.fromkeys(["--arrivals", "--service"], "counts-law"),
-    **dict.fromkeys(ENUMS, "enum"),
-    "--set": "set",
-    "--config": "config",
-    "--executor": "executor",
-    "--store": "store",
-    **dict.fromkeys(["--out", "--output"], "out"),
-    **dict.fromkeys(["--x", "--metric", "--by"], "column"),
-    "--check": "ids",
-}
-TOML_VALUES = [
-    0,
-    -1,
-    1,
-    2,
-    2**63 - 1,
-    2**63,
-    10**30,
-    0.0,
-    -0.5,
-    0.5,
-    1.5,
-    2.0,
-    1e308,
-    1e-320,
-    math.nan,
-    math.inf,
-    -math.inf,
-    True,
-    False,
-    "",
-    "x",
-    "0.5",
-    "2,1",
-    "jsq",
-    "x" * 5000,
-    [],
-    [1],
-    [1.0, 2.0],
-    ["a"],
-    [[1]],
-    {},
-    {"a": 1},
-    Raw("1979-05-27T07:32:00Z"),
-    Raw("1979-05-27"),
-    Raw("07:32:00"),
-]
+CORPUS_FILE = Path(__file__).with_name("corpus.toml")
+EXPANSION = re.compile(r"\$(?:\((\d+)\*\*(\d+)([+-]\d+)?\)|\(([^*()]+)\*(\d+)\)|bytes\(([0-9a-f ]+)\))")
+WHOLE_INT = re.compile(r"^\$int\((\d+)\*\*(\d+)([+-]\d+)?\)$")
+WHOLE_RANGE = re.compile(r"^\$range\((\d+)\)$")
+
+
+def expand(value):
+    """A corpus value with its notation written out (the notation is in corpus.toml's header)."""
+    if isinstance(value, dict):
+        return {key: expand(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand(item) for item in value]
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return Raw(value.isoformat().replace("+00:00", "Z"))
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    if whole := WHOLE_INT.match(value):
+        base, exponent, offset = whole.groups()
+        return int(base) ** int(exponent) + int(offset or 0)
+    if whole := WHOLE_RANGE.match(value):
+        return list(range(int(whole[1])))
+
+    def written(part: re.Match) -> str:
+        base, exponent, offset, text, times, hex_bytes = part.groups()
+        if base:
+            return str(int(base) ** int(exponent) + int(offset or 0))
+        if text:
+            return text * int(times)
+        return os.fsdecode(bytes.fromhex(hex_bytes))
+
+    text = EXPANSION.sub(written, value)
+    if "$" in EXPANSION.sub("", value):
+        raise ValueError(f"{CORPUS_FILE.name}: {value[:40]!r}: a '$' that is not of the notation")
+    return text
+
+
+def load_corpus(path: Path = CORPUS_FILE) -> dict:
+    with path.open("rb") as file:
+        return expand(tomllib.load(file))
+
+
+CORPUS = load_corpus()
+NON_UTF8 = CORPUS["non_utf8"]
+GENERIC = CORPUS["generic"]
+POOLS = CORPUS["pools"]
+ENUMS = CORPUS["enums"]
+BAD_ENUM = CORPUS["bad_enum"]
+FLAG_KINDS = {flag: kind for kind, flags in CORPUS["flag_kinds"].items() for flag in flags} | dict.fromkeys(
+    ENUMS, "enum"
+)
+TOML_VALUES = CORPUS["toml"]["values"]
 """Values a TOML mutation writes in place of a key's value."""
-
-SPEEDS_TEXT = b"1\n2\n0.5\n"
-FIXTURE_SWEEP = "tiny"
-FIXTURE_COLUMNS = {"point", "system.load", "policy.id", "replications", "mean_response_time", "blocking_probability"}
+PATHS = CORPUS["paths"]
+"""Paths a path mutation tries: each special name is made in the case's folder (ensure_special)."""
+FIXTURE_SPEC = CORPUS["fixture"]["spec"]
+FIXTURE_SWEEP = FIXTURE_SPEC["name"]
+FIXTURE_COLUMNS = set(CORPUS["fixture"]["columns"])
 """Columns the fixture sweep's summary certainly has (others may exist)."""
-FIXTURE_METRICS = {"mean_response_time", "blocking_probability", "mean_waiting_time", "p_wait"}
+FIXTURE_METRICS = set(CORPUS["fixture"]["metrics"])
 """Columns of the fixture summary that have an interval (_ci_low, _ci_high)."""
-
-
-def fixture_spec() -> dict:
-    return {
-        "name": FIXTURE_SWEEP,
-        "replications": 2,
-        "seed": 1,
-        "base": {"system": {"speeds": "2,1", "load": 0.5}, "policy": {"id": "jsq"}, "run": {"jobs": 200}},
-        "axes": {"system.load": [0.3, 0.6], "policy.id": ["jsq", "jfsq"]},
-    }
+TINY_REPRODUCTIONS = CORPUS["tiny_reproductions"]
+"""Options that make a reproduction run in about a second (its claims may then fail: exit 1)."""
 
 
 # --- templates: small valid invocations of each command -----------------------------------------------
@@ -644,35 +548,6 @@ def t_plot(rng) -> Draft:
     return Draft("plot", "plot", args, {"sweep-out": ("fixture", "sweep-out")})
 
 
-TINY_REPRODUCTIONS = {
-    "weng-fig3": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-fig4": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-figD3": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-fig2": {
-        "n_servers": 10,
-        "loads": [0.5],
-        "jobs": 500,
-        "replications": 2,
-        "warmup": 10.0,
-        "tuning_grid": 2,
-        "tuning_jobs": 300,
-    },
-    "buke-fig41": {"n_servers": 20, "horizon": 60.0, "warmup": 5.0, "replications": 2, "bins": 2},
-    "buke-fig42": {"n_servers": 20, "horizon": 60.0, "warmup": 5.0, "replications": 2, "excess_capacities": [1.0]},
-    "zhou-fig1": {"n_servers": 4, "loads": [0.5], "slots": 2000, "warmup": 100, "replications": 2, "dispatchers": 2},
-    "zhou-fig2": {
-        "n_servers": 4,
-        "loads": [0.5],
-        "slots": 2000,
-        "warmup": 100,
-        "replications": 2,
-        "dispatchers": 2,
-        "corollary_p_hats": [1.0],
-    },
-}
-"""Options that make a reproduction run in about a second (its claims may then fail: exit 1)."""
-
-
 def t_reproduce(rng) -> Draft:
     name = rng.choice(sorted(TINY_REPRODUCTIONS))
     args = [Arg(None, name, "reproduction")]
@@ -829,9 +704,9 @@ def pool_for(arg: Arg, draft: Draft, rng) -> list[str]:
     elif kind in ("config", "spec", "store", "out", "sweep-dir"):
         pool = PATHS
     elif kind == "reproduction":
-        pool = sorted(registry()["reproductions"]) + ["nope", "", "weng-fig9", LONG_TEXT]
+        pool = sorted(registry()["reproductions"]) + CORPUS["reproduction_names"]
     elif kind == "store-name":
-        pool = [FIXTURE_SWEEP, "nope", "", "tiny ", "%", LONG_TEXT]
+        pool = [FIXTURE_SWEEP, *CORPUS["store_names"]]
     else:
         pool = POOLS.get(kind, GENERIC)
     if rng.random() < 0.15:
@@ -839,26 +714,20 @@ def pool_for(arg: Arg, draft: Draft, rng) -> list[str]:
     return pool
 
 
-PATHS = ["missing.toml", "adir", "afile", "/dev/null", "/dev/zero", "", "a" * 300, "missing/deeper/x", "loop", "."]
-"""Paths a path mutation tries: each name is made in the case's folder (see special_file)."""
-
-
 def set_values(draft: Draft) -> list[str]:
     values = []
     for p in registry()["policies"].values():
         for name, rule in p["params"].items():
-            values += [f"{name}=1", f"{name}=0", f"{name}=-1", f"{name}=1.5", f"{name}=NaN", f'{name}="x"']
-            values += [f"{name}=2", f"{name}=0.5", f"{name}=Infinity", f"{name}=[1,2]", f"{name}=true"]
+            values += [name + suffix for suffix in CORPUS["set"]["suffixes"]]
             if rule.startswith("one of"):
                 values += [f"{name}={choice.strip()}" for choice in rule.removeprefix("one of ").split(",")]
-    values += ["nope=1", "=1", "d", "d=", "d==2", " d = 2 ", "d=1e400", f"d={2**64}", "p_fast=1e-320"]
+    values += CORPUS["set"]["more"]
     if draft.command == "reproduce":
         values = []
         for options in registry()["reproductions"].values():
             for key in options:
-                values += [f"{key}=0", f"{key}=-1", f"{key}=NaN", f'{key}="x"', f"{key}=[]", f"{key}=1e308"]
-                values += [f"{key}=2", f"{key}=0.5", f"{key}=[0.5]", f"{key}={2**64}"]
-        values += ["nope=1", "=1", "jobs", "scale=paper"]
+                values += [key + suffix for suffix in CORPUS["set"]["reproduction_suffixes"]]
+        values += CORPUS["set"]["reproduction_more"]
     return sorted(set(values))
 
 
@@ -913,8 +782,8 @@ def mutate_repeat(draft: Draft, rng) -> str | None:
 def mutate_unknown_flag(draft: Draft, rng) -> str | None:
     own = set(command_flags().get(draft.command or "", []))
     foreign = sorted({f for flags in command_flags().values() for f in flags} - own)
-    flag = rng.choice(["--bogus", "--jobz", "-x", "--JSON", "---json", "--jobs_", "-", "--"] + foreign)
-    value = rng.choice([None, "1", "x"])
+    flag = rng.choice(CORPUS["unknown_flags"] + foreign)
+    value = rng.choice([None, *CORPUS["unknown_flag_values"]])
     draft.args.insert(rng.randrange(len(draft.args) + 1), Arg(flag, value, "generic"))
     return f"add {flag}" + (f" {value}" if value else "")
 
@@ -948,7 +817,7 @@ def mutate_help(draft: Draft, rng) -> str | None:
 
 
 def mutate_positional(draft: Draft, rng) -> str | None:
-    value = rng.choice(["foo", "1", "", "-", "simulate", LONG_TEXT])
+    value = rng.choice(CORPUS["stray_positionals"])
     draft.args.insert(rng.randrange(len(draft.args) + 1), Arg(None, value, "stray"))
     return f"stray positional {short(value)}"
 
@@ -980,7 +849,7 @@ def mutate_command(draft: Draft, rng) -> str | None:
     if not draft.command:
         return None
     old = draft.command
-    draft.command = rng.choice(["simulat", "SIMULATE", "simulate ", "", *sorted(command_flags())])
+    draft.command = rng.choice([*CORPUS["commands"], *sorted(command_flags())])
     return f"command {old} -> {draft.command!r}"
 
 
@@ -1020,15 +889,15 @@ def typed_values(old) -> list:
     """Replacements for a TOML value: of its own type and of others."""
     same = []
     if isinstance(old, bool):
-        same = [True, False]
+        same = CORPUS["toml"]["bool"]
     elif isinstance(old, int):
-        same = [0, -1, 1, 3, 2**63 - 1, 2**63, 10**30]
+        same = CORPUS["toml"]["int"]
     elif isinstance(old, float):
-        same = [0.0, -0.5, 0.5, 0.9, 1.0, 1.5, 1e308, 1e-320, math.nan, math.inf, -math.inf]
+        same = CORPUS["toml"]["float"]
     elif isinstance(old, str):
         same = [*POOLS["speeds"][:20], *policy_ids(), *POOLS["policy"]]
     elif isinstance(old, list):
-        same = [[], [0.5], [0.3, 0.6], [math.nan], [-1.0], ["jsq", "nope"], [[]], list(range(200))]
+        same = CORPUS["toml"]["list"]
     return same + same + TOML_VALUES
 
 
@@ -1058,15 +927,15 @@ def mutate_toml(draft: Draft, rng) -> str | None:
         target = doc
         for key in path:
             target = target[key]
-        key = rng.choice(["nope", "Speeds", "load ", "jobs2", "seeds"])
+        key = rng.choice(CORPUS["toml"]["unknown_keys"])
         target[key] = rng.choice(TOML_VALUES)
         return f"{draft.toml}: unknown key {'.'.join((*path, key))}"
     if op == "table-scalar" and tables:
         path = rng.choice(tables)
-        toml_get(doc, path)[path[-1]] = rng.choice([5, "x", [1, 2], True])
+        toml_get(doc, path)[path[-1]] = rng.choice(CORPUS["toml"]["table_values"])
         return f"{draft.toml}: [{'.'.join(path)}] as a value"
     if op == "unknown-table":
-        doc[rng.choice(["foo", "System", "runs"])] = {"a": 1}
+        doc[rng.choice(CORPUS["toml"]["unknown_tables"])] = {"a": 1}
         return f"{draft.toml}: unknown table"
     return None
 
@@ -1137,7 +1006,7 @@ def mutate_path(draft: Draft, rng) -> str | None:
         return None
     arg = rng.choice(args)
     old = arg.value
-    arg.value = rng.choice(PATHS + ["afile.png", "adir/x.png", "plot.nope", "summary-broken", "summary-dir"])
+    arg.value = rng.choice(PATHS + CORPUS["more_paths"])
     ensure_special(draft, arg.value)
     return f"{arg.flag or 'positional'} {short(old)} -> {short(arg.value)}"
 
@@ -1145,16 +1014,10 @@ def mutate_path(draft: Draft, rng) -> str | None:
 def ensure_special(draft: Draft, path: str) -> None:
     """Make the special names of PATHS exist in the case's folder as what their name says."""
     root = path.split("/")[0]
-    special = {
-        "adir": ("dir",),
-        "afile": ("bytes", b"not a result store, not TOML: \x00\x01\n"),
-        "afile.png": ("bytes", b"an existing file\n"),
-        "loop": ("loop",),
-        "summary-broken": ("sweep-broken",),
-        "summary-dir": ("sweep-dir-summary",),
-    }
-    if root in special and root not in draft.files:
-        draft.files[root] = special[root]
+    special = CORPUS["special"].get(root)
+    if special and root not in draft.files:
+        kind, *text = special
+        draft.files[root] = (kind, text[0].encode()) if text else (kind,)
 
 
 MUTATIONS = [
@@ -1191,8 +1054,8 @@ def generate(seed: int, index: int) -> Case:
     rng = random.Random(f"hetlb-fuzz:{seed}:{index}")
     template = rng.choices([t for t, _ in TEMPLATES], weights=[w for _, w in TEMPLATES])[0]
     draft = template(rng)
-    draft.files.setdefault("speeds.txt", ("bytes", SPEEDS_TEXT))
-    draft.files.setdefault("utf16.txt", ("bytes", "1\n2\n".encode("utf-16")))
+    draft.files.setdefault("speeds.txt", ("bytes", CORPUS["case_files"]["speeds.txt"].encode()))
+    draft.files.setdefault("utf16.txt", ("bytes", CORPUS["case_files"]["utf16.txt"].encode("utf-16")))
     draft.files.setdefault("binary.dat", ("bytes", bytes(range(256))))
     count = rng.choices([0, 1, 2, 3], weights=[8, 55, 25, 12])[0]
     functions, weights = [m for m, _ in MUTATIONS], [w for _, w in MUTATIONS]
@@ -2187,7 +2050,7 @@ def _build_fixtures(conn, fixtures):
     os.setpgrp()
     fixtures = Path(fixtures)
     fixtures.mkdir(parents=True, exist_ok=True)
-    (fixtures / "spec.toml").write_text(toml_text(fixture_spec()))
+    (fixtures / "spec.toml").write_text(toml_text(FIXTURE_SPEC))
     argvs = [
         ["sweep", str(fixtures / "spec.toml"), "--executor", "serial", "--store", str(fixtures / "store.sqlite")]
         + ["--out", str(fixtures / "sweep-out"), "-q"],
