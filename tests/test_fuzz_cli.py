@@ -75,6 +75,12 @@ def test_the_corpus_notation_writes_out_what_toml_cannot_hold():
     assert fuzz_cli.expand(datetime.datetime(1979, 5, 27, 7, 32, tzinfo=utc)) == fuzz_cli.Raw("1979-05-27T07:32:00Z")
     assert fuzz_cli.expand(datetime.time(7, 32)) == fuzz_cli.Raw("07:32:00")
     assert fuzz_cli.expand("1.5") == "1.5"
+    kept = fuzz_cli.option(fuzz_cli.random.Random(1), "!--jobs 200|300")
+    assert (kept.flag, kept.value in ("200", "300"), kept.keep, kept.kind) == ("--jobs", True, True, "count")
+    assert fuzz_cli.options(None, ["--json", "--set d=2"]) == [
+        fuzz_cli.Arg("--json"),
+        fuzz_cli.Arg("--set", "d=2", "set"),
+    ]
     for typo in ["$(2**x)", "$int(2**63)!", "$(x*)", "$"]:
         with pytest.raises(ValueError, match="notation"):
             fuzz_cli.expand(typo)

@@ -6,8 +6,8 @@ strings), lists (empty, wrong separators, 99999999999999999999x1), ids (unknown 
 of the other model), flags (missing values, repeated, unknown, abbreviated, of another command),
 TOML files (wrong types, missing or unknown tables and keys, binary, UTF-16, deep nesting), paths
 (missing, a directory, /dev/null, /dev/zero, a file where a folder is expected) and combinations.
-These inputs are data, in corpus.toml beside this file (its header explains the notation for
-values TOML cannot hold); this module holds the logic.
+These inputs, and the options of the small valid invocations, are data in corpus.toml beside this
+file (its header explains the notation for values TOML cannot hold); this module holds the logic.
 
 Cases run in-process through ``hetlb.cli.main`` in child processes, a fresh child per batch, each
 child with a capped address space and each case under a time limit; a child that does not answer
@@ -343,124 +343,107 @@ TINY_REPRODUCTIONS = CORPUS["tiny_reproductions"]
 
 # --- templates: small valid invocations of each command -----------------------------------------------
 
+TEMPLATE = CORPUS["templates"]
+"""The options of each template, in the corpus' form of an option (see option)."""
+
 
 def A(flag, value=None, kind=None, keep=False) -> Arg:
     """An Arg of a template, its kind from FLAG_KINDS."""
     return Arg(flag, value, kind if kind is not None else FLAG_KINDS.get(flag, ""), keep)
 
 
+def option(rng, text: str) -> Arg:
+    """An Arg from the corpus' "--flag value" or "--flag": "a|b" draws the value from a and b, and
+    a leading "!" marks an option never dropped (the cost of the valid case depends on it)."""
+    keep = text.startswith("!")
+    flag, _, value = text.removeprefix("!").partition(" ")
+    if "|" in value:
+        value = rng.choice(value.split("|"))
+    return A(flag, value or None, keep=keep)
+
+
+def options(rng, texts: list[str]) -> list[Arg]:
+    return [option(rng, text) for text in texts]
+
+
+def add_some(rng, args: list[Arg], groups: list[list[str]], counts: list[int]) -> None:
+    """A few of ``groups`` (how many: drawn from ``counts``) appended to ``args``."""
+    built = [options(rng, group) for group in groups]
+    for extra in rng.sample(built, rng.choice(counts)):
+        args += extra
+
+
 def speeds_args(rng, model="continuous") -> list[Arg]:
+    fleet = TEMPLATE["fleet"]
     if model == "continuous" and rng.random() < 0.2:
         law = rng.choice(POOLS["law"][:5])
-        return [A("--n-servers", str(rng.choice([3, 4, 6]))), A("--speed-distribution", law)]
-    return [A("--speeds", rng.choice(["2,1", "2x1,2x0.5", "1.5,1,0.5", "3x1"] if model == "continuous" else ["1,0.5"]))]
+        return [A("--n-servers", rng.choice(fleet["n_servers"])), A("--speed-distribution", law)]
+    return [A("--speeds", rng.choice(fleet["speeds"] if model == "continuous" else fleet["slotted_speeds"]))]
 
 
 def rate_arg(rng) -> Arg:
-    return rng.choice(
-        [A("--load", rng.choice(["0.5", "0.7", "0.3"])), A("--arrival-rate", "0.8"), A("--excess-capacity", "0.3")]
-    )
+    rates = TEMPLATE["rates"]
+    return rng.choice([A("--load", rng.choice(rates["loads"])), *options(rng, rates["others"])])
 
 
-def continuous_policy_args(rng, exact=False) -> list[Arg]:
+def continuous_policy_args(rng) -> list[Arg]:
+    policy = TEMPLATE["policy"]
     pid = rng.choice(policy_ids("continuous"))
-    args = [A("--policy", pid)]
-    if pid == "pod":
-        args.append(A("--d", "2"))
-    if pid == "jsq-df-ds" and rng.random() < 0.5:
-        args.append(A("--set", rng.choice(["p_fast=0.3", "d_fast=1", "p_slow=0.7"])))
+    args = [A("--policy", pid), *options(rng, policy["options"].get(pid, []))]
+    if pid in policy["sets"] and rng.random() < 0.5:
+        args.append(A("--set", rng.choice(policy["sets"][pid])))
     return args
 
 
 def t_simulate(rng) -> Draft:
+    template = TEMPLATE["simulate"]
     args = speeds_args(rng) + [rate_arg(rng)] + continuous_policy_args(rng)
-    if rng.random() < 0.85:
-        args.append(A("--jobs", str(rng.choice([200, 300, 500])), keep=True))
-    else:
-        args.append(A("--horizon", "200", keep=True))
-    extras = [
-        [A("--buffer", "3")],
-        [A("--replications", "2", keep=True)],
-        [A("--warmup", "5")],
-        [A("--seed", "3")],
-        [A("--job-sizes", "hyperexponential"), A("--scv", "4")],
-        [A("--job-sizes", "deterministic")],
-        [A("--graph", "random:p=0.5,ports=2,seed=1")],
-        [A("--speed-bins", "2")],
-        [A("--state-distribution")],
-        [A("--json")],
-        [A("--json"), A("--compact")],
-        [A("--per-server")],
-        [A("-v")],
-    ]
-    for extra in rng.sample(extras, rng.choice([0, 1, 1, 2])):
-        args += extra
+    args += options(rng, template["length"] if rng.random() < 0.85 else template["other_length"])
+    add_some(rng, args, template["extras"], [0, 1, 1, 2])
     if rng.random() < 0.6:
         args.append(A("-q"))
     return Draft("simulate", "simulate", args)
 
 
 def t_slotted(rng) -> Draft:
+    template = TEMPLATE["slotted"]
     pid = rng.choice(policy_ids("slotted"))
-    args = [A("--model", "slotted"), A("--speeds", "1,0.5"), A("--load", "0.5"), A("--policy", pid)]
-    args.append(A("--slots", str(rng.choice([300, 500])), keep=True))
-    if pid in ("pod", "l-pod"):
-        args.append(A("--set", "d=2"))
-    extras = [
-        [A("--dispatchers", "2", keep=True)],
-        [A("--arrivals", rng.choice(["poisson", "bernoulli", "binomial:3"]))],
-        [A("--service", rng.choice(["poisson", "bernoulli", "binomial:2"]))],
-        [A("--routing", "job")],
-        [A("--ties", "shared")],
-        [A("--preference")],
-        [A("--warmup", "10")],
-        [A("--replications", "2", keep=True)],
-        [A("--json")],
-    ]
+    args = options(rng, template["base"]) + [A("--policy", pid)] + options(rng, template["length"])
+    args += options(rng, template["policy_options"].get(pid, []))
+    extras = list(template["extras"])
     if pid.startswith("l-"):
-        extras += [
-            [A("--update", "pull")],
-            [A("--p-hat", "0.5")],
-            [A("--push-d", "1")],
-            [A("--push-trigger", "every-slot")],
-            [A("--pull-trigger", "departure")],
-            [A("--increment-on-dispatch")],
-        ]
-    if pid == "l-jba":
-        extras += [[A("--average", "rate-weighted")], [A("--empty-set", "l-jsq")], [A("--inclusive")]]
-    for extra in rng.sample(extras, rng.choice([0, 1, 2, 3])):
-        args += extra
+        extras += template["led_extras"]
+    extras += template["policy_extras"].get(pid, [])
+    add_some(rng, args, extras, [0, 1, 2, 3])
     args.append(A("-q"))
     return Draft("simulate-slotted", "simulate", args)
 
 
 def scenario_doc(rng, command: str) -> dict:
-    system = {"speeds": rng.choice(["2,1", "2x1,2x0.5"]), "load": 0.5}
+    template = TEMPLATE["config"]
+    system = {"speeds": rng.choice(template["speeds"]), "load": template["load"]}
     if rng.random() < 0.3:
-        system = {"speeds": [2.0, 1.0], "arrival_rate": 1.2}
+        system = copy.deepcopy(template["by_arrival_rate"])
     if rng.random() < 0.2:
-        system = {"n_servers": 4, "speed_mix": [[1.0, 0.5], [0.5, 0.5]], "load": 0.6}
+        system = copy.deepcopy(template["by_speed_mix"])
     if command in ("exact", "graph") or rng.random() < 0.3:
-        system["buffer"] = 2 if command == "exact" else 4
+        system["buffer"] = template["exact_buffer" if command == "exact" else "buffer"]
     if command != "exact" and rng.random() < 0.2:
-        system.update(job_sizes="hyperexponential", scv=4.0)
-    doc = {"system": system, "policy": {"id": rng.choice(["jsq", "jfsq", "sed", "jiq"])}}
+        system.update(template["hyperexponential"])
+    doc = {"system": system, "policy": {"id": rng.choice(template["policies"])}}
     if rng.random() < 0.2:
-        doc["policy"] = {"id": "pod", "d": 2}
+        doc["policy"] = dict(template["pod"])
     if command == "simulate":
-        doc["run"] = {"jobs": 300, "seed": 1}
+        doc["run"] = dict(template["run"])
         if rng.random() < 0.3:
-            doc["run"].update(warmup=5.0, replications=2)
+            doc["run"].update(template["longer_run"])
     return doc
 
 
 def t_config(rng) -> Draft:
-    command = rng.choice(["simulate", "simulate", "exact", "bound", "graph", "tune"])
-    args = [A("--config", "scenario.toml")]
-    if command == "simulate":
-        args.append(A("-q"))
-    if command == "tune":
-        args += [A("--jobs", "200", keep=True), A("--grid", "2", keep=True), A("-q")]
+    template = TEMPLATE["config"]
+    command = rng.choice(template["commands"])
+    args = [A("--config", "scenario.toml"), *options(rng, template["options"].get(command, []))]
     doc = scenario_doc(rng, command)
     if rng.random() < 0.3:
         args.append(A("--json"))
@@ -468,10 +451,11 @@ def t_config(rng) -> Draft:
 
 
 def t_exact(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2,1", "1,1", "2,1,0.5"])), rate_arg(rng), A("--buffer", "2", keep=True)]
-    args += continuous_policy_args(rng, exact=True)
+    template = TEMPLATE["exact"]
+    args = options(rng, template["fleet"]) + [rate_arg(rng)] + options(rng, template["buffer"])
+    args += continuous_policy_args(rng)
     if rng.random() < 0.2:
-        args.append(A("--graph", "random:p=0.7,ports=2,seed=1"))
+        args += options(rng, template["graph"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("exact", "exact", args)
@@ -497,28 +481,17 @@ def t_policies(rng) -> Draft:
 
 
 def spec_doc(rng) -> dict:
-    doc = {
-        "name": "fuzz",
-        "replications": 2,
-        "seed": 1,
-        "base": {"system": {"speeds": "2,1", "load": 0.5}, "policy": {"id": "jsq"}, "run": {"jobs": 200}},
-        "axes": {"system.load": [0.3, 0.6]},
-    }
+    template = TEMPLATE["sweep"]
+    doc = copy.deepcopy(template["spec"])
     if rng.random() < 0.5:
-        doc["axes"]["policy.id"] = ["jsq", "jfsq"]
+        doc["axes"].update(copy.deepcopy(template["policy_axis"]))
     if rng.random() < 0.3:
-        doc["common_random_numbers"] = False
+        doc.update(template["without_common_random_numbers"])
     return doc
 
 
 def t_sweep(rng) -> Draft:
-    args = [
-        Arg(None, "spec.toml", "spec"),
-        A("--executor", "serial", keep=True),
-        A("--store", "results.sqlite"),
-        A("--out", "sweep-out", keep=True),
-        A("-q"),
-    ]
+    args = [Arg(None, "spec.toml", "spec"), *options(rng, TEMPLATE["sweep"]["options"])]
     if rng.random() < 0.3:
         args.append(A("--json"))
     if rng.random() < 0.2:
@@ -536,15 +509,16 @@ def t_store(rng) -> Draft:
 
 
 def t_plot(rng) -> Draft:
-    args = [Arg(None, "sweep-out", "sweep-dir"), A("--x", "system.load")]
+    template = TEMPLATE["plot"]
+    args = [Arg(None, "sweep-out", "sweep-dir"), *options(rng, template["base"])]
     if rng.random() < 0.5:
         args.append(A("--metric", rng.choice(sorted(FIXTURE_METRICS))))
     if rng.random() < 0.4:
-        args.append(A("--by", "policy.id"))  # '' (one line) is among the mutations
+        args += options(rng, template["by"])  # '' (one line) is among the mutations
     if rng.random() < 0.3:
         args.append(A("--bound"))
     if rng.random() < 0.5:
-        args.append(A("--output", "plot.png"))
+        args += options(rng, template["output"])
     return Draft("plot", "plot", args, {"sweep-out": ("fixture", "sweep-out")})
 
 
@@ -553,77 +527,60 @@ def t_reproduce(rng) -> Draft:
     args = [Arg(None, name, "reproduction")]
     for key, value in TINY_REPRODUCTIONS[name].items():
         args.append(A("--set", f"{key}={json.dumps(value)}", keep=True))
-    args += [A("--executor", "serial", keep=True), A("--store", "results.sqlite"), A("--out", "repro", keep=True)]
-    args.append(A("-q"))
+    args += options(rng, TEMPLATE["reproduce"]["options"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("reproduce", "reproduce", args)
 
 
 def t_graph(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["4x1", "2x2,2x1", "3x1"])), A("--load", "0.5")]
+    template = TEMPLATE["graph"]
+    args = options(rng, template["base"])
     roll = rng.random()
     if roll < 0.2:
-        args.append(A("--graph", rng.choice(["random:p=0.5,ports=3,seed=1", "complete"])))
+        args += options(rng, template["dense"])
     elif roll < 0.4:  # a sparse graph: with finite buffers, as it may not carry the load
-        args += [A("--graph", "fig3:seed=2"), A("--buffer", "4")]
+        args += options(rng, template["sparse"])
     if rng.random() < 0.4:
         if not any(a.flag == "--buffer" for a in args):
-            args.append(A("--buffer", "2"))
+            args += options(rng, template["buffer"])
         args.append(A("--assumption2"))
         if rng.random() < 0.5:
-            args.append(A("--epsilon", "0.1"))
+            args += options(rng, template["epsilon"])
         if rng.random() < 0.5:
-            args.append(A("--seed", "1"))
+            args += options(rng, template["seed"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("graph", "graph", args)
 
 
 def t_tune(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2,1", "2x2,2x1"])), A("--load", "0.5")]
-    args += [A("--jobs", "200", keep=True), A("--grid", "2", keep=True)]
-    extras = [
-        [A("--d-fast", "1"), A("--d-slow", "1")],
-        [A("--warmup", "1")],
-        [A("--seed", "2")],
-        [A("--max-blocking", "0.01")],
-        [A("--buffer", "3")],
-        [A("--json")],
-        [A("-v")],
-    ]
-    for extra in rng.sample(extras, rng.choice([0, 1, 2])):
-        args += extra
+    template = TEMPLATE["tune"]
+    args = options(rng, template["base"])
+    add_some(rng, args, template["extras"], [0, 1, 2])
     if not any(a.flag == "-v" for a in args):
         args.append(A("-q"))
     return Draft("tune", "tune", args)
 
 
 def t_diffusion(rng) -> Draft:
-    law = rng.choice(
-        [
-            A("--speeds", "2x1,2x2"),
-            A("--speeds", "250x0.8,250x1.2"),
-            A("--speed-distribution", "uniform:low=0.7,high=1.3"),
-            A("--speed-distribution", "discrete:speeds=[0.8,1.2],probabilities=[0.5,0.5]"),
-        ]
-    )
-    args = [law, A("--paths", "4", keep=True)]
+    template = TEMPLATE["diffusion"]
+    args = [rng.choice(options(rng, template["fleets"])), *options(rng, template["base"])]
     if rng.random() < 0.5:
-        args.append(A("--policy", rng.choice(["jfsq", "jsq", "jsq-lisf", "jsq-fiq", "jssq"])))
+        args += options(rng, template["policy"])
     if rng.random() < 0.3:
-        args.append(A("--excess-capacity", rng.choice(["1", "2", "0.5"])))
+        args += options(rng, template["excess"])
     if rng.random() < 0.3:
-        args.append(A("--buffer", rng.choice(["1", "2"])))
+        args += options(rng, template["buffer"])
     if rng.random() < 0.3:
-        args.append(A("--seed", "3"))
+        args += options(rng, template["seed"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("diffusion", "diffusion", args)
 
 
 def t_demo(rng) -> Draft:
-    args = [A("--out", "demo-out", keep=True), A("--jobs", "200", keep=True), A("--replications", "1", keep=True)]
+    args = options(rng, TEMPLATE["demo"]["base"])
     args.append(rng.choice([A("-q"), A("-v")]))
     if rng.random() < 0.3:
         args.append(A("--json"))
@@ -631,16 +588,16 @@ def t_demo(rng) -> Draft:
 
 
 def t_meanfield(rng) -> Draft:
-    policy = rng.choice(["jsq", "jfsq", "sed", "pod", "random", "weighted-random", "jsq-df-ds", "jiq-df-ds"])
-    fleet = [A("--speeds", "2x1,2x0.5")] if policy.endswith("df-ds") else speeds_args(rng)  # two classes at least
+    template = TEMPLATE["meanfield"]
+    policy = rng.choice(template["policies"])
+    fleet = options(rng, template["two_classes"]) if policy.endswith("df-ds") else speeds_args(rng)
     args = fleet + [rate_arg(rng), A("--policy", policy)]
     if policy == "pod" and rng.random() < 0.5:
-        args.append(A("--d", "3"))
+        args += options(rng, template["pod"])
     if rng.random() < 0.4:
-        args.append(A("--buffer", rng.choice(["1", "3", "10"])))
+        args += options(rng, template["buffer"])
     if rng.random() < 0.3:
-        args += [A("--compare", "8", keep=True), A("--jobs", "200", keep=True), A("--replications", "2", keep=True)]
-        args.append(A("--warmup", "1"))
+        args += options(rng, template["compare"])
     if rng.random() < 0.4:
         args.append(A("--json"))
     args.append(A("-q"))
@@ -648,15 +605,10 @@ def t_meanfield(rng) -> Draft:
 
 
 def t_place(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2x1,2x0.5", "4x1,4x0.25"])), A("--load", rng.choice(["0.3", "0.5"]))]
-    args += [A("--ports", "4", keep=True), A("--jobs", "100", keep=True), A("--replications", "2", keep=True)]
-    args += [
-        A("--time-budget", "1", keep=True),
-        A("--families", rng.choice(["fig3", "typed", "fig3,typed"]), keep=True),
-    ]
-    args += [A("--tolerance", rng.choice(["50", "200"])), A("--store", "place.sqlite"), A("--output", "place.json")]
+    template = TEMPLATE["place"]
+    args = options(rng, template["base"])
     if rng.random() < 0.3:
-        args.append(A("--policy", "jfiq"))
+        args += options(rng, template["policy"])
     if rng.random() < 0.4:
         args.append(A("--json"))
     args.append(A("-q"))
@@ -664,7 +616,7 @@ def t_place(rng) -> Draft:
 
 
 def t_top(rng) -> Draft:
-    argv = rng.choice([["--version"], ["--help"], [], ["nope"], ["--json"], ["simulate"], ["-q", "simulate"]])
+    argv = rng.choice(TEMPLATE["top-level"]["command_lines"])
     return Draft("top-level", None, [Arg(None, token, "top") for token in argv])
 
 
@@ -2054,8 +2006,7 @@ def _build_fixtures(conn, fixtures):
     argvs = [
         ["sweep", str(fixtures / "spec.toml"), "--executor", "serial", "--store", str(fixtures / "store.sqlite")]
         + ["--out", str(fixtures / "sweep-out"), "-q"],
-        ["simulate", "--model", "slotted", "--speeds", "1,0.5", "--load", "0.5", "--slots", "100", "-q"],
-        ["diffusion", "--speeds", "2x1,2x2", "--paths", "2"],
+        *CORPUS["fixture"]["warm_up"],
     ]
     log = io.StringIO()
     try:
