@@ -1,19 +1,24 @@
-"""The command line under fuzzing (tests/fuzz_cli.py): no traceback, no hang, no exit 0 on nonsense.
+"""The command line under fuzzing (tests/fuzz/fuzz_cli.py): no traceback, no hang, no exit 0 on nonsense.
 
 The fixed set is FIXED_CASES mutated invocations of every command from the seed FIXED_SEED, each
 cheap whatever its outcome, run in child processes with a time limit per case and a capped address
 space (about a minute). A campaign runs more cases, slow ones included:
-``python tests/fuzz_cli.py --cases 20000 --seed 2`` (docs/background/simulation-practice.md).
+``python tests/fuzz/fuzz_cli.py --cases 20000 --seed 2`` (docs/background/simulation-practice.md).
 The first tests check the harness itself: that it catches a traceback, a hang, a memory bomb and a
 dying process, and that it tells a clean error from a noisy or long one.
 """
 
+import datetime
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
-import fuzz_cli
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))  # the runner beside its corpus
+import fuzz_cli  # noqa: E402
 
 import hetlb.cli.bound
 
@@ -54,6 +59,38 @@ def test_outcomes_are_classified(result, invalid, status):
 def test_a_verdict_is_exit_1_of_policies_check_and_reproduce():
     assert fuzz_cli.classify(fake_case("policies"), outcome(1, stdout="jsq FAILS"))[0] == "verdict"
     assert fuzz_cli.classify(fake_case("bound"), outcome(1, stdout="?"))[0] == "bad-exit"
+
+
+def test_the_corpus_notation_writes_out_what_toml_cannot_hold():
+    assert fuzz_cli.expand("$(2**64)") == "18446744073709551616"
+    assert fuzz_cli.expand("d=$(2**63-1)") == "d=9223372036854775807"
+    assert fuzz_cli.expand("$(x*3),$(1*2)") == "xxx,11"
+    assert os.fsencode(fuzz_cli.expand("a$bytes(ff fe)")) == b"a\xff\xfe"
+    assert fuzz_cli.expand(["$int(10**30)", "$range(3)", {"k": "$int(2**63+1)"}]) == [
+        10**30,
+        [0, 1, 2],
+        {"k": 2**63 + 1},
+    ]
+    utc = datetime.UTC
+    assert fuzz_cli.expand(datetime.datetime(1979, 5, 27, 7, 32, tzinfo=utc)) == fuzz_cli.Raw("1979-05-27T07:32:00Z")
+    assert fuzz_cli.expand(datetime.time(7, 32)) == fuzz_cli.Raw("07:32:00")
+    assert fuzz_cli.expand("1.5") == "1.5"
+    kept = fuzz_cli.option(fuzz_cli.random.Random(1), "!--jobs 200|300")
+    assert (kept.flag, kept.value in ("200", "300"), kept.keep, kept.kind) == ("--jobs", True, True, "count")
+    assert fuzz_cli.options(None, ["--json", "--set d=2"]) == [
+        fuzz_cli.Arg("--json"),
+        fuzz_cli.Arg("--set", "d=2", "set"),
+    ]
+    for typo in ["$(2**x)", "$int(2**63)!", "$(x*)", "$"]:
+        with pytest.raises(ValueError, match="notation"):
+            fuzz_cli.expand(typo)
+
+
+def test_the_corpus_pools_hold_what_the_runner_needs():
+    assert set(fuzz_cli.POOLS) | {"enum", "set", "config", "store", "out"} >= set(fuzz_cli.FLAG_KINDS.values())
+    assert {value[0] for value in fuzz_cli.GENERIC if len(value) == 5000 and len(set(value)) == 1} == {"9", "x"}
+    assert fuzz_cli.NON_UTF8 in fuzz_cli.GENERIC and not fuzz_cli.NON_UTF8.isprintable()
+    assert set(fuzz_cli.TINY_REPRODUCTIONS) <= set(fuzz_cli.registry()["reproductions"])
 
 
 def test_cases_are_reproducible_from_their_id():

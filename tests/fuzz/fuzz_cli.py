@@ -6,6 +6,8 @@ strings), lists (empty, wrong separators, 99999999999999999999x1), ids (unknown 
 of the other model), flags (missing values, repeated, unknown, abbreviated, of another command),
 TOML files (wrong types, missing or unknown tables and keys, binary, UTF-16, deep nesting), paths
 (missing, a directory, /dev/null, /dev/zero, a file where a folder is expected) and combinations.
+These inputs, and the options of the small valid invocations, are data in corpus.toml beside this
+file (its header explains the notation for values TOML cannot hold); this module holds the logic.
 
 Cases run in-process through ``hetlb.cli.main`` in child processes, a fresh child per batch, each
 child with a capped address space and each case under a time limit; a child that does not answer
@@ -22,9 +24,9 @@ hold whatever the implementation (a count below 1, a probability above 1, nan, a
 a TOML file that tomllib cannot read...) judge the values. Cases whose valid reading would be
 slow (a million jobs, a process pool, the paper scale) run only in campaigns, not in the fixed set.
 
-    python tests/fuzz_cli.py --cases 3000 --seed 1      # a campaign: failures grouped by cause
-    python tests/fuzz_cli.py --fixed                     # the set tests/test_fuzz_cli.py runs
-    python tests/fuzz_cli.py --replay 1:417              # one case again, with its full output
+    python tests/fuzz/fuzz_cli.py --cases 3000 --seed 1   # a campaign: failures grouped by cause
+    python tests/fuzz/fuzz_cli.py --fixed                  # the set tests/test_fuzz_cli.py runs
+    python tests/fuzz/fuzz_cli.py --replay 1:417           # one case again, with its full output
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import datetime
 import io
 import itertools
 import json
@@ -57,7 +60,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script from a checkout: import hetlb from src/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 FIXED_SEED = 20240
 """The seed of the fixed set of tests/test_fuzz_cli.py."""
@@ -272,172 +275,76 @@ def short_argv(argv: list[str], limit: int = 60) -> str:
     return "hetlb " + " ".join(shell_quote(token, limit) for token in argv)
 
 
-# --- value pools ------------------------------------------------------------------------------------
+# --- the corpus: the literal inputs, from corpus.toml beside this file ---------------------------------
 
-NON_UTF8 = os.fsdecode(b"\xff\xfe")  # how Python receives bytes that are not UTF-8 in argv
-LONG_DIGITS = "9" * 5000
-LONG_TEXT = "x" * 5000
-GENERIC = [
-    "",
-    " ",
-    "x",
-    "0",
-    "-1",
-    "-0",
-    "1e308",
-    "-1e308",
-    "1e-320",
-    "nan",
-    "inf",
-    "-inf",
-    "1e309",
-    str(2**64),
-    str(2**63),
-    "1.5",
-    "0x10",
-    "1_0",
-    "\uff11",  # a fullwidth 1: int() and float() take it
-    "+1",
-    "true",
-    "[1]",
-    LONG_DIGITS,
-    LONG_TEXT,
-    NON_UTF8,
-]
-POOLS = {
-    "count": ["1", "2", "3", "0", "-1", "-5", "2.5", "1e3", str(2**31), str(2**63 - 1), str(2**63), str(2**64)]
-    + ["99999999999999999999", "10000000"],
-    "seed": ["0", "1", "7", "-1", str(2**32), str(2**63), str(2**64), str(2**128), "1.5", "-0"],
-    "rate": ["0.5", "0.9", "0.3", "0", "-0.5", "1", "1.5", "1e-320", "1e-300", "1e308", "nan", "inf", "-inf", "1e-7"],
-    "warmup": ["0", "5", "0.5", "-1", "1e308", "nan", "inf", "1e-320", "-0"],
-    "excess": ["0.5", "1", "0", "-1", "1e308", "-1e308", "nan", "inf", "1e-320", "100", "0.01"],
-    "scv": ["4", "2", "1", "0.5", "0", "-1", "nan", "inf", "1e308", "1e-320"],
-    "prob": ["0", "1", "0.5", "0.01", "-0.1", "1.0000001", "1.5", "nan", "inf", "1e-320"],
-    "speeds": ["1", "2,1", "3x1,1x2", "1.5,0.5", " 2 , 1 ", "2x1.0", "1,1,1,1"]
-    + ["", ",", "1,,2", "1;2", "1 2", "a", "2x", "x1", "0", "-1", "1,-1", "0x1", "-1x1", "nan", "inf", "1,nan"]
-    + ["99999999999999999999x1", "1x1x1", "2.5x1", "[1,2]", "1e309", "0,0", "1" * 500]
-    + ["100000x1", "10000000000x1", "1e308,1e308", "1e-320,1", "1e-300,1"],
-    "policy": ["nope", "", "JSQ", "jsq ", " jsq", "pod:2", "jsq,jfsq", "l_jsq", LONG_TEXT, NON_UTF8],
-    "graph": ["complete", "random:p=0.5,ports=2,seed=1", "fig3:seed=1", "random:p=1", "random:p=0.5"]
-    + ["nope", "", ":", "random:", "random:p=2", "random:p=-0.5", "random:p=nan", "random:p=0", "random:p=1e-320"]
-    + ["random:ports=0", "random:ports=-1", "random:ports=99999999999999999999", "random:p=0.5,seed=-1"]
-    + ["random:p", "random:=1", "complete:x=1", "random:p=[1,2]", "fig3:ports_exponent=1e308", "random:ports=100000"]
-    + ["explicit:servers=[[0],[1]]", "explicit:servers=[[5]]", "explicit:servers=[]", "theorem2:epsilon=0"],
-    "law": ["uniform:low=0.5,high=1.5,seed=1", "discrete:speeds=[1,2],probabilities=[0.5,0.5]"]
-    + ["lognormal:mean=1,cv=0.5", "empirical:values=[1,2]", "empirical:file=speeds.txt"]
-    + ["nope", "", "uniform", "uniform:low=2,high=1", "uniform:low=-1,high=1", "uniform:low=nan,high=1"]
-    + ["uniform:low=0,high=1", "discrete:speeds=[1],probabilities=[2]", "discrete:speeds=[1,2],probabilities=[0.5]"]
-    + ["discrete:speeds=[],probabilities=[]", "lognormal:mean=1,cv=-1", "lognormal:mean=1e308,cv=1e308"]
-    + ["empirical:values=[]", "empirical:file=/dev/zero", "empirical:file=/dev/null", "empirical:file=."]
-    + ["empirical:file=missing.txt", "empirical:file=utf16.txt", "empirical:file=binary.dat"]
-    + ["empirical:values=[1],file=speeds.txt", "uniform:low=0.5,high=1.5,seed=-1", "uniform:low=0.5,high=1.5,seed=1.5"]
-    + ["uniform:low=0.5,high=1.5,bogus=1", "uniform:low=0.5,high=1.5,seed=99999999999999999999"],
-    "counts-law": ["poisson", "bernoulli", "binomial:3", "", "nope", "POISSON", "binomial:0", "binomial:-1"]
-    + ["binomial:x", "binomial:", "binomial:99999999999999999999", "binomial:1e308", "bernoulli:2"],
-    "executor": ["serial", "processes:0", "processes:-1", "processes:x", "processes:", "threads", ""]
-    + ["processes:1", "processes", "processes:99999999999999999999", "dask://", "dask://127.0.0.1:1"],
-    "column": ["system.load", "policy.id", "mean_response_time", "blocking_probability", "nope", "", "system.nope"]
-    + ["mean_response_time_ci_low", "point", LONG_TEXT],
-    "ids": ["jsq", "pod", "l-jsq", "nope", "", "JSQ"],
-}
-ENUMS = {
-    "--job-sizes": ["exponential", "hyperexponential", "deterministic"],
-    "--model": ["continuous", "slotted"],
-    "--routing": ["slot", "job"],
-    "--ties": ["independent", "shared"],
-    "--update": ["push", "pull"],
-    "--push-trigger": ["arrival", "every-slot"],
-    "--pull-trigger": ["departure-slot", "departure", "every-slot"],
-    "--average": ["plain", "rate-weighted"],
-    "--empty-set": ["weighted-random", "l-jsq"],
-    "--scale": ["quick", "paper"],
-}
-BAD_ENUM = ["", "nope", "SLOT", "push,pull", "x" * 1000]
-FLAG_KINDS = {
-    **dict.fromkeys(
-        ["--jobs", "--slots", "--replications", "--paths", "--n-servers", "--dispatchers", "--buffer", "--d"], "count"
-    ),
-    **dict.fromkeys(["--push-d", "--d-fast", "--d-slow", "--speed-bins", "--grid"], "count"),
-    "--seed": "seed",
-    "--graph-seed": "seed",
-    **dict.fromkeys(["--compare", "--ports"], "count"),
-    **dict.fromkeys(["--load", "--arrival-rate", "--horizon", "--tolerance", "--time-budget"], "rate"),
-    "--warmup": "warmup",
-    "--excess-capacity": "excess",
-    "--scv": "scv",
-    **dict.fromkeys(["--p-hat", "--max-blocking", "--epsilon"], "prob"),
-    "--speeds": "speeds",
-    "--policy": "policy",
-    "--graph": "graph",
-    "--speed-distribution": "law",
-    **dict.fromkeys(["--arrivals", "--service"], "counts-law"),
-    **dict.fromkeys(ENUMS, "enum"),
-    "--set": "set",
-    "--config": "config",
-    "--executor": "executor",
-    "--store": "store",
-    **dict.fromkeys(["--out", "--output"], "out"),
-    **dict.fromkeys(["--x", "--metric", "--by"], "column"),
-    "--check": "ids",
-}
-TOML_VALUES = [
-    0,
-    -1,
-    1,
-    2,
-    2**63 - 1,
-    2**63,
-    10**30,
-    0.0,
-    -0.5,
-    0.5,
-    1.5,
-    2.0,
-    1e308,
-    1e-320,
-    math.nan,
-    math.inf,
-    -math.inf,
-    True,
-    False,
-    "",
-    "x",
-    "0.5",
-    "2,1",
-    "jsq",
-    "x" * 5000,
-    [],
-    [1],
-    [1.0, 2.0],
-    ["a"],
-    [[1]],
-    {},
-    {"a": 1},
-    Raw("1979-05-27T07:32:00Z"),
-    Raw("1979-05-27"),
-    Raw("07:32:00"),
-]
+CORPUS_FILE = Path(__file__).with_name("corpus.toml")
+EXPANSION = re.compile(r"\$(?:\((\d+)\*\*(\d+)([+-]\d+)?\)|\(([^*()]+)\*(\d+)\)|bytes\(([0-9a-f ]+)\))")
+WHOLE_INT = re.compile(r"^\$int\((\d+)\*\*(\d+)([+-]\d+)?\)$")
+WHOLE_RANGE = re.compile(r"^\$range\((\d+)\)$")
+
+
+def expand(value):
+    """A corpus value with its notation written out (the notation is in corpus.toml's header)."""
+    if isinstance(value, dict):
+        return {key: expand(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand(item) for item in value]
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return Raw(value.isoformat().replace("+00:00", "Z"))
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    if whole := WHOLE_INT.match(value):
+        base, exponent, offset = whole.groups()
+        return int(base) ** int(exponent) + int(offset or 0)
+    if whole := WHOLE_RANGE.match(value):
+        return list(range(int(whole[1])))
+
+    def written(part: re.Match) -> str:
+        base, exponent, offset, text, times, hex_bytes = part.groups()
+        if base:
+            return str(int(base) ** int(exponent) + int(offset or 0))
+        if text:
+            return text * int(times)
+        return os.fsdecode(bytes.fromhex(hex_bytes))
+
+    text = EXPANSION.sub(written, value)
+    if "$" in EXPANSION.sub("", value):
+        raise ValueError(f"{CORPUS_FILE.name}: {value[:40]!r}: a '$' that is not of the notation")
+    return text
+
+
+def load_corpus(path: Path = CORPUS_FILE) -> dict:
+    with path.open("rb") as file:
+        return expand(tomllib.load(file))
+
+
+CORPUS = load_corpus()
+NON_UTF8 = CORPUS["non_utf8"]
+GENERIC = CORPUS["generic"]
+POOLS = CORPUS["pools"]
+ENUMS = CORPUS["enums"]
+BAD_ENUM = CORPUS["bad_enum"]
+FLAG_KINDS = {flag: kind for kind, flags in CORPUS["flag_kinds"].items() for flag in flags} | dict.fromkeys(
+    ENUMS, "enum"
+)
+TOML_VALUES = CORPUS["toml"]["values"]
 """Values a TOML mutation writes in place of a key's value."""
-
-SPEEDS_TEXT = b"1\n2\n0.5\n"
-FIXTURE_SWEEP = "tiny"
-FIXTURE_COLUMNS = {"point", "system.load", "policy.id", "replications", "mean_response_time", "blocking_probability"}
+PATHS = CORPUS["paths"]
+"""Paths a path mutation tries: each special name is made in the case's folder (ensure_special)."""
+FIXTURE_SPEC = CORPUS["fixture"]["spec"]
+FIXTURE_SWEEP = FIXTURE_SPEC["name"]
+FIXTURE_COLUMNS = set(CORPUS["fixture"]["columns"])
 """Columns the fixture sweep's summary certainly has (others may exist)."""
-FIXTURE_METRICS = {"mean_response_time", "blocking_probability", "mean_waiting_time", "p_wait"}
+FIXTURE_METRICS = set(CORPUS["fixture"]["metrics"])
 """Columns of the fixture summary that have an interval (_ci_low, _ci_high)."""
-
-
-def fixture_spec() -> dict:
-    return {
-        "name": FIXTURE_SWEEP,
-        "replications": 2,
-        "seed": 1,
-        "base": {"system": {"speeds": "2,1", "load": 0.5}, "policy": {"id": "jsq"}, "run": {"jobs": 200}},
-        "axes": {"system.load": [0.3, 0.6], "policy.id": ["jsq", "jfsq"]},
-    }
+TINY_REPRODUCTIONS = CORPUS["tiny_reproductions"]
+"""Options that make a reproduction run in about a second (its claims may then fail: exit 1)."""
 
 
 # --- templates: small valid invocations of each command -----------------------------------------------
+
+TEMPLATE = CORPUS["templates"]
+"""The options of each template, in the corpus' form of an option (see option)."""
 
 
 def A(flag, value=None, kind=None, keep=False) -> Arg:
@@ -445,118 +352,98 @@ def A(flag, value=None, kind=None, keep=False) -> Arg:
     return Arg(flag, value, kind if kind is not None else FLAG_KINDS.get(flag, ""), keep)
 
 
+def option(rng, text: str) -> Arg:
+    """An Arg from the corpus' "--flag value" or "--flag": "a|b" draws the value from a and b, and
+    a leading "!" marks an option never dropped (the cost of the valid case depends on it)."""
+    keep = text.startswith("!")
+    flag, _, value = text.removeprefix("!").partition(" ")
+    if "|" in value:
+        value = rng.choice(value.split("|"))
+    return A(flag, value or None, keep=keep)
+
+
+def options(rng, texts: list[str]) -> list[Arg]:
+    return [option(rng, text) for text in texts]
+
+
+def add_some(rng, args: list[Arg], groups: list[list[str]], counts: list[int]) -> None:
+    """A few of ``groups`` (how many: drawn from ``counts``) appended to ``args``."""
+    built = [options(rng, group) for group in groups]
+    for extra in rng.sample(built, rng.choice(counts)):
+        args += extra
+
+
 def speeds_args(rng, model="continuous") -> list[Arg]:
+    fleet = TEMPLATE["fleet"]
     if model == "continuous" and rng.random() < 0.2:
         law = rng.choice(POOLS["law"][:5])
-        return [A("--n-servers", str(rng.choice([3, 4, 6]))), A("--speed-distribution", law)]
-    return [A("--speeds", rng.choice(["2,1", "2x1,2x0.5", "1.5,1,0.5", "3x1"] if model == "continuous" else ["1,0.5"]))]
+        return [A("--n-servers", rng.choice(fleet["n_servers"])), A("--speed-distribution", law)]
+    return [A("--speeds", rng.choice(fleet["speeds"] if model == "continuous" else fleet["slotted_speeds"]))]
 
 
 def rate_arg(rng) -> Arg:
-    return rng.choice(
-        [A("--load", rng.choice(["0.5", "0.7", "0.3"])), A("--arrival-rate", "0.8"), A("--excess-capacity", "0.3")]
-    )
+    rates = TEMPLATE["rates"]
+    return rng.choice([A("--load", rng.choice(rates["loads"])), *options(rng, rates["others"])])
 
 
-def continuous_policy_args(rng, exact=False) -> list[Arg]:
+def continuous_policy_args(rng) -> list[Arg]:
+    policy = TEMPLATE["policy"]
     pid = rng.choice(policy_ids("continuous"))
-    args = [A("--policy", pid)]
-    if pid == "pod":
-        args.append(A("--d", "2"))
-    if pid == "jsq-df-ds" and rng.random() < 0.5:
-        args.append(A("--set", rng.choice(["p_fast=0.3", "d_fast=1", "p_slow=0.7"])))
+    args = [A("--policy", pid), *options(rng, policy["options"].get(pid, []))]
+    if pid in policy["sets"] and rng.random() < 0.5:
+        args.append(A("--set", rng.choice(policy["sets"][pid])))
     return args
 
 
 def t_simulate(rng) -> Draft:
+    template = TEMPLATE["simulate"]
     args = speeds_args(rng) + [rate_arg(rng)] + continuous_policy_args(rng)
-    if rng.random() < 0.85:
-        args.append(A("--jobs", str(rng.choice([200, 300, 500])), keep=True))
-    else:
-        args.append(A("--horizon", "200", keep=True))
-    extras = [
-        [A("--buffer", "3")],
-        [A("--replications", "2", keep=True)],
-        [A("--warmup", "5")],
-        [A("--seed", "3")],
-        [A("--job-sizes", "hyperexponential"), A("--scv", "4")],
-        [A("--job-sizes", "deterministic")],
-        [A("--graph", "random:p=0.5,ports=2,seed=1")],
-        [A("--speed-bins", "2")],
-        [A("--state-distribution")],
-        [A("--json")],
-        [A("--json"), A("--compact")],
-        [A("--per-server")],
-        [A("-v")],
-    ]
-    for extra in rng.sample(extras, rng.choice([0, 1, 1, 2])):
-        args += extra
+    args += options(rng, template["length"] if rng.random() < 0.85 else template["other_length"])
+    add_some(rng, args, template["extras"], [0, 1, 1, 2])
     if rng.random() < 0.6:
         args.append(A("-q"))
     return Draft("simulate", "simulate", args)
 
 
 def t_slotted(rng) -> Draft:
+    template = TEMPLATE["slotted"]
     pid = rng.choice(policy_ids("slotted"))
-    args = [A("--model", "slotted"), A("--speeds", "1,0.5"), A("--load", "0.5"), A("--policy", pid)]
-    args.append(A("--slots", str(rng.choice([300, 500])), keep=True))
-    if pid in ("pod", "l-pod"):
-        args.append(A("--set", "d=2"))
-    extras = [
-        [A("--dispatchers", "2", keep=True)],
-        [A("--arrivals", rng.choice(["poisson", "bernoulli", "binomial:3"]))],
-        [A("--service", rng.choice(["poisson", "bernoulli", "binomial:2"]))],
-        [A("--routing", "job")],
-        [A("--ties", "shared")],
-        [A("--preference")],
-        [A("--warmup", "10")],
-        [A("--replications", "2", keep=True)],
-        [A("--json")],
-    ]
+    args = options(rng, template["base"]) + [A("--policy", pid)] + options(rng, template["length"])
+    args += options(rng, template["policy_options"].get(pid, []))
+    extras = list(template["extras"])
     if pid.startswith("l-"):
-        extras += [
-            [A("--update", "pull")],
-            [A("--p-hat", "0.5")],
-            [A("--push-d", "1")],
-            [A("--push-trigger", "every-slot")],
-            [A("--pull-trigger", "departure")],
-            [A("--increment-on-dispatch")],
-        ]
-    if pid == "l-jba":
-        extras += [[A("--average", "rate-weighted")], [A("--empty-set", "l-jsq")], [A("--inclusive")]]
-    for extra in rng.sample(extras, rng.choice([0, 1, 2, 3])):
-        args += extra
+        extras += template["led_extras"]
+    extras += template["policy_extras"].get(pid, [])
+    add_some(rng, args, extras, [0, 1, 2, 3])
     args.append(A("-q"))
     return Draft("simulate-slotted", "simulate", args)
 
 
 def scenario_doc(rng, command: str) -> dict:
-    system = {"speeds": rng.choice(["2,1", "2x1,2x0.5"]), "load": 0.5}
+    template = TEMPLATE["config"]
+    system = {"speeds": rng.choice(template["speeds"]), "load": template["load"]}
     if rng.random() < 0.3:
-        system = {"speeds": [2.0, 1.0], "arrival_rate": 1.2}
+        system = copy.deepcopy(template["by_arrival_rate"])
     if rng.random() < 0.2:
-        system = {"n_servers": 4, "speed_mix": [[1.0, 0.5], [0.5, 0.5]], "load": 0.6}
+        system = copy.deepcopy(template["by_speed_mix"])
     if command in ("exact", "graph") or rng.random() < 0.3:
-        system["buffer"] = 2 if command == "exact" else 4
+        system["buffer"] = template["exact_buffer" if command == "exact" else "buffer"]
     if command != "exact" and rng.random() < 0.2:
-        system.update(job_sizes="hyperexponential", scv=4.0)
-    doc = {"system": system, "policy": {"id": rng.choice(["jsq", "jfsq", "sed", "jiq"])}}
+        system.update(template["hyperexponential"])
+    doc = {"system": system, "policy": {"id": rng.choice(template["policies"])}}
     if rng.random() < 0.2:
-        doc["policy"] = {"id": "pod", "d": 2}
+        doc["policy"] = dict(template["pod"])
     if command == "simulate":
-        doc["run"] = {"jobs": 300, "seed": 1}
+        doc["run"] = dict(template["run"])
         if rng.random() < 0.3:
-            doc["run"].update(warmup=5.0, replications=2)
+            doc["run"].update(template["longer_run"])
     return doc
 
 
 def t_config(rng) -> Draft:
-    command = rng.choice(["simulate", "simulate", "exact", "bound", "graph", "tune"])
-    args = [A("--config", "scenario.toml")]
-    if command == "simulate":
-        args.append(A("-q"))
-    if command == "tune":
-        args += [A("--jobs", "200", keep=True), A("--grid", "2", keep=True), A("-q")]
+    template = TEMPLATE["config"]
+    command = rng.choice(template["commands"])
+    args = [A("--config", "scenario.toml"), *options(rng, template["options"].get(command, []))]
     doc = scenario_doc(rng, command)
     if rng.random() < 0.3:
         args.append(A("--json"))
@@ -564,10 +451,11 @@ def t_config(rng) -> Draft:
 
 
 def t_exact(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2,1", "1,1", "2,1,0.5"])), rate_arg(rng), A("--buffer", "2", keep=True)]
-    args += continuous_policy_args(rng, exact=True)
+    template = TEMPLATE["exact"]
+    args = options(rng, template["fleet"]) + [rate_arg(rng)] + options(rng, template["buffer"])
+    args += continuous_policy_args(rng)
     if rng.random() < 0.2:
-        args.append(A("--graph", "random:p=0.7,ports=2,seed=1"))
+        args += options(rng, template["graph"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("exact", "exact", args)
@@ -593,28 +481,17 @@ def t_policies(rng) -> Draft:
 
 
 def spec_doc(rng) -> dict:
-    doc = {
-        "name": "fuzz",
-        "replications": 2,
-        "seed": 1,
-        "base": {"system": {"speeds": "2,1", "load": 0.5}, "policy": {"id": "jsq"}, "run": {"jobs": 200}},
-        "axes": {"system.load": [0.3, 0.6]},
-    }
+    template = TEMPLATE["sweep"]
+    doc = copy.deepcopy(template["spec"])
     if rng.random() < 0.5:
-        doc["axes"]["policy.id"] = ["jsq", "jfsq"]
+        doc["axes"].update(copy.deepcopy(template["policy_axis"]))
     if rng.random() < 0.3:
-        doc["common_random_numbers"] = False
+        doc.update(template["without_common_random_numbers"])
     return doc
 
 
 def t_sweep(rng) -> Draft:
-    args = [
-        Arg(None, "spec.toml", "spec"),
-        A("--executor", "serial", keep=True),
-        A("--store", "results.sqlite"),
-        A("--out", "sweep-out", keep=True),
-        A("-q"),
-    ]
+    args = [Arg(None, "spec.toml", "spec"), *options(rng, TEMPLATE["sweep"]["options"])]
     if rng.random() < 0.3:
         args.append(A("--json"))
     if rng.random() < 0.2:
@@ -632,45 +509,17 @@ def t_store(rng) -> Draft:
 
 
 def t_plot(rng) -> Draft:
-    args = [Arg(None, "sweep-out", "sweep-dir"), A("--x", "system.load")]
+    template = TEMPLATE["plot"]
+    args = [Arg(None, "sweep-out", "sweep-dir"), *options(rng, template["base"])]
     if rng.random() < 0.5:
         args.append(A("--metric", rng.choice(sorted(FIXTURE_METRICS))))
     if rng.random() < 0.4:
-        args.append(A("--by", "policy.id"))  # '' (one line) is among the mutations
+        args += options(rng, template["by"])  # '' (one line) is among the mutations
     if rng.random() < 0.3:
         args.append(A("--bound"))
     if rng.random() < 0.5:
-        args.append(A("--output", "plot.png"))
+        args += options(rng, template["output"])
     return Draft("plot", "plot", args, {"sweep-out": ("fixture", "sweep-out")})
-
-
-TINY_REPRODUCTIONS = {
-    "weng-fig3": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-fig4": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-figD3": {"n_min": 16, "n_max": 16, "jobs": 500, "replications": 2, "warmup": 10.0},
-    "weng-fig2": {
-        "n_servers": 10,
-        "loads": [0.5],
-        "jobs": 500,
-        "replications": 2,
-        "warmup": 10.0,
-        "tuning_grid": 2,
-        "tuning_jobs": 300,
-    },
-    "buke-fig41": {"n_servers": 20, "horizon": 60.0, "warmup": 5.0, "replications": 2, "bins": 2},
-    "buke-fig42": {"n_servers": 20, "horizon": 60.0, "warmup": 5.0, "replications": 2, "excess_capacities": [1.0]},
-    "zhou-fig1": {"n_servers": 4, "loads": [0.5], "slots": 2000, "warmup": 100, "replications": 2, "dispatchers": 2},
-    "zhou-fig2": {
-        "n_servers": 4,
-        "loads": [0.5],
-        "slots": 2000,
-        "warmup": 100,
-        "replications": 2,
-        "dispatchers": 2,
-        "corollary_p_hats": [1.0],
-    },
-}
-"""Options that make a reproduction run in about a second (its claims may then fail: exit 1)."""
 
 
 def t_reproduce(rng) -> Draft:
@@ -678,77 +527,60 @@ def t_reproduce(rng) -> Draft:
     args = [Arg(None, name, "reproduction")]
     for key, value in TINY_REPRODUCTIONS[name].items():
         args.append(A("--set", f"{key}={json.dumps(value)}", keep=True))
-    args += [A("--executor", "serial", keep=True), A("--store", "results.sqlite"), A("--out", "repro", keep=True)]
-    args.append(A("-q"))
+    args += options(rng, TEMPLATE["reproduce"]["options"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("reproduce", "reproduce", args)
 
 
 def t_graph(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["4x1", "2x2,2x1", "3x1"])), A("--load", "0.5")]
+    template = TEMPLATE["graph"]
+    args = options(rng, template["base"])
     roll = rng.random()
     if roll < 0.2:
-        args.append(A("--graph", rng.choice(["random:p=0.5,ports=3,seed=1", "complete"])))
+        args += options(rng, template["dense"])
     elif roll < 0.4:  # a sparse graph: with finite buffers, as it may not carry the load
-        args += [A("--graph", "fig3:seed=2"), A("--buffer", "4")]
+        args += options(rng, template["sparse"])
     if rng.random() < 0.4:
         if not any(a.flag == "--buffer" for a in args):
-            args.append(A("--buffer", "2"))
+            args += options(rng, template["buffer"])
         args.append(A("--assumption2"))
         if rng.random() < 0.5:
-            args.append(A("--epsilon", "0.1"))
+            args += options(rng, template["epsilon"])
         if rng.random() < 0.5:
-            args.append(A("--seed", "1"))
+            args += options(rng, template["seed"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("graph", "graph", args)
 
 
 def t_tune(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2,1", "2x2,2x1"])), A("--load", "0.5")]
-    args += [A("--jobs", "200", keep=True), A("--grid", "2", keep=True)]
-    extras = [
-        [A("--d-fast", "1"), A("--d-slow", "1")],
-        [A("--warmup", "1")],
-        [A("--seed", "2")],
-        [A("--max-blocking", "0.01")],
-        [A("--buffer", "3")],
-        [A("--json")],
-        [A("-v")],
-    ]
-    for extra in rng.sample(extras, rng.choice([0, 1, 2])):
-        args += extra
+    template = TEMPLATE["tune"]
+    args = options(rng, template["base"])
+    add_some(rng, args, template["extras"], [0, 1, 2])
     if not any(a.flag == "-v" for a in args):
         args.append(A("-q"))
     return Draft("tune", "tune", args)
 
 
 def t_diffusion(rng) -> Draft:
-    law = rng.choice(
-        [
-            A("--speeds", "2x1,2x2"),
-            A("--speeds", "250x0.8,250x1.2"),
-            A("--speed-distribution", "uniform:low=0.7,high=1.3"),
-            A("--speed-distribution", "discrete:speeds=[0.8,1.2],probabilities=[0.5,0.5]"),
-        ]
-    )
-    args = [law, A("--paths", "4", keep=True)]
+    template = TEMPLATE["diffusion"]
+    args = [rng.choice(options(rng, template["fleets"])), *options(rng, template["base"])]
     if rng.random() < 0.5:
-        args.append(A("--policy", rng.choice(["jfsq", "jsq", "jsq-lisf", "jsq-fiq", "jssq"])))
+        args += options(rng, template["policy"])
     if rng.random() < 0.3:
-        args.append(A("--excess-capacity", rng.choice(["1", "2", "0.5"])))
+        args += options(rng, template["excess"])
     if rng.random() < 0.3:
-        args.append(A("--buffer", rng.choice(["1", "2"])))
+        args += options(rng, template["buffer"])
     if rng.random() < 0.3:
-        args.append(A("--seed", "3"))
+        args += options(rng, template["seed"])
     if rng.random() < 0.3:
         args.append(A("--json"))
     return Draft("diffusion", "diffusion", args)
 
 
 def t_demo(rng) -> Draft:
-    args = [A("--out", "demo-out", keep=True), A("--jobs", "200", keep=True), A("--replications", "1", keep=True)]
+    args = options(rng, TEMPLATE["demo"]["base"])
     args.append(rng.choice([A("-q"), A("-v")]))
     if rng.random() < 0.3:
         args.append(A("--json"))
@@ -756,16 +588,16 @@ def t_demo(rng) -> Draft:
 
 
 def t_meanfield(rng) -> Draft:
-    policy = rng.choice(["jsq", "jfsq", "sed", "pod", "random", "weighted-random", "jsq-df-ds", "jiq-df-ds"])
-    fleet = [A("--speeds", "2x1,2x0.5")] if policy.endswith("df-ds") else speeds_args(rng)  # two classes at least
+    template = TEMPLATE["meanfield"]
+    policy = rng.choice(template["policies"])
+    fleet = options(rng, template["two_classes"]) if policy.endswith("df-ds") else speeds_args(rng)
     args = fleet + [rate_arg(rng), A("--policy", policy)]
     if policy == "pod" and rng.random() < 0.5:
-        args.append(A("--d", "3"))
+        args += options(rng, template["pod"])
     if rng.random() < 0.4:
-        args.append(A("--buffer", rng.choice(["1", "3", "10"])))
+        args += options(rng, template["buffer"])
     if rng.random() < 0.3:
-        args += [A("--compare", "8", keep=True), A("--jobs", "200", keep=True), A("--replications", "2", keep=True)]
-        args.append(A("--warmup", "1"))
+        args += options(rng, template["compare"])
     if rng.random() < 0.4:
         args.append(A("--json"))
     args.append(A("-q"))
@@ -773,15 +605,10 @@ def t_meanfield(rng) -> Draft:
 
 
 def t_place(rng) -> Draft:
-    args = [A("--speeds", rng.choice(["2x1,2x0.5", "4x1,4x0.25"])), A("--load", rng.choice(["0.3", "0.5"]))]
-    args += [A("--ports", "4", keep=True), A("--jobs", "100", keep=True), A("--replications", "2", keep=True)]
-    args += [
-        A("--time-budget", "1", keep=True),
-        A("--families", rng.choice(["fig3", "typed", "fig3,typed"]), keep=True),
-    ]
-    args += [A("--tolerance", rng.choice(["50", "200"])), A("--store", "place.sqlite"), A("--output", "place.json")]
+    template = TEMPLATE["place"]
+    args = options(rng, template["base"])
     if rng.random() < 0.3:
-        args.append(A("--policy", "jfiq"))
+        args += options(rng, template["policy"])
     if rng.random() < 0.4:
         args.append(A("--json"))
     args.append(A("-q"))
@@ -789,7 +616,7 @@ def t_place(rng) -> Draft:
 
 
 def t_top(rng) -> Draft:
-    argv = rng.choice([["--version"], ["--help"], [], ["nope"], ["--json"], ["simulate"], ["-q", "simulate"]])
+    argv = rng.choice(TEMPLATE["top-level"]["command_lines"])
     return Draft("top-level", None, [Arg(None, token, "top") for token in argv])
 
 
@@ -829,9 +656,9 @@ def pool_for(arg: Arg, draft: Draft, rng) -> list[str]:
     elif kind in ("config", "spec", "store", "out", "sweep-dir"):
         pool = PATHS
     elif kind == "reproduction":
-        pool = sorted(registry()["reproductions"]) + ["nope", "", "weng-fig9", LONG_TEXT]
+        pool = sorted(registry()["reproductions"]) + CORPUS["reproduction_names"]
     elif kind == "store-name":
-        pool = [FIXTURE_SWEEP, "nope", "", "tiny ", "%", LONG_TEXT]
+        pool = [FIXTURE_SWEEP, *CORPUS["store_names"]]
     else:
         pool = POOLS.get(kind, GENERIC)
     if rng.random() < 0.15:
@@ -839,26 +666,20 @@ def pool_for(arg: Arg, draft: Draft, rng) -> list[str]:
     return pool
 
 
-PATHS = ["missing.toml", "adir", "afile", "/dev/null", "/dev/zero", "", "a" * 300, "missing/deeper/x", "loop", "."]
-"""Paths a path mutation tries: each name is made in the case's folder (see special_file)."""
-
-
 def set_values(draft: Draft) -> list[str]:
     values = []
     for p in registry()["policies"].values():
         for name, rule in p["params"].items():
-            values += [f"{name}=1", f"{name}=0", f"{name}=-1", f"{name}=1.5", f"{name}=NaN", f'{name}="x"']
-            values += [f"{name}=2", f"{name}=0.5", f"{name}=Infinity", f"{name}=[1,2]", f"{name}=true"]
+            values += [name + suffix for suffix in CORPUS["set"]["suffixes"]]
             if rule.startswith("one of"):
                 values += [f"{name}={choice.strip()}" for choice in rule.removeprefix("one of ").split(",")]
-    values += ["nope=1", "=1", "d", "d=", "d==2", " d = 2 ", "d=1e400", f"d={2**64}", "p_fast=1e-320"]
+    values += CORPUS["set"]["more"]
     if draft.command == "reproduce":
         values = []
         for options in registry()["reproductions"].values():
             for key in options:
-                values += [f"{key}=0", f"{key}=-1", f"{key}=NaN", f'{key}="x"', f"{key}=[]", f"{key}=1e308"]
-                values += [f"{key}=2", f"{key}=0.5", f"{key}=[0.5]", f"{key}={2**64}"]
-        values += ["nope=1", "=1", "jobs", "scale=paper"]
+                values += [key + suffix for suffix in CORPUS["set"]["reproduction_suffixes"]]
+        values += CORPUS["set"]["reproduction_more"]
     return sorted(set(values))
 
 
@@ -913,8 +734,8 @@ def mutate_repeat(draft: Draft, rng) -> str | None:
 def mutate_unknown_flag(draft: Draft, rng) -> str | None:
     own = set(command_flags().get(draft.command or "", []))
     foreign = sorted({f for flags in command_flags().values() for f in flags} - own)
-    flag = rng.choice(["--bogus", "--jobz", "-x", "--JSON", "---json", "--jobs_", "-", "--"] + foreign)
-    value = rng.choice([None, "1", "x"])
+    flag = rng.choice(CORPUS["unknown_flags"] + foreign)
+    value = rng.choice([None, *CORPUS["unknown_flag_values"]])
     draft.args.insert(rng.randrange(len(draft.args) + 1), Arg(flag, value, "generic"))
     return f"add {flag}" + (f" {value}" if value else "")
 
@@ -948,7 +769,7 @@ def mutate_help(draft: Draft, rng) -> str | None:
 
 
 def mutate_positional(draft: Draft, rng) -> str | None:
-    value = rng.choice(["foo", "1", "", "-", "simulate", LONG_TEXT])
+    value = rng.choice(CORPUS["stray_positionals"])
     draft.args.insert(rng.randrange(len(draft.args) + 1), Arg(None, value, "stray"))
     return f"stray positional {short(value)}"
 
@@ -980,7 +801,7 @@ def mutate_command(draft: Draft, rng) -> str | None:
     if not draft.command:
         return None
     old = draft.command
-    draft.command = rng.choice(["simulat", "SIMULATE", "simulate ", "", *sorted(command_flags())])
+    draft.command = rng.choice([*CORPUS["commands"], *sorted(command_flags())])
     return f"command {old} -> {draft.command!r}"
 
 
@@ -1020,15 +841,15 @@ def typed_values(old) -> list:
     """Replacements for a TOML value: of its own type and of others."""
     same = []
     if isinstance(old, bool):
-        same = [True, False]
+        same = CORPUS["toml"]["bool"]
     elif isinstance(old, int):
-        same = [0, -1, 1, 3, 2**63 - 1, 2**63, 10**30]
+        same = CORPUS["toml"]["int"]
     elif isinstance(old, float):
-        same = [0.0, -0.5, 0.5, 0.9, 1.0, 1.5, 1e308, 1e-320, math.nan, math.inf, -math.inf]
+        same = CORPUS["toml"]["float"]
     elif isinstance(old, str):
         same = [*POOLS["speeds"][:20], *policy_ids(), *POOLS["policy"]]
     elif isinstance(old, list):
-        same = [[], [0.5], [0.3, 0.6], [math.nan], [-1.0], ["jsq", "nope"], [[]], list(range(200))]
+        same = CORPUS["toml"]["list"]
     return same + same + TOML_VALUES
 
 
@@ -1058,15 +879,15 @@ def mutate_toml(draft: Draft, rng) -> str | None:
         target = doc
         for key in path:
             target = target[key]
-        key = rng.choice(["nope", "Speeds", "load ", "jobs2", "seeds"])
+        key = rng.choice(CORPUS["toml"]["unknown_keys"])
         target[key] = rng.choice(TOML_VALUES)
         return f"{draft.toml}: unknown key {'.'.join((*path, key))}"
     if op == "table-scalar" and tables:
         path = rng.choice(tables)
-        toml_get(doc, path)[path[-1]] = rng.choice([5, "x", [1, 2], True])
+        toml_get(doc, path)[path[-1]] = rng.choice(CORPUS["toml"]["table_values"])
         return f"{draft.toml}: [{'.'.join(path)}] as a value"
     if op == "unknown-table":
-        doc[rng.choice(["foo", "System", "runs"])] = {"a": 1}
+        doc[rng.choice(CORPUS["toml"]["unknown_tables"])] = {"a": 1}
         return f"{draft.toml}: unknown table"
     return None
 
@@ -1137,7 +958,7 @@ def mutate_path(draft: Draft, rng) -> str | None:
         return None
     arg = rng.choice(args)
     old = arg.value
-    arg.value = rng.choice(PATHS + ["afile.png", "adir/x.png", "plot.nope", "summary-broken", "summary-dir"])
+    arg.value = rng.choice(PATHS + CORPUS["more_paths"])
     ensure_special(draft, arg.value)
     return f"{arg.flag or 'positional'} {short(old)} -> {short(arg.value)}"
 
@@ -1145,16 +966,10 @@ def mutate_path(draft: Draft, rng) -> str | None:
 def ensure_special(draft: Draft, path: str) -> None:
     """Make the special names of PATHS exist in the case's folder as what their name says."""
     root = path.split("/")[0]
-    special = {
-        "adir": ("dir",),
-        "afile": ("bytes", b"not a result store, not TOML: \x00\x01\n"),
-        "afile.png": ("bytes", b"an existing file\n"),
-        "loop": ("loop",),
-        "summary-broken": ("sweep-broken",),
-        "summary-dir": ("sweep-dir-summary",),
-    }
-    if root in special and root not in draft.files:
-        draft.files[root] = special[root]
+    special = CORPUS["special"].get(root)
+    if special and root not in draft.files:
+        kind, *text = special
+        draft.files[root] = (kind, text[0].encode()) if text else (kind,)
 
 
 MUTATIONS = [
@@ -1191,8 +1006,8 @@ def generate(seed: int, index: int) -> Case:
     rng = random.Random(f"hetlb-fuzz:{seed}:{index}")
     template = rng.choices([t for t, _ in TEMPLATES], weights=[w for _, w in TEMPLATES])[0]
     draft = template(rng)
-    draft.files.setdefault("speeds.txt", ("bytes", SPEEDS_TEXT))
-    draft.files.setdefault("utf16.txt", ("bytes", "1\n2\n".encode("utf-16")))
+    draft.files.setdefault("speeds.txt", ("bytes", CORPUS["case_files"]["speeds.txt"].encode()))
+    draft.files.setdefault("utf16.txt", ("bytes", CORPUS["case_files"]["utf16.txt"].encode("utf-16")))
     draft.files.setdefault("binary.dat", ("bytes", bytes(range(256))))
     count = rng.choices([0, 1, 2, 3], weights=[8, 55, 25, 12])[0]
     functions, weights = [m for m, _ in MUTATIONS], [w for _, w in MUTATIONS]
@@ -2187,12 +2002,11 @@ def _build_fixtures(conn, fixtures):
     os.setpgrp()
     fixtures = Path(fixtures)
     fixtures.mkdir(parents=True, exist_ok=True)
-    (fixtures / "spec.toml").write_text(toml_text(fixture_spec()))
+    (fixtures / "spec.toml").write_text(toml_text(FIXTURE_SPEC))
     argvs = [
         ["sweep", str(fixtures / "spec.toml"), "--executor", "serial", "--store", str(fixtures / "store.sqlite")]
         + ["--out", str(fixtures / "sweep-out"), "-q"],
-        ["simulate", "--model", "slotted", "--speeds", "1,0.5", "--load", "0.5", "--slots", "100", "-q"],
-        ["diffusion", "--speeds", "2x1,2x2", "--paths", "2"],
+        *CORPUS["fixture"]["warm_up"],
     ]
     log = io.StringIO()
     try:
