@@ -7,6 +7,8 @@ optimum known in advance.
 """
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -191,6 +193,17 @@ def test_reproduction_options_are_checked_in_one_line(argv, message, tmp_path, c
 
 def test_the_reproductions_are_listed_in_the_order_of_their_papers():
     papers = [reproduction.title[:3] for reproduction in REPRODUCTIONS.values()]  # "000 Fig. 2: ..."
+    assert papers == sorted(papers) and set(papers) == {"000", "001", "002"}
+
+
+def test_the_order_holds_whichever_paper_was_imported_first():
+    script = (
+        "import hetlb.experiments.buke, hetlb.experiments.zhou\n"
+        "from hetlb.experiments import REPRODUCTIONS\n"
+        "print(' '.join(reproduction.title[:3] for reproduction in REPRODUCTIONS.values()))"
+    )
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    papers = finished.stdout.split()
     assert papers == sorted(papers) and set(papers) == {"000", "001", "002"}
 
 

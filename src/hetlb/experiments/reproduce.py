@@ -148,6 +148,13 @@ PAPER_MODULES = ("hetlb.experiments.weng", "hetlb.experiments.zhou", "hetlb.expe
 """The modules that register the reproductions of papers 000, 001 and 002, in listing order."""
 
 
+def paper_rank(reproduction) -> int:
+    """The place in :data:`PAPER_MODULES` of the module whose function runs ``reproduction``."""
+    module = reproduction.run.__module__
+    ranks = [i for i, paper in enumerate(PAPER_MODULES) if module == paper or module.startswith(paper + ".")]
+    return ranks[0] if ranks else len(PAPER_MODULES)
+
+
 class Registry(dict):
     """The reproductions by name: a dict that imports :data:`PAPER_MODULES` (which register their
     reproductions) the first time it is read, so that importing hetlb.experiments stays cheap."""
@@ -161,6 +168,10 @@ class Registry(dict):
 
             for module in PAPER_MODULES:
                 importlib.import_module(module)
+            # a paper's module imported earlier registered first: list them in the papers' order
+            in_order = sorted(dict.items(self), key=lambda item: paper_rank(item[1]))
+            dict.clear(self)
+            dict.update(self, in_order)
         return self
 
     def __getitem__(self, name):
