@@ -1,17 +1,10 @@
-"""Shared helpers of the test suite: statistical comparison with multiple-comparison control."""
+"""The fixtures every test may use; the helpers the tests share are modules of tests/support/.
 
-import math
+The tests mirror the package: tests/<package>/test_*.py for each package of src/hetlb, and
+tests/test_<module>.py for its top-level modules.
+"""
 
-import numpy as np
 import pytest
-from scipy import stats
-
-
-def bonferroni_t_halfwidth(samples, family_alpha: float, comparisons: int) -> float:
-    """Half-width of a two-sided Student-t interval at level 1 - family_alpha / comparisons."""
-    samples = np.asarray(samples, dtype=float)
-    quantile = stats.t.ppf(1.0 - family_alpha / (2.0 * comparisons), len(samples) - 1)
-    return float(quantile * samples.std(ddof=1) / math.sqrt(len(samples)))
 
 
 @pytest.fixture

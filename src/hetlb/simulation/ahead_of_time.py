@@ -16,7 +16,7 @@ numba; a module with another stamp is never loaded, so an edited kernel runs JIT
 for, so before each call the arguments are described (dtype, dimensions, layout and flags of each
 array, type of each scalar, field by field of the named tuples) and compared with the
 descriptions recorded at compile time: any difference, and the JIT-compiled function runs
-instead. Results are bit for bit those of the JIT-compiled functions (tests/test_ahead_of_time.py).
+instead. Results are bit for bit those of the JIT-compiled functions (tests/simulation/test_ahead_of_time.py).
 Set ``HETLB_AHEAD_OF_TIME=0`` to always use the JIT.
 """
 

@@ -1,0 +1,1 @@
+"""What the tests share: reference simulators, test backends, statistics and sample runs."""

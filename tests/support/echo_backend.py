@@ -1,0 +1,85 @@
+"""A small HTTP backend for the tests of hetlb serve, run as its own process:
+``python tests/support/echo_backend.py PORT [PORT ...]``.
+
+Every path answers with a JSON echo of the request (method, path, query, body, headers) and
+``X-Queue-Length`` (the requests it holds after this one), except:
+
+- ``/healthz``: 200, or 503 after ``/admin/unhealthy`` (until ``/admin/healthy``);
+- ``/load``: ``{"queue_length": n}``;
+- ``/status/CODE``: an answer with that status;
+- ``/sleep/MS``: answers after MS milliseconds (a stall the proxy times out on);
+- ``/hold``: answers when ``/admin/release`` is called (requests a test keeps in a backend);
+- ``/admin/count``: ``{"count": n}``, the requests it received (all but these admin paths,
+  ``/healthz`` and ``/load``).
+"""
+
+import asyncio
+import json
+import sys
+
+from aiohttp import web
+
+
+def make_app(port: int) -> web.Application:
+    state = {"held": 0, "count": 0, "healthy": True, "release": asyncio.Event()}
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/healthz":
+            return web.Response(status=200 if state["healthy"] else 503, text="ok")
+        if path == "/load":
+            return web.json_response({"queue_length": state["held"]})
+        if path.startswith("/admin/"):
+            action = path.removeprefix("/admin/")
+            if action == "count":
+                return web.json_response({"count": state["count"]})
+            if action == "release":
+                state["release"].set()
+                state["release"] = asyncio.Event()
+            else:
+                state["healthy"] = action == "healthy"
+            return web.Response(text=action)
+        state["held"] += 1
+        state["count"] += 1
+        try:
+            body = await request.read()
+            if path.startswith("/sleep/"):
+                await asyncio.sleep(float(path.removeprefix("/sleep/")) / 1000.0)
+            if path == "/hold":
+                await state["release"].wait()
+            status = int(path.removeprefix("/status/")) if path.startswith("/status/") else 200
+            echo = {
+                "port": port,
+                "method": request.method,
+                "path": request.path,
+                "query": request.query_string,
+                "body": body.decode("latin-1"),
+                "headers": [[name, value] for name, value in request.headers.items()],
+            }
+        finally:
+            state["held"] -= 1
+        return web.Response(
+            status=status,
+            text=json.dumps(echo),
+            content_type="application/json",
+            headers={"X-Queue-Length": str(state["held"]), "X-Custom-Answer": "yes", "Set-Cookie": "a=1"},
+        )
+
+    app = web.Application(client_max_size=64 * 2**20)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+async def main(ports: list[int]) -> None:
+    runners = []
+    for port in ports:
+        runner = web.AppRunner(make_app(port), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main([int(port) for port in sys.argv[1:]]))
