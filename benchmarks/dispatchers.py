@@ -18,7 +18,6 @@ deliveries of delayed messages and the snapshot polls.
 """
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from hetlb.kernels import dispatchers as dispatcher_kernel  # noqa: E402
 from hetlb.model.dispatchers import Updates  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.simulation import continuous, dispatchers  # noqa: E402
+from hetlb.simulation.options import RunOptions  # noqa: E402
 
 CLOCK = time.thread_time
 
@@ -46,7 +46,7 @@ def time_single(system, policy_id, jobs, seed, tree=False):
     buckets = continuous.BUCKET_MAX_CLASSES
     continuous.BUCKET_MAX_CLASSES = -1 if tree else buckets
     try:
-        model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
+        model = continuous.pack_model(system, policy, RunOptions(jobs=jobs))
         state = continuous.new_state(model, system.n_servers, 0)
     finally:
         continuous.BUCKET_MAX_CLASSES = buckets
@@ -68,8 +68,7 @@ def time_single(system, policy_id, jobs, seed, tree=False):
 def time_dispatchers(system, policy_id, n_dispatchers, update, jobs, seed):
     """(events, extra events, CPU seconds) of the dispatcher kernel."""
     policy = resolve_policy(policy_id, {})
-    model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = continuous.pack_model(system, policy, RunOptions(jobs=jobs, dispatchers=n_dispatchers))
     rates = dispatchers.source_rates(system, n_dispatchers, None)
     dm = dispatchers.pack_dispatchers(
         system, policy, model, Updates.parse(update), rates, dispatchers.default_herd_window(system)

@@ -22,6 +22,7 @@ from hetlb.policies import POLICIES
 from hetlb.policies.choice import ON_ESTIMATES
 from hetlb.simulation import continuous as single
 from hetlb.simulation import dispatchers as simulation
+from hetlb.simulation.options import RunOptions
 
 FAMILY_ALPHA = 0.01
 COMPARISONS = 9
@@ -171,8 +172,9 @@ def step_events(system, policy, update, dispatchers, events, seed):
     """Run a dispatcher kernel one event at a time; yield (model, state, dispatcher model, state)."""
     policy_object = hetlb.make_policy(policy)
     updates = simulation.Updates.parse(update)
-    model = single.pack_model(system, policy_object, 10**9, math.inf, 0.0, 20, 3)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = single.pack_model(
+        system, policy_object, RunOptions(jobs=10**9, occupancy_levels=3, dispatchers=dispatchers)
+    )
     rates = simulation.source_rates(system, dispatchers, None)
     dm = simulation.pack_dispatchers(system, policy_object, model, updates, rates, 0.1)
     state = single.new_state(model, system.n_servers, events)
@@ -255,7 +257,8 @@ def test_bad_inputs_are_one_line_errors():
         (dict(update="increment:delay=1"), "update.increment"),
         (dict(update="pull:delay=1:mean_delay=1"), "update.pull"),
         (dict(dispatchers=0), "dispatchers"),
-        (dict(dispatchers=2, split=[0.5, 0.6]), "split"),
+        (dict(dispatchers=2, dispatcher_share=[0.5, 0.6]), "dispatcher_share"),
+        (dict(dispatchers=2, split=[0.5, 0.6]), "dispatcher_share"),  # its former name
         (dict(herd_window=-1.0), "herd_window"),
     ):
         with pytest.raises(InputError) as error:

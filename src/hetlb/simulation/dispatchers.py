@@ -28,9 +28,9 @@ from hetlb.policies import registry, rules
 from hetlb.policies.choice import ON_ESTIMATES, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
-from hetlb.results.run import versions
 from hetlb.simulation import continuous
-from hetlb.simulation.replications import root_seed_sequence, run_replications, safe_ratio, seed_description
+from hetlb.simulation.options import RunOptions
+from hetlb.simulation.replications import run_replications, safe_ratio
 
 HERD_WINDOW_FRACTION = 0.1
 """The default herd window: this fraction of N / lambda_Sigma, the mean time between two decisions
@@ -53,97 +53,49 @@ MAX_PAIRS = 2**31
 
 
 def simulate_dispatchers(
-    system: System,
-    policy: str | Policy = "l-jsq",
-    *,
-    dispatchers: int = 1,
-    update=None,
-    split=None,
-    herd_window: float | None = None,
-    jobs: int | None = None,
-    horizon: float | None = None,
-    warmup: float = 0.0,
-    replications: int = 1,
-    seed: int | np.random.SeedSequence = 0,
-    batches: int = 20,
-    occupancy_levels: int = 10,
-    state_distribution: bool = False,
-    speed_bins: int | None = None,
-    trace: int = 0,
-    progress: bool = False,
-    **policy_params,
+    system: System, policy: str | Policy, options: RunOptions, **policy_params
 ) -> DispatchersResult:
-    """Simulate ``system`` with ``dispatchers`` = M dispatchers, each deciding by ``policy`` on its
-    own estimates, refreshed by the ``update`` signals (hetlb.model.dispatchers; default: ``push``
-    for the LED policies, ``probe`` for the others); the other arguments are those of
-    hetlb.simulate.
+    """Simulate ``system`` with ``options.dispatchers`` = M dispatchers (default 1), each deciding
+    by ``policy`` on its own estimates, refreshed by the ``options.update`` signals
+    (hetlb.model.dispatchers; default: ``push`` for the LED policies, ``probe`` for the others);
+    the options are those of hetlb.simulate (hetlb.simulation.options.RunOptions).
 
-    split: how the arrivals of each job type divide among the dispatchers: None (equally), M
-        shares summing to 1, or an M x K array of rates lambda_{m,k} whose columns sum to the job
-        types' arrival rates.
-    herd_window: a decision herds when its server was chosen by another dispatcher less than this
-        long before (time units; default HERD_WINDOW_FRACTION N / lambda_Sigma).
+    options.dispatcher_share: how the arrivals of each job type divide among the dispatchers:
+        None (equally), M shares summing to 1, or an M x K array of rates lambda_{m,k} whose
+        columns sum to the job types' arrival rates.
+    options.herd_window: a decision herds when its server was chosen by another dispatcher less
+        than this long before (time units; default HERD_WINDOW_FRACTION N / lambda_Sigma).
     """
     policy = resolve_policy(policy, policy_params)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     check_policy(policy)
-    n_dispatchers = validation.count("dispatchers", dispatchers)
-    updates = Updates.parse(default_update(policy) if update is None else update)
+    n_dispatchers = options.dispatchers or 1
+    updates = Updates.parse(default_update(policy)) if options.update is None else options.update
     check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
-    rates = source_rates(system, n_dispatchers, split)
-    window = default_herd_window(system) if herd_window is None else check_herd_window(herd_window)
-    jobs, horizon, warmup = continuous.stopping_rule(jobs, horizon, warmup)
-    validation.count("replications", replications)
-    validation.count("batches", batches, low=2)
-    validation.count("occupancy_levels", occupancy_levels)
-    validation.count("trace", trace, low=0)
-    validation.flag("state_distribution", state_distribution)
-    root_seed = root_seed_sequence(seed)
-    if speed_bins is not None:
-        validation.count("speed_bins", speed_bins)
-    if jobs is not None and jobs < batches:
-        raise InputError("jobs", f"must be at least the number of batches ({batches})")
-    continuous.check_policy_stability(system, policy)
-    continuous.check_speeds(system)
-    continuous.run_cost(system, jobs, horizon, warmup).check(replications)
-    parts = continuous.run_memory(
-        system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
-    )
-    continuous.check_run_memory(parts, system.n_servers, replications)
+    rates = source_rates(system, n_dispatchers, options.dispatcher_share)
+    window = default_herd_window(system) if options.herd_window is None else options.herd_window
+    continuous.check_run(system, policy, options)
 
-    model = continuous.pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = continuous.pack_model(system, policy, options)
     dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
     runs = run_replications(
-        root_seed,
-        replications,
+        options.root_seed,
+        options.replications,
         f"{policy.id} x{n_dispatchers} ",
-        progress,
-        lambda seed_sequence, report: run_replication(
-            system, model, dispatcher_model, seed_sequence, trace, state_distribution, speed_bins, report
-        ),
+        options.progress,
+        lambda seed_sequence, report: run_replication(system, model, dispatcher_model, seed_sequence, options, report),
     )
-    describe = system.describe()
-    describe["dispatchers"] = n_dispatchers
-    metadata = {
-        "system": describe,
-        "policy": {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS},
-        "policy_definition": policy.spec.definition,
-        "dispatchers": {
-            "dispatchers": n_dispatchers,
-            "update": updates.describe(),
-            "update_text": updates.text(),
-            "rates": rates.tolist(),
-            "herd_window": window,
-        },
-        "seed": seed_description(seed, root_seed),
-        "replications": replications,
-        "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
-        "batches": batches,
-        "confidence": 0.95,
-        "versions": versions(),
+    dispatchers = {
+        "dispatchers": n_dispatchers,
+        "update": updates.describe(),
+        "update_text": updates.text(),
+        "rates": rates.tolist(),
+        "herd_window": window,
     }
+    policy_description = {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS}
+    metadata = continuous.run_metadata(system, policy_description, policy, options, dispatchers=dispatchers)
+    metadata["system"]["dispatchers"] = n_dispatchers
     return DispatchersResult(runs, metadata)
 
 
@@ -169,37 +121,34 @@ def default_update(policy: Policy) -> str:
     return "push" if policy.spec.on_local_estimates else "probe"
 
 
-def check_herd_window(value) -> float:
-    if not validation.is_real(value) or not math.isfinite(value) or value <= 0:
-        raise InputError("herd_window", f"must be a time > 0, got {value!r}")
-    return float(value)
-
-
 def default_herd_window(system: System) -> float:
     return HERD_WINDOW_FRACTION * system.n_servers / system.total_arrival_rate
 
 
-def source_rates(system: System, n_dispatchers: int, split) -> np.ndarray:
-    """lambda_{m,k}: the M x K arrival rates of dispatcher m's jobs of type k."""
+def source_rates(system: System, n_dispatchers: int, dispatcher_share) -> np.ndarray:
+    """lambda_{m,k}: the M x K arrival rates of dispatcher m's jobs of type k, from the
+    ``dispatcher_share`` of the run options."""
     rate = np.asarray(system.arrival_rate, dtype=np.float64)
-    if split is None or (isinstance(split, str) and split == "equal"):
+    if dispatcher_share is None or (isinstance(dispatcher_share, str) and dispatcher_share == "equal"):
         return np.outer(np.full(n_dispatchers, 1.0 / n_dispatchers) if n_dispatchers > 1 else [1.0], rate)
     try:
-        values = np.asarray(split, dtype=np.float64)
+        values = np.asarray(dispatcher_share, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError("split", f"must be 'equal', M shares or an M x K array of rates, got {split!r}") from None
+        raise InputError(
+            "dispatcher_share", f"must be 'equal', M shares or an M x K array of rates, got {dispatcher_share!r}"
+        ) from None
     if values.ndim == 1:
         if len(values) != n_dispatchers or np.any(values <= 0) or not np.all(np.isfinite(values)):
-            raise InputError("split", f"must be {n_dispatchers} shares > 0 (one per dispatcher)")
+            raise InputError("dispatcher_share", f"must be {n_dispatchers} shares > 0 (one per dispatcher)")
         if abs(values.sum() - 1.0) > 1e-9:
-            raise InputError("split", f"the shares must sum to 1, got {values.sum():.12g}")
+            raise InputError("dispatcher_share", f"the shares must sum to 1, got {values.sum():.12g}")
         return np.outer(values, rate)
     if values.shape != (n_dispatchers, len(rate)) or np.any(values < 0) or not np.all(np.isfinite(values)):
         raise InputError(
-            "split", f"must be a {n_dispatchers} x {len(rate)} array of rates >= 0 (dispatcher x job type)"
+            "dispatcher_share", f"must be a {n_dispatchers} x {len(rate)} array of rates >= 0 (dispatcher x job type)"
         )
     if not np.allclose(values.sum(axis=0), rate, rtol=1e-9, atol=0.0):
-        raise InputError("split", "each job type's rates must sum to its arrival rate")
+        raise InputError("dispatcher_share", "each job type's rates must sum to its arrival rate")
     return values
 
 
@@ -386,15 +335,13 @@ def grow_messages(ds: kernel.DispatcherState) -> kernel.DispatcherState:
     return ds._replace(**lay_out_flights(flights, capacity, ds.flight_observed, ds.flight_target, ds.flight_value))
 
 
-def run_replication(
-    system: System, model, dm, seed_sequence, trace: int, state_distribution: bool, speed_bins, report
-) -> DispatcherRunResult:
+def run_replication(system: System, model, dm, seed_sequence, options: RunOptions, report) -> DispatcherRunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
     arrival_stream, policy_stream, update_stream = seed_sequence.spawn(3)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     update_rng = np.random.Generator(np.random.PCG64(update_stream))
-    state = continuous.new_state(model, system.n_servers, trace, state_distribution)
+    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution)
     ds = new_dispatcher_state(model, dm, system.n_servers, len(state.job_next))
     dm = first_snapshot(dm, ds.counters, update_rng)
     counters = state.counters[0]
@@ -418,11 +365,7 @@ def run_replication(
         )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    run = continuous.run_result(system, model, state, seed_sequence, wall)
-    if speed_bins is not None:
-        from hetlb.stats.halfin_whitt import speed_profile
-
-        run.speed_profile = speed_profile(run, system.speed, speed_bins)
+    run = continuous.run_result(system, model, state, seed_sequence, wall, options.speed_bins)
     return dispatcher_run_result(run, dm, ds)
 
 
