@@ -78,3 +78,19 @@ def test_the_former_name_of_the_dispatchers_share_still_works():
     old = hetlb.simulate(system, "l-jsq", dispatchers=2, split=shares, jobs=1000, seed=2)
     assert new.mean_response_time == old.mean_response_time and new.runs[0].messages == old.runs[0].messages
     assert new.metadata["dispatchers"]["rates"][0] == [0.25 * system.total_arrival_rate]
+
+
+def test_the_slotted_model_takes_its_options_the_same_way():
+    system = hetlb.SlottedSystem.from_speeds([1.0] * 4, dispatchers=2, load=0.6)
+    keywords = dict(slots=2000, warmup=100, replications=2, seed=5, batches=10)
+    by_keywords = hetlb.simulate_slotted(system, "l-jsq", p_hat=0.5, **keywords)
+    by_object = hetlb.simulate_slotted(system, "l-jsq", hetlb.SlottedRunOptions(**keywords), p_hat=0.5)
+    assert [run.mean_delay for run in by_object.runs] == [run.mean_delay for run in by_keywords.runs]
+    assert by_object.metadata["stopping"] == {"slots": 2000, "warmup": 100}
+    scenario = Scenario.from_mapping(
+        {"system": {"model": "slotted", "speeds": "4x1.0", "load": 0.6, "dispatchers": 2}, "run": {"slots": 500}}
+    )
+    assert scenario.run == hetlb.SlottedRunOptions(slots=500)
+    with pytest.raises(InputError) as error:
+        Scenario.from_mapping({"system": {"model": "slotted", "speeds": "1,1", "load": 0.5}, "run": {"slots": 5}})
+    assert error.value.field == "run.slots"

@@ -10,7 +10,7 @@ from hetlb.errors import InputError
 from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, SlottedSystem, System, parse_speeds
 from hetlb.policies import POLICIES, Policy, make_policy
 from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
-from hetlb.simulation.options import RunOptions
+from hetlb.simulation.options import RunOptions, SlottedRunOptions
 from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.version import __version__
@@ -23,6 +23,7 @@ __all__ = [
     "POLICIES",
     "Policy",
     "RunOptions",
+    "SlottedRunOptions",
     "SlottedSystem",
     "System",
     "__version__",

@@ -38,7 +38,6 @@ scenario's one hetlb.simulation.options.RunOptions, under the same names.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +51,7 @@ from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import port_arrival_rates, server_count
 from hetlb.policies import Policy, make_policy
-from hetlb.simulation.options import RunOptions
+from hetlb.simulation.options import RunOptions, SlottedRunOptions
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
 SYSTEM_KEYS = {
@@ -96,11 +95,11 @@ the run keys are those of hetlb.simulate and hetlb.simulate_slotted."""
 class Scenario:
     """What to simulate (``system``, ``policy``) and how (``run``: the checked RunOptions of
     hetlb.simulate, built once from the [run] table and the dispatcher keys; or, for a slotted
-    system, the keywords of hetlb.simulate_slotted)."""
+    system, the SlottedRunOptions of hetlb.simulate_slotted, from the [run] table)."""
 
     system: System | SlottedSystem
     policy: Policy
-    run: RunOptions | dict = field(default_factory=RunOptions)
+    run: RunOptions | SlottedRunOptions = field(default_factory=RunOptions)
 
     @property
     def model(self) -> str:
@@ -108,13 +107,11 @@ class Scenario:
 
     def simulate(self, **overrides):
         """Run the scenario (``overrides`` replace run keys, e.g. ``seed``)."""
-        if isinstance(self.run, RunOptions):
-            from hetlb.simulation.simulate import simulate
-
-            return simulate(self.system, self.policy, self.run.replace(**overrides) if overrides else self.run)
+        from hetlb.simulation.simulate import simulate
         from hetlb.simulation.slotted import simulate_slotted
 
-        return simulate_slotted(self.system, self.policy, **{**self.run, **overrides})
+        run = simulate if isinstance(self.run, RunOptions) else simulate_slotted
+        return run(self.system, self.policy, self.run.replace(**overrides) if overrides else self.run)
 
     @classmethod
     def from_mapping(cls, data: dict) -> Scenario:
@@ -127,10 +124,10 @@ class Scenario:
         model = validation.choice("system.model", system_data.get("model", "continuous"), tuple(SYSTEM_KEYS))
         check_keys("system", system_data, SYSTEM_KEYS[model])
         check_keys("run", run, RUN_KEYS[model])
-        if model == "slotted":
-            check_slotted_run(run)
-            return cls(build_slotted_system(system_data), build_policy(policy_data), run)
         fields = {key: f"run.{key}" for key in run}  # the dispatcher keys keep their names
+        if model == "slotted":
+            slotted = SlottedRunOptions.from_mapping(run, fields)
+            return cls(build_slotted_system(system_data), build_policy(policy_data), slotted)
         for key, table in (("dispatchers", system_data), ("dispatcher_share", system_data), ("update", policy_data)):
             if key in table:
                 run[key] = table.pop(key)
@@ -170,29 +167,6 @@ def read_toml(path, field: str = "config") -> dict:
         raise InputError(field, f"{name} is not valid TOML: {validation.shorten(str(error))}") from None
     except RecursionError:
         raise InputError(field, f"{name} is not valid TOML: nested too deeply") from None
-
-
-SLOTTED_RUN_CHECKS: dict[str, Callable] = {
-    "slots": lambda name, value: validation.integer(name, value),
-    "warmup": lambda name, value: validation.integer(name, value, low=0),
-    "replications": lambda name, value: validation.integer(name, value),
-    "batches": lambda name, value: validation.integer(name, value, low=2),
-    "preference": validation.flag,
-}
-"""The type of each value of a slotted scenario's [run] table (hetlb.simulate_slotted checks the
-rest, such as slots >= batches). A continuous scenario's [run] table is a RunOptions."""
-
-
-def check_slotted_run(run: dict) -> None:
-    """Check the type of every value of the [run] table of a slotted scenario."""
-    for key, value in run.items():
-        if value is None:
-            continue  # the default, as a keyword of hetlb.simulate_slotted
-        if key == "seed":
-            if not isinstance(value, np.random.SeedSequence):
-                validation.seed("run.seed", value)
-        elif key in SLOTTED_RUN_CHECKS:
-            SLOTTED_RUN_CHECKS[key](f"run.{key}", value)
 
 
 def check_keys(table: str, data: dict, allowed: set) -> None:

@@ -179,8 +179,8 @@ def interrupted(spec: SweepSpec, runs: int, stored: int | None, finished: int, i
 def estimated_events(scenario: Scenario) -> float:
     """Arrivals plus departures a run will take, roughly."""
     run = scenario.run
-    if not isinstance(run, RunOptions):  # the slotted model's keywords
-        return float(run.get("slots", 100_000) + run.get("warmup", 0)) * scenario.system.n_servers
+    if not isinstance(run, RunOptions):  # the slotted model's
+        return float(run.slots + run.warmup) * scenario.system.n_servers
     rate = scenario.system.total_arrival_rate
     if run.horizon is not None:
         return 2.0 * rate * run.horizon

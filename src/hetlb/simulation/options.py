@@ -1,11 +1,13 @@
-"""How a continuous-time simulation runs: one checked :class:`RunOptions`, built once.
+"""How a simulation runs: one checked :class:`RunOptions` (continuous time) or
+:class:`SlottedRunOptions` (the slotted model), built once.
 
-``hetlb.simulate`` builds it from its keywords (or takes one), a scenario from its [run] table
-and the dispatcher keys of [system] and [policy] (hetlb.scenario), and the command line through
-the scenario; every entry point of the continuous model (hetlb.simulation.continuous,
-hetlb.simulation.dispatchers) then reads the same object and checks nothing of it again. What
-depends on the system (the expected cost of a run, its memory, each job type's share of the
-dispatchers' arrivals) is checked where the system is known.
+``hetlb.simulate`` and ``hetlb.simulate_slotted`` build it from their keywords (or take one), a
+scenario from its [run] table (and, in continuous time, the dispatcher keys of [system] and
+[policy]; hetlb.scenario), and the command line through the scenario; every entry point
+(hetlb.simulation.continuous, hetlb.simulation.dispatchers, hetlb.simulation.slotted) then reads
+the same object and checks nothing of it again. What depends on the system (the expected cost of
+a run, its memory, each job type's share of the dispatchers' arrivals) is checked where the system
+is known.
 
 >>> from hetlb.simulation.options import RunOptions
 >>> options = RunOptions(jobs=5000, warmup=10.0, seed=2)
@@ -98,23 +100,8 @@ class RunOptions:
 
     @classmethod
     def from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None) -> RunOptions:
-        """The options of ``values`` (keys as the keywords; a None value is the default).
-        ``fields`` names where each key came from, for the errors (a scenario's ``jobs`` is
-        ``run.jobs``, its ``dispatchers`` ``system.dispatchers``)."""
-        names = {option.name for option in dataclasses.fields(cls)}
-        given = {name: value for name, value in values.items() if value is not None}
-        fields = fields or {}
-        unknown = sorted(set(given) - names)
-        if unknown:
-            name = validation.shorten(str(unknown[0]))
-            raise InputError(fields.get(name, name), f"unknown run option; allowed: {', '.join(sorted(names))}")
-        try:
-            return cls(**given)
-        except InputError as error:
-            head, dot, rest = error.field.partition(".")
-            if head not in fields:
-                raise
-            raise InputError(fields[head] + dot + rest, error.rule) from None
+        """The options of ``values`` (:func:`options_from_mapping`)."""
+        return options_from_mapping(cls, values, fields)
 
     def replace(self, **changes) -> RunOptions:
         """A copy with ``changes`` (checked as the constructor checks them)."""
@@ -144,3 +131,92 @@ class RunOptions:
     def stopping(self) -> dict:
         """The stopping rule as result metadata."""
         return {"jobs": self.jobs, "horizon": self.horizon, "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
+class SlottedRunOptions:
+    """The run options of hetlb.simulate_slotted (the slotted model of 001), checked when the
+    object is made.
+
+    slots: measured slots after ``warmup`` slots that are discarded (both counts of slots).
+    replications, seed: as in RunOptions (``root_seed``). batches: batches of slots for the
+    batch-means intervals. preference: measure the dispatching preference Delta_r (a sort per
+    decision); trace: decisions kept. progress: a progress bar on standard error (no effect on
+    results).
+    """
+
+    slots: int = 100_000
+    warmup: int = 0
+    replications: int = 1
+    seed: int | np.random.SeedSequence = 0
+    batches: int = 20
+    preference: bool = False
+    trace: int = 0
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        settle = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 - frozen
+        settle("slots", validation.count("slots", self.slots))
+        settle("warmup", validation.count("warmup", self.warmup, low=0))
+        settle("replications", validation.count("replications", self.replications))
+        settle("batches", validation.count("batches", self.batches, low=2))
+        settle("trace", validation.count("trace", self.trace, low=0))
+        if self.slots < self.batches:
+            raise InputError("slots", f"must be at least the number of batches ({self.batches})")
+        settle("preference", validation.flag("preference", self.preference))
+        root_seed_sequence(self.seed)
+        settle("progress", bool(self.progress))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None) -> SlottedRunOptions:
+        """The options of ``values`` (:func:`options_from_mapping`)."""
+        return options_from_mapping(cls, values, fields)
+
+    def replace(self, **changes) -> SlottedRunOptions:
+        """A copy with ``changes`` (checked as the constructor checks them)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def root_seed(self) -> np.random.SeedSequence:
+        """The SeedSequence the replications spawn from (hetlb.simulation.replications)."""
+        return root_seed_sequence(self.seed)
+
+    def stopping(self) -> dict:
+        """The stopping rule as result metadata."""
+        return {"slots": self.slots, "warmup": self.warmup}
+
+
+def options_from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None):
+    """The ``cls`` options of ``values`` (keys as the keywords; a None value is the default).
+    ``fields`` names where each key came from, for the errors (a scenario's ``jobs`` is
+    ``run.jobs``)."""
+    names = {option.name for option in dataclasses.fields(cls)}
+    given = {name: value for name, value in values.items() if value is not None}
+    fields = fields or {}
+    unknown = sorted(set(given) - names)
+    if unknown:
+        name = validation.shorten(str(unknown[0]))
+        raise InputError(fields.get(name, name), f"unknown run option; allowed: {', '.join(sorted(names))}")
+    try:
+        return cls(**given)
+    except InputError as error:
+        head, dot, rest = error.field.partition(".")
+        if head not in fields:
+            raise
+        raise InputError(fields[head] + dot + rest, error.rule) from None
+
+
+def options_of(cls, options, keywords: dict):
+    """The ``cls`` options an entry point runs with: ``options`` as given, or made of its
+    ``keywords`` (each a field of ``cls``); both together are refused unless every keyword is at
+    its default."""
+    if options is None:
+        return cls(**keywords)
+    if not isinstance(options, cls):
+        raise InputError("options", f"must be a hetlb.{cls.__name__}, got {type(options).__name__}")
+    defaults = {option.name: option.default for option in dataclasses.fields(cls)}
+    for name, value in keywords.items():
+        default = defaults[name]
+        if value is not None if default is None else bool(value != default):
+            raise InputError("options", f"give the run options as a {cls.__name__} or as keywords, not both")
+    return options

@@ -11,8 +11,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from hetlb.errors import InputError
@@ -22,7 +20,7 @@ from hetlb.results.dispatchers import DispatchersResult
 from hetlb.results.run import SimulationResult
 from hetlb.simulation.continuous import simulate_one_dispatcher
 from hetlb.simulation.dispatchers import simulate_dispatchers
-from hetlb.simulation.options import RunOptions
+from hetlb.simulation.options import RunOptions, options_of
 
 
 def simulate(
@@ -93,22 +91,7 @@ def simulate(
     )
     if split is not None and dispatcher_share is not None:
         raise InputError("split", "is the former name of dispatcher_share: give one of them")
-    if options is None:
-        options = RunOptions(**keywords)
-    elif not isinstance(options, RunOptions):
-        raise InputError("options", f"must be a hetlb.RunOptions, got {type(options).__name__}")
-    elif any(given(name, value) for name, value in keywords.items()):
-        raise InputError("options", "give the run options as a RunOptions or as keywords, not both")
+    options = options_of(RunOptions, options, keywords)
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
-
-
-DEFAULTS = {option.name: option.default for option in dataclasses.fields(RunOptions)}
-"""Each run option's default: a keyword of simulate left at it is not given."""
-
-
-def given(name: str, value) -> bool:
-    """Whether the keyword ``name`` of simulate was given a value other than its default."""
-    default = DEFAULTS[name]
-    return value is not None if default is None else bool(value != default)
