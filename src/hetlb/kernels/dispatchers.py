@@ -45,14 +45,16 @@ from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
     RUNNING,
+    add_to_batch,
     admit_job,
+    arrival_batch,
     close_window,
     draw_size,
     finish,
     has_finite_buffer,
     idle,
     leave_server,
-    measure_departure,
+    measure_response,
     move_level,
     next_mark,
     pass_marks,
@@ -829,7 +831,10 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
             s = departures[1].leaf
             server = servers[s]
             if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
-                measure_departure(c, server, now, histogram, batches, batch_close, n_batches)
+                response, waiting = measure_response(c, server, now, histogram)
+                add_to_batch(
+                    batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
+                )
             q = leave_server(c, server, now)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
