@@ -18,7 +18,6 @@ deliveries of delayed messages and the snapshot polls.
 """
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from hetlb.kernels import dispatchers as dispatcher_kernel  # noqa: E402
 from hetlb.model.dispatchers import Updates  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.simulation import continuous, dispatchers  # noqa: E402
+from hetlb.simulation.options import RunOptions  # noqa: E402
 
 CLOCK = time.thread_time
 
@@ -46,7 +46,7 @@ def time_single(system, policy_id, jobs, seed, tree=False):
     buckets = continuous.BUCKET_MAX_CLASSES
     continuous.BUCKET_MAX_CLASSES = -1 if tree else buckets
     try:
-        model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
+        model = continuous.pack_model(system, policy, RunOptions(jobs=jobs))
         state = continuous.new_state(model, system.n_servers, 0)
     finally:
         continuous.BUCKET_MAX_CLASSES = buckets
@@ -68,33 +68,32 @@ def time_single(system, policy_id, jobs, seed, tree=False):
 def time_dispatchers(system, policy_id, n_dispatchers, update, jobs, seed):
     """(events, extra events, CPU seconds) of the dispatcher kernel."""
     policy = resolve_policy(policy_id, {})
-    model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = continuous.pack_model(system, policy, RunOptions(jobs=jobs, dispatchers=n_dispatchers))
     rates = dispatchers.source_rates(system, n_dispatchers, None)
-    dm = dispatchers.pack_dispatchers(
+    dispatcher_model = dispatchers.pack_dispatchers(
         system, policy, model, Updates.parse(update), rates, dispatchers.default_herd_window(system)
     )
     streams = [np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)]
     state = continuous.new_state(model, system.n_servers, 0)
-    ds = dispatchers.new_dispatcher_state(model, dm, system.n_servers, len(state.job_next))
-    dm = dispatchers.first_snapshot(dm, ds.counters, streams[2])
+    dispatcher_state = dispatchers.new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next))
+    dispatcher_model = dispatchers.first_snapshot(dispatcher_model, dispatcher_state.counters, streams[2])
     state.counters[0]["window_end"] = np.inf
     state.counters[0]["next_arrival"] = streams[0].exponential() / model.total_arrival_rate
     seconds = 0.0
     while True:
         t0 = CLOCK()
-        status = dispatcher_kernel.advance(model, state, dm, ds, *streams, 1 << 40)
+        status = dispatcher_kernel.advance(model, state, dispatcher_model, dispatcher_state, *streams, 1 << 40)
         seconds += CLOCK() - t0
         if status == continuous_kernel.FINISHED:
-            c = ds.counters[0]
+            c = dispatcher_state.counters[0]
             return int(state.counters[0]["events"]), int(c["message_events"] + c["snapshot_events"]), seconds
         if status == continuous_kernel.NEEDS_JOB_SLOTS:
             state = continuous.grow_job_pool(model, state)
             grown = np.zeros(len(state.job_next), np.int64)
-            grown[: len(ds.job_dispatcher)] = ds.job_dispatcher
-            ds = ds._replace(job_dispatcher=grown)
+            grown[: len(dispatcher_state.job_dispatcher)] = dispatcher_state.job_dispatcher
+            dispatcher_state = dispatcher_state._replace(job_dispatcher=grown)
         else:
-            ds = dispatchers.grow_messages(ds)
+            dispatcher_state = dispatchers.grow_messages(dispatcher_state)
 
 
 ROWS = {

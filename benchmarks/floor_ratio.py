@@ -53,6 +53,7 @@ from hetlb.kernels import slotted as slotted_kernel  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.simulation import continuous, slotted  # noqa: E402
 from hetlb.simulation.bounding import served_rate  # noqa: E402
+from hetlb.simulation.options import RunOptions  # noqa: E402
 
 CLOCK = time.thread_time
 """CPU time of this thread: a kernel runs in the calling thread, and CPU time counts neither the
@@ -65,7 +66,7 @@ time the shared machine gives to other processes nor the threads of linear-algeb
 def hetlb_continuous(system, policy_id, jobs, seed):
     """Events and CPU seconds of hetlb's continuous kernel measuring ``jobs`` jobs from empty."""
     policy = resolve_policy(policy_id, {})
-    model = continuous.pack_model(system, policy, jobs, math.inf, 0.0, 20, 10)
+    model = continuous.pack_model(system, policy, RunOptions(jobs=jobs))
     arrival_stream, policy_stream = np.random.SeedSequence(seed).spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))

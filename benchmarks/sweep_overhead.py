@@ -22,7 +22,7 @@ from hetlb.scenario import Scenario
 def bare_runs(units) -> None:
     for unit in units:
         scenario = Scenario.from_mapping(unit.scenario)
-        hetlb.simulate(scenario.system, scenario.policy, seed=unit.seed, **scenario.run)
+        hetlb.simulate(scenario.system, scenario.policy, scenario.run.replace(seed=unit.seed))
 
 
 def main():

@@ -11,6 +11,7 @@ from hetlb.model import CompatibilityGraph, CountDistribution, JobSizes, Slotted
 from hetlb.policies import POLICIES, Policy, make_policy, register_policy
 from hetlb.policies.plugins import load_plugins
 from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+from hetlb.simulation.options import RunOptions, SlottedRunOptions
 from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.version import __version__
@@ -22,6 +23,8 @@ __all__ = [
     "JobSizes",
     "POLICIES",
     "Policy",
+    "RunOptions",
+    "SlottedRunOptions",
     "SlottedSystem",
     "System",
     "__version__",

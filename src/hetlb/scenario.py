@@ -32,13 +32,13 @@ every key with its default and unit. ``update`` in [policy] is the update signal
 in both models (a text such as "piggyback,push:p_hat=0.1:d=2" or a table of signals; the slotted
 model takes one of push or pull). In the continuous model, ``dispatchers`` and ``dispatcher_share``
 in [system] and ``herd_window`` in [run] give M dispatchers that decide on their own estimates
-(hetlb.simulation.dispatchers; docs/reference/dispatchers.md).
+(hetlb.simulation.dispatchers; docs/reference/dispatchers.md). They join the [run] keys in the
+scenario's one hetlb.simulation.options.RunOptions, under the same names.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import port_arrival_rates, server_count
 from hetlb.policies import Policy, make_policy
 from hetlb.signals import slotted_update
+from hetlb.simulation.options import RunOptions, SlottedRunOptions
 
 SPEED_KEYS = {"speeds", "n_servers", "speed_mix", "speed_distribution"}
 SYSTEM_KEYS = {
@@ -94,13 +95,13 @@ the run keys are those of hetlb.simulate and hetlb.simulate_slotted."""
 
 @dataclass
 class Scenario:
-    """What to simulate (``system``, ``policy``) and how long (``run``: keywords of hetlb.simulate,
-    or of hetlb.simulate_slotted for a slotted system)."""
+    """What to simulate (``system``, ``policy``) and how (``run``: the checked RunOptions of
+    hetlb.simulate, built once from the [run] table and the dispatcher keys; or, for a slotted
+    system, the SlottedRunOptions of hetlb.simulate_slotted, from the [run] table)."""
 
     system: System | SlottedSystem
     policy: Policy
-    run: dict = field(default_factory=dict)
-    dispatch: dict = field(default_factory=dict)  # dispatchers, split, update of the continuous model
+    run: RunOptions | SlottedRunOptions = field(default_factory=RunOptions)
 
     @property
     def model(self) -> str:
@@ -111,8 +112,8 @@ class Scenario:
         from hetlb.simulation.simulate import simulate
         from hetlb.simulation.slotted import simulate_slotted
 
-        run = simulate_slotted if self.model == "slotted" else simulate
-        return run(self.system, self.policy, **{**self.dispatch, **self.run, **overrides})
+        run = simulate if isinstance(self.run, RunOptions) else simulate_slotted
+        return run(self.system, self.policy, self.run.replace(**overrides) if overrides else self.run)
 
     @classmethod
     def from_mapping(cls, data: dict) -> Scenario:
@@ -125,19 +126,15 @@ class Scenario:
         model = validation.choice("system.model", system_data.get("model", "continuous"), tuple(SYSTEM_KEYS))
         check_keys("system", system_data, SYSTEM_KEYS[model])
         check_keys("run", run, RUN_KEYS[model])
-        check_run(model, run)
+        fields = {key: f"run.{key}" for key in run}  # the dispatcher keys keep their names
         if model == "slotted":
-            return cls(build_slotted_system(system_data), build_policy(slotted_update(policy_data)), run)
-        dispatch = {
-            name: table.pop(key)
-            for name, table, key in (
-                ("dispatchers", system_data, "dispatchers"),
-                ("split", system_data, "dispatcher_share"),
-                ("update", policy_data, "update"),
-            )
-            if key in table
-        }
-        return cls(build_system(system_data), build_policy(policy_data), run, dispatch)
+            slotted = SlottedRunOptions.from_mapping(run, fields)
+            return cls(build_slotted_system(system_data), build_policy(slotted_update(policy_data)), slotted)
+        for key, table in (("dispatchers", system_data), ("dispatcher_share", system_data), ("update", policy_data)):
+            if key in table:
+                run[key] = table.pop(key)
+        options = RunOptions.from_mapping(run, fields)
+        return cls(build_system(system_data), build_policy(policy_data), options)
 
     @classmethod
     def from_toml(cls, path) -> Scenario:
@@ -172,42 +169,6 @@ def read_toml(path, field: str = "config") -> dict:
         raise InputError(field, f"{name} is not valid TOML: {validation.shorten(str(error))}") from None
     except RecursionError:
         raise InputError(field, f"{name} is not valid TOML: nested too deeply") from None
-
-
-RUN_CHECKS: dict[str, dict[str, Callable]] = {
-    "continuous": {
-        "jobs": lambda name, value: validation.integer(name, value),
-        "horizon": validation.positive_number,
-        "warmup": lambda name, value: validation.number(name, value, 0.0),
-        "batches": lambda name, value: validation.integer(name, value, low=2),
-        "occupancy_levels": lambda name, value: validation.integer(name, value),
-        "state_distribution": validation.flag,
-        "speed_bins": lambda name, value: validation.integer(name, value),
-        "herd_window": validation.positive_number,
-    },
-    "slotted": {
-        "slots": lambda name, value: validation.integer(name, value),
-        "warmup": lambda name, value: validation.integer(name, value, low=0),
-        "batches": lambda name, value: validation.integer(name, value, low=2),
-        "preference": validation.flag,
-    },
-}
-"""The type of each value of a [run] table, by model (the runs check the rest, such as jobs >=
-batches and horizon > warmup)."""
-
-
-def check_run(model: str, run: dict) -> None:
-    """Check the type of every value of the [run] table of a ``model`` scenario."""
-    for key, value in run.items():
-        if value is None:
-            continue  # the default, as a keyword of hetlb.simulate
-        if key == "replications":
-            validation.integer("run.replications", value)
-        elif key == "seed":
-            if not isinstance(value, np.random.SeedSequence):
-                validation.seed("run.seed", value)
-        elif key in RUN_CHECKS[model]:
-            RUN_CHECKS[model][key](f"run.{key}", value)
 
 
 def check_keys(table: str, data: dict, allowed: set) -> None:

@@ -99,9 +99,10 @@ def test_a_run_to_a_horizon_is_bit_for_bit_too(compiled, monkeypatch):
 def test_arguments_of_other_types_are_never_given_to_compiled_code(compiled):
     from hetlb.policies.registry import make_policy
     from hetlb.simulation import continuous
+    from hetlb.simulation.options import RunOptions
 
     system = SYSTEMS["complete"]
-    model = continuous.pack_model(system, make_policy("jsq"), 100, np.inf, 0.0, 10, 8)
+    model = continuous.pack_model(system, make_policy("jsq"), RunOptions(jobs=100, batches=10, occupancy_levels=8))
     state = continuous.new_state(model, system.n_servers, 0)
     rng = np.random.default_rng(0)
     assert compiled.find("advance", (model, state, rng, rng, 10)) is not None

@@ -21,6 +21,7 @@ from hetlb.policies import POLICIES
 from hetlb.policies.choice import ON_ESTIMATES
 from hetlb.simulation import continuous as single
 from hetlb.simulation import dispatchers as simulation
+from hetlb.simulation.options import RunOptions
 
 from support.statistics import bonferroni_t_halfwidth
 
@@ -172,22 +173,23 @@ def step_events(system, policy, update, dispatchers, events, seed):
     """Run a dispatcher kernel one event at a time; yield (model, state, dispatcher model, state)."""
     policy_object = hetlb.make_policy(policy)
     updates = simulation.Updates.parse(update)
-    model = single.pack_model(system, policy_object, 10**9, math.inf, 0.0, 20, 3)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = single.pack_model(
+        system, policy_object, RunOptions(jobs=10**9, occupancy_levels=3, dispatchers=dispatchers)
+    )
     rates = simulation.source_rates(system, dispatchers, None)
-    dm = simulation.pack_dispatchers(system, policy_object, model, updates, rates, 0.1)
+    dispatcher_model = simulation.pack_dispatchers(system, policy_object, model, updates, rates, 0.1)
     state = single.new_state(model, system.n_servers, events)
-    ds = simulation.new_dispatcher_state(model, dm, system.n_servers, len(state.job_next))
+    dispatcher_state = simulation.new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next))
     streams = [np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)]
-    dm = simulation.first_snapshot(dm, ds.counters, streams[2])
+    dispatcher_model = simulation.first_snapshot(dispatcher_model, dispatcher_state.counters, streams[2])
     state.counters[0]["window_end"] = np.inf
     state.counters[0]["next_arrival"] = streams[0].exponential() / system.total_arrival_rate
     for _ in range(events):
         before = int(state.counters[0]["arrivals_total"])
-        status = kernel.advance(model, state, dm, ds, *streams, 1)
+        status = kernel.advance(model, state, dispatcher_model, dispatcher_state, *streams, 1)
         assert status == kernel.RUNNING
         arrived = int(state.counters[0]["arrivals_total"]) > before
-        yield state, ds, int(state.trace_server[state.counters[0]["trace_n"] - 1]) if arrived else -1
+        yield state, dispatcher_state, int(state.trace_server[state.counters[0]["trace_n"] - 1]) if arrived else -1
 
 
 @st.composite
@@ -237,14 +239,14 @@ def test_estimates_equal_the_truth_right_after_a_zero_delay_update(system, dispa
     are the truth after the event; a pull of p_hat = 1: every departure's server is known to its
     dispatcher."""
     n = system.n_servers
-    for state, ds, server in step_events(system, "l-jsq", f"push:p_hat=1:d={n}", dispatchers, 300, seed):
+    for state, dispatcher_state, server in step_events(system, "l-jsq", f"push:p_hat=1:d={n}", dispatchers, 300, seed):
         if server >= 0:
-            decided = ds.last_decision_dispatcher[server]
-            np.testing.assert_array_equal(ds.estimate[decided], state.servers["queue_len"])
-    for state, ds, _ in step_events(system, "l-jsq", "pull:p_hat=1", dispatchers, 300, seed):
-        served = ds.estimate_time == state.counters[0]["now"]  # what the event just told
+            decided = dispatcher_state.last_decision_dispatcher[server]
+            np.testing.assert_array_equal(dispatcher_state.estimate[decided], state.servers["queue_len"])
+    for state, dispatcher_state, _ in step_events(system, "l-jsq", "pull:p_hat=1", dispatchers, 300, seed):
+        served = dispatcher_state.estimate_time == state.counters[0]["now"]  # what the event just told
         for m, s in zip(*np.nonzero(served)):
-            assert ds.estimate[m, s] == state.servers["queue_len"][s]
+            assert dispatcher_state.estimate[m, s] == state.servers["queue_len"][s]
 
 
 def test_bad_inputs_are_one_line_errors():
@@ -256,7 +258,8 @@ def test_bad_inputs_are_one_line_errors():
         (dict(update="increment:delay=1"), "update.increment"),
         (dict(update="pull:delay=1:mean_delay=1"), "update.pull"),
         (dict(dispatchers=0), "dispatchers"),
-        (dict(dispatchers=2, split=[0.5, 0.6]), "split"),
+        (dict(dispatchers=2, dispatcher_share=[0.5, 0.6]), "dispatcher_share"),
+        (dict(dispatchers=2, split=[0.5, 0.6]), "dispatcher_share"),  # its former name
         (dict(herd_window=-1.0), "herd_window"),
     ):
         with pytest.raises(InputError) as error:

@@ -17,6 +17,7 @@ from hetlb import InputError, validation
 from hetlb.cli import main
 from hetlb.errors import one_line
 from hetlb.simulation import continuous
+from hetlb.simulation.options import RunOptions
 from hetlb.theory import exact
 
 
@@ -94,11 +95,11 @@ def test_the_speed_bound_of_the_smallest_and_largest_rates_is_exact():
 @pytest.mark.parametrize(
     "argv,field,words",
     [
-        (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", 2**64], "jobs", "<= 2^62"),
+        (["simulate", "--speeds", "1", "--load", "0.5", "--jobs", 2**64], "run.jobs", "<= 2^62"),  # the scenario's
         (["simulate", "--speeds", "1", "--load", "0.5", "--buffer", 2**63], "buffer", "<= 2^62"),
         (["exact", "--speeds", "1", "--load", "0.5", "--buffer", 2**63], "buffer", "<= 2^62"),
         (["simulate", "--speeds", "99999999999999999999x1", "--load", "0.5"], "speeds", "<= 2^62"),
-        (["simulate", "--speeds", "1", "--load", "0.5", "--replications", 10**20], "replications", "<= 2^62"),
+        (["simulate", "--speeds", "1", "--load", "0.5", "--replications", 10**20], "run.replications", "<= 2^62"),
         (
             ["simulate", "--speeds", "1", "--load", "0.5", "--jobs", 20, "--replications", 10**12],
             "replications",
@@ -364,16 +365,7 @@ def test_a_simulation_stays_within_its_memory_estimate(speeds, policy, options):
     buffer = options.pop("buffer", None)
     system = hetlb.System.from_speeds(speeds, load=0.8, buffer=buffer)
     hetlb.simulate(system, policy, jobs=100)  # compiled and cached before measuring
-    parts = continuous.run_memory(
-        system,
-        hetlb.make_policy(policy),
-        20,
-        10,
-        options.get("trace", 0),
-        options.get("state_distribution", False),
-        options.get("speed_bins"),
-        options.get("replications", 1),
-    )
+    parts = continuous.run_memory(system, hetlb.make_policy(policy), RunOptions(jobs=3000, **options))
     tracemalloc.start()
     try:
         hetlb.simulate(system, policy, jobs=3000, **options)

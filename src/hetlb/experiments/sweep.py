@@ -39,6 +39,7 @@ from hetlb.results.table import (  # noqa: F401 (the table's columns, imported f
     speed_lower_bound_or_nan,
 )
 from hetlb.scenario import Scenario
+from hetlb.simulation.options import RunOptions
 from hetlb.stats import t_interval
 
 if TYPE_CHECKING:
@@ -179,12 +180,12 @@ def interrupted(spec: SweepSpec, runs: int, stored: int | None, finished: int, i
 def estimated_events(scenario: Scenario) -> float:
     """Arrivals plus departures a run will take, roughly."""
     run = scenario.run
-    if scenario.model == "slotted":
-        return float(run.get("slots", 100_000) + run.get("warmup", 0)) * scenario.system.n_servers
+    if not isinstance(run, RunOptions):  # the slotted model's
+        return float(run.slots + run.warmup) * scenario.system.n_servers
     rate = scenario.system.total_arrival_rate
-    if "horizon" in run:
-        return 2.0 * rate * float(run["horizon"])
-    return 2.0 * (run.get("jobs", 100_000) + rate * float(run.get("warmup", 0.0)))
+    if run.horizon is not None:
+        return 2.0 * rate * run.horizon
+    return 2.0 * ((run.jobs or 0) + rate * run.warmup)
 
 
 def group_units(units, points, events_per_task: int, min_tasks: int) -> list[list]:

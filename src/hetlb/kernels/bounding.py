@@ -28,9 +28,11 @@ i at once, and the sandwich Q^FSL_{+i} <= Q^pi_{+i} <= Q^SSL_{+i} holds on every
 docs/reference/bounding-systems.md).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
-from hetlb.jit import at, njit
+from hetlb.jit import at, njit, records
 from hetlb.policies.rules import KEYED_CODES, least_key_server, selection_key
 
 CODES = KEYED_CODES
@@ -44,6 +46,36 @@ FIRST_POLICY_ROW = 2
 
 INITIAL_LEVELS = 8
 """Levels allocated at the start; the arrays double when an arrival reaches a new level."""
+
+BoundingModel = namedtuple("BoundingModel", ["served_rate", "mean_step", "arrival_rate", "buffer", "horizon", "warmup"])
+BoundingModel.__doc__ = """Read-only parameters of a path of JSQ-FSL or JSQ-SSL (:func:`simulate_bounding`):
+``served_rate`` as in the module doc, ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) (a
+division per event turned into a read), the buffer b (INFINITE_BUFFER for none), the horizon and
+the warm-up (time units)."""
+
+BoundingState = namedtuple(
+    "BoundingState", ["counters", "level_count", "level_area", "time_at_jobs", "time_at_waiting"]
+)
+BoundingState.__doc__ = """Mutable state of a path: ``counters`` is a one-record array of
+BOUNDING_COUNTER_DTYPE; ``level_count[i]`` = Q_i, ``level_area[i]`` its area
+(:func:`move_level_area`), and the time spent with Q_{+1} = j and with Q_{+2} = j for each j."""
+
+BOUNDING_COUNTER_DTYPE = np.dtype(
+    [
+        ("now", "f8"),
+        ("shortest", "i8"),
+        ("longest", "i8"),
+        ("jobs", "i8"),
+        ("arrivals", "i8"),
+        ("lost", "i8"),
+        ("events", "i8"),
+        ("pending", "i8"),
+    ]
+)
+"""Scalars of a path: the time, the least and greatest buffer lengths, the jobs in system, the
+arrivals, lost arrivals and events after the warm-up, and 1 while an arrival waits for longer
+arrays (drawn and counted, not yet admitted). The event loop holds them in locals and writes
+them back when it returns."""
 
 
 @njit
@@ -157,49 +189,31 @@ def simulate_bounding(served_rate, arrival_rate, buffer, horizon, warmup, rng):
     n_buffers = len(served_rate) - 1
     level_count = np.zeros(INITIAL_LEVELS, dtype=np.int64)
     level_count[0] = n_buffers
-    level_area = np.zeros(INITIAL_LEVELS)
-    time_at_jobs = np.zeros(2 * n_buffers + 1)
-    time_at_waiting = np.zeros(n_buffers + 1)
     mean_step = 1.0 / (arrival_rate + served_rate)  # the mean time to the next event, by Q_1
-    # now, shortest, longest, jobs, arrivals, lost, events, and whether an arrival is half done
-    now, shortest, longest, jobs, arrivals, lost, events, pending = 0.0, 0, 0, 0, 0, 0, 0, False
-    while True:
-        now, shortest, longest, jobs, arrivals, lost, events, pending = bounding_events(
-            served_rate,
-            mean_step,
-            arrival_rate,
-            buffer,
-            horizon,
-            warmup,
-            rng,
-            level_count,
-            level_area,
-            time_at_jobs,
-            time_at_waiting,
-            now,
-            shortest,
-            longest,
-            jobs,
-            arrivals,
-            lost,
-            events,
-            pending,
-        )
-        if not pending:
-            break
+    model = BoundingModel(served_rate, mean_step, arrival_rate, buffer, horizon, warmup)
+    counters = np.zeros(1, dtype=BOUNDING_COUNTER_DTYPE)
+    c = records(counters)[0]
+    state = BoundingState(
+        counters, level_count, np.zeros(INITIAL_LEVELS), np.zeros(2 * n_buffers + 1), np.zeros(n_buffers + 1)
+    )
+    while bounding_events(model, state, rng):
         # the room the pending arrival needs, grown as each array fills (doubling)
-        level = shortest + 1
+        level_count, level_area = state.level_count, state.level_area
+        time_at_jobs, time_at_waiting = state.time_at_jobs, state.time_at_waiting
+        level = c.shortest + 1
         if level + 1 >= len(level_count):
             level_count = with_more_levels(level_count, level + 2)
             level_area = with_more_levels(level_area, level + 2)
-        if jobs + 1 >= len(time_at_jobs):
-            time_at_jobs = with_more_levels(time_at_jobs, jobs + 2)
-        waiting = jobs + 1 - level_count[1] - int(shortest == 0)
+        if c.jobs + 1 >= len(time_at_jobs):
+            time_at_jobs = with_more_levels(time_at_jobs, c.jobs + 2)
+        waiting = c.jobs + 1 - level_count[1] - int(c.shortest == 0)
         if waiting >= len(time_at_waiting):
             time_at_waiting = with_more_levels(time_at_waiting, waiting + 1)
+        state = BoundingState(counters, level_count, level_area, time_at_jobs, time_at_waiting)
+    level_count, level_area = state.level_count, state.level_area
     for level in range(1, len(level_count)):
         level_area[level] += level_count[level] * horizon
-    return level_area, time_at_jobs, time_at_waiting, np.array([arrivals, lost, events])
+    return level_area, state.time_at_jobs, state.time_at_waiting, np.array([c.arrivals, c.lost, c.events])
 
 
 @njit(inline="always")
@@ -220,35 +234,36 @@ def depart(served_rate, level_count, level_area, shortest, longest, position, no
 
 
 @njit
-def bounding_events(
-    served_rate,
-    mean_step,
-    arrival_rate,
-    buffer,
-    horizon,
-    warmup,
-    rng,
-    level_count,
-    level_area,
-    time_at_jobs,
-    time_at_waiting,
-    now,
-    shortest,
-    longest,
-    jobs,
-    arrivals,
-    lost,
-    events,
-    pending,
-):
-    """The events of :func:`simulate_bounding` from the state (now, shortest, ..., events) up to the
-    horizon, or up to an arrival that needs longer arrays: it returns that state with ``pending``
-    true, the arrival drawn and counted, to be finished by the next call once they have grown.
-    ``mean_step[r]`` = 1 / (arrival_rate + served_rate[r]) turns a division per event into a read.
+def keep_counters(c, now, shortest, longest, jobs, arrivals, lost, events, pending):
+    """Write the event loop's locals back to the counters record ``c``; return ``pending``."""
+    c.now = now
+    c.shortest = shortest
+    c.longest = longest
+    c.jobs = jobs
+    c.arrivals = arrivals
+    c.lost = lost
+    c.events = events
+    c.pending = pending
+    return pending
+
+
+@njit
+def bounding_events(model, state, rng):
+    """The events of :func:`simulate_bounding` (a :class:`BoundingModel` and a
+    :class:`BoundingState`) from its counters on, up to the horizon, or up to an arrival that needs
+    longer arrays: it returns True then, with the counters' ``pending`` set, the arrival drawn and
+    counted, to be finished by the next call once they have grown.
 
     Two loops: the events that start before the warm-up's end, which clip their time to it and
     count only from it, then the measured ones, which need neither (max(now, warmup) = now)."""
-    if pending:
+    served_rate, mean_step, arrival_rate = model.served_rate, model.mean_step, model.arrival_rate
+    buffer, horizon, warmup = model.buffer, model.horizon, model.warmup
+    level_count, level_area = state.level_count, state.level_area
+    time_at_jobs, time_at_waiting = state.time_at_jobs, state.time_at_waiting
+    c = records(state.counters)[0]
+    now, shortest, longest, jobs = c.now, c.shortest, c.longest, c.jobs
+    arrivals, lost, events = c.arrivals, c.lost, c.events
+    if c.pending:
         shortest, longest = admit(level_count, level_area, shortest, longest, now, warmup)
         jobs += 1
     while now < warmup:
@@ -257,7 +272,7 @@ def bounding_events(
         next_time = now + rng.exponential() * mean_step[busy]
         if next_time >= horizon:
             credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
-            return now, shortest, longest, jobs, arrivals, lost, events, False
+            return keep_counters(c, now, shortest, longest, jobs, arrivals, lost, events, False)
         credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, next_time, warmup)
         now = next_time
         measuring = now >= warmup
@@ -274,7 +289,7 @@ def bounding_events(
             lost += measuring
             continue
         if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
-            return now, shortest, longest, jobs, arrivals, lost, events, True
+            return keep_counters(c, now, shortest, longest, jobs, arrivals, lost, events, True)
         shortest, longest = admit(level_count, level_area, shortest, longest, now, warmup)
         jobs += 1
     # the number of waiting jobs changes on some events only (a departure from a buffer holding two
@@ -289,7 +304,7 @@ def bounding_events(
         if next_time >= horizon:
             time_at_waiting[at(waiting)] = waiting_time
             credit_jobs(time_at_jobs, time_at_waiting, jobs, jobs - busy, now, horizon, warmup)
-            return now, shortest, longest, jobs, arrivals, lost, events, False
+            return keep_counters(c, now, shortest, longest, jobs, arrivals, lost, events, False)
         span = next_time - now
         time_at_jobs[at(jobs)] += span
         waiting_time += span
@@ -312,7 +327,7 @@ def bounding_events(
             continue
         if needs_room(level_count, time_at_jobs, time_at_waiting, shortest, jobs):
             time_at_waiting[at(waiting)] = waiting_time
-            return now, shortest, longest, jobs, arrivals, lost, events, True
+            return keep_counters(c, now, shortest, longest, jobs, arrivals, lost, events, True)
         if shortest > 0:  # no empty buffer: the job waits
             time_at_waiting[at(waiting)] = waiting_time
             waiting += 1

@@ -12,10 +12,21 @@ Speed notes.
 
 * Reference counting: the arrays are taken out of the two namedtuples once, in ``advance``,
   and stay live for the whole loop, so the loop does no reference counting. The helpers it
-  calls take records, scalars and plain arrays and use every array argument on every path,
-  which lets numba drop their reference counting too (an array used on one branch only is
-  released at the join through a phi, which numba's pruning pass cannot remove) and LLVM
-  inline them.
+  calls take records, scalars and plain arrays; those that take arrays are plain ``@njit``
+  functions that use every array argument on every path, which lets numba drop their reference
+  counting too (an array used on one branch only is released at the join through a phi, which
+  numba's pruning pass cannot remove) and LLVM inline them. Inlined by numba instead
+  (``inline="always"``), a helper's arrays are copies that are counted: the departure's
+  measurement so cost about a fifth of the event rate at N = 10 (the ahead-of-time compiler has
+  numba's runtime on, so compiling the loop without it is no way out). Helpers of records and
+  scalars alone are ``inline="always"``.
+* One set of helpers for both event loops: the blocks of an arrival and a departure that the
+  single dispatcher and the many dispatchers share (:func:`admit_job`, :func:`start_service`,
+  :func:`queue_job`, :func:`measure_response`, :func:`arrival_batch`, :func:`add_to_batch`,
+  :func:`leave_server`, :func:`serve_next`, :func:`idle`, :func:`record_trace`) and the
+  measurement's rare events (:func:`pass_marks` at the times :func:`next_mark` gives,
+  :func:`close_window`) live here; both loops take records, scalars and arrays in and call
+  them the same way.
 * Memory: all an event changes at one server is one cache line, its SERVER_DTYPE record; the
   job in service lives there too, and only waiting jobs take a job slot. In a large system
   the kernel also starts loading what the next departure will read (``prefetch``), so that
@@ -192,7 +203,8 @@ SERVER_DTYPE = np.dtype(
 """One server, 64 bytes (a cache line): jobs held (counting the one in service), speed class m,
 peak number of jobs, the job slot of its last waiting job, 1/speed, arrival time and size of
 the job in service, 8 spare bytes, and the integrals of its number of jobs and of its busy time
-in the form of :func:`set_queue_length`."""
+in the form of :func:`area_at` (a job's arrival subtracts now from ``job_area``, its departure
+adds it; the start of a busy period subtracts now from ``busy_area``, its end adds it)."""
 
 COUNTER_DTYPE = np.dtype(
     [
@@ -280,15 +292,6 @@ def area_at(area, count, at):
 
 
 @njit
-def set_queue_length(server, now, new_len):
-    """Set a server's (a SERVER_DTYPE record's) number of jobs to ``new_len`` at time ``now``,
-    with the areas of that number and of its busy time."""
-    server.job_area -= (new_len - server.queue_len) * now
-    server.busy_area -= (int(new_len > 0) - int(server.queue_len > 0)) * now
-    server.queue_len = new_len
-
-
-@njit
 def move_level(i, change, now, level_count, level_area):
     """Add ``change`` (+1 or -1) to s_{m,level} (the number of class-m servers with at least
     ``level`` jobs) at time ``now``, with its area; ``i`` = m * (levels + 1) + level indexes the
@@ -326,19 +329,10 @@ def begin_measurement(c, at, servers, level_count, level_area):
 
 
 @njit
-def close_window(
-    c,
-    at,
-    servers,
-    level_count,
-    level_area,
-    window_job_area,
-    window_busy_area,
-    window_level_area,
-    jobs_time,
-    waiting_time,
-):
-    """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]."""
+def close_window(c, at, servers, level_count, level_area, window_areas, jobs_time, waiting_time):
+    """Stop measuring arrivals at time ``at`` and keep the time integrals over [warmup, at]
+    (``window_areas``: the window's areas of each server's jobs and busy time, and of the levels)."""
+    window_job_area, window_busy_area, window_level_area = window_areas
     if len(jobs_time) > 0:
         record_state_time(c, at, jobs_time, waiting_time)
     c.window_job_area = area_at(c.job_area, c.in_system, at)
@@ -367,11 +361,184 @@ def snapshot_batch(c, batches, batch_close, at):
 
 
 @njit
+def next_mark(c, warmup, horizon, batch_ends, batch_by_jobs):
+    """The next time at which the measurement changes, +inf if none: the end of the warm-up before
+    it, the end of the current batch when batches are of time, the horizon while the window is
+    open. An event at or after it goes through :func:`pass_marks` first."""
+    mark = np.inf
+    if c.measuring == 0:
+        mark = warmup
+    if batch_by_jobs == 0 and c.batch_index < len(batch_ends):
+        mark = min(mark, batch_ends[c.batch_index])
+    if c.window_end == np.inf:
+        mark = min(mark, horizon)
+    return mark
+
+
+@njit
+def pass_marks(c, now, warmup, horizon, batch_ends, batch_by_jobs, servers, levels, window_areas, state_times):
+    """Before the event at ``now``: close the window at the horizon (the run ends there if no
+    measured job is left: returns True), start measuring at the end of the warm-up, close the
+    batches of time that ended. ``levels``: (level_count, level_area, batches, batch_close);
+    ``window_areas`` as in :func:`close_window`; ``state_times``: (jobs_time, waiting_time)."""
+    level_count, level_area, batches, batch_close = levels
+    jobs_time, waiting_time = state_times
+    if now > horizon and c.window_end == np.inf:
+        if c.measuring == 0:
+            begin_measurement(c, warmup, servers, level_count, level_area)
+        close_window(c, horizon, servers, level_count, level_area, window_areas, jobs_time, waiting_time)
+        if c.tagged_in_system == 0:
+            finish(c, horizon, batches, batch_close)
+            return True
+    if c.measuring == 0 and now >= warmup:
+        begin_measurement(c, warmup, servers, level_count, level_area)
+    if batch_by_jobs == 0:
+        while c.batch_index < len(batch_ends) and now >= batch_ends[c.batch_index]:
+            snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
+    return False
+
+
+@njit
+def record_trace(c, now, job_type, s, q, trace_time, trace_type, trace_server, trace_queue):
+    """Keep the decision at ``now``: a job of ``job_type`` sent to server s holding q jobs (the
+    caller checks that the trace has room)."""
+    trace_time[c.trace_n] = now
+    trace_type[c.trace_n] = job_type
+    trace_server[c.trace_n] = s
+    trace_queue[c.trace_n] = q
+    c.trace_n += 1
+
+
+@njit(inline="always")
+def admit_job(c, server, q, now):
+    """An arriving job joins ``server``, which holds ``q`` jobs: the counts, the areas of the
+    number in system and of the server's jobs (a change of one is one subtraction of now; the busy
+    area changes when a busy period starts, :func:`start_service`) and its peak."""
+    c.admitted_total += 1
+    c.admitted += c.tagging
+    c.tagged_in_system += c.tagging
+    if q > 0:
+        c.waited += c.tagging
+    c.in_system += 1
+    c.job_area -= now
+    server.job_area -= now
+    server.queue_len = q + 1
+    server.peak_queue = max(server.peak_queue, q + 1)
+
+
+@njit(inline="always")
+def start_service(c, server, now, size):
+    """The job of ``size`` that arrived at the idle ``server`` at ``now`` enters service; returns
+    its departure time."""
+    c.busy += 1
+    server.busy_area -= now
+    server.service_arrival = now
+    server.service_size = size
+    return now + size * server.inv_speed
+
+
+@njit
+def queue_job(c, server, q, now, size, job_arrival, job_size, job_next):
+    """The job of ``size`` that arrived at ``now`` waits at ``server`` (``q`` >= 1 jobs before it):
+    a slot of the server's ring of waiting jobs, after the last and before the first; returns
+    the slot."""
+    slot = c.free_slot
+    c.free_slot = job_next[slot]
+    job_arrival[slot] = now
+    job_size[slot] = size
+    if q == 1:
+        job_next[slot] = slot
+    else:
+        job_next[slot] = job_next[server.last_waiting]
+        job_next[server.last_waiting] = slot
+    server.last_waiting = slot
+    return slot
+
+
+@njit
+def measure_response(c, server, now, histogram):
+    """A measured job leaves ``server`` at ``now``: its response and waiting times into the sums
+    and the histogram; returns them."""
+    response = now - server.service_arrival
+    c.tagged_in_system -= 1
+    waiting = max(response - server.service_size * server.inv_speed, 0.0)
+    c.completed += 1
+    c.response_sum += response
+    c.response_sq_sum += response * response
+    c.waiting_sum += waiting
+    histogram[histogram_bin(response)] += 1
+    return response, waiting
+
+
+@njit
+def arrival_batch(c, arrival, batch_close, n_batches):
+    """The batch a job that arrived at ``arrival`` belongs to: the last one not closed before it.
+    Reads ``batch_close`` on every path (no reference counting)."""
+    b = min(c.batch_index, n_batches - 1)
+    closed = batch_close[max(b - 1, 0)]
+    while b > 0 and arrival <= closed:
+        b -= 1
+        closed = batch_close[max(b - 1, 0)]
+    return b
+
+
+@njit
+def add_to_batch(batches, b, response, waiting):
+    """One more measured job of batch b, with its response and waiting times."""
+    batches[b, 5] += 1.0
+    batches[b, 6] += response
+    batches[b, 7] += waiting
+
+
+@njit(inline="always")
+def leave_server(c, server, now):
+    """A job leaves ``server`` at ``now``: the counts and the areas of the number in system and of
+    the server's jobs (one addition of now; the busy area changes when the server idles,
+    :func:`idle`); returns the jobs the server still holds."""
+    c.in_system -= 1
+    c.job_area += now
+    c.departures_total += 1
+    q = server.queue_len - 1
+    server.job_area += now
+    server.queue_len = q
+    return q
+
+
+@njit
+def serve_next(c, server, now, job_arrival, job_size, job_next):
+    """After a departure at ``now`` from ``server``, which still holds jobs: its first waiting job
+    enters service and frees its slot; returns the slot."""
+    slot = job_next[server.last_waiting]
+    server.service_arrival = job_arrival[slot]
+    server.service_size = job_size[slot]
+    job_next[server.last_waiting] = job_next[slot]
+    job_next[slot] = c.free_slot
+    c.free_slot = slot
+    return slot
+
+
+@njit(inline="always")
+def idle(c, server, now):
+    """After a departure at ``now``, ``server`` holds no job: its busy period ends."""
+    c.busy -= 1
+    server.busy_area += now
+
+
+@njit
+def has_finite_buffer(buffer):
+    """Whether some server's buffer is finite (buffer.min() < INFINITE_BUFFER, which would allocate)."""
+    finite = False
+    for s in range(len(buffer)):
+        finite |= buffer[s] < INFINITE_BUFFER
+    return finite
+
+
+@njit
 def advance(model, state, arrival_rng, policy_rng, max_events):
     """Run up to ``max_events`` events; return RUNNING, FINISHED or NEEDS_JOB_SLOTS."""
     c = records(state.counters)[0]
     buffer, class_speed = model.buffer, model.class_speed
-    finite_buffers = buffer.min() < INFINITE_BUFFER
+    finite_buffers = has_finite_buffer(buffer)
     n_classes, policy_code = model.n_classes, model.policy_code
     sample_sizes, route_probabilities, compat_first_slow = (
         model.sample_sizes,
@@ -424,45 +591,27 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
         state.trace_server,
         state.trace_queue,
     )
-    window_job_area, window_busy_area, window_level_area = (
-        state.window_job_area,
-        state.window_busy_area,
-        state.window_level_area,
-    )
     jobs_time, waiting_time = state.jobs_time, state.waiting_time
     distributions = len(jobs_time) > 0
+    # what the measurement's rare events read, grouped (pass_marks, close_window)
+    levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
+    window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
     # the next arrival epoch in a register: the loop writes it to the counters too, but reads it
     # from here (a read of the record after its write would wait for the store on every event)
     next_arrival = c.next_arrival
     next_departure = departures[1].time  # likewise, the root of the departures' tree
+    mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
 
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
         now = min(next_arrival, next_departure)
-        if now > horizon and c.window_end == np.inf:
-            if c.measuring == 0:
-                begin_measurement(c, warmup, servers, level_count, level_area)
-            close_window(
-                c,
-                horizon,
-                servers,
-                level_count,
-                level_area,
-                window_job_area,
-                window_busy_area,
-                window_level_area,
-                jobs_time,
-                waiting_time,
-            )
-            if c.tagged_in_system == 0:
-                finish(c, horizon, batches, batch_close)
+        if now >= mark:
+            if pass_marks(
+                c, now, warmup, horizon, batch_ends, batch_by_jobs, servers, levels, window_areas, state_times
+            ):
                 return FINISHED
-        if c.measuring == 0 and now >= warmup:
-            begin_measurement(c, warmup, servers, level_count, level_area)
-        if batch_by_jobs == 0:
-            while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
-                snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
+            mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
         c.now = now
         c.events += 1
         if distributions and c.tagging == 1:
@@ -528,28 +677,14 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):
-                trace_time[c.trace_n] = now
-                trace_type[c.trace_n] = job_type
-                trace_server[c.trace_n] = s
-                trace_queue[c.trace_n] = q
-                c.trace_n += 1
+                record_trace(c, now, job_type, s, q, trace_time, trace_type, trace_server, trace_queue)
             c.arrivals_total += 1
             c.arrivals += c.tagging
             if finite_buffers and q >= buffer[s]:
                 c.blocked_total += 1
                 c.blocked += c.tagging
                 continue
-            c.admitted_total += 1
-            c.admitted += c.tagging
-            c.tagged_in_system += c.tagging
-            if q > 0:
-                c.waited += c.tagging
-            c.in_system += 1
-            c.job_area -= now
-            # set_queue_length(server, now, q + 1) written out: a change of one is one addition of
-            # now, and the busy area changes only when the server starts a busy period (below)
-            server.job_area -= now
-            server.queue_len = q + 1
+            admit_job(c, server, q, now)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -574,72 +709,29 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     )
                 elif bucketed:
                     move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
-            server.peak_queue = max(server.peak_queue, q + 1)
             if q == 0:
-                c.busy += 1
-                server.busy_area -= now
-                server.service_arrival = now
-                server.service_size = size
-                next_time = now + size * server.inv_speed
+                next_time = start_service(c, server, now, size)
                 if scanning:
                     lower_time_at_root(departures, s, next_time)
                 else:
                     lower_time(departures, s, next_time)
                 next_departure = min(next_departure, next_time)  # the root's time, as the tree has it
             else:
-                # it waits: a slot in the ring of waiting jobs, after the last and before the first
-                slot = c.free_slot
-                c.free_slot = job_next[slot]
-                job_arrival[slot] = now
-                job_size[slot] = size
-                if q == 1:
-                    job_next[slot] = slot
-                else:
-                    job_next[slot] = job_next[server.last_waiting]
-                    job_next[server.last_waiting] = slot
-                server.last_waiting = slot
+                queue_job(c, server, q, now, size, job_arrival, job_size, job_next)
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
-                close_window(
-                    c,
-                    now,
-                    servers,
-                    level_count,
-                    level_area,
-                    window_job_area,
-                    window_busy_area,
-                    window_level_area,
-                    jobs_time,
-                    waiting_time,
-                )
+                close_window(c, now, servers, level_count, level_area, window_areas, jobs_time, waiting_time)
         else:
             # a departure from the server with the earliest completion
             s = departures[1].leaf
             server = servers[s]
             if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
-                response = now - server.service_arrival
-                c.tagged_in_system -= 1
-                waiting = max(response - server.service_size * server.inv_speed, 0.0)
-                c.completed += 1
-                c.response_sum += response
-                c.response_sq_sum += response * response
-                c.waiting_sum += waiting
-                histogram[histogram_bin(response)] += 1
-                # into the batch it arrived in: the last one not closed before its arrival (written
-                # out here: as a helper function it costs a tenth of the event rate at N = 10)
-                b = min(c.batch_index, n_batches - 1)
-                while b > 0 and server.service_arrival <= batch_close[b - 1]:
-                    b -= 1
-                batches[b, 5] += 1.0
-                batches[b, 6] += response
-                batches[b, 7] += waiting
-            c.in_system -= 1
-            c.job_area += now
-            c.departures_total += 1
-            q = server.queue_len - 1
-            server.job_area += now  # set_queue_length(server, now, q) written out, as for an arrival
-            server.queue_len = q
+                response, waiting = measure_response(c, server, now, histogram)
+                add_to_batch(
+                    batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
+                )
+            q = leave_server(c, server, now)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -653,17 +745,10 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 if bucketed:
                     move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if q > 0:
-                # the first waiting job enters service and frees its slot
-                slot = job_next[server.last_waiting]
-                server.service_arrival = job_arrival[slot]
-                server.service_size = job_size[slot]
-                job_next[server.last_waiting] = job_next[slot]
-                job_next[slot] = c.free_slot
-                c.free_slot = slot
+                serve_next(c, server, now, job_arrival, job_size, job_next)
                 next_time = now + server.service_size * server.inv_speed
             else:
-                c.busy -= 1
-                server.busy_area += now
+                idle(c, server, now)
                 next_time = np.inf
             if scanning:
                 next_departure = set_time_by_scan(departures, s, next_time, n_servers)

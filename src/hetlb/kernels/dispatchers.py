@@ -40,21 +40,30 @@ from collections import namedtuple
 
 import numpy as np
 
-from hetlb.constants import INFINITE_BUFFER
-from hetlb.jit import njit, records
+from hetlb.jit import at, njit, records
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
     RUNNING,
-    begin_measurement,
+    add_to_batch,
+    admit_job,
+    arrival_batch,
     close_window,
     draw_size,
     finish,
-    histogram_bin,
+    has_finite_buffer,
+    idle,
+    leave_server,
+    measure_response,
     move_level,
+    next_mark,
+    pass_marks,
+    queue_job,
     record_state_time,
-    set_queue_length,
+    record_trace,
+    serve_next,
     snapshot_batch,
+    start_service,
 )
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
@@ -184,19 +193,30 @@ sampled estimate errors (signed, absolute) and ages."""
 
 
 @njit(inline="always")
-def find_next_delivery(flights, dc):
-    """Set dc.next_message and dc.next_kind to the earliest of the kinds' next deliveries."""
+def find_next_delivery(flights, dispatcher_counters):
+    """Set dispatcher_counters.next_message and dispatcher_counters.next_kind to the earliest of the kinds' next deliveries."""
     kind = 0
     for k in range(1, DELAYED_KINDS):
         if flights[k].next < flights[kind].next:
             kind = k
-    dc.next_message = flights[kind].next
-    dc.next_kind = kind
+    dispatcher_counters.next_message = flights[kind].next
+    dispatcher_counters.next_kind = kind
 
 
 @njit(inline="always")
 def put_in_flight(
-    flights, flight_observed, flight_target, flight_value, dc, law, mean, kind, target, value, now, update_rng
+    flights,
+    flight_observed,
+    flight_target,
+    flight_value,
+    dispatcher_counters,
+    law,
+    mean,
+    kind,
+    target,
+    value,
+    now,
+    update_rng,
 ):
     """Put a message of ``kind`` observed ``now`` in flight: at the end of the kind's ring (constant
     delay) or of its pool (exponential delays, whose next delivery is drawn afresh)."""
@@ -210,24 +230,26 @@ def put_in_flight(
     flight_value[entry] = value
     flight.count += 1
     if flight.count + flight.reserve > flight.capacity:
-        dc.flight_full = 1
+        dispatcher_counters.flight_full = 1
     if law == DELAY_CONSTANT:
         if flight.count == 1:
             flight.next = now + mean
-            if flight.next < dc.next_message:
-                dc.next_message = flight.next
-                dc.next_kind = kind
+            if flight.next < dispatcher_counters.next_message:
+                dispatcher_counters.next_message = flight.next
+                dispatcher_counters.next_kind = kind
     else:
         flight.next = now + mean / flight.count * update_rng.exponential()
-        find_next_delivery(flights, dc)
+        find_next_delivery(flights, dispatcher_counters)
 
 
 @njit(inline="always")
-def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, law, mean, now, update_rng):
+def take_from_flight(
+    flights, flight_observed, flight_target, flight_value, dispatcher_counters, law, mean, now, update_rng
+):
     """Take the message delivered now out of flight: the head of its kind's ring, or one of its
     kind's pool chosen uniformly (the last takes its place); return its (target, value, observed
     time)."""
-    kind = dc.next_kind
+    kind = dispatcher_counters.next_kind
     flight = flights[kind]
     flight.count -= 1
     if law == DELAY_CONSTANT:
@@ -248,7 +270,7 @@ def take_from_flight(flights, flight_observed, flight_target, flight_value, dc, 
             flight_value[last],
             flight_observed[last],
         )
-    find_next_delivery(flights, dc)
+    find_next_delivery(flights, dispatcher_counters)
     return target, value, observed
 
 
@@ -273,7 +295,7 @@ def apply_message(
     estimate_time,
     idle_since,
     key_trees,
-    dc,
+    dispatcher_counters,
     servers,
     n_classes,
     class_speed,
@@ -286,9 +308,9 @@ def apply_message(
     v = target // n_servers
     s = target - v * n_servers
     if observed < estimate_time[v, s]:
-        dc.stale += 1
+        dispatcher_counters.stale += 1
         return
-    dc.delivered += 1
+    dispatcher_counters.delivered += 1
     estimate_time[v, s] = observed
     set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
 
@@ -308,7 +330,7 @@ def send(
     flight_value,
     dispatched,
     messages,
-    dc,
+    dispatcher_counters,
     servers,
     n_classes,
     class_speed,
@@ -333,7 +355,7 @@ def send(
             estimate_time,
             idle_since,
             key_trees,
-            dc,
+            dispatcher_counters,
             servers,
             n_classes,
             class_speed,
@@ -347,7 +369,7 @@ def send(
         flight_observed,
         flight_target,
         flight_value,
-        dc,
+        dispatcher_counters,
         law,
         delay_mean[kind],
         kind,
@@ -359,37 +381,41 @@ def send(
 
 
 @njit
-def schedule_snapshot(dm, counters, update_rng):
+def schedule_snapshot(dispatcher_model, counters, update_rng):
     """Move the next poll (in the one record of ``counters``) on from the one just made, or from
     time 0 before the first: its time and which dispatcher it polls (-1: every one, the aligned
     polls)."""
-    dc = records(counters)[0]
-    interval = dm.snapshot_interval
-    n_dispatchers = dm.n_dispatchers
-    if dm.snapshot_aligned:
-        dc.snapshot_dispatcher = -1
-        dc.next_snapshot += interval * update_rng.exponential() if dm.snapshot_poisson else interval
-    elif dm.snapshot_poisson:  # M independent Poisson clocks: one of rate M / tau, a uniform dispatcher
-        dc.next_snapshot += interval / n_dispatchers * update_rng.exponential()
-        dc.snapshot_dispatcher = rules.uniform_index(update_rng, n_dispatchers)
+    dispatcher_counters = records(counters)[0]
+    interval = dispatcher_model.snapshot_interval
+    n_dispatchers = dispatcher_model.n_dispatchers
+    if dispatcher_model.snapshot_aligned:
+        dispatcher_counters.snapshot_dispatcher = -1
+        dispatcher_counters.next_snapshot += (
+            interval * update_rng.exponential() if dispatcher_model.snapshot_poisson else interval
+        )
+    elif dispatcher_model.snapshot_poisson:  # M independent Poisson clocks: one of rate M / tau, a uniform dispatcher
+        dispatcher_counters.next_snapshot += interval / n_dispatchers * update_rng.exponential()
+        dispatcher_counters.snapshot_dispatcher = rules.uniform_index(update_rng, n_dispatchers)
     else:
-        dc.snapshot_index += 1
-        if dc.snapshot_index == n_dispatchers:
-            dc.snapshot_index = 0
-            dc.snapshot_cycle += 1
-        m = dm.snapshot_order[dc.snapshot_index]
-        dc.snapshot_dispatcher = m
-        dc.next_snapshot = dm.snapshot_phase[m] + dc.snapshot_cycle * interval
+        dispatcher_counters.snapshot_index += 1
+        if dispatcher_counters.snapshot_index == n_dispatchers:
+            dispatcher_counters.snapshot_index = 0
+            dispatcher_counters.snapshot_cycle += 1
+        m = dispatcher_model.snapshot_order[dispatcher_counters.snapshot_index]
+        dispatcher_counters.snapshot_dispatcher = m
+        dispatcher_counters.next_snapshot = (
+            dispatcher_model.snapshot_phase[m] + dispatcher_counters.snapshot_cycle * interval
+        )
 
 
 @njit(inline="always")
-def measure_estimate(estimate, estimate_time, dc, servers, m, now, sampled):
+def measure_estimate(estimate, estimate_time, dispatcher_counters, servers, m, now, sampled):
     """Add dispatcher m's error and age for server ``sampled`` to the sums."""
     error = estimate[m, sampled] - servers[sampled].queue_len
-    dc.error_samples += 1
-    dc.error_sum += error
-    dc.absolute_error_sum += abs(error)
-    dc.age_sum += now - estimate_time[m, sampled]
+    dispatcher_counters.error_samples += 1
+    dispatcher_counters.error_sum += error
+    dispatcher_counters.absolute_error_sum += abs(error)
+    dispatcher_counters.age_sum += now - estimate_time[m, sampled]
 
 
 @njit(inline="always")
@@ -461,7 +487,7 @@ def decide(
 
 
 @njit(_nrt=False)
-def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_events):
+def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, policy_rng, update_rng, max_events):
     """Run up to ``max_events`` events (arrivals, departures, deliveries, polls); return RUNNING,
     FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS.
 
@@ -471,12 +497,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
     leaves them; 5.9 -> 9.6 M events/s on the push run of benchmarks/floor_ratio.py) are not
     needed; numba refuses to compile anything that would allocate."""
     c = records(state.counters)[0]
-    dc = records(ds.counters)[0]
+    dispatcher_counters = records(dispatcher_state.counters)[0]
     buffer, class_speed, n_classes = model.buffer, model.class_speed, model.n_classes
-    finite_buffers = False  # buffer.min() < INFINITE_BUFFER, without numba's runtime (see below)
-    for s in range(len(buffer)):
-        finite_buffers |= buffer[s] < INFINITE_BUFFER
-    n_sources = len(dm.source_keep)
+    finite_buffers = has_finite_buffer(buffer)
+    n_sources = len(dispatcher_model.source_keep)
     n_types = len(model.type_keep)
     mean_interarrival = 1.0 / model.total_arrival_rate
     size_code = model.size_code
@@ -503,81 +527,97 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
         state.trace_server,
         state.trace_queue,
     )
-    window_job_area, window_busy_area, window_level_area = (
-        state.window_job_area,
-        state.window_busy_area,
-        state.window_level_area,
-    )
     jobs_time, waiting_time = state.jobs_time, state.waiting_time
     distributions = len(jobs_time) > 0
-    truth_view = dm.truth_view == 1
-    herd_window = dm.herd_window
+    # what the measurement's rare events read, grouped (pass_marks, close_window)
+    levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
+    window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
+    truth_view = dispatcher_model.truth_view == 1
+    herd_window = dispatcher_model.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
-    estimate, estimate_time, idle_since, key_trees = ds.estimate, ds.estimate_time, ds.idle_since, ds.key_trees
-    dispatched, dispatched_flat = ds.dispatched, ds.dispatched.reshape(-1)
-    keys, ties, sample, probe_sample = ds.keys, ds.ties, ds.sample, ds.probe_sample
-    service_dispatcher, job_dispatcher = ds.service_dispatcher, ds.job_dispatcher
-    flights, flight_observed, flight_target, flight_value = (
-        records(ds.flights),
-        ds.flight_observed,
-        ds.flight_target,
-        ds.flight_value,
+    estimate, estimate_time, idle_since, key_trees = (
+        dispatcher_state.estimate,
+        dispatcher_state.estimate_time,
+        dispatcher_state.idle_since,
+        dispatcher_state.key_trees,
     )
-    messages, decisions, herd_other, herd_same = ds.messages, ds.decisions, ds.herd_other, ds.herd_same
-    last_decision_time, last_decision_dispatcher = ds.last_decision_time, ds.last_decision_dispatcher
-    probe_messages, source_keep, source_alias = dm.probe_messages, dm.source_keep, dm.source_alias
-    delay_law, delay_mean, type_uses_tree = dm.delay_law, dm.delay_mean, dm.type_uses_tree
+    dispatched, dispatched_flat = dispatcher_state.dispatched, dispatcher_state.dispatched.reshape(-1)
+    keys, ties, sample, probe_sample = (
+        dispatcher_state.keys,
+        dispatcher_state.ties,
+        dispatcher_state.sample,
+        dispatcher_state.probe_sample,
+    )
+    service_dispatcher, job_dispatcher = dispatcher_state.service_dispatcher, dispatcher_state.job_dispatcher
+    flights, flight_observed, flight_target, flight_value = (
+        records(dispatcher_state.flights),
+        dispatcher_state.flight_observed,
+        dispatcher_state.flight_target,
+        dispatcher_state.flight_value,
+    )
+    messages, decisions, herd_other, herd_same = (
+        dispatcher_state.messages,
+        dispatcher_state.decisions,
+        dispatcher_state.herd_other,
+        dispatcher_state.herd_same,
+    )
+    last_decision_time, last_decision_dispatcher = (
+        dispatcher_state.last_decision_time,
+        dispatcher_state.last_decision_dispatcher,
+    )
+    probe_messages, source_keep, source_alias = (
+        dispatcher_model.probe_messages,
+        dispatcher_model.source_keep,
+        dispatcher_model.source_alias,
+    )
+    delay_law, delay_mean, type_uses_tree = (
+        dispatcher_model.delay_law,
+        dispatcher_model.delay_mean,
+        dispatcher_model.type_uses_tree,
+    )
     # the scalars the helpers read (a namedtuple passed to them would have its arrays counted)
-    decision_code, key_code, sample_size = dm.decision_code, dm.key_code, dm.sample_size
-    jba_rate_weighted, jba_inclusive, jba_fallback = dm.jba_rate_weighted, dm.jba_inclusive, dm.jba_fallback
+    decision_code, key_code, sample_size = (
+        dispatcher_model.decision_code,
+        dispatcher_model.key_code,
+        dispatcher_model.sample_size,
+    )
+    jba_rate_weighted, jba_inclusive, jba_fallback = (
+        dispatcher_model.jba_rate_weighted,
+        dispatcher_model.jba_inclusive,
+        dispatcher_model.jba_fallback,
+    )
     compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
     speed, cumulative_speed = model.speed, model.compat_cumulative_speed
 
+    mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
     for _ in range(max_events):
         if c.free_slot < 0:
             return NEEDS_JOB_SLOTS
-        if dc.flight_full == 1:
+        if dispatcher_counters.flight_full == 1:
             return NEEDS_MESSAGE_SLOTS
         next_departure = departures[1].time
-        next_message = dc.next_message
-        now = min(min(c.next_arrival, next_departure), min(next_message, dc.next_snapshot))
-        if now > horizon and c.window_end == np.inf:
-            if c.measuring == 0:
-                begin_measurement(c, warmup, servers, level_count, level_area)
-            close_window(
-                c,
-                horizon,
-                servers,
-                level_count,
-                level_area,
-                window_job_area,
-                window_busy_area,
-                window_level_area,
-                jobs_time,
-                waiting_time,
-            )
-            if c.tagged_in_system == 0:
-                finish(c, horizon, batches, batch_close)
+        next_message = dispatcher_counters.next_message
+        now = min(min(c.next_arrival, next_departure), min(next_message, dispatcher_counters.next_snapshot))
+        if now >= mark:
+            if pass_marks(
+                c, now, warmup, horizon, batch_ends, batch_by_jobs, servers, levels, window_areas, state_times
+            ):
                 return FINISHED
-        if c.measuring == 0 and now >= warmup:
-            begin_measurement(c, warmup, servers, level_count, level_area)
-        if batch_by_jobs == 0:
-            while c.batch_index < n_batches and now >= batch_ends[c.batch_index]:
-                snapshot_batch(c, batches, batch_close, batch_ends[c.batch_index])
+            mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
         c.now = now
         if distributions and c.tagging == 1:
             record_state_time(c, now, jobs_time, waiting_time)
         tagging = c.tagging
 
         if next_message == now:
-            dc.message_events += 1
-            kind = dc.next_kind
+            dispatcher_counters.message_events += 1
+            kind = dispatcher_counters.next_kind
             target, value, observed = take_from_flight(
                 flights,
                 flight_observed,
                 flight_target,
                 flight_value,
-                dc,
+                dispatcher_counters,
                 delay_law[kind],
                 delay_mean[kind],
                 now,
@@ -590,7 +630,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 estimate_time,
                 idle_since,
                 key_trees,
-                dc,
+                dispatcher_counters,
                 servers,
                 n_classes,
                 class_speed,
@@ -599,10 +639,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                 observed,
             )
             continue
-        if dc.next_snapshot == now:
-            dc.snapshot_events += 1
-            polled = dc.snapshot_dispatcher
-            for m in range(dm.n_dispatchers):
+        if dispatcher_counters.next_snapshot == now:
+            dispatcher_counters.snapshot_events += 1
+            polled = dispatcher_counters.snapshot_dispatcher
+            for m in range(dispatcher_model.n_dispatchers):
                 if polled < 0 or m == polled:
                     for s in range(n_servers):
                         send(
@@ -619,7 +659,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                             flight_value,
                             dispatched_flat,
                             messages,
-                            dc,
+                            dispatcher_counters,
                             servers,
                             n_classes,
                             class_speed,
@@ -630,7 +670,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                             tagging,
                             update_rng,
                         )
-            schedule_snapshot(dm, ds.counters, update_rng)
+            schedule_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
             continue
 
         c.events += 1
@@ -642,7 +682,9 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             job_type = source - m * n_types
             v = 0 if truth_view else m
             if tagging == 1 and not truth_view:
-                measure_estimate(estimate, estimate_time, dc, servers, m, now, c.arrivals_total % n_servers)
+                measure_estimate(
+                    estimate, estimate_time, dispatcher_counters, servers, m, now, c.arrivals_total % n_servers
+                )
             s = decide(
                 decision_code,
                 key_code,
@@ -689,14 +731,10 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):
-                trace_time[c.trace_n] = now
-                trace_type[c.trace_n] = job_type
-                trace_server[c.trace_n] = s
-                trace_queue[c.trace_n] = q
-                c.trace_n += 1
+                record_trace(c, now, job_type, s, q, trace_time, trace_type, trace_server, trace_queue)
             c.arrivals_total += 1
             c.arrivals += tagging
-            if dm.increment == 1 and not truth_view:
+            if dispatcher_model.increment == 1 and not truth_view:
                 messages[INCREMENT] += tagging
                 dispatched[m, s] += 1
                 set_estimate(
@@ -715,7 +753,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if finite_buffers and q >= buffer[s]:
                 c.blocked_total += 1
                 c.blocked += tagging
-                if dm.piggyback == 1:  # the rejection is the job's response
+                if dispatcher_model.piggyback == 1:  # the rejection is the job's response
                     send(
                         key_code,
                         delay_law,
@@ -730,7 +768,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         flight_value,
                         dispatched_flat,
                         messages,
-                        dc,
+                        dispatcher_counters,
                         servers,
                         n_classes,
                         class_speed,
@@ -742,41 +780,22 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         update_rng,
                     )
             else:
-                c.admitted_total += 1
-                c.admitted += tagging
-                c.tagged_in_system += tagging
-                if q > 0:
-                    c.waited += tagging
-                c.in_system += 1
-                c.job_area -= now
-                set_queue_length(server, now, q + 1)
+                admit_job(c, server, q, now)
                 if q + 1 <= n_levels:
-                    move_level(server.speed_class * level_width + q + 1, 1, now, flat_level_count, flat_level_area)
+                    move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
                 if truth_view:
                     set_estimate(
                         key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now
                     )
-                server.peak_queue = max(server.peak_queue, q + 1)
                 if q == 0:
-                    c.busy += 1
-                    server.service_arrival = now
-                    server.service_size = size
                     service_dispatcher[s] = m
-                    lower_time(departures, s, now + size * server.inv_speed)
+                    lower_time(departures, s, start_service(c, server, now, size))
                 else:
-                    slot = c.free_slot
-                    c.free_slot = job_next[slot]
-                    job_arrival[slot] = now
-                    job_size[slot] = size
-                    job_dispatcher[slot] = m
-                    if q == 1:
-                        job_next[slot] = slot
-                    else:
-                        job_next[slot] = job_next[server.last_waiting]
-                        job_next[server.last_waiting] = slot
-                    server.last_waiting = slot
-            if dm.push_probability > 0.0 and update_rng.random() < dm.push_probability:
-                taken = rules.sample_without_replacement(n_servers, dm.push_size, probe_sample, update_rng)
+                    job_dispatcher[queue_job(c, server, q, now, size, job_arrival, job_size, job_next)] = m
+            if dispatcher_model.push_probability > 0.0 and update_rng.random() < dispatcher_model.push_probability:
+                taken = rules.sample_without_replacement(
+                    n_servers, dispatcher_model.push_size, probe_sample, update_rng
+                )
                 for i in range(taken):
                     send(
                         key_code,
@@ -792,7 +811,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                         flight_value,
                         dispatched_flat,
                         messages,
-                        dc,
+                        dispatcher_counters,
                         servers,
                         n_classes,
                         class_speed,
@@ -807,60 +826,29 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
             if batch_by_jobs == 1 and tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if tagging == 1 and c.admitted >= target_jobs:
-                close_window(
-                    c,
-                    now,
-                    servers,
-                    level_count,
-                    level_area,
-                    window_job_area,
-                    window_busy_area,
-                    window_level_area,
-                    jobs_time,
-                    waiting_time,
-                )
+                close_window(c, now, servers, level_count, level_area, window_areas, jobs_time, waiting_time)
         else:
             s = departures[1].leaf
             server = servers[s]
             if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
-                response = now - server.service_arrival
-                c.tagged_in_system -= 1
-                waiting = max(response - server.service_size * server.inv_speed, 0.0)
-                c.completed += 1
-                c.response_sum += response
-                c.response_sq_sum += response * response
-                c.waiting_sum += waiting
-                histogram[histogram_bin(response)] += 1
-                b = min(c.batch_index, n_batches - 1)
-                while b > 0 and server.service_arrival <= batch_close[b - 1]:
-                    b -= 1
-                batches[b, 5] += 1.0
-                batches[b, 6] += response
-                batches[b, 7] += waiting
-            c.in_system -= 1
-            c.job_area += now
-            c.departures_total += 1
-            q = server.queue_len - 1
-            set_queue_length(server, now, q)
+                response, waiting = measure_response(c, server, now, histogram)
+                add_to_batch(
+                    batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
+                )
+            q = leave_server(c, server, now)
             if q + 1 <= n_levels:
-                move_level(server.speed_class * level_width + q + 1, -1, now, flat_level_count, flat_level_area)
+                move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if truth_view:
                 set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
             sender = service_dispatcher[s]
             if q > 0:
-                slot = job_next[server.last_waiting]
-                server.service_arrival = job_arrival[slot]
-                server.service_size = job_size[slot]
-                service_dispatcher[s] = job_dispatcher[slot]
-                job_next[server.last_waiting] = job_next[slot]
-                job_next[slot] = c.free_slot
-                c.free_slot = slot
+                service_dispatcher[s] = job_dispatcher[serve_next(c, server, now, job_arrival, job_size, job_next)]
                 next_time = now + server.service_size * server.inv_speed
             else:
-                c.busy -= 1
+                idle(c, server, now)
                 next_time = np.inf
             set_time(departures, s, next_time)
-            if dm.piggyback == 1:
+            if dispatcher_model.piggyback == 1:
                 send(
                     key_code,
                     delay_law,
@@ -875,7 +863,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     flight_value,
                     dispatched_flat,
                     messages,
-                    dc,
+                    dispatcher_counters,
                     servers,
                     n_classes,
                     class_speed,
@@ -886,8 +874,8 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     tagging,
                     update_rng,
                 )
-            if dm.pull_probability > 0.0 and update_rng.random() < dm.pull_probability:
-                reported = rules.uniform_index(update_rng, dm.n_dispatchers)
+            if dispatcher_model.pull_probability > 0.0 and update_rng.random() < dispatcher_model.pull_probability:
+                reported = rules.uniform_index(update_rng, dispatcher_model.n_dispatchers)
                 send(
                     key_code,
                     delay_law,
@@ -902,7 +890,7 @@ def advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, max_event
                     flight_value,
                     dispatched_flat,
                     messages,
-                    dc,
+                    dispatcher_counters,
                     servers,
                     n_classes,
                     class_speed,

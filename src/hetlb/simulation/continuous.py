@@ -22,16 +22,15 @@ from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.run import RunResult, SimulationResult, versions
 from hetlb.simulation.ahead_of_time import kernel as compiled
+from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import (
     MAX_EVENTS,
     check_events,
     check_resolution,
     entropy_of,
-    root_seed_sequence,
     run_replications,
     safe_ratio,
     seed_description,
-    stopping_rule,
 )
 from hetlb.stats import growth_between_halves, interval, ratio_per_batch
 from hetlb.stats.halfin_whitt import speed_profile
@@ -75,21 +74,7 @@ for, and OVERHEAD_FLOOR (under a minute), is refused: it would hang with nothing
 
 
 def simulate_one_dispatcher(
-    system: System,
-    policy: str | Policy = "jsq",
-    *,
-    jobs: int | None = None,
-    horizon: float | None = None,
-    warmup: float = 0.0,
-    replications: int = 1,
-    seed: int | np.random.SeedSequence = 0,
-    batches: int = 20,
-    occupancy_levels: int = 10,
-    state_distribution: bool = False,
-    speed_bins: int | None = None,
-    trace: int = 0,
-    progress: bool = False,
-    **policy_params,
+    system: System, policy: str | Policy, options: RunOptions, **policy_params
 ) -> SimulationResult:
     """hetlb.simulate with one dispatcher that knows every queue (see hetlb.simulation.simulate)."""
     policy = resolve_policy(policy, policy_params)
@@ -102,50 +87,44 @@ def simulate_one_dispatcher(
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
     check_kernel_branch(policy.spec)
+    check_run(system, policy, options)
+    model = pack_model(system, policy, options)
+    runs = run_replications(
+        options.root_seed,
+        options.replications,
+        f"{policy.id} ",
+        options.progress,
+        lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report),
+    )
+    metadata = run_metadata(system, policy.describe(), policy, options)
+    return SimulationResult(runs, metadata)
+
+
+def check_run(system: System, policy: Policy, options: RunOptions) -> None:
+    """What the run options cannot check alone: the system, the policy's stability on it, its
+    speeds, and the expected cost and memory of the run."""
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
-    jobs, horizon, warmup = stopping_rule(jobs, horizon, warmup)
-    validation.count("replications", replications)
-    validation.count("batches", batches, low=2)
-    validation.count("occupancy_levels", occupancy_levels)
-    validation.count("trace", trace, low=0)
-    validation.flag("state_distribution", state_distribution)
-    root_seed = root_seed_sequence(seed)
-    if speed_bins is not None:
-        validation.count("speed_bins", speed_bins)
-    if jobs is not None and jobs < batches:
-        raise InputError("jobs", f"must be at least the number of batches ({batches})")
     check_policy_stability(system, policy)
     check_speeds(system)
-    run_cost(system, jobs, horizon, warmup).check(replications)
-    check_run_memory(
-        run_memory(system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications),
-        system.n_servers,
-        replications,
-    )
+    run_cost(system, options.jobs, options.end_time, options.warmup).check(options.replications)
+    check_run_memory(run_memory(system, policy, options), system.n_servers, options.replications)
 
-    model = pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
-    runs = run_replications(
-        root_seed,
-        replications,
-        f"{policy.id} ",
-        progress,
-        lambda seed_sequence, report: run_replication(
-            system, model, seed_sequence, trace, state_distribution, speed_bins, report
-        ),
-    )
-    metadata = {
+
+def run_metadata(system: System, policy_description: dict, policy: Policy, options: RunOptions, **extra) -> dict:
+    """The metadata of a continuous-time result (``extra`` goes after the policy's)."""
+    return {
         "system": system.describe(),
-        "policy": policy.describe(),
+        "policy": policy_description,
         "policy_definition": policy.spec.definition,
-        "seed": seed_description(seed, root_seed),
-        "replications": replications,
-        "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
-        "batches": batches,
+        **extra,
+        "seed": seed_description(options.seed, options.root_seed),
+        "replications": options.replications,
+        "stopping": options.stopping(),
+        "batches": options.batches,
         "confidence": 0.95,
         "versions": versions(),
     }
-    return SimulationResult(runs, metadata)
 
 
 def check_speeds(system: System) -> None:
@@ -246,9 +225,7 @@ def run_cost(system: System, jobs: int | None, horizon: float, warmup: float) ->
     return RunCost(rate, admitted, slowest, fastest, jobs, horizon, warmup, asked, lost, drain, end_time)
 
 
-def run_memory(
-    system: System, policy: Policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
-) -> dict:
+def run_memory(system: System, policy: Policy, options: RunOptions) -> dict:
     """Bytes a simulation allocates at most, by the argument that drives them (``system``: per
     server the kernel's records, trees and key buckets, per edge of the graph, per job slot of the
     pool it starts with, the results' per-server arrays; ``replications``: what the further
@@ -256,6 +233,8 @@ def run_memory(
     ``speed_bins``: their arrays in the run and the results), numpy temporaries included. The job
     pool doubles when more jobs wait than it holds; grow_job_pool refuses to grow it beyond the
     machine's memory. Their sum bounds a run's memory (tests measure it)."""
+    batches, occupancy_levels, trace = options.batches, options.occupancy_levels, options.trace
+    state_distribution, speed_bins, replications = options.state_distribution, options.speed_bins, options.replications
     n, edges, types = system.n_servers, system.graph.n_edges, system.n_types
     n_classes = len(np.unique(system.speed))
     slots = initial_job_slots(system.buffer, n)
@@ -350,8 +329,11 @@ def check_policy_stability(system: System, policy: Policy) -> None:
         )
 
 
-def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, occupancy_levels):
-    """The kernel's read-only arrays for ``system`` under ``policy``."""
+def pack_model(system: System, policy: Policy, options: RunOptions):
+    """The kernel's read-only arrays for ``system`` under ``policy``. With M dispatchers
+    (``options.many_dispatchers``) no job type routes by the single dispatcher's tree: the
+    dispatchers route by their own (hetlb.simulation.dispatchers.pack_dispatchers)."""
+    jobs, horizon, warmup, batches = options.jobs, options.end_time, options.warmup, options.batches
     graph = system.graph
     class_speed, server_class = system.speed_classes()
     edge_speed = system.speed[graph.indices]
@@ -364,10 +346,12 @@ def pack_model(system: System, policy: Policy, jobs, horizon, warmup, batches, o
     sample_sizes = [  # the kernel samples min(d, servers) of them: d beyond N is N (and fits in an int64)
         min(policy.params[name], system.n_servers) for name in ("d", "d_fast", "d_slow") if name in policy.params
     ]
-    uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS
+    uses_tree = policy.spec.ranks_whole_set and system.n_servers >= TREE_MIN_SERVERS and not options.many_dispatchers
     finite_buffer = system.buffer[system.buffer != INFINITE_BUFFER]
     n_levels = (
-        int(min(occupancy_levels, finite_buffer.max())) if len(finite_buffer) == system.n_servers else occupancy_levels
+        int(min(options.occupancy_levels, finite_buffer.max()))
+        if len(finite_buffer) == system.n_servers
+        else options.occupancy_levels
     )
     if jobs is None:
         batch_ends = warmup + (horizon - warmup) * np.arange(1, batches + 1) / batches
@@ -530,14 +514,12 @@ def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
     return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start)
 
 
-def run_replication(
-    system: System, model, seed_sequence, trace: int, state_distribution: bool, speed_bins, report
-) -> RunResult:
+def run_replication(system: System, model, seed_sequence, options: RunOptions, report) -> RunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
     arrival_stream, policy_stream = seed_sequence.spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
-    state = new_state(model, system.n_servers, trace, state_distribution)
+    state = new_state(model, system.n_servers, options.trace, options.state_distribution)
     counters = state.counters[0]
     counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
@@ -555,13 +537,18 @@ def run_replication(
         )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    run = run_result(system, model, state, seed_sequence, wall)
+    return run_result(system, model, state, seed_sequence, wall, options.speed_bins)
+
+
+def run_result(system: System, model, state, seed_sequence, wall_seconds: float, speed_bins: int | None) -> RunResult:
+    """The figures of one finished replication (with the speed profile in ``speed_bins`` bins)."""
+    run = figures(system, model, state, seed_sequence, wall_seconds)
     if speed_bins is not None:
         run.speed_profile = speed_profile(run, system.speed, speed_bins)
     return run
 
 
-def run_result(system: System, model, state, seed_sequence, wall_seconds: float) -> RunResult:
+def figures(system: System, model, state, seed_sequence, wall_seconds: float) -> RunResult:
     c = state.counters[0]
     measured = float(c["window_end"] - model.warmup)
     n = system.n_servers

@@ -28,9 +28,9 @@ from hetlb.policies import registry, rules
 from hetlb.policies.choice import KEY_CODE, ON_ESTIMATES, decides, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
-from hetlb.results.run import versions
 from hetlb.simulation import continuous
-from hetlb.simulation.replications import root_seed_sequence, run_replications, safe_ratio, seed_description
+from hetlb.simulation.options import RunOptions
+from hetlb.simulation.replications import run_replications, safe_ratio
 
 HERD_WINDOW_FRACTION = 0.1
 """The default herd window: this fraction of N / lambda_Sigma, the mean time between two decisions
@@ -53,97 +53,49 @@ MAX_PAIRS = 2**31
 
 
 def simulate_dispatchers(
-    system: System,
-    policy: str | Policy = "l-jsq",
-    *,
-    dispatchers: int = 1,
-    update=None,
-    split=None,
-    herd_window: float | None = None,
-    jobs: int | None = None,
-    horizon: float | None = None,
-    warmup: float = 0.0,
-    replications: int = 1,
-    seed: int | np.random.SeedSequence = 0,
-    batches: int = 20,
-    occupancy_levels: int = 10,
-    state_distribution: bool = False,
-    speed_bins: int | None = None,
-    trace: int = 0,
-    progress: bool = False,
-    **policy_params,
+    system: System, policy: str | Policy, options: RunOptions, **policy_params
 ) -> DispatchersResult:
-    """Simulate ``system`` with ``dispatchers`` = M dispatchers, each deciding by ``policy`` on its
-    own estimates, refreshed by the ``update`` signals (hetlb.model.dispatchers; default: ``push``
-    for the LED policies, ``probe`` for the others); the other arguments are those of
-    hetlb.simulate.
+    """Simulate ``system`` with ``options.dispatchers`` = M dispatchers (default 1), each deciding
+    by ``policy`` on its own estimates, refreshed by the ``options.update`` signals
+    (hetlb.model.dispatchers; default: ``push`` for the LED policies, ``probe`` for the others);
+    the options are those of hetlb.simulate (hetlb.simulation.options.RunOptions).
 
-    split: how the arrivals of each job type divide among the dispatchers: None (equally), M
-        shares summing to 1, or an M x K array of rates lambda_{m,k} whose columns sum to the job
-        types' arrival rates.
-    herd_window: a decision herds when its server was chosen by another dispatcher less than this
-        long before (time units; default HERD_WINDOW_FRACTION N / lambda_Sigma).
+    options.dispatcher_share: how the arrivals of each job type divide among the dispatchers:
+        None (equally), M shares summing to 1, or an M x K array of rates lambda_{m,k} whose
+        columns sum to the job types' arrival rates.
+    options.herd_window: a decision herds when its server was chosen by another dispatcher less
+        than this long before (time units; default HERD_WINDOW_FRACTION N / lambda_Sigma).
     """
     policy = resolve_policy(policy, policy_params)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     check_policy(policy)
-    n_dispatchers = validation.count("dispatchers", dispatchers)
-    updates = Updates.parse(default_update(policy) if update is None else update)
+    n_dispatchers = options.dispatchers or 1
+    updates = Updates.parse(default_update(policy)) if options.update is None else options.update
     check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
-    rates = source_rates(system, n_dispatchers, split)
-    window = default_herd_window(system) if herd_window is None else check_herd_window(herd_window)
-    jobs, horizon, warmup = continuous.stopping_rule(jobs, horizon, warmup)
-    validation.count("replications", replications)
-    validation.count("batches", batches, low=2)
-    validation.count("occupancy_levels", occupancy_levels)
-    validation.count("trace", trace, low=0)
-    validation.flag("state_distribution", state_distribution)
-    root_seed = root_seed_sequence(seed)
-    if speed_bins is not None:
-        validation.count("speed_bins", speed_bins)
-    if jobs is not None and jobs < batches:
-        raise InputError("jobs", f"must be at least the number of batches ({batches})")
-    continuous.check_policy_stability(system, policy)
-    continuous.check_speeds(system)
-    continuous.run_cost(system, jobs, horizon, warmup).check(replications)
-    parts = continuous.run_memory(
-        system, policy, batches, occupancy_levels, trace, state_distribution, speed_bins, replications
-    )
-    continuous.check_run_memory(parts, system.n_servers, replications)
+    rates = source_rates(system, n_dispatchers, options.dispatcher_share)
+    window = default_herd_window(system) if options.herd_window is None else options.herd_window
+    continuous.check_run(system, policy, options)
 
-    model = continuous.pack_model(system, policy, jobs, horizon, warmup, batches, occupancy_levels)
-    model = model._replace(type_uses_tree=np.zeros(system.n_types, np.uint8))
+    model = continuous.pack_model(system, policy, options)
     dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
     runs = run_replications(
-        root_seed,
-        replications,
+        options.root_seed,
+        options.replications,
         f"{policy.id} x{n_dispatchers} ",
-        progress,
-        lambda seed_sequence, report: run_replication(
-            system, model, dispatcher_model, seed_sequence, trace, state_distribution, speed_bins, report
-        ),
+        options.progress,
+        lambda seed_sequence, report: run_replication(system, model, dispatcher_model, seed_sequence, options, report),
     )
-    describe = system.describe()
-    describe["dispatchers"] = n_dispatchers
-    metadata = {
-        "system": describe,
-        "policy": {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS},
-        "policy_definition": policy.spec.definition,
-        "dispatchers": {
-            "dispatchers": n_dispatchers,
-            "update": updates.describe(),
-            "update_text": updates.text(),
-            "rates": rates.tolist(),
-            "herd_window": window,
-        },
-        "seed": seed_description(seed, root_seed),
-        "replications": replications,
-        "stopping": {"jobs": jobs, "horizon": None if math.isinf(horizon) else horizon, "warmup": warmup},
-        "batches": batches,
-        "confidence": 0.95,
-        "versions": versions(),
+    dispatchers = {
+        "dispatchers": n_dispatchers,
+        "update": updates.describe(),
+        "update_text": updates.text(),
+        "rates": rates.tolist(),
+        "herd_window": window,
     }
+    policy_description = {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS}
+    metadata = continuous.run_metadata(system, policy_description, policy, options, dispatchers=dispatchers)
+    metadata["system"]["dispatchers"] = n_dispatchers
     return DispatchersResult(runs, metadata)
 
 
@@ -173,37 +125,34 @@ def default_update(policy: Policy) -> str:
     return "push" if policy.spec.on_local_estimates else "probe"
 
 
-def check_herd_window(value) -> float:
-    if not validation.is_real(value) or not math.isfinite(value) or value <= 0:
-        raise InputError("herd_window", f"must be a time > 0, got {value!r}")
-    return float(value)
-
-
 def default_herd_window(system: System) -> float:
     return HERD_WINDOW_FRACTION * system.n_servers / system.total_arrival_rate
 
 
-def source_rates(system: System, n_dispatchers: int, split) -> np.ndarray:
-    """lambda_{m,k}: the M x K arrival rates of dispatcher m's jobs of type k."""
+def source_rates(system: System, n_dispatchers: int, dispatcher_share) -> np.ndarray:
+    """lambda_{m,k}: the M x K arrival rates of dispatcher m's jobs of type k, from the
+    ``dispatcher_share`` of the run options."""
     rate = np.asarray(system.arrival_rate, dtype=np.float64)
-    if split is None or (isinstance(split, str) and split == "equal"):
+    if dispatcher_share is None or (isinstance(dispatcher_share, str) and dispatcher_share == "equal"):
         return np.outer(np.full(n_dispatchers, 1.0 / n_dispatchers) if n_dispatchers > 1 else [1.0], rate)
     try:
-        values = np.asarray(split, dtype=np.float64)
+        values = np.asarray(dispatcher_share, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError("split", f"must be 'equal', M shares or an M x K array of rates, got {split!r}") from None
+        raise InputError(
+            "dispatcher_share", f"must be 'equal', M shares or an M x K array of rates, got {dispatcher_share!r}"
+        ) from None
     if values.ndim == 1:
         if len(values) != n_dispatchers or np.any(values <= 0) or not np.all(np.isfinite(values)):
-            raise InputError("split", f"must be {n_dispatchers} shares > 0 (one per dispatcher)")
+            raise InputError("dispatcher_share", f"must be {n_dispatchers} shares > 0 (one per dispatcher)")
         if abs(values.sum() - 1.0) > 1e-9:
-            raise InputError("split", f"the shares must sum to 1, got {values.sum():.12g}")
+            raise InputError("dispatcher_share", f"the shares must sum to 1, got {values.sum():.12g}")
         return np.outer(values, rate)
     if values.shape != (n_dispatchers, len(rate)) or np.any(values < 0) or not np.all(np.isfinite(values)):
         raise InputError(
-            "split", f"must be a {n_dispatchers} x {len(rate)} array of rates >= 0 (dispatcher x job type)"
+            "dispatcher_share", f"must be a {n_dispatchers} x {len(rate)} array of rates >= 0 (dispatcher x job type)"
         )
     if not np.allclose(values.sum(axis=0), rate, rtol=1e-9, atol=0.0):
-        raise InputError("split", "each job type's rates must sum to its arrival rate")
+        raise InputError("dispatcher_share", "each job type's rates must sum to its arrival rate")
     return values
 
 
@@ -283,14 +232,14 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     )
 
 
-def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.DispatcherState:
+def new_dispatcher_state(model, dispatcher_model, n_servers: int, job_slots: int) -> kernel.DispatcherState:
     """Every dispatcher at time 0: it knows the system empty (estimates 0, observed at time 0)."""
-    views = 1 if dm.truth_view else dm.n_dispatchers
+    views = 1 if dispatcher_model.truth_view else dispatcher_model.n_dispatchers
     zeros = np.zeros(n_servers, np.int64)
     keys = rules.selection_keys(
-        dm.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
+        dispatcher_model.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
     )
-    if dm.type_uses_tree.any():
+    if dispatcher_model.type_uses_tree.any():
         tree = new_key_tree(keys)
         key_trees = np.repeat(tree[None, :], views, axis=0)
     else:
@@ -309,47 +258,49 @@ def new_dispatcher_state(model, dm, n_servers: int, job_slots: int) -> kernel.Di
         key_trees=key_trees,
         keys=np.zeros(n_servers),
         ties=np.zeros(max_degree, np.int64),
-        sample=np.zeros(max(1, min(dm.sample_size, max_degree)), np.int64),
-        probe_sample=np.zeros(max(1, dm.push_size), np.int64),
+        sample=np.zeros(max(1, min(dispatcher_model.sample_size, max_degree)), np.int64),
+        probe_sample=np.zeros(max(1, dispatcher_model.push_size), np.int64),
         service_dispatcher=np.zeros(n_servers, np.int64),
         job_dispatcher=np.zeros(job_slots, np.int64),
-        **messages_in_flight(dm, n_servers),
+        **messages_in_flight(dispatcher_model, n_servers),
         messages=np.zeros(len(kernel.MESSAGE_KINDS), np.int64),
-        decisions=np.zeros(dm.n_dispatchers, np.int64),
-        herd_other=np.zeros(dm.n_dispatchers, np.int64),
-        herd_same=np.zeros(dm.n_dispatchers, np.int64),
+        decisions=np.zeros(dispatcher_model.n_dispatchers, np.int64),
+        herd_other=np.zeros(dispatcher_model.n_dispatchers, np.int64),
+        herd_same=np.zeros(dispatcher_model.n_dispatchers, np.int64),
         last_decision_time=np.full(n_servers, -np.inf),
         last_decision_dispatcher=np.full(n_servers, -1, np.int64),
     )
 
 
-def first_snapshot(dm, counters, update_rng):
+def first_snapshot(dispatcher_model, counters, update_rng):
     """The model with this replication's poll phases, and the first poll in ``counters``."""
-    if not dm.snapshot:
-        return dm
-    tau, n_dispatchers = dm.snapshot_interval, dm.n_dispatchers
-    if not dm.snapshot_aligned and not dm.snapshot_poisson:
+    if not dispatcher_model.snapshot:
+        return dispatcher_model
+    tau, n_dispatchers = dispatcher_model.snapshot_interval, dispatcher_model.n_dispatchers
+    if not dispatcher_model.snapshot_aligned and not dispatcher_model.snapshot_poisson:
         phase = update_rng.random(n_dispatchers) * tau
         order = np.argsort(phase, kind="stable").astype(np.int64)
-        dm = dm._replace(snapshot_phase=phase, snapshot_order=order)
+        dispatcher_model = dispatcher_model._replace(snapshot_phase=phase, snapshot_order=order)
         counters[0]["next_snapshot"] = phase[order[0]]
         counters[0]["snapshot_dispatcher"] = order[0]
-        return dm
+        return dispatcher_model
     counters["next_snapshot"] = 0.0
-    kernel.schedule_snapshot(dm, counters, update_rng)
-    return dm
+    kernel.schedule_snapshot(dispatcher_model, counters, update_rng)
+    return dispatcher_model
 
 
-def messages_in_flight(dm, n_servers: int) -> dict:
+def messages_in_flight(dispatcher_model, n_servers: int) -> dict:
     """The fields ``flights`` and ``flight_*`` of a dispatcher state with no message in flight: each
     delayed kind a segment of MIN_FLIGHT_CAPACITY entries, or twice what one event may send of it."""
     per_event = np.zeros(kernel.DELAYED_KINDS, np.int64)
     per_event[[kernel.PIGGYBACK, kernel.PULL]] = 1
-    per_event[kernel.PUSH] = dm.push_size
-    per_event[kernel.SNAPSHOT] = n_servers * (dm.n_dispatchers if dm.snapshot_aligned else 1)
+    per_event[kernel.PUSH] = dispatcher_model.push_size
+    per_event[kernel.SNAPSHOT] = n_servers * (
+        dispatcher_model.n_dispatchers if dispatcher_model.snapshot_aligned else 1
+    )
     flights = np.zeros(kernel.DELAYED_KINDS, kernel.FLIGHT_DTYPE)
     flights["next"] = np.inf
-    delayed = dm.delay_law[: kernel.DELAYED_KINDS] != kernel.DELAY_NONE
+    delayed = dispatcher_model.delay_law[: kernel.DELAYED_KINDS] != kernel.DELAY_NONE
     flights["reserve"] = np.where(delayed, per_event, 0)
     capacity = np.where(delayed, np.maximum(MIN_FLIGHT_CAPACITY, 2 * per_event), 0)
     return lay_out_flights(flights, capacity, np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -374,9 +325,9 @@ def lay_out_flights(flights, capacity, observed, target, value) -> dict:
     return {"flights": new, **{name: grown for name, (_, grown) in arrays.items()}}
 
 
-def grow_messages(ds: kernel.DispatcherState) -> kernel.DispatcherState:
+def grow_messages(dispatcher_state: kernel.DispatcherState) -> kernel.DispatcherState:
     """Double the segment of every kind whose messages in flight may outgrow it at the next event."""
-    flights = ds.flights
+    flights = dispatcher_state.flights
     capacity = flights["capacity"].copy()
     full = flights["count"] + flights["reserve"] > capacity
     capacity[full] *= 2
@@ -386,61 +337,74 @@ def grow_messages(ds: kernel.DispatcherState) -> kernel.DispatcherState:
         f"more than {int(flights['capacity'].sum()):,} messages in flight",
         "shorten the delays or send fewer messages",
     )
-    ds.counters[0]["flight_full"] = 0
-    return ds._replace(**lay_out_flights(flights, capacity, ds.flight_observed, ds.flight_target, ds.flight_value))
+    dispatcher_state.counters[0]["flight_full"] = 0
+    return dispatcher_state._replace(
+        **lay_out_flights(
+            flights,
+            capacity,
+            dispatcher_state.flight_observed,
+            dispatcher_state.flight_target,
+            dispatcher_state.flight_value,
+        )
+    )
 
 
 def run_replication(
-    system: System, model, dm, seed_sequence, trace: int, state_distribution: bool, speed_bins, report
+    system: System, model, dispatcher_model, seed_sequence, options: RunOptions, report
 ) -> DispatcherRunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
     arrival_stream, policy_stream, update_stream = seed_sequence.spawn(3)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     update_rng = np.random.Generator(np.random.PCG64(update_stream))
-    state = continuous.new_state(model, system.n_servers, trace, state_distribution)
-    ds = new_dispatcher_state(model, dm, system.n_servers, len(state.job_next))
-    dm = first_snapshot(dm, ds.counters, update_rng)
+    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution)
+    dispatcher_state = new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next))
+    dispatcher_model = first_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
     counters = state.counters[0]
     counters["window_end"] = np.inf
     counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
     started = time.perf_counter()
     while True:
-        status = kernel.advance(model, state, dm, ds, arrival_rng, policy_rng, update_rng, continuous.EVENTS_PER_CALL)
+        status = kernel.advance(
+            model,
+            state,
+            dispatcher_model,
+            dispatcher_state,
+            arrival_rng,
+            policy_rng,
+            update_rng,
+            continuous.EVENTS_PER_CALL,
+        )
         if status == single_kernel.FINISHED:
             break
         if status == single_kernel.NEEDS_JOB_SLOTS:
             state = continuous.grow_job_pool(model, state)
             counters = state.counters[0]
             grown = np.zeros(len(state.job_next), np.int64)
-            grown[: len(ds.job_dispatcher)] = ds.job_dispatcher
-            ds = ds._replace(job_dispatcher=grown)
+            grown[: len(dispatcher_state.job_dispatcher)] = dispatcher_state.job_dispatcher
+            dispatcher_state = dispatcher_state._replace(job_dispatcher=grown)
         if status == kernel.NEEDS_MESSAGE_SLOTS:
-            ds = grow_messages(ds)
+            dispatcher_state = grow_messages(dispatcher_state)
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    run = continuous.run_result(system, model, state, seed_sequence, wall)
-    if speed_bins is not None:
-        from hetlb.stats.halfin_whitt import speed_profile
-
-        run.speed_profile = speed_profile(run, system.speed, speed_bins)
-    return dispatcher_run_result(run, dm, ds)
+    run = continuous.run_result(system, model, state, seed_sequence, wall, options.speed_bins)
+    return dispatcher_run_result(run, dispatcher_model, dispatcher_state)
 
 
-def dispatcher_run_result(run, dm, ds) -> DispatcherRunResult:
+def dispatcher_run_result(run, dispatcher_model, dispatcher_state) -> DispatcherRunResult:
     """The single-dispatcher figures of ``run`` with those of the dispatchers."""
-    c = ds.counters[0]
+    c = dispatcher_state.counters[0]
     arrivals = run.arrivals
-    messages = {name: int(count) for name, count in zip(kernel.MESSAGE_KINDS, ds.messages)}
+    messages = {name: int(count) for name, count in zip(kernel.MESSAGE_KINDS, dispatcher_state.messages)}
     per_job = {name: safe_ratio(count, arrivals) for name, count in messages.items()}
     per_job["total"] = safe_ratio(sum(count for name, count in messages.items() if name != "increment"), arrivals)
-    decisions = ds.decisions.astype(float)
+    decisions = dispatcher_state.decisions.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        herd_by_dispatcher = ds.herd_other / decisions
-    truth = bool(dm.truth_view)
+        herd_by_dispatcher = dispatcher_state.herd_other / decisions
+    truth = bool(dispatcher_model.truth_view)
     samples = int(c["error_samples"])
     return DispatcherRunResult(
         **vars(run),
@@ -449,10 +413,10 @@ def dispatcher_run_result(run, dm, ds) -> DispatcherRunResult:
         mean_estimate_error=0.0 if truth else safe_ratio(c["absolute_error_sum"], samples),
         mean_estimate_bias=0.0 if truth else safe_ratio(c["error_sum"], samples),
         mean_estimate_age=0.0 if truth else safe_ratio(c["age_sum"], samples),
-        herd_fraction=safe_ratio(ds.herd_other.sum(), decisions.sum()),
-        herd_same_fraction=safe_ratio(ds.herd_same.sum(), decisions.sum()),
+        herd_fraction=safe_ratio(dispatcher_state.herd_other.sum(), decisions.sum()),
+        herd_same_fraction=safe_ratio(dispatcher_state.herd_same.sum(), decisions.sum()),
         herd_by_dispatcher=herd_by_dispatcher.tolist(),
-        decisions_by_dispatcher=ds.decisions.tolist(),
+        decisions_by_dispatcher=dispatcher_state.decisions.tolist(),
         stale_messages=int(c["stale"]),
         delivered_messages=int(c["delivered"]),
         message_events=int(c["message_events"]),

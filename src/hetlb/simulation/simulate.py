@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import Policy
 from hetlb.results.dispatchers import DispatchersResult
 from hetlb.results.run import SimulationResult
 from hetlb.simulation.continuous import simulate_one_dispatcher
 from hetlb.simulation.dispatchers import simulate_dispatchers
+from hetlb.simulation.options import RunOptions, options_of
 
 
 def simulate(
     system: System,
     policy: str | Policy = "jsq",
+    options: RunOptions | None = None,
     *,
     jobs: int | None = None,
     horizon: float | None = None,
@@ -38,12 +41,15 @@ def simulate(
     progress: bool = False,
     dispatchers: int | None = None,
     update=None,
-    split=None,
+    dispatcher_share=None,
     herd_window: float | None = None,
+    split=None,
     **policy_params,
 ) -> SimulationResult | DispatchersResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
 
+    options: the run options as one hetlb.simulation.options.RunOptions, instead of the keywords
+        below (which it holds under the same names).
     jobs: measure the jobs arriving after the warm-up until this many have been admitted
         (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
         this simulated time instead. The run goes on until every measured job has left.
@@ -60,13 +66,13 @@ def simulate(
         and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
     trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
     policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
-    dispatchers, update, split, herd_window: M dispatchers that decide on their own estimates,
-        refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers, which
-        returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them. Without
-        them, one dispatcher that knows every queue (hetlb.simulation.continuous).
+    dispatchers, update, dispatcher_share, herd_window: M dispatchers that decide on their own
+        estimates, refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers,
+        which returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them.
+        Without them, one dispatcher that knows every queue (hetlb.simulation.continuous).
+        ``split`` is the former name of ``dispatcher_share`` (the key of a scenario's [system]).
     """
-    dispatcher_options = {"dispatchers": dispatchers, "update": update, "split": split, "herd_window": herd_window}
-    options = dict(
+    keywords = dict(
         jobs=jobs,
         horizon=horizon,
         warmup=warmup,
@@ -78,9 +84,14 @@ def simulate(
         speed_bins=speed_bins,
         trace=trace,
         progress=progress,
-        **policy_params,
+        dispatchers=dispatchers,
+        update=update,
+        dispatcher_share=dispatcher_share if split is None else split,
+        herd_window=herd_window,
     )
-    if any(value is not None for value in dispatcher_options.values()):
-        chosen = {name: value for name, value in dispatcher_options.items() if value is not None}
-        return simulate_dispatchers(system, policy, **chosen, **options)
-    return simulate_one_dispatcher(system, policy, **options)
+    if split is not None and dispatcher_share is not None:
+        raise InputError("split", "is the former name of dispatcher_share: give one of them")
+    options = options_of(RunOptions, options, keywords)
+    if options.many_dispatchers:
+        return simulate_dispatchers(system, policy, options, **policy_params)
+    return simulate_one_dispatcher(system, policy, options, **policy_params)

@@ -24,10 +24,10 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.run import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.signals import LED_UPDATE_PARAMETERS, slotted_update
+from hetlb.simulation.options import SlottedRunOptions, options_of
 from hetlb.simulation.replications import (
     check_events,
     entropy_of,
-    root_seed_sequence,
     run_replications,
     safe_ratio,
     seed_description,
@@ -41,6 +41,7 @@ SLOTS_PER_CALL = 200_000
 def simulate_slotted(
     system: SlottedSystem,
     policy: str | Policy = "l-jsq",
+    options: SlottedRunOptions | None = None,
     *,
     slots: int = 100_000,
     warmup: int = 0,
@@ -54,6 +55,8 @@ def simulate_slotted(
 ) -> SlottedResult:
     """Simulate the slotted ``system`` under ``policy``; return the replications and their aggregate.
 
+    options: the run options as one hetlb.simulation.options.SlottedRunOptions, instead of the
+        keywords below (which it holds under the same names).
     slots: measured slots after ``warmup`` slots that are discarded (both counts of slots).
     seed: an integer >= 0 or a SeedSequence; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
         spawned into the environment, dispatch, update and measurement streams of
@@ -65,6 +68,17 @@ def simulate_slotted(
         ``update`` an update specification of one strategy (hetlb.signals.slotted_update), e.g.
         ``update="push:p_hat=0.1:d=1"``, or just its name with the other parameters beside it.
     """
+    keywords = dict(
+        slots=slots,
+        warmup=warmup,
+        replications=replications,
+        seed=seed,
+        batches=batches,
+        preference=preference,
+        trace=trace,
+        progress=progress,
+    )
+    options = options_of(SlottedRunOptions, options, keywords)
     policy = resolve_policy(policy, slotted_update(policy_params), "simulate_slotted")
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]
@@ -77,15 +91,9 @@ def simulate_slotted(
         )
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
-    slots = validation.count("slots", slots)
-    warmup = validation.count("warmup", warmup, low=0)
-    validation.count("replications", replications)
-    validation.count("batches", batches, low=2)
-    validation.count("trace", trace, low=0)
-    if slots < batches:
-        raise InputError("slots", f"must be at least the number of batches ({batches})")
-    validation.flag("preference", preference)
-    root_seed = root_seed_sequence(seed)
+    slots, warmup, replications = options.slots, options.warmup, options.replications
+    batches, preference, trace = options.batches, options.preference, options.trace
+    root_seed = options.root_seed
     check_static_stability(system, policy)
     check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
 
@@ -94,7 +102,7 @@ def simulate_slotted(
         root_seed,
         replications,
         f"{policy.id} ",
-        progress,
+        options.progress,
         lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
     )
     metadata = {
@@ -103,9 +111,9 @@ def simulate_slotted(
         "policy": policy.describe(),
         "policy_definition": policy.spec.definition,
         "information": policy.spec.slotted_information,
-        "seed": seed_description(seed, root_seed),
+        "seed": seed_description(options.seed, root_seed),
         "replications": replications,
-        "stopping": {"slots": int(slots), "warmup": int(warmup)},
+        "stopping": options.stopping(),
         "batches": batches,
         "confidence": 0.95,
         "preference_ranks": "by the dispatcher's information, equal values in a random order the choice agrees with"
