@@ -11,6 +11,7 @@ import hetlb
 from hetlb import signals
 from hetlb.errors import InputError
 from hetlb.kernels import dispatchers as kernel
+from hetlb.kernels import flights
 from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
@@ -62,7 +63,7 @@ def test_the_kernel_counts_the_kinds_the_entries_name():
     assert signals.MESSAGE_KINDS[kernel.PIGGYBACK] == "piggyback" and signals.MESSAGE_KINDS[kernel.PUSH] == "push"
     assert signals.MESSAGE_KINDS[kernel.PULL] == "pull" and signals.MESSAGE_KINDS[kernel.SNAPSHOT] == "snapshot"
     assert signals.MESSAGE_KINDS[kernel.PROBE] == "probe" and signals.MESSAGE_KINDS[kernel.INCREMENT] == "increment"
-    assert all(SIGNALS[name].messages for name in signals.MESSAGE_KINDS[: kernel.DELAYED_KINDS])
+    assert all(SIGNALS[name].messages for name in signals.MESSAGE_KINDS[: flights.DELAYED_KINDS])
 
 
 def slotted_run(policy: str = "l-jsq", **params):

@@ -20,6 +20,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as single_kernel
 from hetlb.kernels import dispatchers as kernel
+from hetlb.kernels.flights import DELAY_CONSTANT, DELAY_EXPONENTIAL, DELAY_NONE, DELAYED_KINDS, FLIGHT_DTYPE
 from hetlb.kernels.sampling import alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
 from hetlb.model.dispatchers import Updates
@@ -193,7 +194,7 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     keep, alias = alias_table(rates.reshape(-1))
     delay_law = np.zeros(4, np.int64)
     delay_mean = np.zeros(4)
-    laws = {"none": kernel.DELAY_NONE, "constant": kernel.DELAY_CONSTANT, "exponential": kernel.DELAY_EXPONENTIAL}
+    laws = {"none": DELAY_NONE, "constant": DELAY_CONSTANT, "exponential": DELAY_EXPONENTIAL}
     for kind, name in enumerate(kernel.MESSAGE_KINDS[:4]):
         if name in updates.delays:
             delay_law[kind] = laws[updates.delays[name].law]
@@ -292,15 +293,15 @@ def first_snapshot(dispatcher_model, counters, update_rng):
 def messages_in_flight(dispatcher_model, n_servers: int) -> dict:
     """The fields ``flights`` and ``flight_*`` of a dispatcher state with no message in flight: each
     delayed kind a segment of MIN_FLIGHT_CAPACITY entries, or twice what one event may send of it."""
-    per_event = np.zeros(kernel.DELAYED_KINDS, np.int64)
+    per_event = np.zeros(DELAYED_KINDS, np.int64)
     per_event[[kernel.PIGGYBACK, kernel.PULL]] = 1
     per_event[kernel.PUSH] = dispatcher_model.push_size
     per_event[kernel.SNAPSHOT] = n_servers * (
         dispatcher_model.n_dispatchers if dispatcher_model.snapshot_aligned else 1
     )
-    flights = np.zeros(kernel.DELAYED_KINDS, kernel.FLIGHT_DTYPE)
+    flights = np.zeros(DELAYED_KINDS, FLIGHT_DTYPE)
     flights["next"] = np.inf
-    delayed = dispatcher_model.delay_law[: kernel.DELAYED_KINDS] != kernel.DELAY_NONE
+    delayed = dispatcher_model.delay_law[:DELAYED_KINDS] != DELAY_NONE
     flights["reserve"] = np.where(delayed, per_event, 0)
     capacity = np.where(delayed, np.maximum(MIN_FLIGHT_CAPACITY, 2 * per_event), 0)
     return lay_out_flights(flights, capacity, np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
