@@ -13,7 +13,6 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
 
@@ -88,6 +87,8 @@ def _run(load, name: str, field: str) -> ModuleType:
     except InputError as error:
         raise InputError(field, f"plugin {name}: {error}") from None
     except Exception as error:  # noqa: BLE001 (a plugin is the user's code; any failure is theirs to read)
+        import traceback  # only when a plugin fails
+
         where = traceback.extract_tb(error.__traceback__)[-1]
         raise InputError(
             field,

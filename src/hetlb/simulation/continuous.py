@@ -13,7 +13,6 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
-from hetlb.kernels import specialise
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
@@ -294,6 +293,8 @@ def policy_functions(code: int):
     key = BY_CODE[code].selection_key
     if key is None:
         return advance, selection_keys
+    from hetlb.kernels import specialise  # only for a policy of a plugin
+
     return specialise.with_key(kernel.advance, key), specialise.with_key(rules.selection_keys, key)
 
 
