@@ -35,8 +35,33 @@ from hetlb.model.dispatchers import Updates
 from hetlb.simulation.replications import root_seed_sequence, stopping_rule
 
 
+class Options:
+    """What the run options of both models share: made from a mapping, the root seed, a checked
+    copy, and how a check stores a value in the frozen object."""
+
+    seed: int | np.random.SeedSequence
+
+    @classmethod
+    def from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None):
+        """The options of ``values`` (:func:`options_from_mapping`)."""
+        return options_from_mapping(cls, values, fields)
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (checked as the constructor checks them)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def root_seed(self) -> np.random.SeedSequence:
+        """The SeedSequence the replications spawn from (hetlb.simulation.replications)."""
+        return root_seed_sequence(self.seed)
+
+    def settle(self, name: str, value) -> None:
+        """Store a checked ``value`` of field ``name`` (the dataclass is frozen)."""
+        object.__setattr__(self, name, value)
+
+
 @dataclass(frozen=True)
-class RunOptions:
+class RunOptions(Options):
     """The run options of hetlb.simulate, checked when the object is made.
 
     jobs: measure the jobs arriving after the warm-up until this many have been admitted
@@ -73,7 +98,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         jobs, horizon, warmup = stopping_rule(self.jobs, self.horizon, self.warmup)
-        settle = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 - frozen
+        settle = self.settle
         settle("jobs", jobs)
         settle("horizon", None if math.isinf(horizon) else horizon)
         settle("warmup", warmup)
@@ -93,18 +118,11 @@ class RunOptions:
         if self.update is not None and not isinstance(self.update, Updates):
             settle("update", Updates.parse(self.update))
         if self.herd_window is not None:
-            herd_window = self.herd_window
-            if not validation.is_real(herd_window) or not math.isfinite(herd_window) or herd_window <= 0:
-                raise InputError("herd_window", f"must be a time > 0, got {herd_window!r}")
-            settle("herd_window", float(herd_window))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None) -> RunOptions:
-        """The options of ``values`` (:func:`options_from_mapping`)."""
-        return options_from_mapping(cls, values, fields)
+            settle("herd_window", validation.of_kind("herd_window", validation.POSITIVE_TIME, self.herd_window))
 
     def replace(self, **changes) -> RunOptions:
-        """A copy with ``changes`` (checked as the constructor checks them)."""
+        """A copy with ``changes`` (checked as the constructor checks them); a new ``jobs`` drops
+        the horizon, a new ``horizon`` the jobs."""
         if "jobs" in changes and "horizon" not in changes:
             changes["horizon"] = None
         elif "horizon" in changes and "jobs" not in changes:
@@ -115,11 +133,6 @@ class RunOptions:
     def end_time(self) -> float:
         """The end of the measurement window: the horizon, or +inf when measuring ``jobs``."""
         return math.inf if self.horizon is None else self.horizon
-
-    @property
-    def root_seed(self) -> np.random.SeedSequence:
-        """The SeedSequence the replications spawn from (hetlb.simulation.replications)."""
-        return root_seed_sequence(self.seed)
 
     @property
     def many_dispatchers(self) -> bool:
@@ -134,7 +147,7 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
-class SlottedRunOptions:
+class SlottedRunOptions(Options):
     """The run options of hetlb.simulate_slotted (the slotted model of 001), checked when the
     object is made.
 
@@ -155,7 +168,7 @@ class SlottedRunOptions:
     progress: bool = False
 
     def __post_init__(self) -> None:
-        settle = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 - frozen
+        settle = self.settle
         settle("slots", validation.count("slots", self.slots))
         settle("warmup", validation.count("warmup", self.warmup, low=0))
         settle("replications", validation.count("replications", self.replications))
@@ -166,20 +179,6 @@ class SlottedRunOptions:
         settle("preference", validation.flag("preference", self.preference))
         root_seed_sequence(self.seed)
         settle("progress", bool(self.progress))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping, fields: Mapping[str, str] | None = None) -> SlottedRunOptions:
-        """The options of ``values`` (:func:`options_from_mapping`)."""
-        return options_from_mapping(cls, values, fields)
-
-    def replace(self, **changes) -> SlottedRunOptions:
-        """A copy with ``changes`` (checked as the constructor checks them)."""
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def root_seed(self) -> np.random.SeedSequence:
-        """The SeedSequence the replications spawn from (hetlb.simulation.replications)."""
-        return root_seed_sequence(self.seed)
 
     def stopping(self) -> dict:
         """The stopping rule as result metadata."""
