@@ -39,14 +39,11 @@ import numpy as np
 from scipy import stats
 
 from hetlb.errors import InputError
-from hetlb.kernels import continuous as continuous_kernel
-from hetlb.kernels import slotted as slotted_kernel
-from hetlb.kernels import specialise
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.system import System, speed_classes
-from hetlb.policies import rules
 from hetlb.policies.choice import JBA_FALLBACK_WEIGHTED, choose_server, decides
 from hetlb.policies.registry import BY_CODE, CONTINUOUS, LIVE, POLICIES, SLOTTED, PolicySpec, make_policy
+from hetlb.simulation import continuous, slotted
 from hetlb.simulation.simulate import simulate
 from hetlb.simulation.slotted import simulate_slotted
 from hetlb.theory.exact import solve_exact
@@ -126,11 +123,14 @@ def _refused_as_failure(name: str, check, *args) -> Check:
 
 def _kernel_branches(spec: PolicySpec) -> Check:
     """Every model the entry declares has a rule for its code (module docstring)."""
-    missing = []
-    if CONTINUOUS in spec.models and spec.code not in continuous_kernel.CODES and spec.selection_key is None:
-        missing.append("the continuous kernel")
-    if SLOTTED in spec.models and spec.code not in slotted_kernel.CODES:
-        missing.append("the slotted kernel")
+    missing = [
+        where
+        for model, where, check in (
+            (CONTINUOUS, "the continuous kernel", continuous.check_kernel_branch),
+            (SLOTTED, "the slotted kernel", slotted.check_kernel_branch),
+        )
+        if model in spec.models and _refuses(check, spec)
+    ]
     if spec.decides_on_estimates and not decides(spec.code):
         missing.append("choose_server (dispatchers and hetlb serve)")
     detail = (
@@ -139,12 +139,13 @@ def _kernel_branches(spec: PolicySpec) -> Check:
     return Check("kernel branches", not missing, detail)
 
 
-def policy_keys(spec: PolicySpec):
-    """The function that computes the selection keys the kernels rank ``spec``'s servers by:
-    hetlb.policies.rules.selection_keys, or a copy with the policy's own key."""
-    if spec.selection_key is None:
-        return rules.selection_keys
-    return specialise.with_key(rules.selection_keys, spec.selection_key)
+def _refuses(check, spec: PolicySpec) -> bool:
+    """Whether ``check(spec)``, a model's refusal of a policy it has no branch for, refuses it."""
+    try:
+        check(spec)
+    except InputError:
+        return True
+    return False
 
 
 def _registry(policy_id: str) -> Check:
@@ -175,7 +176,7 @@ def _selection_keys(policy_id: str, seed: int, n_states: int = 400) -> Check:
         _, server_class = speed_classes(speed)
         n_classes = int(server_class.max()) + 1
         idle_rank = np.where(queue_len == 0, rng.permutation(n), 0)
-        keys = policy_keys(spec)(
+        keys = continuous.policy_functions(spec.code)[1](  # the kernels' keys, a plugin's own included
             spec.code,
             queue_len,
             server_class,

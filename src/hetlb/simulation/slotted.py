@@ -85,10 +85,7 @@ def simulate_slotted(
         raise InputError(
             "policy", f"{policy.id} has no rule in the slotted model; choose one of: {', '.join(slotted_ids)}"
         )
-    if policy.code not in kernel.CODES:
-        raise InputError(
-            "policy", f"{policy.id} (code {policy.code}) has no branch in the slotted kernel (hetlb.kernels.slotted)"
-        )
+    check_kernel_branch(policy.spec)
     if not isinstance(system, SlottedSystem):
         raise InputError("system", "must be a hetlb.SlottedSystem (build one with SlottedSystem.from_speeds)")
     slots, warmup, replications = options.slots, options.warmup, options.replications
@@ -122,6 +119,15 @@ def simulate_slotted(
         "versions": versions(),
     }
     return SlottedResult(runs, metadata)
+
+
+def check_kernel_branch(spec) -> None:
+    """Refuse, before anything runs, a policy the slotted kernel has no branch for
+    (hetlb.kernels.slotted.CODES)."""
+    if spec.code not in kernel.CODES:
+        raise InputError(
+            "policy", f"{spec.id} (code {spec.code}) has no branch in the slotted kernel (hetlb.kernels.slotted)"
+        )
 
 
 def check_slotted_run(
