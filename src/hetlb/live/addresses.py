@@ -61,7 +61,7 @@ def free_port_block(count: int, host: str = "127.0.0.1", attempts: int = 50) -> 
     dispatcher m listens on PORT + m)."""
     for _ in range(attempts):
         (first,) = free_ports(1, host)
-        if first + count - 1 > 65535:
+        if first + count - 1 > MAX_PORT:
             continue
         sockets = []
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import urlsplit
 
 from hetlb import validation
@@ -59,19 +60,19 @@ class Signals:
 
     chosen: dict = field(default_factory=default_live_signals)
 
-    @property
+    @cached_property
     def inflight(self) -> bool:
         return "inflight" in self.chosen
 
-    @property
+    @cached_property
     def piggyback(self) -> bool:
         return "piggyback" in self.chosen
 
-    @property
+    @cached_property
     def push(self) -> bool:
         return "push" in self.chosen
 
-    @property
+    @cached_property
     def poll_interval(self) -> float | None:
         """tau (seconds) of polling, None without."""
         return self.chosen["poll"]["tau"] if "poll" in self.chosen else None

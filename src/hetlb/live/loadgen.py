@@ -49,9 +49,8 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.runtime import EpochClock, frozen_heap
 from hetlb.progress import LOG_INTERVAL, is_terminal
-from hetlb.results.base import finite_or_null
+from hetlb.results.base import finite_or_null, versions
 from hetlb.results.load import LoadResult
-from hetlb.results.run import versions
 from hetlb.stats.intervals import interval
 
 ARRIVAL_CHUNK = 4096

@@ -63,8 +63,7 @@ from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
 from hetlb.policies import POLICIES
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening
-from hetlb.results.base import Result
-from hetlb.results.run import versions
+from hetlb.results.base import Result, versions
 from hetlb.scenario import Scenario, read_toml
 from hetlb.signals import LiveRun, model_twin
 from hetlb.signals import text as signal_text

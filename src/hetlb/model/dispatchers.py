@@ -33,7 +33,7 @@ class Updates:
         or an Updates."""
         if isinstance(value, cls):
             return value
-        return cls.from_mapping(vocabulary.parse_spec(value))
+        return cls.from_mapping(value)
 
     @classmethod
     def from_mapping(cls, entries: dict) -> Updates:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 
 import numpy as np
 
@@ -141,3 +142,24 @@ def json_default(value):
     if isinstance(value, (np.floating,)):
         return float(value)
     raise TypeError(f"not serialisable: {type(value).__name__}")
+
+
+def replications_text(replications: int) -> str:
+    """ "N replication(s)", the extent of a replicated result."""
+    return f"{replications} replication{'s' if replications != 1 else ''}"
+
+
+def versions() -> dict:
+    """The versions of hetlb and of what its results depend on (read from the installed packages'
+    metadata, without importing numba or scipy)."""
+    from importlib.metadata import version
+
+    from hetlb.version import __version__
+
+    return {
+        "hetlb": __version__,
+        "numpy": np.__version__,
+        "numba": version("numba"),
+        "scipy": version("scipy"),
+        "python": platform.python_version(),
+    }

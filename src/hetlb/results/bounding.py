@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetlb.results.base import Result
+from hetlb.results.base import Result, replications_text, with_intervals
 
 MEASURES = ("Q_1", "Q_2", "Q_3", "Q_+1", "Q_+2", "X_1", "X_2", "X_3", "X_+1", "X_+2", "loss_fraction")
 """The time averages of a bounding system, in the order of ``replication_values``' columns."""
@@ -90,10 +90,7 @@ class BoundingResult(Result):
 
     @property
     def summary(self) -> dict:
-        out: dict = {}
-        for name in MEASURES:
-            out[name] = self.estimates[name].mean
-            out[name + "_ci"] = self.estimates[name].interval
+        out = with_intervals(MEASURES, lambda name: (self.estimates[name].mean, self.estimates[name].interval))
         out.update(replications=self.replications, events=self.events, events_per_second=self.events_per_second)
         return out
 
@@ -117,4 +114,4 @@ class BoundingResult(Result):
         return f"{self.kind}, {self.n_servers} servers, {buffers}, c {self.excess_capacity:.4g}"
 
     def extent(self) -> str:
-        return f"{self.replications} replication{'s' if self.replications != 1 else ''}"
+        return replications_text(self.replications)

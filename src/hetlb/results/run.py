@@ -8,13 +8,12 @@ when there are several.
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hetlb.kernels.continuous import HISTOGRAM_BINS_PER_OCTAVE, HISTOGRAM_MIN_EXPONENT
-from hetlb.results.base import ReplicationResult, Result, with_intervals
+from hetlb.results.base import ReplicationResult, Result, replications_text, with_intervals
 from hetlb.stats import interval
 from hetlb.stats.halfin_whitt import scaled_measures
 
@@ -245,7 +244,7 @@ class ReplicatedResult(Result):
         return ", ".join(parts)
 
     def extent(self) -> str:
-        return f"{self.replications} replication{'s' if self.replications != 1 else ''}"
+        return replications_text(self.replications)
 
 
 @dataclass(repr=False)
@@ -414,19 +413,3 @@ def response_time_quantile(histogram: np.ndarray, q: float) -> float:
     low = (0.5 + sub / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)) * scale
     width = scale / (2.0 * HISTOGRAM_BINS_PER_OCTAVE)
     return float(low + fraction * width)
-
-
-def versions() -> dict:
-    """The versions of hetlb and of what its results depend on (read from the installed packages'
-    metadata, without importing numba or scipy)."""
-    from importlib.metadata import version
-
-    from hetlb.version import __version__
-
-    return {
-        "hetlb": __version__,
-        "numpy": np.__version__,
-        "numba": version("numba"),
-        "scipy": version("scipy"),
-        "python": platform.python_version(),
-    }

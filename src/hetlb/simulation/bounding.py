@@ -31,8 +31,8 @@ from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
 from hetlb.model.system import RATE_RULE, speed_classes
 from hetlb.policies.registry import POLICIES, policies_where
+from hetlb.results.base import versions
 from hetlb.results.bounding import MEASURES, BoundingResult, Estimate, TimeWeightedLaw
-from hetlb.results.run import versions
 from hetlb.simulation.replications import (
     check_events,
     check_horizon,

@@ -19,7 +19,8 @@ from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tre
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
-from hetlb.results.run import RunResult, SimulationResult, versions
+from hetlb.results.base import versions
+from hetlb.results.run import RunResult, SimulationResult
 from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import (

@@ -21,7 +21,7 @@ from hetlb.model.slotted import SlottedSystem
 from hetlb.policies import registry
 from hetlb.policies.choice import JBA_FALLBACK_LEAST, jba_options
 from hetlb.policies.registry import POLICIES, Policy, resolve_policy
-from hetlb.results.run import versions
+from hetlb.results.base import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.signals import LED_UPDATE_PARAMETERS, slotted_update
 from hetlb.simulation.options import SlottedRunOptions, options_of
