@@ -69,8 +69,17 @@ def _rules() -> dict[str, MeanFieldRule]:
 MEANFIELD_POLICIES = tuple(_rules())
 """Policies with a mean-field limit here, the ranking ones first: the registry's (PolicySpec.mean_field)
 and ``jiq-df-ds``, which exists only in the theory."""
-SAMPLING = tuple(name for name, rule in _rules().items() if not rule.ranking)
-"""The sampling policies among them, whose mean-field ODE :func:`mean_field_trajectory` integrates."""
+
+
+def _sampling() -> tuple[str, ...]:
+    """The sampling policies, whose ODE :func:`mean_field_trajectory` integrates (read anew)."""
+    return tuple(name for name, rule in _rules().items() if not rule.ranking)
+
+
+SAMPLING = _sampling()
+"""The sampling policies among them at import (:func:`_sampling`)."""
+INDEPENDENT_RULES = ("uniform", "speed-weighted")
+"""The rules blind to the queues: each server an M/M/1 (M/M/1/b) queue, in closed form."""
 
 FIRST_LEVELS = 32
 MAX_LEVELS = 1024
@@ -272,7 +281,7 @@ def mean_field(speeds, fractions=None, *, load, policy: str = "jsq", buffer=None
     if rho >= 1.0:
         raise InputError("load", f"must be below 1 (the mean-field limit here is for rho < 1), got {rho:g}")
     buffer = check_buffer(buffer)
-    closed_form = rule.rule in ("uniform", "speed-weighted")
+    closed_form = rule.rule in INDEPENDENT_RULES
     largest = MAX_CLOSED_FORM_LEVELS if closed_form else MAX_LEVELS
     if buffer is not None and not rule.ranking and buffer > largest:
         raise InputError("buffer", f"{policy}'s mean-field solver takes buffers up to {largest} jobs, got {buffer}")
@@ -499,7 +508,7 @@ def sampling_fixed_point(policy, parameters, speed, fraction, arrival_rate, buff
     Beyond MAX_LEVELS the load is refused (the queues are too long to be resolved)."""
     model = sampling_model(policy, parameters, speed, fraction, arrival_rate)
     rule = model.rule
-    if rule in ("uniform", "speed-weighted") or (rule == "power-of-d" and parameters["d"] == 1):
+    if rule in INDEPENDENT_RULES or (rule == "power-of-d" and parameters["d"] == 1):
         return independent_queues(model, buffer)
     if (
         buffer is None
@@ -785,7 +794,7 @@ def mean_field_trajectory(
     """
     from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
 
-    policy = validation.choice("policy", policy, tuple(name for name, rule in _rules().items() if not rule.ranking))
+    policy = validation.choice("policy", policy, _sampling())
     limit = mean_field(speeds, fractions, load=load, policy=policy, buffer=buffer, **params)
     speed, fraction = limit.class_speed, limit.class_fraction
     if limit.buffer is not None:
@@ -853,7 +862,7 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
         raise InputError(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
         )
-    if rule.rule in ("uniform", "speed-weighted"):  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
+    if rule.rule in INDEPENDENT_RULES:  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
         model = sampling_model(
             limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
         )
