@@ -266,9 +266,10 @@ WATCH_SCRIPT = """
 import os, sys, time
 from hetlb import processes
 
+parent = os.getpid()  # before the fork: the test may kill the parent before the child first runs
 child = os.fork()
 if child == 0:
-    getattr(processes, sys.argv[1])(os.getppid(), interval=0.05)
+    getattr(processes, sys.argv[1])(parent, interval=0.05)
     time.sleep(600)
     os._exit(0)
 print(child, flush=True)
