@@ -13,3 +13,12 @@ COUNT_BERNOULLI = 1
 COUNT_BINOMIAL = 2
 COUNT_KINDS = {"poisson": COUNT_POISSON, "bernoulli": COUNT_BERNOULLI, "binomial": COUNT_BINOMIAL}
 """Laws of the number of arrivals (or service completions) in one slot of the slotted model (001)."""
+
+UNLIMITED_CONCURRENCY = int(np.iinfo(np.int64).max)
+"""Value of ``concurrency[s]`` for a server that serves every job it holds at once."""
+
+ARRIVALS_POISSON = 0
+ARRIVALS_BATCH = 1
+ARRIVALS_MMPP = 2
+ARRIVAL_KINDS = {"poisson": ARRIVALS_POISSON, "batch": ARRIVALS_BATCH, "mmpp": ARRIVALS_MMPP}
+"""Arrival processes of the continuous-time model (hetlb.model.arrivals)."""

@@ -9,8 +9,11 @@ A scenario file has three tables::
     load = 0.9                    # or arrival_rate = 2.5 (or one rate per job type), or
                                   # excess_capacity = 1.0 (sum(speeds) - c sqrt(N), 002)
     buffer = 5                    # omit for infinite buffers
-    job_sizes = "hyperexponential"
+    job_sizes = "hyperexponential" # or lognormal, pareto, weibull (with scv), empirical:FILE
     scv = 4.0
+    concurrency = "50x8,50x32"    # jobs a server serves at once (default 1; "inf": unlimited)
+    rate_curve = "saturating:alpha=0.2"  # phi(b); or [[50, "shared"], [50, "table:1,1.9"]]
+    arrivals = "mmpp:ratio=4,on=10,off=30"  # or "batch:mean=3"; default "poisson"
     graph = [[0, 1], [1, 2]]      # servers of each job type; omit for the complete graph;
                                   # or a construction (hetlb.graphs.constructions.GRAPH_KINDS):
                                   # graph = {kind = "fig3", ports_exponent = 1.2, seed = 0}
@@ -66,6 +69,9 @@ SYSTEM_KEYS = {
         "buffer",
         "job_sizes",
         "scv",
+        "concurrency",
+        "rate_curve",
+        "arrivals",
         "graph",
         "types",
         "dispatchers",
@@ -192,7 +198,7 @@ def build_slotted_system(data: dict) -> SlottedSystem:
 def build_system(data: dict) -> System:
     speeds = speeds_of(data)
     kind = validation.text("system.job_sizes", data.get("job_sizes", "exponential"))
-    job_sizes = JobSizes(kind, validation.number("system.scv", data["scv"])) if "scv" in data else JobSizes(kind)
+    job_sizes = JobSizes.parse(kind, validation.number("system.scv", data["scv"]) if "scv" in data else None)
     graph, report = check_graph(data.get("graph")), None
     rates: dict[str, Any] = {
         "arrival_rate": data.get("arrival_rate"),
@@ -217,6 +223,9 @@ def build_system(data: dict) -> System:
         n_types=n_types,
         job_sizes=job_sizes,
         graph_construction=report,
+        concurrency=data.get("concurrency"),
+        rate_curve=data.get("rate_curve"),
+        arrivals=data.get("arrivals"),
     )
 
 

@@ -24,7 +24,25 @@ BAD_SYSTEMS = [
     (dict(speed=[2.0, 0.5], arrival_rate=[1.0, 0.6], graph=[[0], [1]]), "arrival_rate"),  # 0.6 > 0.5 via graph
     (dict(speed=[1.0], load=0.5, buffer=0), "buffer"),
     (dict(speed=[1.0], load=0.5, buffer=2.5), "buffer"),
-    (dict(speed=[1.0], load=0.5, job_sizes="pareto"), "job_sizes.kind"),
+    (dict(speed=[1.0], load=0.5, job_sizes="gamma"), "job_sizes.kind"),
+    (dict(speed=[1.0], load=0.5, job_sizes="pareto:sizes.txt"), "job_sizes"),  # only empirical names a file
+    (dict(speed=[1.0], load=0.5, job_sizes="empirical:/nonexistent/sizes.txt"), "job_sizes.path"),
+    (dict(speed=[1.0], load=0.5, concurrency=0), "concurrency"),
+    (dict(speed=[1.0], load=0.5, concurrency="2x8"), "concurrency"),  # 2 values for 1 server
+    (dict(speed=[1.0], load=0.5, concurrency="8.5"), "concurrency"),
+    (dict(speed=[1.0], load=0.5, concurrency="inf"), "rate_curve"),  # independent, unlimited: infinite capacity
+    (dict(speed=[1.0], load=0.5, rate_curve="saturating:alpha=1.5"), "rate_curve.alpha"),
+    (dict(speed=[1.0], load=0.5, rate_curve="saturating"), "rate_curve"),
+    (dict(speed=[1.0], load=0.5, rate_curve="table:1,2.5"), "rate_curve.values"),  # phi(b)/b rises
+    (dict(speed=[1.0], load=0.5, rate_curve="table:1,0.5"), "rate_curve.values"),  # phi falls
+    (dict(speed=[1.0], load=0.5, rate_curve="table:2,3"), "rate_curve.values"),  # phi(1) != 1
+    (dict(speed=[1.0], load=0.5, rate_curve="linear"), "rate_curve"),
+    (dict(speed=[1.0, 1.0], load=0.5, rate_curve=[[3, "shared"]]), "rate_curve"),  # 3 curves, 2 servers
+    (dict(speed=[1.0], load=0.5, arrivals="batch"), "arrivals"),
+    (dict(speed=[1.0], load=0.5, arrivals="batch:mean=0.5"), "arrivals.mean"),
+    (dict(speed=[1.0], load=0.5, arrivals="mmpp:ratio=4,on=1"), "arrivals"),
+    (dict(speed=[1.0], load=0.5, arrivals="mmpp:ratio=4,on=0,off=1"), "arrivals.on"),
+    (dict(speed=[1.0], load=0.5, arrivals="renewal"), "arrivals"),
     (dict(speed=[1e-300], load=0.5), "speed"),  # outside validation.RATE_RANGE
     (dict(speed=[1.0, 1e101], load=0.5), "speed"),
     (dict(speed=[1.0], arrival_rate=1e-320), "arrival_rate"),
@@ -41,6 +59,12 @@ def test_bad_system_names_the_field(kwargs, field):
     with pytest.raises(InputError) as error:
         hetlb.System.from_speeds(speed, **kwargs)
     assert error.value.field.startswith(field)
+
+
+def test_new_size_laws_need_a_positive_scv():
+    for kind in ("lognormal", "pareto", "weibull"):
+        with pytest.raises(InputError, match="job_sizes.scv"):
+            hetlb.JobSizes(kind, 0.0)
 
 
 def test_hyperexponential_needs_scv_above_one():

@@ -18,6 +18,7 @@ def run(args) -> int:
 
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
+    system.check_supported("the bound of 000")
     bound = speed_lower_bound(system.speed, system.total_arrival_rate)
     values = {
         "load": bound.load,

@@ -46,8 +46,11 @@ def add_scenario_flags(
     buffer: bool = True,
     job_sizes: bool = True,
     graph: bool = True,
+    servers: bool = True,
 ) -> None:
-    """The flags that describe a system (and --config), as far as the command uses them."""
+    """The flags that describe a system (and --config), as far as the command uses them:
+    ``servers`` adds the servers' concurrency and rate curve, ``rate`` the arrival rate and
+    process."""
     group = parser.add_argument_group("system (flags override --config)")
     group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
     group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
@@ -67,6 +70,24 @@ def add_scenario_flags(
             metavar="C",
             help="arrival rate sum(speeds) - C sqrt(N) (the Halfin-Whitt regime of paper 002)",
         )
+        group.add_argument(
+            "--arrivals",
+            metavar="PROCESS",
+            help="arrival process: poisson (default), batch:mean=B or mmpp:ratio=R,on=T1,off=T2; "
+            "in the slotted model the per-slot counts: poisson, bernoulli, binomial:K",
+        )
+    if servers:
+        group.add_argument(
+            "--concurrency",
+            metavar="SPEC",
+            help='jobs a server serves at once, in the speeds\' syntax: "8" or "50x8,50x32" (inf: unlimited; default 1)',
+        )
+        group.add_argument(
+            "--rate-curve",
+            metavar="CURVE",
+            help="total rate with b jobs in service, in units of the speed: independent (b, default), shared (1), "
+            "saturating:alpha=A (b/(1+A(b-1))) or table:v1,v2,...",
+        )
     if buffer:
         group.add_argument(
             "--buffer",
@@ -77,10 +98,15 @@ def add_scenario_flags(
     if job_sizes:
         group.add_argument(
             "--job-sizes",
-            choices=["exponential", "hyperexponential", "deterministic"],
-            help="job-size distribution, mean 1 (default exponential)",
+            metavar="KIND",
+            help="job-size distribution, mean 1: exponential (default), deterministic, hyperexponential, "
+            "lognormal, pareto, weibull (these four with --scv) or empirical:FILE",
         )
-        group.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential sizes")
+        group.add_argument(
+            "--scv",
+            type=float,
+            help="squared coefficient of variation of hyperexponential, lognormal, pareto or weibull sizes",
+        )
     if graph:
         group.add_argument(
             "--graph",
@@ -168,7 +194,6 @@ def add_model_flags(parser) -> None:
         "slotted model of paper 001 (with --model slotted; --speeds are mean "
         "services per slot, --arrival-rate is jobs per slot, --warmup counts slots)"
     )
-    slotted.add_argument("--arrivals", help="per-slot arrivals: poisson (default), bernoulli, binomial:K")
     slotted.add_argument("--service", help="per-slot services: poisson (default), bernoulli, binomial:K")
     slotted.add_argument("--routing", help="slot (one server per dispatcher and slot, default) or job")
     slotted.add_argument(
@@ -219,6 +244,8 @@ def scenario_from_args(args, continuous_only: bool = False):
             "job_sizes",
             "scv",
             "n_servers",
+            "concurrency",
+            "rate_curve",
             "model",
             "dispatchers",
             "arrivals",

@@ -41,6 +41,7 @@ def run(args) -> int:
     args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
+    system.check_supported("the mean-field limit")
     if system.graph.n_edges != system.graph.n_types * system.n_servers:
         raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
     buffers = np.unique(system.buffer)

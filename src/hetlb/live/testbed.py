@@ -257,6 +257,7 @@ class TestbedScenario:
         for load in self.loads:
             system = self.system_at(load)
             assert isinstance(system, System)  # system.model is continuous
+            system.check_supported("the testbed's backends and load generator")
             system.check_stability()
             for policy in self.policies:
                 if self.simulated(policy):

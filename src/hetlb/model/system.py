@@ -3,7 +3,10 @@
 Notation (paper 000 unless stated): server ``s`` has speed ``speed[s]`` = mu_{t_s}, a service
 rate in jobs per unit time for a job of size 1; job type ``k`` (a port l) arrives as a Poisson
 stream of rate ``arrival_rate[k]`` = lambda_l; ``buffer[s]`` = b counts the job in service, and an
-arrival routed to a full server is lost.
+arrival routed to a full server is lost. Server ``s`` serves up to ``concurrency[s]`` = c_s jobs
+at once at the total rate ``speed[s]`` phi_s(b) of its ``rate_curve[s]`` (hetlb.model.servers;
+c_s = 1 is the papers' server), and jobs arrive by ``arrivals`` (hetlb.model.arrivals; Poisson
+in the papers).
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.graphs.graph import CompatibilityGraph
+from hetlb.model.arrivals import ArrivalProcess
 from hetlb.model.job_sizes import JobSizes
+from hetlb.model.servers import (
+    capacity_factor,
+    check_servers,
+    concurrency_array,
+    concurrency_text,
+    rate_curve_tuple,
+)
 
 SYSTEM_BYTES_PER_SERVER = 64
 """A bound on the memory a System takes per server (its speed and buffer arrays, its speed classes,
@@ -44,9 +55,14 @@ class ServerSpeeds:
         return len(self.speed)
 
     @property
+    def server_capacity(self) -> np.ndarray:
+        """Each server's capacity in jobs of mean size per time unit: its speed (one job at a time)."""
+        return self.speed
+
+    @property
     def capacity(self) -> float:
-        """mu_Sigma = sum(speed)."""
-        return float(self.speed.sum())
+        """mu_Sigma = the sum of the servers' capacities (of their speeds, one job at a time)."""
+        return float(self.server_capacity.sum())
 
     @property
     def load(self) -> float:
@@ -71,7 +87,8 @@ def speed_classes(speed) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True, eq=False)
 class System(ServerSpeeds):
-    """Servers, job types, their compatibility graph, buffers and job sizes.
+    """Servers, job types, their compatibility graph, buffers, job sizes, the servers'
+    concurrency and rate curves, and the arrival process.
 
     Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
     """
@@ -82,6 +99,15 @@ class System(ServerSpeeds):
     buffer: np.ndarray
     job_sizes: JobSizes = field(default_factory=JobSizes)
     graph_construction: dict | None = None  # how a constructed graph was built (its report)
+    concurrency: np.ndarray = None  # type: ignore[assignment]  # c_s, int64; None: 1 each
+    rate_curve: tuple = None  # type: ignore[assignment]  # phi_s, one RateCurve per server
+    arrivals: ArrivalProcess = field(default_factory=ArrivalProcess)
+
+    def __post_init__(self):
+        if self.concurrency is None:
+            object.__setattr__(self, "concurrency", concurrency_array(None, len(self.speed)))
+        if self.rate_curve is None:
+            object.__setattr__(self, "rate_curve", rate_curve_tuple(None, len(self.speed)))
 
     @classmethod
     def from_speeds(
@@ -96,6 +122,9 @@ class System(ServerSpeeds):
         n_types: int = 1,
         job_sizes: JobSizes | str | None = None,
         graph_construction: dict | None = None,
+        concurrency=None,
+        rate_curve=None,
+        arrivals: ArrivalProcess | str | None = None,
     ) -> System:
         """Build and validate a system.
 
@@ -103,8 +132,9 @@ class System(ServerSpeeds):
             (:func:`parse_speeds`).
         arrival_rate: the total rate, split equally over the job types, or one rate per job type
             (lambda_l).
-        load: instead of ``arrival_rate``, the fraction rho of the total capacity sum(speed),
-            split equally over the job types.
+        load: instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed)
+            with one job at a time; sum of mu_s phi_s(c_s) in general), split equally over the
+            job types.
         excess_capacity: or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
         buffer: None (infinite), one int for all servers, or one per server (b, counts the job
             in service).
@@ -113,6 +143,12 @@ class System(ServerSpeeds):
         job_sizes: a :class:`JobSizes` or its kind name.
         graph_construction: the report of the construction that built ``graph``
             (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
+        concurrency: c_s, the jobs a server serves at once: None (1), one value for all, one per
+            server, or a text such as "50x8,50x32" (``inf`` for unlimited).
+        rate_curve: phi_s (:class:`hetlb.model.servers.RateCurve` or its text, e.g.
+            "saturating:alpha=0.2"): one for all servers, one per server, or [count, curve] pairs.
+        arrivals: the arrival process (:class:`hetlb.model.arrivals.ArrivalProcess` or its text:
+            "poisson", "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
         """
         speed = validation.positive_finite_array(
             "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
@@ -134,11 +170,23 @@ class System(ServerSpeeds):
             graph = CompatibilityGraph.complete(n_types, n_servers)
         if graph.n_servers != n_servers:
             raise InputError("graph", f"is for {graph.n_servers} servers but {n_servers} speeds were given")
-        arrival_rate = port_arrival_rates(speed, graph.n_types, arrival_rate, load, excess_capacity)
+        concurrency = concurrency_array(concurrency, n_servers)
+        rate_curve = rate_curve_tuple(rate_curve, n_servers)
+        check_servers(concurrency, rate_curve)
+        capacity = speed * capacity_factor(concurrency, rate_curve)
+        arrival_rate = port_arrival_rates(capacity, graph.n_types, arrival_rate, load, excess_capacity)
         if isinstance(job_sizes, str):
-            job_sizes = JobSizes(job_sizes)
+            job_sizes = JobSizes.parse(job_sizes)
         system = cls(
-            speed, arrival_rate, graph, buffer_array(buffer, n_servers), job_sizes or JobSizes(), graph_construction
+            speed,
+            arrival_rate,
+            graph,
+            buffer_array(buffer, n_servers),
+            job_sizes or JobSizes(),
+            graph_construction,
+            concurrency,
+            rate_curve,
+            ArrivalProcess.parse(arrivals or "poisson"),
         )
         system.check_stability()
         return system
@@ -153,6 +201,39 @@ class System(ServerSpeeds):
         return float(self.arrival_rate.sum())
 
     @property
+    def server_capacity(self) -> np.ndarray:
+        """mu_s phi_s(c_s) per server (jobs of mean size per time unit)."""
+        if self.has_single_slots:
+            return self.speed
+        return self.speed * capacity_factor(self.concurrency, self.rate_curve)
+
+    @property
+    def has_single_slots(self) -> bool:
+        """Whether every server serves one job at a time (c_s = 1): the papers' servers."""
+        return bool(np.all(self.concurrency == 1))
+
+    @property
+    def has_multi_slot_servers(self) -> bool:
+        return not self.has_single_slots
+
+    def rate_curve_classes(self) -> tuple[tuple, np.ndarray]:
+        """The distinct rate curves and each server's index into them."""
+        curves = list(dict.fromkeys(self.rate_curve))
+        index = {curve: i for i, curve in enumerate(curves)}
+        return tuple(curves), np.array([index[curve] for curve in self.rate_curve], dtype=np.int64)
+
+    def server_groups(self) -> list:
+        """[{"speed", "concurrency", "rate_curve", "count"}] per distinct server, fastest first."""
+        groups: dict = {}
+        for s in np.argsort(-self.speed, kind="stable"):
+            key = (float(self.speed[s]), concurrency_text(self.concurrency[s]), self.rate_curve[s].text)
+            groups[key] = groups.get(key, 0) + 1
+        return [
+            {"speed": speed, "concurrency": slots, "rate_curve": curve, "count": count}
+            for (speed, slots, curve), count in groups.items()
+        ]
+
+    @property
     def has_infinite_buffers(self) -> bool:
         return bool(np.all(self.buffer == INFINITE_BUFFER))
 
@@ -163,7 +244,7 @@ class System(ServerSpeeds):
             return self.capacity / self.total_arrival_rate
         from hetlb.graphs.connectivity import routable_load
 
-        return routable_load(self.graph, self.arrival_rate, self.speed)["theta"]
+        return routable_load(self.graph, self.arrival_rate, self.server_capacity)["theta"]
 
     def check_stability(self) -> None:
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""
@@ -175,6 +256,19 @@ class System(ServerSpeeds):
                 "arrival_rate",
                 f"unstable with infinite buffers: the graph can carry at most {scale:.6g} times the offered "
                 f"load (load {self.load:.6g} of total capacity); lower the load or set a buffer",
+            )
+
+    def check_supported(self, model: str, *, multi_slot: bool = False, arrivals=("poisson",), job_sizes=None) -> None:
+        """Refuse, in one line naming the field, what ``model`` (e.g. "the exact solver") does not
+        have: servers with c_s > 1 unless ``multi_slot``, an arrival process not in ``arrivals``,
+        job sizes not in ``job_sizes`` (None: any)."""
+        if self.has_multi_slot_servers and not multi_slot:
+            raise InputError("concurrency", f"{model} has servers that serve one job at a time (concurrency 1)")
+        if self.arrivals.kind not in arrivals:
+            raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
+        if job_sizes is not None and self.job_sizes.kind not in job_sizes:
+            raise InputError(
+                "job_sizes", f"{model} takes {' or '.join(job_sizes)} job sizes, not {self.job_sizes.kind}"
             )
 
     def describe(self) -> dict:
@@ -196,6 +290,8 @@ class System(ServerSpeeds):
             "graph": self.graph.describe(),
             "job_sizes": self.job_sizes.describe(),
             **({"graph_construction": self.graph_construction} if self.graph_construction else {}),
+            **({"servers": self.server_groups()} if self.has_multi_slot_servers else {}),
+            **({"arrivals": self.arrivals.describe()} if not self.arrivals.is_poisson else {}),
         }
 
 
@@ -219,17 +315,22 @@ def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
 
 
 def port_arrival_rates(
-    speed: np.ndarray, n_types: int, arrival_rate=None, load: float | None = None, excess_capacity: float | None = None
+    capacity: np.ndarray,
+    n_types: int,
+    arrival_rate=None,
+    load: float | None = None,
+    excess_capacity: float | None = None,
 ) -> np.ndarray:
     """lambda_l of each of ``n_types`` job types: ``arrival_rate`` (one total rate, split equally,
-    or one per type), ``load`` rho = lambda_Sigma / sum(speed), or ``excess_capacity`` c
-    (:func:`arrival_rate_for_excess_capacity`), split equally."""
+    or one per type), ``load`` rho = lambda_Sigma / sum(capacity), or ``excess_capacity`` c
+    (:func:`arrival_rate_for_excess_capacity`), split equally. ``capacity``: each server's (its
+    speed when it serves one job at a time)."""
     if sum(value is not None for value in (arrival_rate, load, excess_capacity)) != 1:
         raise InputError("arrival_rate", "give exactly one of arrival_rate, load and excess_capacity")
     if excess_capacity is not None:
-        arrival_rate = arrival_rate_for_excess_capacity(speed, excess_capacity)
+        arrival_rate = arrival_rate_for_excess_capacity(capacity, excess_capacity)
     elif load is not None:
-        arrival_rate = validation.positive_number("load", load) * float(speed.sum())  # a float: no numpy warning
+        arrival_rate = validation.positive_number("load", load) * float(capacity.sum())  # a float: no numpy warning
     rates = validation.positive_finite_array("arrival_rate", arrival_rate, validation.RATE_RANGE, RATE_RULE)
     if len(rates) == 1 and n_types > 1:
         validation.check_memory("types", 8 * n_types, f"the arrival rates of {validation.quantity(n_types)} job types")

@@ -36,6 +36,8 @@ SED = 8
 JSQ_DF_DS = 9
 JSQ_FIQ = 10
 JSQ_LISF = 11
+JLU = 12
+LEW = 13
 
 L_JSQ = 20
 L_JBA = 21

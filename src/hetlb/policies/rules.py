@@ -15,7 +15,7 @@ error model, which has no exception path.
 import numpy as np
 
 from hetlb.jit import njit
-from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JSQ, JSQ_FIQ, JSQ_LISF, JSSQ, SED
+from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JLU, JSQ, JSQ_FIQ, JSQ_LISF, JSSQ, LEW, SED
 
 KEYED_CODES = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
 """The codes :func:`selection_key` has a key for (jsq's, the queue length, is its last line): the
@@ -47,6 +47,53 @@ def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_si
     if policy_code == JFIQ:
         return float(speed_class) if queue_len == 0 else float(n_classes)
     return float(queue_len)
+
+
+@njit(error_model="numpy")
+def slot_selection_key(policy_code, queue_len, concurrency, rate_new, delay, capacity, idle_since):
+    """Key of one server that serves up to ``concurrency`` = c jobs at once (hetlb.model.servers);
+    the policy joins a least-key compatible server, ties at random. The server holds n =
+    ``queue_len`` jobs; it has a *free slot* when n < c (the "idle" of jiq, jfiq, jsq-fiq and
+    jsq-lisf); ``rate_new`` = mu phi(b') / b' with b' = min(n + 1, c) is the rate a job sent
+    there would receive (the "fastest" of jfsq, jfiq and jsq-fiq, the "slowest" of jssq);
+    ``delay`` = (n + 1) / (mu phi(min(n + 1, c))) is sed's expected delay; ``capacity`` =
+    mu phi(c). With c = 1 these order servers as :func:`selection_key` does.
+
+    jsq, pod: n.  jfsq: n, then the fastest rate_new.  jssq: n, then the slowest.  sed: delay.
+    jiq: a free slot first.  jfiq: free slots by the fastest rate_new, every full server equal.
+    jsq-fiq: free slots by the fastest rate_new, then full servers by n.  jsq-lisf: free slots by
+    the time they last had none (``idle_since``), then full servers by n.  jlu: n / c.  lew: n /
+    capacity. The secondary order rides in [0, 1/2) beside an integer n: 1 / (2 + rate_new)
+    falls as the rate rises, and equal rates give equal keys.
+    """
+    free = queue_len < concurrency
+    faster_first = 1.0 / (2.0 + rate_new)
+    if policy_code == JSQ_FIQ:
+        return faster_first - 1.0 if free else float(queue_len)
+    if policy_code == JSQ_LISF:
+        return -1.0 / (1.0 + idle_since) if free else float(queue_len)
+    if policy_code == JFSQ:
+        return queue_len + faster_first
+    if policy_code == JSSQ:
+        return queue_len + 0.5 - faster_first
+    if policy_code == SED:
+        return delay
+    if policy_code == JIQ:
+        return 0.0 if free else 1.0
+    if policy_code == JFIQ:
+        return faster_first if free else 1.0
+    if policy_code == JLU:
+        return queue_len / concurrency
+    if policy_code == LEW:
+        return queue_len / capacity
+    return float(queue_len)
+
+
+@njit
+def slot_falls_back_to_uniform(policy_code, least_key):
+    """jiq and jfiq on multi-slot servers with no free slot among the compatible servers send the
+    job uniformly at random instead (the keys of :func:`slot_selection_key`)."""
+    return (policy_code == JIQ or policy_code == JFIQ) and least_key >= 1.0
 
 
 @njit
