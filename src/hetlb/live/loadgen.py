@@ -1,10 +1,17 @@
-"""An open-loop load generator (``hetlb loadgen``): Poisson arrivals at a given rate, sent whether or
-not earlier requests have been answered (never closed-loop, so no coordinated omission), spread over
+"""An open-loop load generator (``hetlb loadgen``): arrivals at a given rate, sent whether or not
+earlier requests have been answered (never closed-loop, so no coordinated omission), spread over
 one or several target URLs and job types, with a warm-up and a measured window.
 
-Each arrival goes to target m with probability ``shares[m]`` (equal by default) and has job type k
-with probability ``job_types[k]``, independently: target m then sees a Poisson stream of rate
-``rate * shares[m]``, as the m-th of M dispatchers sees its own arrivals in the model. Arrival
+The arrivals are the model's process (hetlb.model.arrivals) of long-run rate ``rate``: Poisson;
+batches (``batch:mean=B``) at Poisson epochs of rate ``rate / B`` with geometric sizes of mean B,
+the requests of a batch sent at the same instant to the same target; or a two-phase MMPP
+(``mmpp:ratio=R,on=T1,off=T2``) whose phase sojourns have means T1 and T2 in units of
+``time_unit_ms`` (the mean service time at speed 1, as the backends' ``mean_service_ms``).
+
+Each arrival (each batch) goes to target m with probability ``shares[m]`` (equal by default) and
+each request has job type k with probability ``job_types[k]``, independently: with Poisson
+arrivals target m sees a Poisson stream of rate ``rate * shares[m]``, as the m-th of M
+dispatchers sees its own arrivals in the model. Arrival
 epochs are drawn in advance (a seeded generator) on the host's monotonic clock; the sender sleeps
 until each one (an :class:`~hetlb.live.runtime.EpochClock`, within a fraction of a millisecond,
 where asyncio's timers wake up to a millisecond late) and sends it, so any lateness (the event
@@ -48,6 +55,7 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.runtime import EpochClock, frozen_heap
+from hetlb.model.arrivals import ArrivalProcess
 from hetlb.progress import LOG_INTERVAL, is_terminal
 from hetlb.results.base import finite_or_null, versions
 from hetlb.results.load import LoadResult
@@ -58,11 +66,16 @@ ARRIVAL_CHUNK = 4096
 START_DELAY_S = 0.05
 """Seconds between starting and the first possible arrival (the session and its connector ready)."""
 PROGRESS_INTERVAL_S = 1.0
+DEFAULT_TIME_UNIT_MS = 20.0
+"""The time unit of an MMPP's phase means: the mean service time at speed 1 (hetlb backend's
+default --mean-service-ms)."""
 
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """An open-loop Poisson load. Times in seconds, ``rate`` in requests per second (in total)."""
+    """An open-loop load. Times in seconds, ``rate`` in requests per second (in total, long-run),
+    ``arrivals`` the process (an ArrivalProcess or its text), ``time_unit_ms`` the unit of an
+    MMPP's phase means."""
 
     targets: tuple[str, ...]
     rate: float
@@ -76,8 +89,12 @@ class LoadSpec:
     timeout: float = 30.0
     max_in_flight: int = 10_000
     batches: int = 20
+    arrivals: ArrivalProcess = field(default_factory=ArrivalProcess)
+    time_unit_ms: float = DEFAULT_TIME_UNIT_MS
 
     def __post_init__(self):
+        object.__setattr__(self, "arrivals", ArrivalProcess.parse(self.arrivals))
+        validation.positive_number("--time-unit-ms", self.time_unit_ms)
         if not self.targets:
             raise InputError("--target", "give at least one target URL")
         for target in self.targets:
@@ -106,7 +123,8 @@ class LoadSpec:
     def to_dict(self) -> dict:
         """The spec as JSON-ready values (a result's metadata)."""
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return {**values, "job_types": None if self.job_types is None else dict(self.job_types)}
+        job_types = None if self.job_types is None else dict(self.job_types)
+        return {**values, "job_types": job_types, "arrivals": self.arrivals.text}
 
     def target_probabilities(self) -> np.ndarray:
         shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
@@ -220,16 +238,53 @@ class LoadGenerator:
 
     def arrivals(self, rng: np.random.Generator):
         """(epoch offset, target index, job-type index) of every arrival, in order, forever."""
+        _, types = self.spec.type_probabilities()
+        for epochs, target in self.epochs(rng):
+            job_type = rng.choice(len(types), len(epochs), p=types)
+            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
+
+    def epochs(self, rng: np.random.Generator):
+        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever."""
         spec = self.spec
+        process = spec.arrivals
         targets = spec.target_probabilities()
-        _, types = spec.type_probabilities()
+        if process.kind == "mmpp":
+            yield from self.mmpp_epochs(rng, targets)
+            return
+        batch = process.mean_batch if process.kind == "batch" else 1.0
         offset = 0.0
         while True:
-            epochs = offset + np.cumsum(rng.exponential(1.0 / spec.rate, ARRIVAL_CHUNK))
+            starts = offset + np.cumsum(rng.exponential(batch / spec.rate, ARRIVAL_CHUNK))
             target = rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
-            job_type = rng.choice(len(types), ARRIVAL_CHUNK, p=types)
-            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
-            offset = float(epochs[-1])
+            if process.kind == "batch":  # a batch's requests at its epoch, to its target
+                sizes = rng.geometric(1.0 / batch, ARRIVAL_CHUNK)
+                yield np.repeat(starts, sizes), np.repeat(target, sizes)
+            else:
+                yield starts, target
+            offset = float(starts[-1])
+
+    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray):
+        """The MMPP's chunks: from its stationary phase, exponential phase sojourns (means T1 and
+        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each."""
+        spec = self.spec
+        process = spec.arrivals
+        unit_s = spec.time_unit_ms / 1e3
+        rates = process.phase_rates(spec.rate)  # (on, off), per second
+        means = (process.on * unit_s, process.off * unit_s)
+        phase = 0 if rng.random() < process.on_probability() else 1
+        start, end = 0.0, rng.exponential(means[phase])
+        while True:
+            expected = rates[phase] * (end - start)  # draw about what the phase needs, at most a chunk
+            count = int(min(ARRIVAL_CHUNK, 2 * expected + 16))
+            epochs = start + np.cumsum(rng.exponential(1.0 / rates[phase], count))
+            epochs = epochs[epochs < end]
+            if len(epochs) == count:
+                start = float(epochs[-1])
+            else:  # the phase ends before the chunk: the next starts at its end (memoryless)
+                phase = 1 - phase
+                start, end = end, end + rng.exponential(means[phase])
+            if len(epochs):
+                yield epochs, rng.choice(len(targets), len(epochs), p=targets)
 
     async def run(self) -> LoadResult:
         spec = self.spec
@@ -260,7 +315,8 @@ class LoadGenerator:
             scheduled = start + offset
             if scheduled >= end:
                 break
-            await clock.sleep_until(scheduled)
+            if scheduled > time.monotonic():  # a batch's next request is due at once
+                await clock.sleep_until(scheduled)
             measured = scheduled >= window_start
             if self.measurements.in_flight >= spec.max_in_flight:
                 self.measurements.not_sent += 1
