@@ -27,7 +27,7 @@ FIT_KINDS = ("saturating", "table")
 DEFAULT_TOLERANCE = 0.05
 """How far (a fraction of its value) a measured phi(b) may lie off the rules: a few per cent is
 the run-to-run noise of an engine's benchmark (a throughput that dips slightly past the knee, a
-batch of 5 measured 0.4% faster than 5 single requests)."""
+batch measured slightly more than b times as fast as one request)."""
 
 MAX_BATCH_SIZE = 65_536
 """The largest batch size a measurement may give (a table has one value per batch size up to it);
