@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hetlb
 from hetlb.errors import InputError
@@ -94,6 +96,37 @@ def test_table_keeps_the_rules_exactly_on_noisy_measurements():
         assert len(values) == sizes[-1]
         assert_on_rules(values)
         assert fit.residual < 0.05 * sizes[-1]
+
+
+@st.composite
+def measurements_on_the_rules(draw):
+    """Batch sizes from 1 and a phi on the rules: each value between its predecessor and its
+    predecessor times b_i / b_(i-1), drawn as a fraction of that interval."""
+    sizes = [1, *sorted(draw(st.sets(st.integers(2, 300), min_size=1, max_size=12)))]
+    phi = [1.0]
+    for previous, size in zip(sizes, sizes[1:]):
+        share = draw(st.floats(0.0, 1.0))
+        phi.append(phi[-1] * (1.0 + share * (size / previous - 1.0)))
+    return sizes, phi
+
+
+@settings(max_examples=200, deadline=None)
+@given(measurements_on_the_rules(), st.floats(0.5, 5000.0))
+def test_a_table_of_measurements_on_the_rules_keeps_them(measurement, unit):
+    sizes, phi = measurement
+    fit = fit_rate_curve(sizes, [unit * value for value in phi], kind="table")
+    values = table_of(fit.curve)
+    assert len(values) == sizes[-1]
+    assert_on_rules(values)
+    assert np.array([float(values[b - 1]) for b in sizes]) == pytest.approx(phi, rel=1e-5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(2, 1000), min_size=1, max_size=8), st.floats(0.0, 1.0), st.floats(0.5, 5000.0))
+def test_saturating_recovers_any_alpha_from_exact_data(sizes, alpha, unit):
+    sizes = [1, *sorted(sizes)]
+    fit = fit_rate_curve(sizes, unit * saturating_phi(sizes, alpha))
+    assert alpha_of(fit.curve) == pytest.approx(alpha, rel=1e-5, abs=1e-7)
 
 
 def test_table_moves_points_onto_the_rules():
