@@ -4,12 +4,13 @@ one or several target URLs and job types, with a warm-up and a measured window.
 
 The arrivals are the model's process (hetlb.model.arrivals) of long-run rate ``rate``: Poisson;
 batches (``batch:mean=B``) at Poisson epochs of rate ``rate / B`` with geometric sizes of mean B,
-the requests of a batch sent at the same instant to the same target; or a two-phase MMPP
+the requests of a batch sent at the same instant; or a two-phase MMPP
 (``mmpp:ratio=R,on=T1,off=T2``) whose phase sojourns have means T1 and T2 in units of
 ``time_unit_ms`` (the mean service time at speed 1, as the backends' ``mean_service_ms``).
 
-Each arrival (each batch) goes to target m with probability ``shares[m]`` (equal by default) and
-each request has job type k with probability ``job_types[k]``, independently: with Poisson
+Each request goes to target m with probability ``shares[m]`` (equal by default) and has job type
+k with probability ``job_types[k]``, independently (a batch's requests too, as each job of a batch
+draws its dispatcher and its type in the model): with Poisson
 arrivals target m sees a Poisson stream of rate ``rate * shares[m]``, as the m-th of M
 dispatchers sees its own arrivals in the model. Arrival
 epochs are drawn in advance (a seeded generator) on the host's monotonic clock; the sender sleeps
@@ -255,12 +256,11 @@ class LoadGenerator:
         offset = 0.0
         while True:
             starts = offset + np.cumsum(rng.exponential(batch / spec.rate, ARRIVAL_CHUNK))
-            target = rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
-            if process.kind == "batch":  # a batch's requests at its epoch, to its target
-                sizes = rng.geometric(1.0 / batch, ARRIVAL_CHUNK)
-                yield np.repeat(starts, sizes), np.repeat(target, sizes)
+            if process.kind == "batch":  # a batch's requests at its epoch, each to its own target
+                epochs = np.repeat(starts, rng.geometric(1.0 / batch, ARRIVAL_CHUNK))
+                yield epochs, rng.choice(len(targets), len(epochs), p=targets)
             else:
-                yield starts, target
+                yield starts, rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
             offset = float(starts[-1])
 
     def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray):
