@@ -48,6 +48,9 @@ def test_the_example_scenario_is_the_documented_one():
         "piggyback,push",
         "inflight,piggyback",
     ]
+    batching = testbed_module.TestbedScenario.from_toml(ROOT / "examples" / "testbed-batch-servers.toml").system_at(0.7)
+    assert batching.concurrency.tolist() == [8] * 4 and batching.arrivals.kind == "mmpp"
+    assert math.isclose(batching.total_arrival_rate, 0.7 * 3 * 8 / (1 + 0.2 * 7))
 
 
 @pytest.mark.parametrize(
