@@ -194,7 +194,7 @@ def test_unknown_names_raise():
     with pytest.raises(ValueError, match="policy"):
         simulate_reference(**HETERO, policy="jsq2", horizon=10.0)
     with pytest.raises(ValueError, match="size_dist"):
-        simulate_reference(**HETERO, policy="jsq", size_dist="lognormal", horizon=10.0)
+        simulate_reference(**HETERO, policy="jsq", size_dist="gamma", horizon=10.0)
 
 
 # --------------------------------------------------------------------------------------------
