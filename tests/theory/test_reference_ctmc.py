@@ -12,27 +12,12 @@ import numpy as np
 import pytest
 from scipy import linalg
 
+from support.closed_forms import birth_death_mean_number, erlang_b, erlang_c_response_time
 from support.reference_ctmc import POLICIES, routing_probabilities, solve_reference_ctmc
 from support.reference_model import Arrivals, make_servers
 
 EXACT = 1e-9  # relative tolerance of a solve against a closed form
 NEGLIGIBLE = 1e-12  # truncation mass and truncation losses that leave the means exact to EXACT
-
-
-def erlang_b(servers, offered):
-    """Erlang's loss formula B(c, a), by its recursion."""
-    blocking = 1.0
-    for c in range(1, servers + 1):
-        blocking = offered * blocking / (c + offered * blocking)
-    return blocking
-
-
-def erlang_c_response_time(servers, arrival_rate, service_rate):
-    """Mean response time of M/M/c: C(c, a) / (c mu - lambda) + 1 / mu."""
-    offered = arrival_rate / service_rate
-    b = erlang_b(servers, offered)
-    waiting_probability = servers * b / (servers - offered * (1.0 - b))
-    return waiting_probability / (servers * service_rate - arrival_rate) + 1.0 / service_rate
 
 
 def assert_truncation_negligible(result):
@@ -85,12 +70,6 @@ def test_mm1k_blocking(buffer, concurrency):
     assert result["blocking_probability"] == pytest.approx(p[buffer], rel=EXACT)
     assert result["mean_number_in_system"] == pytest.approx(float(np.arange(buffer + 1) @ p), rel=EXACT)
     assert result["truncation_mass"] == 0.0
-
-
-def birth_death_mean_number(arrival_rate, service_rates):
-    """Mean of the birth-death chain on 0..K with births ``arrival_rate`` and deaths ``service_rates[n-1]``."""
-    weights = np.cumprod([1.0] + [arrival_rate / rate for rate in service_rates])
-    return float(np.arange(len(weights)) @ weights / weights.sum())
 
 
 @pytest.mark.parametrize("curve", ["saturating:alpha=0.4", "table:1,1.7,2.2,2.4"])
