@@ -332,13 +332,25 @@ def test_shared_mm1k_blocking():
     assert_in_ci(column(replicated(**config), "blocking_probability"), p[buffer], "shared M/M/1/3 blocking")
 
 
-@pytest.mark.parametrize("size_dist, scv", [("lognormal", 4.0), ("pareto", 1.0), ("hyperexponential", 9.0)])
+@pytest.mark.parametrize(
+    "size_dist, scv", [("lognormal", 4.0), ("pareto", 1.0), ("hyperexponential", 9.0), ("deterministic", 0.0)]
+)
 def test_processor_sharing_is_insensitive(size_dist, scv):
     """M/G/1-PS: the mean response time is that of M/M/1 whatever the size law (mean 1)."""
     lam = 0.5
     config = one_server(lam) | dict(concurrency=math.inf, rate_curve="shared", size_dist=size_dist, scv=scv)
     samples = column(replicated(replications=12, horizon=4_000.0, **config), "mean_response_time")
     assert_in_ci(samples, 1.0 / (1.0 - lam), f"M/{size_dist}/1-PS response time")
+
+
+def test_many_independent_slots_never_queue():
+    """M/G/c with c far above the load: no job waits, so its response time has mean E[size] / mu = 1 / mu."""
+    lam, speed = 3.0, 1.5
+    config = one_server(lam, speed) | dict(concurrency=40, size_dist="lognormal", scv=3.0)
+    runs = replicated(replications=8, horizon=1_500.0, **config)
+    assert all(run["mean_waiting_time"] == 0.0 for run in runs)
+    assert_in_ci(column(runs, "mean_response_time"), 1.0 / speed, "M/G/40 response time")
+    assert_in_ci(column(runs, "mean_number_in_system"), lam / speed, "M/G/40 mean number")
 
 
 EMPIRICAL = [0.5, 0.5, 1.0, 2.0, 6.0]  # mean 2; scaled to mean 1 by the simulator

@@ -219,6 +219,25 @@ def test_conservation(policy, arrivals):
     assert result["mean_response_time"] > result["mean_waiting_time"] >= 0.0
 
 
+@pytest.mark.parametrize("arrivals", ["poisson", "batch:mean=2", "mmpp:ratio=3,on=2,off=4"])
+def test_policies_that_coincide(arrivals):
+    """On identical servers jlu, lew, sed, jfsq and jssq send each job where jsq does."""
+    identical = dict(
+        speed=[1.0, 1.0, 1.0], arrival_rate=[2.0], buffer=4, concurrency=2, rate_curve="saturating:alpha=0.5"
+    )
+    jsq = solve_reference_ctmc(**identical, policy="jsq", arrivals=arrivals)
+    for policy in ("jlu", "lew", "sed", "jfsq", "jssq"):
+        other = solve_reference_ctmc(**identical, policy=policy, arrivals=arrivals)
+        assert other["mean_number_in_system"] == pytest.approx(jsq["mean_number_in_system"], rel=1e-12), policy
+    # equal capacities mu phi(c) but unequal c: lew is still jsq, jlu is not
+    unequal = dict(speed=[1.0, 2.0], arrival_rate=[1.5], buffer=4, concurrency=[2, 1], rate_curve="independent")
+    jsq = solve_reference_ctmc(**unequal, policy="jsq", arrivals=arrivals)
+    lew = solve_reference_ctmc(**unequal, policy="lew", arrivals=arrivals)
+    jlu = solve_reference_ctmc(**unequal, policy="jlu", arrivals=arrivals)
+    assert lew["mean_number_in_system"] == pytest.approx(jsq["mean_number_in_system"], rel=1e-12)
+    assert abs(jlu["mean_number_in_system"] - jsq["mean_number_in_system"]) > 1e-3
+
+
 def test_batch_of_one_is_poisson():
     poisson = solve_reference_ctmc(**HETERO, policy="jfsq")
     batch = solve_reference_ctmc(**HETERO, policy="jfsq", arrivals="batch:mean=1")
