@@ -288,25 +288,22 @@ def solve_reference_ctmc(
     generator = generator - sparse.diags(np.asarray(generator.sum(axis=1)).ravel())
     pi = _stationary(generator.tocsr())
 
+    occupancy = np.array(states).reshape(size, n_servers)
+    pi_jobs, state_rows = pi, occupancy
     if process.kind == "mmpp":
         phase_rate = np.tile([rate_on, rate_off], size)
         admitted_rate = float(pi @ (phase_rate * np.repeat(1.0 - beta, 2)))
         truncation_rate = float(pi @ (phase_rate * np.repeat(lost_to_truncation, 2)))
         phases = np.tile([0, 1], size)
         pi_jobs = pi.reshape(size, 2).sum(axis=1)
-        state_rows = np.column_stack([np.repeat(np.array(states).reshape(size, n_servers), 2, axis=0), phases])
+        state_rows = np.column_stack([np.repeat(occupancy, 2, axis=0), phases])
     elif process.kind == "batch":
         admitted_rate = batch_rate * float(pi @ admitted_per_batch)
         truncation_rate = batch_rate * float(pi @ truncation_lost_per_batch)
-        pi_jobs = pi
-        state_rows = np.array(states).reshape(size, n_servers)
     else:
         admitted_rate = total_rate * float(pi @ (1.0 - beta))
         truncation_rate = total_rate * float(pi @ lost_to_truncation)
-        pi_jobs = pi
-        state_rows = np.array(states).reshape(size, n_servers)
 
-    occupancy = np.array(states).reshape(size, n_servers)
     concurrency_caps = np.array([min(server.concurrency, cap) for server, cap in zip(servers, caps)])
     at_truncation = np.array([any(truncated[s] and x[s] == caps[s] for s in range(n_servers)) for x in states])
     mean_number = float(pi_jobs @ jobs)
