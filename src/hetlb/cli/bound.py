@@ -29,6 +29,7 @@ def run(args) -> int:
         "c_star_by_type": bound.c_star_by_type.tolist(),
         "type_speeds": bound.type_speeds.tolist(),
         "lower_bound": bound.lower_bound,
+        **({"multi_slot": True} if system.has_multi_slot_servers else {}),
     }
     if args.json:
         print_json(values)
