@@ -287,20 +287,22 @@ def test_saturating_backends_under_mmpp_traffic_are_predicted(tmp_path):
     """THE check of multi-slot backends and bursts: jsq behind one hetlb serve on 2 backends of
     speed 1 that serve up to 8 requests at once (saturating, alpha 0.2: 3.3 times one request's
     rate with 8), mean 40 ms alone, under MMPP traffic (the on phase 4 times the off phase's
-    rate, phases of 0.4 s and 1.2 s on average) at load 0.6: the live mean minus the path's
-    overhead lies in the prediction interval of simulated runs of its length (widened by 5%)."""
+    rate, over capacity, phases of 80 ms and 240 ms on average: short enough that an 8 s run
+    holds many, so that its prediction interval is narrow) at load 0.6: the live mean minus the
+    path's overhead lies in the prediction interval of simulated runs of its length (widened by
+    5%)."""
     system = {
         "speeds": "2x1",
         "concurrency": 8,
         "rate_curve": "saturating:alpha=0.2",
-        "arrivals": "mmpp:ratio=4,on=10,off=30",
+        "arrivals": "mmpp:ratio=4,on=2,off=6",
     }
     try:
         model = {("speed" if key == "speeds" else key): value for key, value in system.items()}
         simulate(System.from_speeds(**model, load=0.6), "jsq", jobs=100, dispatchers=1, update="piggyback")
     except InputError as refusal:
         pytest.skip(f"this build's simulator refuses the scenario: {refusal}")
-    testbed = {"mean_service_ms": 40.0, "loads": [0.6], "policies": ["jsq"], "warmup": 1.0, "duration": 6.0}
+    testbed = {"mean_service_ms": 40.0, "loads": [0.6], "policies": ["jsq"], "warmup": 1.0, "duration": 8.0}
     bed = testbed_module.run_testbed_mapping(
         {"system": system, "testbed": testbed, "run": {"jobs": 20_000, "replications": 3}}, tmp_path, say=lambda _: None
     )
