@@ -63,6 +63,7 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
         ({"testbed": {"policies": ["jsq-lisf"]}}, "testbed.policies: 'jsq-lisf' is not a live policy"),
+        ({"testbed": {"policies": ["random"], "loads": [0.7]}}, "policy: random is unstable here: server 2"),
         ({"testbed": {"mean_service_ms": 0}}, "testbed.mean_service_ms: must be a finite number > 0"),
         ({"policy": {"id": "jsq"}}, "policy: a testbed runs the policies of testbed.policies"),
         ({"system": {"speeds": "2x1", "model": "slotted"}}, "system.model: the testbed runs the continuous"),

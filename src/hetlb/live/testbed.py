@@ -253,7 +253,10 @@ class TestbedScenario:
         return None if twin is None else signal_text(twin)
 
     def check(self) -> None:
-        """The policies are live ones, every scenario builds and is stable, before anything starts."""
+        """The policies are live ones, every scenario builds and is stable (under its policy too, as
+        the simulator would refuse it after the live run), before anything starts."""
+        from hetlb.simulation.continuous import check_policy_stability
+
         if not self.policies and not self.compare:
             raise InputError("testbed.policies", "give policies, or balancers to compare, or both")
         live = [policy_id for policy_id, spec in POLICIES.items() if "live" in spec.models]
@@ -272,7 +275,9 @@ class TestbedScenario:
                 check_decides_as_simulated(policy["id"], system)
             for policy in self.policies:
                 if self.simulated(policy):
-                    self.scenario(policy, load)
+                    scenario = self.scenario(policy, load)
+                    if system.has_single_slots:  # the simulator's check of a static split by speed
+                        check_policy_stability(system, scenario.policy)
                     self.scenario(policy, load, None, self.live_length_run(load))
         if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
