@@ -1,6 +1,8 @@
 """The exact solver on servers that serve many jobs at once and on batch and MMPP arrivals,
 against closed forms (Erlang C, M/M/c/K, M/M/1, M^X/M/1), a matrix-geometric solution of MMPP/M/1
-written here from the definition, and facts that hold whatever the chain."""
+written here from the definition, the independent CTMC of tests/support/reference_ctmc.py (which
+builds a batch's whole transition law instead of routing states), and facts that hold whatever
+the chain."""
 
 import math
 
@@ -12,6 +14,8 @@ from hetlb import System
 from hetlb.errors import InputError
 from hetlb.policies.registry import register_policy, unregister_policy
 from hetlb.theory import routing_probabilities, solve_exact, solve_exact_arrays
+
+from support.reference_ctmc import solve_reference_ctmc
 
 EXACT = 1e-9
 """Relative agreement of the solver with a closed form: the chain is solved to a residual of 1e-9;
@@ -257,3 +261,38 @@ def test_a_registered_policy_runs_on_single_slot_servers_only():
         assert error.value.field == "concurrency"
     finally:
         unregister_policy("fewest-jobs")
+
+
+ORACLE_SYSTEMS = {
+    "saturating": {
+        "speed": [2.0, 1.0, 1.0],
+        "arrival_rate": [2.5, 1.0],
+        "compat": [[0, 1, 2], [1, 2]],
+        "buffer": [5, 4, 3],
+        "concurrency": [3, 2, 1],
+        "rate_curve": "saturating:alpha=0.3",
+    },
+    "table": {
+        "speed": [1.5, 1.0],
+        "arrival_rate": [2.6],
+        "compat": [[0, 1]],
+        "buffer": [6, 5],
+        "concurrency": [4, 3],
+        "rate_curve": "table:1,1.6,2,2.2",
+    },
+}
+ORACLE_POLICIES = ["random", "jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq", "pod", "sed", "jlu", "lew"]
+"""Every policy of both solvers but weighted-random, which the oracle weighs by speed and hetlb by
+capacity on multi-slot servers (docs/reference/policies.md)."""
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "batch:mean=2", "mmpp:ratio=4,on=2,off=3"])
+@pytest.mark.parametrize("system", list(ORACLE_SYSTEMS))
+@pytest.mark.parametrize("policy", ORACLE_POLICIES)
+def test_agrees_with_the_reference_ctmc(policy, system, arrivals):
+    case = ORACLE_SYSTEMS[system]
+    ours = solve_exact_arrays(policy=policy, arrivals=arrivals, **case)
+    reference = solve_reference_ctmc(policy=policy, arrivals=arrivals, **case)
+    for measure in ("mean_response_time", "mean_waiting_time", "blocking_probability", "throughput"):
+        assert getattr(ours, measure) == pytest.approx(reference[measure], rel=1e-8, abs=1e-12), measure
+    np.testing.assert_allclose(ours.utilisation, reference["utilisation"], rtol=1e-8)
