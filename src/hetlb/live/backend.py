@@ -18,10 +18,10 @@ millisecond late (epoll waits in whole milliseconds, rounded up); the clock's th
 resolution of microseconds, so the response leaves within a fraction of a millisecond, plus the
 event loop's scheduling. Any lateness delays that one response and never the jobs behind it, so it
 does not accumulate, and it is not part of the sojourn the response reports: a client sees it as
-part of the way back. The number in system counts the jobs whose
-ideal departure is still ahead. A job is in the queue from its arrival whatever its client does: a
-client that disconnects while waiting leaves its job in the queue, served as the model's server
-would serve it (the job's departure epoch is fixed when it arrives). Several backends run in one
+part of the way back. The number in system counts the jobs whose ideal departure is still ahead.
+A job is in the queue from its arrival whatever its client does: a client that disconnects while
+waiting leaves its job in the queue, served as the model's server would serve it (on a
+single-slot backend its departure epoch is fixed when it arrives). Several backends run in one
 process (one event loop), each with its own queue and its own random streams.
 
 A backend of concurrency c > 1 and rate curve phi (hetlb.model.servers) is a
