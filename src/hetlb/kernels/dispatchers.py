@@ -692,7 +692,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                         update_rng,
                     )
             else:
-                admit_job(c, server, q, now)
+                admit_job(c, server, q, now, q > 0)
                 if q + 1 <= n_levels:
                     move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
                 if truth_view:
@@ -703,7 +703,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                     service_dispatcher[s] = m
                     lower_time(departures, s, start_service(c, server, now, size))
                 else:
-                    job_dispatcher[queue_job(c, server, q, now, size, job_arrival, job_size, job_next)] = m
+                    job_dispatcher[queue_job(c, server, q - 1, now, size, job_arrival, job_size, job_next)] = m
             if dispatcher_model.push_probability > 0.0 and update_rng.random() < dispatcher_model.push_probability:
                 taken = rules.sample_without_replacement(
                     n_servers, dispatcher_model.push_size, probe_sample, update_rng

@@ -95,7 +95,7 @@ def simulate(
         raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
     if isinstance(system, System):
-        system.check_supported("the simulator", job_sizes=PAPER_SIZES)
+        system.check_supported("the simulator", multi_slot=True, job_sizes=PAPER_SIZES)
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
