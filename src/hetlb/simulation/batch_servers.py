@@ -25,8 +25,9 @@ MOST_SLOTS = int(np.iinfo(np.int32).max)
 this, is this many (the record's job counts are int32 too, so no server holds more)."""
 
 
-def check_multi_slot_policy(system: System, policy: Policy) -> None:
-    """Refuse, in one line, a policy the multi-slot loop has no meaning or no rule for."""
+def check_multi_slot_policy(system: System, policy: Policy, codes=kernel.CODES) -> None:
+    """Refuse, in one line, a policy the multi-slot loops have no meaning or no rule for (``codes``:
+    those the loop has a rule for)."""
     spec = policy.spec
     if spec.selection_key is not None:
         raise InputError(
@@ -40,7 +41,7 @@ def check_multi_slot_policy(system: System, policy: Policy) -> None:
             "jsq-df-ds splits the servers into fast and slow by speed and looks for idle ones, neither of which has "
             "one meaning on servers that serve many jobs at once; use jsq-fiq or pod, or concurrency 1",
         )
-    if spec.code not in kernel.CODES:
+    if spec.code not in codes:
         raise InputError("policy", f"{spec.id} has no rule for servers that serve many jobs at once (concurrency > 1)")
     if spec.code == registry.JLU and np.any(system.concurrency >= UNLIMITED_CONCURRENCY):
         raise InputError("concurrency", "jlu joins the least n_s / c_s, which needs every concurrency finite")
@@ -121,6 +122,16 @@ def grow_service_room(slot_state: kernel.SlotState) -> kernel.SlotState:
     slot_servers["heap_offset"] = offset
     slot_state.counters[0]["full_server"] = -1
     return slot_state._replace(slot_servers=slot_servers, service=service)
+
+
+def no_slots() -> tuple[kernel.SlotModel, kernel.SlotState]:
+    """The multi-slot data of a system whose servers serve one job at a time: empty arrays."""
+    empty = np.zeros(0)
+    model = kernel.SlotModel(np.zeros((0, 1)), np.zeros((0, 1)), empty, empty, empty)
+    counters = np.zeros(1, kernel.SLOT_COUNTER_DTYPE)
+    counters["full_server"] = -1
+    state = kernel.SlotState(counters, np.zeros(0, kernel.SLOT_SERVER_DTYPE), np.zeros(0, kernel.SERVICE_DTYPE), empty)
+    return model, state
 
 
 def slot_figures(system: System, slot_state: kernel.SlotState, measured_time: float) -> dict:
