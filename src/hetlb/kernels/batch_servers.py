@@ -38,18 +38,22 @@ from collections import namedtuple
 
 import numpy as np
 
+from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, records
+from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
     RUNNING,
     SCAN_MAX_SERVERS,
+    SIZE_EMPIRICAL,
     add_to_batch,
     admit_job,
     area_at,
     arrival_batch,
     close_window,
     draw_size,
+    empirical_size,
     finish,
     has_finite_buffer,
     leave_server,
@@ -325,11 +329,11 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
     mean_interarrival = 1.0 / total_arrival_rate
     n_types = len(type_keep)
     size_code = model.size_code
-    first_phase_probability, first_phase_rate, second_phase_rate = (
-        model.size_params[0],
-        model.size_params[1],
-        model.size_params[2],
-    )
+    size_table = model.size_params
+    size_first, size_second, size_third = size_table[0], size_table[1], size_table[2]
+    empirical_sizes = size_code == SIZE_EMPIRICAL
+    arrival_code, arrival_params = model.arrival_code, model.arrival_params
+    poisson = arrival_code == ARRIVALS_POISSON
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
@@ -393,7 +397,8 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             record_state_time(c, now, jobs_time, waiting_time)
 
         if next_arrival <= next_departure:
-            # an arrival: its type, size and the next epoch from the arrival stream, as for c = 1
+            # an arrival: its type, size and the next epoch from the arrival stream (every arrival
+            # process of hetlb.kernels.arrivals), as for c = 1
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
             lo = compat_indptr[job_type]
             hi = compat_indptr[job_type + 1]
@@ -411,8 +416,14 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                     s, least = rules.least_key_server(compat_indices, lo, hi, server_key, ties, policy_rng)
                 if rules.slot_falls_back_to_uniform(policy_code, least):
                     s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
-            size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
-            next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            if empirical_sizes:
+                size = empirical_size(size_table, arrival_rng)
+            else:
+                size = draw_size(size_code, size_first, size_second, size_third, arrival_rng)
+            if poisson:
+                next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            else:
+                next_arrival = next_arrival_epoch(c, now, arrival_code, arrival_params, arrival_rng)
             c.next_arrival = next_arrival
             server = servers[s]
             slot = slot_servers[s]
