@@ -41,6 +41,7 @@ import numpy as np
 from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, records
 from hetlb.kernels.arrivals import next_arrival_epoch
+from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
@@ -64,18 +65,21 @@ from hetlb.kernels.continuous import (
     record_response,
     record_state_time,
     record_trace,
-    set_departure,
     snapshot_batch,
     take_first_waiting,
 )
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import random_least_leaf, set_key
+from hetlb.kernels.trees import move_time, random_least_leaf, set_key, set_time_by_scan
 from hetlb.policies import registry, rules
 
 CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, *rules.KEYED_CODES, registry.JLU, registry.LEW)
 """The policy codes the multi-slot loop has a rule for: random, weighted-random (weights: the
 capacities mu phi(c)), pod (by the number of jobs n) and every key of
 hetlb.policies.rules.slot_selection_key."""
+
+BUCKETED_CODES = (registry.JSQ, registry.JIQ)
+"""The codes whose slot keys are small integers (jsq: n; jiq: 0 with a free slot, else 1), which
+the key buckets of hetlb.kernels.buckets serve on the complete graph, O(1) per decision."""
 
 NEEDS_SERVICE_ROOM = 4
 """advance() status: a server's region of jobs in service is full and may need to grow."""
@@ -96,7 +100,7 @@ SLOT_SERVER_DTYPE = np.dtype(
         ("room", "i4"),
         ("clock", "f8"),
         ("clock_time", "f8"),
-        ("rate", "f8"),
+        ("inv_rate", "f8"),
         ("service_area", "f8"),
         ("free_since", "f8"),
     ]
@@ -104,7 +108,8 @@ SLOT_SERVER_DTYPE = np.dtype(
 """One multi-slot server, 64 bytes: b, c (2^31 - 1 for unlimited), where its region of jobs in
 service starts and how many it holds, its curve, the most jobs it can have in service
 (min(c, buffer)); the attained-work clock and when it was last
-brought up to date, the rate of each job in service now (mu phi(b) / b), the area of b, and when
+brought up to date, the time a job in service now takes per unit of work (b / (mu phi(b)), a
+multiplication where a division would wait on every departure), the area of b, and when
 the server last went from no free slot to a free one (jsq-lisf's order; 0 at first)."""
 
 SERVICE_DTYPE = np.dtype([("threshold", "f8"), ("arrival", "f8"), ("waiting", "f8"), ("dispatcher", "i8")])
@@ -114,11 +119,14 @@ the dispatcher that sent it (the many-dispatcher loop's piggyback goes to it; 0 
 SLOT_COUNTER_DTYPE = np.dtype([("full_server", "i8")])
 """The server whose region of jobs in service is full while it may serve more, or -1."""
 
-SlotModel = namedtuple("SlotModel", ["curve_phi", "curve_rate", "curve_alpha", "curve_tail", "capacity"])
+SlotModel = namedtuple(
+    "SlotModel", ["curve_phi", "curve_rate", "curve_alpha", "curve_tail", "curve_job_time", "capacity"]
+)
 SlotModel.__doc__ = """Read-only data of the multi-slot servers (hetlb.simulation.batch_servers.pack_slots):
-per curve, ``curve_phi[curve, b]`` = phi(b) and ``curve_rate[curve, b]`` = phi(b) / b for b below the
-tables' width (column 0 unused), and beyond it ``curve_tail[curve]`` (a table curve's last value
-v_k, else 0) or the formula b / (1 + ``curve_alpha[curve]`` (b - 1)); ``capacity[s]`` = mu_s phi_s(c_s)."""
+per curve, ``curve_phi[curve, b]`` = phi(b), ``curve_rate[curve, b]`` = phi(b) / b and
+``curve_job_time[curve, b]`` = b / phi(b) for b below the tables' width (column 0 unused), and beyond
+it ``curve_tail[curve]`` (a table curve's last value v_k, else 0) or the formula
+b / (1 + ``curve_alpha[curve]`` (b - 1)); ``capacity[s]`` = mu_s phi_s(c_s)."""
 
 SlotState = namedtuple("SlotState", ["counters", "slot_servers", "service", "window_service_area"])
 SlotState.__doc__ = """Mutable state of the multi-slot servers: one SLOT_COUNTER_DTYPE record, one
@@ -126,7 +134,7 @@ SLOT_SERVER_DTYPE record per server, the jobs in service (SERVICE_DTYPE, each se
 region), and the area of each server's b over the measured window (kept when the window closes)."""
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", inline="always")
 def curve_phi(curve_phi_table, curve_alpha, curve_tail, curve, b):
     """phi(b) of ``curve`` for b >= 1 jobs in service: its table, or beyond it its formula."""
     if b < curve_phi_table.shape[1]:
@@ -136,7 +144,7 @@ def curve_phi(curve_phi_table, curve_alpha, curve_tail, curve, b):
     return b / (1.0 + curve_alpha[curve] * (b - 1.0))
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", inline="always")
 def per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, curve, b):
     """phi(b) / b of ``curve`` for b >= 1 jobs in service (in units of the speed)."""
     if b < curve_rate_table.shape[1]:
@@ -144,20 +152,40 @@ def per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, cur
     return curve_phi(curve_phi_table, curve_alpha, curve_tail, curve, b) / b
 
 
-@njit(error_model="numpy")
-def slot_key(policy_code, n, slot, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail, since):
-    """The selection key (hetlb.policies.rules.slot_selection_key) of a server with record ``slot``,
-    speed mu and capacity mu phi(c), holding n jobs (or believed to): the rate mu phi(b') / b' a new
-    job would receive and sed's delay (n + 1) / (mu phi(b')), b' = min(n + 1, c); ``since``: when it
-    last went from no free slot to a free one."""
+@njit(error_model="numpy", inline="always")
+def slot_key(
+    policy_code, n, slot, s, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail, since
+):
+    """The selection key (hetlb.policies.rules.slot_selection_key) of server s, with record ``slot``,
+    speed mu = ``speed[s]`` and capacity mu phi(c) = ``capacity[s]``, holding n jobs (or believed to):
+    the rate mu phi(b') / b' a new job would receive and sed's delay (n + 1) / (mu phi(b')),
+    b' = min(n + 1, c); ``since``: when it last went from no free slot to a free one. Reads only what
+    the policy's key needs (none of it for jsq)."""
     slots = slot.concurrency
-    entering = min(n + 1, slots)
-    rate_new = speed * per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, slot.curve, entering)
-    delay = (n + 1.0) / (speed * curve_phi(curve_phi_table, curve_alpha, curve_tail, slot.curve, entering))
-    return rules.slot_selection_key(policy_code, n, slots, rate_new, delay, capacity, since)
+    rate_new, delay, server_capacity = 0.0, 0.0, 1.0
+    if needs_rates(policy_code):
+        mu = speed[s]
+        entering = min(n + 1, slots)
+        rate_new = mu * per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, slot.curve, entering)
+        delay = (n + 1.0) / (mu * curve_phi(curve_phi_table, curve_alpha, curve_tail, slot.curve, entering))
+    if policy_code == registry.LEW:
+        server_capacity = capacity[s]
+    return rules.slot_selection_key(policy_code, n, slots, rate_new, delay, server_capacity, since)
 
 
-@njit
+@njit(inline="always")
+def needs_rates(policy_code):
+    """Whether the policy's slot key reads the new job's rate or sed's delay."""
+    return (
+        policy_code == registry.JFSQ
+        or policy_code == registry.JSSQ
+        or policy_code == registry.JFIQ
+        or policy_code == registry.JSQ_FIQ
+        or policy_code == registry.SED
+    )
+
+
+@njit(inline="always")
 def push_service(service, slot, threshold, arrival, waiting, dispatcher):
     """Add a job in service to the server's heap (``slot``: its record; the region has room)."""
     base = slot.heap_offset
@@ -181,7 +209,7 @@ def push_service(service, slot, threshold, arrival, waiting, dispatcher):
     slot.in_service += 1
 
 
-@njit
+@njit(inline="always")
 def replace_least_service(service, slot, threshold, arrival, waiting, dispatcher):
     """Put a job in service in the place of the one with the least threshold (the heap's root), and
     sift it down to where it belongs."""
@@ -211,7 +239,7 @@ def replace_least_service(service, slot, threshold, arrival, waiting, dispatcher
     entry.dispatcher = dispatcher
 
 
-@njit
+@njit(inline="always")
 def pop_least_service(service, slot):
     """Remove the job with the least threshold from the server's heap."""
     n = slot.in_service - 1
@@ -226,50 +254,48 @@ def next_departure_time(service, slot, now):
     """When the server's job with the least threshold finishes, at the present rate; +inf if none."""
     if slot.in_service == 0:
         return np.inf
-    return now + (service[at(slot.heap_offset)].threshold - slot.clock) / slot.rate
+    return now + (service[at(slot.heap_offset)].threshold - slot.clock) * slot.inv_rate
 
 
-@njit
-def set_slot_rate(slot, speed, curve_phi_table, curve_rate_table, curve_alpha, curve_tail):
-    """The rate of each job in service after b changed: mu phi(b) / b (the clock is up to date)."""
+@njit(inline="always")
+def set_slot_rate(slot, inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time):
+    """The time per unit of work of each job in service after b changed: b / (mu phi(b))."""
     b = slot.in_service
-    slot.rate = (
-        speed * per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, slot.curve, b)
-        if b > 0
-        else 0.0
-    )
+    if b >= curve_job_time.shape[1]:
+        slot.inv_rate = inv_speed * b / curve_phi(curve_phi_table, curve_alpha, curve_tail, slot.curve, b)
+    elif b > 0:
+        slot.inv_rate = inv_speed * curve_job_time[slot.curve, b]
 
 
-@njit
+@njit(inline="always")
 def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_counters, speed, slot_model):
     """A job of ``size`` arriving at ``now`` at server s (``server``, ``slot``: its records), which
     has a free slot, enters service; returns the server's next departure time."""
-    curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slot_model
+    curve_phi_table, curve_rate_table, curve_alpha, curve_tail, curve_job_time = slot_model
     b = slot.in_service
     if b == 0:
         server.busy_area -= now
         slot.clock = 0.0  # a new origin for each busy period keeps the clock's readings small
     else:
-        slot.clock += (now - slot.clock_time) * slot.rate
+        rate = speed * per_job_rate(curve_phi_table, curve_rate_table, curve_alpha, curve_tail, slot.curve, b)
+        slot.clock += (now - slot.clock_time) * rate
     slot.clock_time = now
     c.busy += 1
     slot.service_area -= now
     push_service(service, slot, slot.clock + size, now, 0.0, dispatcher)
     if slot.in_service == slot.heap_capacity and slot.in_service < slot.room:
         slot_counters.full_server = s
-    set_slot_rate(slot, speed, curve_phi_table, curve_rate_table, curve_alpha, curve_tail)
+    set_slot_rate(slot, server.inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time)
     return next_departure_time(service, slot, now)
 
 
-@njit
-def end_slot_service(
-    c, server, slot, q, now, service, job_arrival, job_size, job_next, job_dispatcher, speed, slot_model
-):
+@njit(inline="always")
+def end_slot_service(c, server, slot, q, now, service, job_arrival, job_size, job_next, job_dispatcher, slot_model):
     """The job with the least threshold has left server s at ``now`` (``leave_server`` has run; it
     still holds ``q`` jobs): the first waiting job, if any, enters service in its place, else b
     falls by one; returns the server's next departure time. ``job_dispatcher``: the dispatcher of
     each waiting job by job slot (empty: 0 for all)."""
-    curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slot_model
+    curve_phi_table, _, curve_alpha, curve_tail, curve_job_time = slot_model
     slot.clock = service[at(slot.heap_offset)].threshold  # what the clock reads now, without rounding
     slot.clock_time = now
     if q >= slot.concurrency:
@@ -285,8 +311,18 @@ def end_slot_service(
         slot.free_since = now
     if q == 0:
         server.busy_area += now
-    set_slot_rate(slot, speed, curve_phi_table, curve_rate_table, curve_alpha, curve_tail)
+    set_slot_rate(slot, server.inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time)
     return next_departure_time(service, slot, now)
+
+
+@njit(inline="always")
+def move_departure(departures, s, next_time, scanning, n_servers):
+    """Set server s's next departure time, which may move either way (b changed), in the
+    departures' tournament tree; returns the earliest of all (see set_departure of c = 1)."""
+    if scanning:
+        return set_time_by_scan(departures, s, next_time, n_servers)
+    move_time(departures, s, next_time)
+    return departures[1].time
 
 
 @njit
@@ -313,7 +349,7 @@ def follow_marks(c, was_measuring, window_was_open, warmup, slot_servers, window
         close_service_window(slot_servers, c.window_end, window_service_area)
 
 
-@njit
+@njit(_nrt=False)
 def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_events):
     """Run up to ``max_events`` events on multi-slot servers; return RUNNING, FINISHED,
     NEEDS_JOB_SLOTS or NEEDS_SERVICE_ROOM (hetlb.kernels.continuous.advance for c = 1)."""
@@ -341,8 +377,14 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
     servers, server_key = records(state.servers), state.server_key
     slot_servers, service = records(slot_state.slot_servers), records(slot_state.service)
     window_service_area = slot_state.window_service_area
-    curves = (slot_model.curve_phi, slot_model.curve_rate, slot_model.curve_alpha, slot_model.curve_tail)
-    curve_phi_table, curve_rate_table, curve_alpha, curve_tail = curves
+    curves = (
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+        slot_model.curve_job_time,
+    )
+    curve_phi_table, curve_rate_table, curve_alpha, curve_tail, _ = curves
     capacity = slot_model.capacity
     queue_len = servers.queue_len  # a column, for power-of-d
     n_servers = len(servers)
@@ -350,7 +392,13 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     no_dispatchers = job_next[:0]
     departures, key_tree = records(state.departures), records(state.key_tree)
-    scanned, keyed = len(server_key) > 0, len(key_tree) > 0
+    bucket_order, bucket_position, bucket_key, bucket_start = (
+        state.bucket_order,
+        state.bucket_position,
+        state.bucket_key,
+        state.bucket_start,
+    )
+    scanned, keyed, bucketed = len(server_key) > 0, len(key_tree) > 0, len(bucket_order) > 0
     level_count, level_area = state.level_count, state.level_area
     level_width = level_count.shape[1]
     flat_level_count, flat_level_area = level_count.reshape(-1), level_area.reshape(-1)
@@ -400,6 +448,7 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             # an arrival: its type, size and the next epoch from the arrival stream (every arrival
             # process of hetlb.kernels.arrivals), as for c = 1
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
+            drawn_at, least_bucket, least_count = -1, 0, 0  # where a draw from the key buckets found s
             lo = compat_indptr[job_type]
             hi = compat_indptr[job_type + 1]
             if policy_code == registry.RANDOM:
@@ -409,13 +458,19 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             elif policy_code == registry.POD:
                 s = rules.power_of_d_server(compat_indices, lo, hi, sample_sizes[0], queue_len, sample, policy_rng)
             else:
-                if type_uses_tree[job_type]:
+                if type_uses_tree[job_type] and bucketed:
+                    s, least_bucket, drawn_at, least_count = random_least_drawn(
+                        bucket_order, bucket_key, bucket_start, policy_rng
+                    )
+                    least = float(least_bucket)
+                elif type_uses_tree[job_type]:
                     s = random_least_leaf(key_tree, policy_rng, servers)
                     least = key_tree[1].key
                 else:
                     s, least = rules.least_key_server(compat_indices, lo, hi, server_key, ties, policy_rng)
                 if rules.slot_falls_back_to_uniform(policy_code, least):
                     s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
+                    drawn_at = -1
             if empirical_sizes:
                 size = empirical_size(size_table, arrival_rng)
             else:
@@ -443,16 +498,17 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 next_time = start_slot_service(
                     c, server, slot, s, now, size, 0, service, slot_counters, speed[s], curves
                 )
-                next_departure = set_departure(departures, s, next_time, scanning, n_servers)
+                next_departure = move_departure(departures, s, next_time, scanning, n_servers)
             else:
                 queue_job(c, server, q - slot.concurrency, now, size, job_arrival, job_size, job_next)
-            if scanned or keyed:
+            if scanned or keyed or bucketed:
                 key = slot_key(
                     policy_code,
                     q + 1,
                     slot,
-                    speed[s],
-                    capacity[s],
+                    s,
+                    speed,
+                    capacity,
                     curve_phi_table,
                     curve_rate_table,
                     curve_alpha,
@@ -463,6 +519,20 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                     server_key[s] = key
                 if keyed:
                     set_key(key_tree, s, key)
+                if bucketed and drawn_at >= 0:
+                    move_drawn_key(
+                        bucket_order,
+                        bucket_position,
+                        bucket_key,
+                        bucket_start,
+                        s,
+                        drawn_at,
+                        least_bucket,
+                        least_count,
+                        int(key),
+                    )
+                elif bucketed:
+                    move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
@@ -483,16 +553,17 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             next_time = end_slot_service(
-                c, server, slot, q, now, service, job_arrival, job_size, job_next, no_dispatchers, speed[s], curves
+                c, server, slot, q, now, service, job_arrival, job_size, job_next, no_dispatchers, curves
             )
-            next_departure = set_departure(departures, s, next_time, scanning, n_servers)
-            if scanned or keyed:
+            next_departure = move_departure(departures, s, next_time, scanning, n_servers)
+            if scanned or keyed or bucketed:
                 key = slot_key(
                     policy_code,
                     q,
                     slot,
-                    speed[s],
-                    capacity[s],
+                    s,
+                    speed,
+                    capacity,
                     curve_phi_table,
                     curve_rate_table,
                     curve_alpha,
@@ -503,6 +574,8 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                     server_key[s] = key
                 if keyed:
                     set_key(key_tree, s, key)
+                if bucketed:
+                    move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED
@@ -522,8 +595,9 @@ def slot_keys(
             policy_code,
             queue_len[s],
             slots[s],
-            speed[s],
-            capacity[s],
+            s,
+            speed,
+            capacity,
             curve_phi_table,
             curve_rate_table,
             curve_alpha,

@@ -222,8 +222,9 @@ def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, 
                 key_code,
                 value,
                 slot_servers[s],
-                speed[s],
-                capacity[s],
+                s,
+                speed,
+                capacity,
                 curve_phi_table,
                 curve_rate_table,
                 curve_alpha,
@@ -467,8 +468,9 @@ def least_slot_key_server(key_code, candidates, lo, hi, estimate, idle_since, sl
             key_code,
             estimate[s],
             slot_servers[s],
-            speed[s],
-            capacity[s],
+            s,
+            speed,
+            capacity,
             curve_phi_table,
             curve_rate_table,
             curve_alpha,
@@ -600,8 +602,22 @@ def advance(
     slot_servers, service = records(slot_state.slot_servers), records(slot_state.service)
     window_service_area = slot_state.window_service_area
     multi_slot = len(slot_servers) > 0
-    curves = (slot_model.curve_phi, slot_model.curve_rate, slot_model.curve_alpha, slot_model.curve_tail)
-    slots = (slot_servers, speed, slot_model.capacity, *curves)
+    curves = (
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+        slot_model.curve_job_time,
+    )
+    slots = (
+        slot_servers,
+        speed,
+        slot_model.capacity,
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+    )
     slot_ranking = dispatcher_model.slot_ranking == 1
     weights = slot_model.capacity if multi_slot else speed  # l-jba's, as weighted-random's
 
@@ -916,7 +932,6 @@ def advance(
                     job_size,
                     job_next,
                     job_dispatcher,
-                    speed[s],
                     curves,
                 )
             elif q > 0:

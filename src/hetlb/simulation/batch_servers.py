@@ -47,8 +47,21 @@ def check_multi_slot_policy(system: System, policy: Policy, codes=kernel.CODES) 
         raise InputError("concurrency", "jlu joins the least n_s / c_s, which needs every concurrency finite")
 
 
+def bucketed(policy_code: int, slot_state: kernel.SlotState) -> bool:
+    """Whether the key buckets serve the policy on these multi-slot servers: its keys are integers
+    (hetlb.kernels.batch_servers.BUCKETED_CODES) and no server can have unboundedly many jobs in
+    service, so that a server's key stays below the job pool's size plus :func:`held_beyond_one`."""
+    return policy_code in kernel.BUCKETED_CODES and bool(np.all(slot_state.slot_servers["room"] < MOST_SLOTS))
+
+
+def held_beyond_one(slot_state: kernel.SlotState) -> int:
+    """The most jobs a server can have in service, less one (those not in the job pool beyond the
+    one of concurrency 1)."""
+    return int(slot_state.slot_servers["room"].max()) - 1
+
+
 def pack_slots(system: System) -> kernel.SlotModel:
-    """The curves as tables of phi(b) and phi(b) / b up to the largest finite min(c, buffer)
+    """The curves as tables of phi(b), phi(b) / b and b / phi(b) up to the largest finite min(c, buffer)
     (at most MAX_TABLE_JOBS), their formulas beyond, and each server's capacity mu phi(c)."""
     curves, _ = system.rate_curve_classes()
     most_in_service = np.minimum(system.concurrency, system.buffer.astype(np.int64))
@@ -56,9 +69,11 @@ def pack_slots(system: System) -> kernel.SlotModel:
     jobs = np.arange(1, width)
     curve_phi = np.zeros((len(curves), width))
     curve_rate = np.zeros((len(curves), width))
+    curve_job_time = np.zeros((len(curves), width))
     for i, curve in enumerate(curves):
         curve_phi[i, 1:] = curve.phi(jobs)
         curve_rate[i, 1:] = curve.per_job_rate(jobs)
+        curve_job_time[i, 1:] = jobs / curve_phi[i, 1:]
     alpha = np.array([1.0 if curve.kind == "shared" else curve.alpha for curve in curves])
     tail = np.array([curve.values[-1] if curve.kind == "table" else 0.0 for curve in curves])
     return kernel.SlotModel(
@@ -66,6 +81,7 @@ def pack_slots(system: System) -> kernel.SlotModel:
         curve_rate=curve_rate,
         curve_alpha=alpha,
         curve_tail=tail,
+        curve_job_time=curve_job_time,
         capacity=np.asarray(system.server_capacity, dtype=np.float64),
     )
 
@@ -127,7 +143,7 @@ def grow_service_room(slot_state: kernel.SlotState) -> kernel.SlotState:
 def no_slots() -> tuple[kernel.SlotModel, kernel.SlotState]:
     """The multi-slot data of a system whose servers serve one job at a time: empty arrays."""
     empty = np.zeros(0)
-    model = kernel.SlotModel(np.zeros((0, 1)), np.zeros((0, 1)), empty, empty, empty)
+    model = kernel.SlotModel(np.zeros((0, 1)), np.zeros((0, 1)), empty, empty, np.zeros((0, 1)), empty)
     counters = np.zeros(1, kernel.SLOT_COUNTER_DTYPE)
     counters["full_server"] = -1
     state = kernel.SlotState(counters, np.zeros(0, kernel.SLOT_SERVER_DTYPE), np.zeros(0, kernel.SERVICE_DTYPE), empty)

@@ -473,8 +473,13 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
     job_arrival, job_size, job_next = job_pool(initial_job_slots(model.buffer, n_servers))
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     complete = model.type_uses_tree.any()
-    bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES and slots is None
-    buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
+    if slots is None:
+        bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
+        held = 0
+    else:
+        bucketed = complete and batch_servers.bucketed(model.policy_code, slots[1])
+        held = batch_servers.held_beyond_one(slots[1])
+    buckets = new_buckets(keys, bucket_keys(model, len(job_next) + held)) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
     server_keys = keys if spec.ranks_whole_set and not model.type_uses_tree.all() else np.zeros(0)
     return kernel.KernelState(
@@ -541,9 +546,10 @@ def job_pool(slots: int):
     return np.zeros(slots), np.zeros(slots), job_next
 
 
-def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
+def grow_job_pool(model, state: kernel.KernelState, held: int = 0) -> kernel.KernelState:
     """Double the job pool when every slot is in use (only waiting jobs occupy slots), and the
-    key buckets' range of keys with it."""
+    key buckets' range of keys with it (``held``: the most jobs a server has in service beyond one,
+    hetlb.simulation.batch_servers.held_beyond_one)."""
     used = len(state.job_next)
     if 2 * used > np.iinfo(np.int32).max:  # the server records keep slots and queue lengths as int32
         raise InputError(
@@ -564,7 +570,7 @@ def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
     next_slot[:used] = state.job_next
     state.counters[0]["free_slot"] = used
     bucket_start = (
-        grow_buckets(state.bucket_start, bucket_keys(model, 2 * used))
+        grow_buckets(state.bucket_start, bucket_keys(model, 2 * used + held))
         if len(state.bucket_start)
         else state.bucket_start
     )
@@ -594,7 +600,7 @@ def run_replication(system: System, model, seed_sequence, options: RunOptions, r
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:
-            state = grow_job_pool(model, state)
+            state = grow_job_pool(model, state, 0 if slot_state is None else batch_servers.held_beyond_one(slot_state))
             counters = state.counters[0]
         if status == slot_kernel.NEEDS_SERVICE_ROOM and slot_state is not None:
             slot_state = batch_servers.grow_service_room(slot_state)
