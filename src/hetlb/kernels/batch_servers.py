@@ -39,7 +39,7 @@ from collections import namedtuple
 import numpy as np
 
 from hetlb.constants import ARRIVALS_POISSON
-from hetlb.jit import at, njit, records
+from hetlb.jit import at, njit, prefetch, records
 from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.continuous import (
@@ -69,7 +69,7 @@ from hetlb.kernels.continuous import (
     take_first_waiting,
 )
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import move_time, random_least_leaf, set_key, set_time_by_scan
+from hetlb.kernels.trees import move_time, prefetch_path, random_least_leaf, set_key, set_time_by_scan
 from hetlb.policies import registry, rules
 
 CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, *rules.KEYED_CODES, registry.JLU, registry.LEW)
@@ -86,6 +86,11 @@ NEEDS_SERVICE_ROOM = 4
 
 INITIAL_SERVICE_ROOM = 16
 """Entries of a server's region of jobs in service at the start (at most c and the buffer)."""
+
+PREFETCH_MIN_SERVERS = 2048
+"""From this many servers on the kernel prefetches (a multi-slot server's records, region of jobs in
+service and tree leaves take about eight times the bytes of a server of concurrency 1, whose loop
+starts at hetlb.kernels.continuous.PREFETCH_MIN_SERVERS)."""
 
 MAX_TABLE_JOBS = 4096
 """The curves' tables go up to b = min(largest finite min(c, buffer), this); the formula beyond."""
@@ -389,6 +394,7 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
     queue_len = servers.queue_len  # a column, for power-of-d
     n_servers = len(servers)
     scanning = n_servers <= SCAN_MAX_SERVERS
+    prefetching = n_servers >= PREFETCH_MIN_SERVERS
     job_arrival, job_size, job_next = state.job_arrival, state.job_size, state.job_next
     no_dispatchers = job_next[:0]
     departures, key_tree = records(state.departures), records(state.key_tree)
@@ -443,6 +449,15 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
         c.events += 1
         if distributions and c.tagging == 1:
             record_state_time(c, now, jobs_time, waiting_time)
+        if prefetching:  # the next departure's server: start loading what its departure reads
+            leader = departures[1].leaf
+            prefetch(servers, leader)
+            prefetch(slot_servers, leader)
+            prefetch(service, slot_servers[leader].heap_offset)
+            prefetch_path(departures, leader, 3)
+            if bucketed:
+                prefetch(bucket_position, leader)
+                prefetch(bucket_key, leader)
 
         if next_arrival <= next_departure:
             # an arrival: its type, size and the next epoch from the arrival stream (every arrival
@@ -471,6 +486,10 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 if rules.slot_falls_back_to_uniform(policy_code, least):
                     s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
                     drawn_at = -1
+            if prefetching:  # the records this arrival changes, while the draws below run
+                prefetch(servers, s)
+                prefetch(slot_servers, s)
+                prefetch_path(departures, s, 2)
             if empirical_sizes:
                 size = empirical_size(size_table, arrival_rng)
             else:
