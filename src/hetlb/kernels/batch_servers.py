@@ -166,6 +166,8 @@ def slot_key(
     the rate mu phi(b') / b' a new job would receive and sed's delay (n + 1) / (mu phi(b')),
     b' = min(n + 1, c); ``since``: when it last went from no free slot to a free one. Reads only what
     the policy's key needs (none of it for jsq)."""
+    if policy_code == registry.JSQ:  # the key of most runs, first: n
+        return float(n)
     slots = slot.concurrency
     rate_new, delay, server_capacity = 0.0, 0.0, 1.0
     if needs_rates(policy_code):
