@@ -281,9 +281,21 @@ ORACLE_SYSTEMS = {
         "rate_curve": "table:1,1.6,2,2.2",
     },
 }
-ORACLE_POLICIES = ["random", "jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq", "pod", "sed", "jlu", "lew"]
-"""Every policy of both solvers but weighted-random, which the oracle weighs by speed and hetlb by
-capacity on multi-slot servers (docs/reference/policies.md)."""
+ORACLE_POLICIES = [
+    "random",
+    "weighted-random",
+    "jsq",
+    "jfsq",
+    "jssq",
+    "jiq",
+    "jfiq",
+    "jsq-fiq",
+    "pod",
+    "sed",
+    "jlu",
+    "lew",
+]
+"""Every policy of both solvers (weighted-random weighs by capacity, docs/reference/policies.md)."""
 
 
 @pytest.mark.parametrize("arrivals", ["poisson", "batch:mean=2", "mmpp:ratio=4,on=2,off=3"])
