@@ -275,9 +275,7 @@ class TestbedScenario:
                 check_decides_as_simulated(policy["id"], system)
             for policy in self.policies:
                 if self.simulated(policy):
-                    scenario = self.scenario(policy, load)
-                    if system.has_single_slots:  # the simulator's check of a static split by speed
-                        check_policy_stability(system, scenario.policy)
+                    check_policy_stability(system, self.scenario(policy, load).policy)
                     self.scenario(policy, load, None, self.live_length_run(load))
         if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
