@@ -30,7 +30,8 @@ queued on the client), and each measured request keeps three floats (24 bytes).
 
 The result (a :class:`~hetlb.results.load.LoadResult`: a mapping of the figures, with the spec and
 the versions as ``metadata``) has the simulator's keys (``mean_response_time`` and
-``mean_response_time_ci`` from batch means over ``batches`` equal slices of the measured window,
+``mean_response_time_ci`` from the means of ``batches`` batches of equal numbers of the measured
+requests in the order sent (as the simulator's batches of jobs; bursts fill slices of time unevenly),
 ``response_time_p50/p95/p99``, ``blocking_probability``: the share of 503 answers), in
 milliseconds, with the counts of requests, errors and per-backend answers (from ``X-Backend``, or
 the target's URL when the answer has none), the achieved rate, and the backends' own share of the
@@ -179,11 +180,8 @@ class Measurements:
         offsets = np.frombuffer(self.send_offset, dtype=np.float64)
         sojourn = np.frombuffer(self.sojourn, dtype=np.float64)
         lag = np.frombuffer(self.send_lag, dtype=np.float64) * 1e3
-        batch = np.minimum((offsets / spec.duration * spec.batches).astype(np.int64), spec.batches - 1)
-        sums = np.bincount(batch, weights=times, minlength=spec.batches)
-        counts = np.bincount(batch, minlength=spec.batches)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            batch_means = sums / counts
+        in_send_order = times[np.argsort(offsets, kind="stable")]
+        batch_means = [part.mean() if len(part) else math.nan for part in np.array_split(in_send_order, spec.batches)]
         errors = sum(self.errors.values())
         answered = len(times)
         has_sojourn = answered > 0 and bool(np.isfinite(sojourn).all())
