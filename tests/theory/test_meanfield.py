@@ -12,7 +12,6 @@ import hetlb
 from hetlb.cli import main
 from hetlb.errors import InputError
 from hetlb.theory import (
-    meanfield,
     mm1_mean_response_time,
     mm1k_blocking_probability,
     mm1k_mean_response_time,
@@ -20,9 +19,11 @@ from hetlb.theory import (
 )
 from hetlb.theory.meanfield import (
     MEANFIELD_POLICIES,
+    fixed_point_solver,
     mean_field,
     mean_field_trajectory,
     pod_equal_servers_response_time,
+    sampling,
     server_speeds,
 )
 
@@ -207,7 +208,7 @@ def test_every_policy_answers_on_sixteen_classes_and_a_buffer_of_100():
 
 
 def sampling_model_of(limit):
-    return meanfield.sampling_model(
+    return sampling.sampling_model(
         limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
     )
 
@@ -230,7 +231,7 @@ def test_the_chain_rule_jacobian_matches_central_differences_of_phi(policy, para
         for unit in np.eye(tails.size)
     ]
     # the Jacobian's own forward differences of the birth rates (step FD_STEP) are good to ~1e-7
-    np.testing.assert_allclose(meanfield.phi_jacobian(model, tails), np.array(columns).T, atol=1e-6)
+    np.testing.assert_allclose(fixed_point_solver.phi_jacobian(model, tails), np.array(columns).T, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -243,12 +244,12 @@ def test_the_solver_finds_the_fixed_point_of_the_plain_iteration(policy, classes
     limit = mean_field(np.linspace(2.0, 0.2, classes), np.ones(classes), load=load, policy=policy, buffer=100)
     model = sampling_model_of(limit)
     solved = model.group_tails(limit.occupancy)[:, 1:].ravel()
-    plain = meanfield.damped(model, np.zeros_like(solved), 100_000, meanfield.RESIDUAL_TOLERANCE)
-    residuals = [np.max(np.abs(meanfield.residual_of(model, tails))) for tails in (solved, plain)]
-    assert max(residuals) < meanfield.RESIDUAL_TOLERANCE
+    plain = fixed_point_solver.damped(model, np.zeros_like(solved), 100_000, fixed_point_solver.RESIDUAL_TOLERANCE)
+    residuals = [np.max(np.abs(fixed_point_solver.residual_of(model, tails))) for tails in (solved, plain)]
+    assert max(residuals) < fixed_point_solver.RESIDUAL_TOLERANCE
     # two points with residuals r1, r2 lie within |(I - dPhi/dT)^-1| (r1 + r2) of each other, to
     # first order; a factor 2 covers the second-order term
-    inverse = np.linalg.inv(np.eye(solved.size) - meanfield.phi_jacobian(model, solved))
+    inverse = np.linalg.inv(np.eye(solved.size) - fixed_point_solver.phi_jacobian(model, solved))
     assert np.max(np.abs(solved - plain)) <= 2 * np.max(np.abs(inverse).sum(axis=1)) * sum(residuals)
 
 
