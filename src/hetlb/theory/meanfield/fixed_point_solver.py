@@ -132,7 +132,7 @@ def phi_jacobian(model: SamplingModel, current: np.ndarray) -> np.ndarray:
     tails[1:, :, 1:] = inner[None] + np.array(perturbations)
     birth = model.class_birth(tails)  # (batch, M, L): a_{m,j}, j = 0..L-1
     change = birth[1:] - birth[0]
-    occupancy = birth_death_tails(birth[0], model.speed)  # s_{m,i}, i = 1..L
+    occupancy = birth_death_tails(birth[0], model.death[:, :levels])  # s_{m,i}, i = 1..L
     index = np.arange(levels)
     sensitivity = (
         occupancy[:, np.maximum(index[:, None], index[None, :])] - occupancy[:, :, None] * occupancy[:, None, :]

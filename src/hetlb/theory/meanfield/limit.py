@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hetlb.model.servers import SINGLE_SLOT
+from hetlb.theory.meanfield.classes import ServerClasses
+
 BLOCKING_RESOLUTION = 1e-9
 """Blocking probabilities below this are within the fixed point's tolerance and reported as 0."""
 
@@ -16,7 +19,8 @@ class MeanFieldLimit:
     """The fixed point of the mean-field limit and the figures derived from it.
 
     ``occupancy[m, i-1]`` is s_{m,i}, the fraction of class-m servers with at least i jobs;
-    ``class_speed`` mu_m (decreasing) and ``class_fraction`` alpha_m; ``arrival_rate`` lambda per
+    ``class_speed`` mu_m (decreasing) and ``class_fraction`` alpha_m; ``class_concurrency`` c_m and
+    ``class_rate_curve`` phi_m (default: 1, the papers' servers); ``arrival_rate`` lambda per
     server; ``buffer`` b (None: infinite). Times are in the time unit of the speeds. ``stable`` is
     False when no fixed point with finite queues exists (then the means are infinite).
     ``finite_n_error`` is the order of the gap between the N-server system and the limit.
@@ -34,11 +38,33 @@ class MeanFieldLimit:
     description: str
     finite_n_error: str = "1/N"
     levels: int = field(default=0)
+    class_concurrency: np.ndarray = None  # type: ignore[assignment]  # c_m, int64; None: 1 each
+    class_rate_curve: tuple = None  # type: ignore[assignment]  # phi_m; None: SINGLE_SLOT each
+
+    def __post_init__(self):
+        n_classes = len(self.class_speed)
+        if self.class_concurrency is None:
+            object.__setattr__(self, "class_concurrency", np.ones(n_classes, dtype=np.int64))
+        if self.class_rate_curve is None:
+            object.__setattr__(self, "class_rate_curve", (SINGLE_SLOT,) * n_classes)
+
+    @property
+    def classes(self) -> ServerClasses:
+        return ServerClasses(self.class_speed, self.class_fraction, self.class_concurrency, self.class_rate_curve)
+
+    @property
+    def rate_in_use(self) -> np.ndarray:
+        """E[phi_m(min(N, c_m))] per class, the mean service rate of a class-m server in units of
+        its speed: sum_i (phi_m(min(i, c_m)) - phi_m(min(i - 1, c_m))) s_{m,i} (s_{m,1} when c_m = 1)."""
+        factor = self.classes.rate_factor(self.occupancy.shape[1])
+        gain = np.diff(factor, axis=1, prepend=0.0)
+        return (gain * self.occupancy).sum(axis=1)
 
     @property
     def throughput(self) -> float:
-        """Departures per server per unit time, sum_m alpha_m mu_m s_{m,1}."""
-        return float(np.sum(self.class_fraction * self.class_speed * self.occupancy[:, 0]))
+        """Departures per server per unit time, sum_m alpha_m mu_m E[phi_m(min(N, c_m))]
+        (sum_m alpha_m mu_m s_{m,1} with one job at a time)."""
+        return float(np.sum(self.class_fraction * self.class_speed * self.rate_in_use))
 
     @property
     def blocking_probability(self) -> float:
@@ -60,9 +86,15 @@ class MeanFieldLimit:
         return self.mean_number_in_system / self.throughput if self.stable else math.inf
 
     @property
+    def mean_in_service(self) -> np.ndarray:
+        """E[min(N, c_m)] per class, the mean jobs in service at a class-m server: sum_{i <= c_m} s_{m,i}."""
+        levels = np.arange(1, self.occupancy.shape[1] + 1)
+        return np.where(levels[None, :] <= self.class_concurrency[:, None], self.occupancy, 0.0).sum(axis=1)
+
+    @property
     def mean_service_time(self) -> float:
-        """Mean service time of admitted jobs: busy servers per server / throughput."""
-        return float(np.sum(self.class_fraction * self.occupancy[:, 0])) / self.throughput
+        """Mean service time of admitted jobs: jobs in service per server / throughput."""
+        return float(np.sum(self.class_fraction * self.mean_in_service)) / self.throughput
 
     @property
     def mean_waiting_time(self) -> float:
@@ -71,29 +103,53 @@ class MeanFieldLimit:
 
     @property
     def p_wait(self) -> float:
-        """Probability that an admitted job waits: arrivals joining a busy server equal the
-        departures leaving one or more jobs behind, sum_m alpha_m mu_m s_{m,2} / throughput."""
+        """Probability that an admitted job waits: arrivals that find all c_m slots taken equal the
+        departures that leave c_m or more jobs behind, sum_m alpha_m mu_m phi_m(c_m) s_{m,c_m+1}
+        / throughput (0 for unlimited concurrency)."""
         if not self.stable:
             return math.nan
-        second = self.occupancy[:, 1] if self.occupancy.shape[1] > 1 else np.zeros(len(self.class_speed))
-        return float(np.sum(self.class_fraction * self.class_speed * second)) / self.throughput
+        padded = np.concatenate([self.occupancy, np.zeros((len(self.class_speed), 1))], axis=1)
+        beyond = np.minimum(self.class_concurrency, self.occupancy.shape[1])
+        waiting = padded[np.arange(len(self.class_speed)), beyond]
+        capacity = self.class_speed * self.classes.capacity_factor
+        return float(np.sum(self.class_fraction * capacity * waiting)) / self.throughput
 
     @property
     def utilisation(self) -> np.ndarray:
-        """Busy fraction s_{m,1} of each class."""
-        return self.occupancy[:, 0].copy()
+        """The fraction of each class's capacity in use, E[phi_m(min(N, c_m))] / phi_m(c_m): the busy
+        fraction s_{m,1} when c_m = 1."""
+        return self.rate_in_use / self.classes.capacity_factor
 
     @property
     def job_share(self) -> np.ndarray:
-        """Share of the admitted jobs served by each class, alpha_m mu_m s_{m,1} / throughput."""
-        return self.class_fraction * self.class_speed * self.occupancy[:, 0] / self.throughput
+        """Share of the admitted jobs served by each class, alpha_m mu_m E[phi_m(min(N, c_m))] / throughput."""
+        return self.class_fraction * self.class_speed * self.rate_in_use / self.throughput
 
     def to_dict(self) -> dict:
-        """The figures as plain numbers (JSON-ready; infinities as None)."""
+        """The figures as plain numbers (JSON-ready; infinities as None). With servers that serve
+        several jobs at once, each class also gives its concurrency, rate curve, capacity
+        mu_m phi_m(c_m) and busy fraction s_{m,1}."""
 
         def plain(value):
             return float(value) if math.isfinite(value) else None
 
+        classes = self.classes
+        utilisation = self.utilisation
+        job_share = self.job_share if self.stable else None
+        rows = []
+        for m in range(len(self.class_speed)):
+            row = {
+                "speed": float(self.class_speed[m]),
+                "fraction": float(self.class_fraction[m]),
+                "utilisation": float(utilisation[m]),
+                "job_share": float(job_share[m]) if job_share is not None else None,
+                "s_m": [float(x) for x in trim_tail(self.occupancy[m])],
+            }
+            if not classes.single_slot:
+                row.update(classes.describe(m))
+                row["capacity"] = float(classes.capacity[m])
+                row["busy_fraction"] = float(self.occupancy[m, 0])
+            rows.append(row)
         return {
             "policy": self.policy,
             "parameters": dict(self.parameters),
@@ -108,16 +164,7 @@ class MeanFieldLimit:
             "p_wait": plain(self.p_wait),
             "blocking_probability": plain(self.blocking_probability),
             "mean_number_in_system_per_server": plain(self.mean_number_in_system),
-            "classes": [
-                {
-                    "speed": float(self.class_speed[m]),
-                    "fraction": float(self.class_fraction[m]),
-                    "utilisation": float(self.occupancy[m, 0]),
-                    "job_share": float(self.job_share[m]) if self.stable else None,
-                    "s_m": [float(x) for x in trim_tail(self.occupancy[m])],
-                }
-                for m in range(len(self.class_speed))
-            ],
+            "classes": rows,
         }
 
 

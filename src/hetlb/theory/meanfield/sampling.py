@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.theory.meanfield.classes import ServerClasses
 from hetlb.theory.meanfield.policies import mean_field_rules
 
 FIRST_LEVELS = 32
@@ -27,7 +29,8 @@ class SamplingModel:
     """Classes partitioned into speed-blind groups (one for pod and the random policies; fast and
     slow for the JSQ/JIQ(d_F, d_S) family). Arrays carry a leading batch axis: ``tails[..., g, j]``
     is T_{g,j}, the fraction of group-g servers with at least j jobs, j = 0..L. ``rule`` is the
-    policy's MeanFieldRule.rule."""
+    policy's MeanFieldRule.rule; ``classes`` the server classes, whose ``speed`` and ``fraction``
+    are the model's."""
 
     policy: str
     rule: str
@@ -37,6 +40,18 @@ class SamplingModel:
     arrival_rate: float
     group_of_class: np.ndarray
     group_fraction: np.ndarray
+    classes: ServerClasses
+
+    @cached_property
+    def death(self) -> np.ndarray:
+        """death[m, n-1] = mu_m phi_m(min(n, c_m)), the completion rate of a class-m server with
+        n = 1..MAX_LEVELS jobs (mu_m with one job at a time)."""
+        return self.classes.death_rate(MAX_LEVELS)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """mu_m phi_m(c_m), the completion rate of a class-m server with c_m jobs or more."""
+        return self.classes.capacity
 
     @property
     def n_groups(self) -> int:
@@ -48,9 +63,9 @@ class SamplingModel:
         shape = tails.shape[:-2] + (self.speed.size, tails.shape[-1] - 1)
         if self.rule == "uniform":
             return np.full(shape, lam)
-        if self.rule == "speed-weighted":
-            rho = lam / float(np.sum(self.fraction * self.speed))
-            return np.broadcast_to((rho * self.speed)[:, None], shape).copy()
+        if self.rule == "speed-weighted":  # weights mu_m phi_m(c_m): the speeds with one job at a time
+            rho = lam / float(np.sum(self.fraction * self.capacity))
+            return np.broadcast_to((rho * self.capacity)[:, None], shape).copy()
         if self.rule == "power-of-d":
             return np.broadcast_to(lam * min_at_level(tails[..., 0:1, :], self.parameters["d"]), shape).copy()
         d = (self.parameters["d_fast"], self.parameters["d_slow"])
@@ -87,7 +102,7 @@ class SamplingModel:
         batch = tails_inner.shape[0]
         tails = np.ones((batch, self.n_groups, tails_inner.shape[1] // self.n_groups + 1))
         tails[..., 1:] = np.clip(tails_inner.reshape(batch, self.n_groups, -1), 0.0, 1.0)
-        occupancy = birth_death_tails(self.class_birth(tails), self.speed)
+        occupancy = birth_death_tails(self.class_birth(tails), self.death[:, : tails.shape[-1] - 1])
         return occupancy, self.group_tails(occupancy)[..., 1:].reshape(batch, -1)
 
 
@@ -98,25 +113,37 @@ def min_at_level(tail: np.ndarray, d: int) -> np.ndarray:
     return np.sum([high**k * low ** (d - 1 - k) for k in range(d)], axis=0)
 
 
-def birth_death_tails(birth: np.ndarray, speed: np.ndarray) -> np.ndarray:
-    """s_{m,i}, i = 1..L, of birth-death chains on 0..L with birth[..., m, j] (j -> j+1) and death mu_m."""
+def birth_death_tails(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
+    """s_{m,i}, i = 1..L, of birth-death chains on 0..L with birth[..., m, j] (j -> j+1) and
+    death[m, j] (j+1 -> j)."""
     with np.errstate(divide="ignore"):
-        log_ratio = np.log(birth) - np.log(speed)[:, None]
+        log_ratio = np.log(birth) - np.log(death)
     log_p = np.concatenate([np.zeros(birth.shape[:-1] + (1,)), np.cumsum(log_ratio, axis=-1)], axis=-1)
     p = np.exp(log_p - log_p.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return np.cumsum(p[..., ::-1], axis=-1)[..., ::-1][..., 1:]
 
 
-def sampling_model(policy, parameters, speed, fraction, arrival_rate) -> SamplingModel:
+def sampling_model(policy, parameters, classes: ServerClasses, arrival_rate) -> SamplingModel:
     rule = mean_field_rules()[policy].rule
+    speed, fraction = classes.speed, classes.fraction
     if rule.startswith("fast-slow"):
         group_of_class = np.ones(speed.size, dtype=np.int64)
         group_of_class[0] = 0
     else:
         group_of_class = np.zeros(speed.size, dtype=np.int64)
     group_fraction = np.bincount(group_of_class, weights=fraction)
-    return SamplingModel(policy, rule, parameters, speed, fraction, arrival_rate, group_of_class, group_fraction)
+    return SamplingModel(
+        policy,
+        rule,
+        parameters,
+        speed,
+        fraction,
+        arrival_rate,
+        group_of_class,
+        group_fraction,
+        classes,
+    )
 
 
 def pod_equal_servers_response_time(load: float, d: int, terms: int = 200) -> float:

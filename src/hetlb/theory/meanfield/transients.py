@@ -33,10 +33,22 @@ class MeanFieldTrajectory:
 
 
 def mean_field_trajectory(
-    speeds, fractions=None, *, load, policy: str = "pod", times, buffer=None, initial=None, levels=None, **params
+    speeds,
+    fractions=None,
+    *,
+    load,
+    policy: str = "pod",
+    times,
+    buffer=None,
+    initial=None,
+    levels=None,
+    concurrency=None,
+    rate_curve=None,
+    **params,
 ) -> MeanFieldTrajectory:
     """Integrate the mean-field ODE ds_{m,i}/dt = a_{m,i-1}(s) (s_{m,i-1} - s_{m,i})
-    - mu_m (s_{m,i} - s_{m,i+1}) of a sampling policy from ``initial`` (s_{m,i}; default empty).
+    - mu_m phi_m(min(i, c_m)) (s_{m,i} - s_{m,i+1}) of a sampling policy from ``initial``
+    (s_{m,i}; default empty); speeds, fractions, concurrency and rate_curve as :func:`mean_field`.
 
     times: increasing output times (time units, from 0). levels: truncation of an infinite
     buffer (default: twice the fixed point's, at least 32). The ranking policies have a
@@ -45,7 +57,16 @@ def mean_field_trajectory(
     from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
 
     policy = validation.choice("policy", policy, sampling_policies())
-    limit = mean_field(speeds, fractions, load=load, policy=policy, buffer=buffer, **params)
+    limit = mean_field(
+        speeds,
+        fractions,
+        load=load,
+        policy=policy,
+        buffer=buffer,
+        concurrency=concurrency,
+        rate_curve=rate_curve,
+        **params,
+    )
     speed, fraction = limit.class_speed, limit.class_fraction
     if limit.buffer is not None:
         n_levels = limit.buffer
@@ -70,14 +91,15 @@ def mean_field_trajectory(
         if np.any(given < 0) or np.any(given > 1) or np.any(np.diff(given, axis=1) > 0):
             raise InputError("initial", "each row must be non-increasing in [0, 1]")
         start[:, : given.shape[1]] = given
-    model = sampling_model(limit.policy, limit.parameters, speed, fraction, limit.arrival_rate)
+    model = sampling_model(limit.policy, limit.parameters, limit.classes, limit.arrival_rate)
+    death = limit.classes.death_rate(n_levels)  # mu_m phi_m(min(i, c_m)), i = 1..L
 
     def drift(_, flat):
         s = flat.reshape(speed.size, n_levels)
         padded = np.concatenate([np.ones((speed.size, 1)), s, np.zeros((speed.size, 1))], axis=1)
         birth = model.class_birth(model.group_tails(s))
         exactly = padded[:, :-1] - padded[:, 1:]  # fraction at level j = 0..L
-        return (birth * exactly[:, :-1] - speed[:, None] * exactly[:, 1:]).ravel()
+        return (birth * exactly[:, :-1] - death * exactly[:, 1:]).ravel()
 
     solution = solve_ivp(
         drift, (0.0, float(times[-1])), start.ravel(), t_eval=times, method="LSODA", rtol=1e-8, atol=1e-11
@@ -93,31 +115,34 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
     policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
     of the fixed point's jobs per server (``horizon`` when it does not; for random and
     weighted-random, ln(1/tolerance) over the least spectral gap mu_m (1 - sqrt(rho_m))^2 of their
-    M/M/1 queues); for a ranking policy
-    (no queueing in the limit, relaxation on the scale of a service time), 20 response times or
+    M/M/1 queues, with the capacity mu_m phi_m(c_m) for mu_m on servers of several slots); for a
+    ranking policy (relaxation on the scale of a service time), 20 response times or
     2 ln(1/tolerance) mean service times of the slowest busy class, whichever is longer; for
-    sed, whose fast servers hold queues that fill from empty only with the arrivals beyond the
-    capacity of the classes faster than K, twice the waiting jobs over that surplus, in addition."""
+    sed on servers of one slot, whose fast servers hold queues that fill from empty only with the
+    arrivals beyond the capacity of the classes faster than K, twice the waiting jobs over that
+    surplus, in addition."""
     rule = mean_field_rules()[limit.policy]
-    if rule.rule == "least-expected-delay":  # from empty, the queues of the faster classes fill with the surplus
+    classes = limit.classes
+    if (
+        rule.rule == "least-expected-delay" and classes.single_slot
+    ):  # from empty, the queues of the faster classes fill with the surplus
         busy = fill_in_order(limit.class_speed, limit.class_fraction, limit.arrival_rate, range(limit.class_speed.size))
         faster = busy >= 1.0
         surplus = limit.arrival_rate - float(np.sum(limit.class_fraction[faster] * limit.class_speed[faster]))
         waiting = limit.mean_number_in_system - float(np.sum(limit.class_fraction * limit.occupancy[:, 0]))
         return 20.0 * limit.mean_response_time + (2.0 * waiting / surplus if waiting > 0 and surplus > 0 else 0.0)
     if rule.ranking:  # the busy fractions relax at the service rates of the busy classes
-        slowest = float(np.min(limit.class_speed[limit.occupancy[:, 0] > 0]))
+        per_job = classes.capacity / np.minimum(classes.concurrency, limit.levels)  # mu_m with one slot
+        slowest = float(np.min(per_job[limit.occupancy[:, 0] > 0]))
         return max(20.0 * limit.mean_response_time, 2.0 * math.log(1.0 / tolerance) / slowest)
     if not limit.stable:
         raise InputError(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: its queues grow without bound"
         )
     if rule.rule in INDEPENDENT_RULES:  # M/M/1: spectral gap mu (1 - sqrt(rho_m))^2
-        model = sampling_model(
-            limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
-        )
-        load = model.class_birth(np.ones((1, 2)))[:, 0] / limit.class_speed
-        gap = limit.class_speed * (1.0 - np.sqrt(np.minimum(load, 1.0))) ** 2
+        model = sampling_model(limit.policy, limit.parameters, classes, limit.arrival_rate)
+        load = model.class_birth(np.ones((1, 2)))[:, 0] / model.capacity
+        gap = model.capacity * (1.0 - np.sqrt(np.minimum(load, 1.0))) ** 2
         return float(min(horizon, math.log(1.0 / tolerance) / max(float(np.min(gap)), 1.0 / horizon)))
     times = np.geomspace(0.01, horizon, 400)
     path = mean_field_trajectory(
@@ -127,6 +152,7 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
         policy=limit.policy,
         times=times,
         buffer=limit.buffer,
+        **({} if classes.single_slot else {"concurrency": classes.concurrency, "rate_curve": classes.rate_curve}),
         **limit.parameters,
     )
     gap = np.abs(path.mean_number_in_system / limit.mean_number_in_system - 1.0)
