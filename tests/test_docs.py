@@ -30,6 +30,7 @@ PAGES_WITH_CODE = [
     "how-to/your-own-policy.md",
     "background/tie-breaking.md",
     "background/mean-field.md",
+    "background/batch-servers.md",
     "reference/serve.md",
     "reference/testbed.md",
 ]
@@ -75,6 +76,11 @@ def test_your_own_policy_shows_the_example_files():
     assert (
         re.findall(r"```toml\n(.*?)```", text, flags=re.S)[0] == (ROOT / "examples" / "fiq-sed-sweep.toml").read_text()
     )
+
+
+def test_batch_servers_page_shows_the_example_fleet():
+    with (ROOT / "examples" / "two-gpu-generations.toml").open("rb") as handle:
+        assert toml_blocks("background/batch-servers.md")[0] == tomllib.load(handle)
 
 
 def test_scenario_reference_examples_load(restore_registry, monkeypatch):

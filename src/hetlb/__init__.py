@@ -30,6 +30,7 @@ __all__ = [
     "__version__",
     "check_policy",
     "check_sandwich",
+    "fit_rate_curve",
     "load_plugins",
     "make_policy",
     "parse_speeds",
@@ -41,9 +42,14 @@ __all__ = [
 
 
 def __getattr__(name):
-    # the conformance check imports the exact solver and scipy.stats: loaded when first asked for
+    # loaded when first asked for: the conformance check imports the exact solver and scipy.stats,
+    # the rate-curve fit scipy.optimize
     if name == "check_policy":
         from hetlb.conformance import check_policy
 
         return check_policy
+    if name == "fit_rate_curve":
+        from hetlb.model.rate_curve_fit import fit_rate_curve
+
+        return fit_rate_curve
     raise AttributeError(f"module 'hetlb' has no attribute {name!r}")

@@ -223,10 +223,36 @@ def build_system(data: dict) -> System:
         n_types=n_types,
         job_sizes=job_sizes,
         graph_construction=report,
-        concurrency=data.get("concurrency"),
-        rate_curve=data.get("rate_curve"),
+        concurrency=per_group(data.get("concurrency"), data, len(speeds)),
+        rate_curve=per_group(data.get("rate_curve"), data, len(speeds)),
         arrivals=data.get("arrivals"),
     )
+
+
+def per_group(value, data: dict, n_servers: int):
+    """A list of ``concurrency`` or ``rate_curve`` values with one per group of servers (an item
+    COUNTxSPEED of a ``speeds`` text, a row of ``speed_mix``), as [count, value] pairs per server
+    group; any other value as it is (one for all, one per server, or pairs already)."""
+    counts = group_counts(data)
+    if not isinstance(value, list) or counts is None or len(value) != len(counts) or len(counts) == n_servers:
+        return value
+    if any(isinstance(item, (list, tuple)) for item in value):
+        return value
+    pairs = [[count, item] for count, item in zip(counts, value)]
+    if isinstance(value[0], str):
+        return pairs
+    return [item for count, item in pairs for _ in range(count)]
+
+
+def group_counts(data: dict) -> list | None:
+    """The server count of each group of ``speeds`` (a text "50x1.0,50x0.5") or ``speed_mix``."""
+    speeds = data.get("speeds")
+    if isinstance(speeds, str):
+        return [int(item.strip().rpartition("x")[0] or 1) for item in speeds.split(",")]
+    if "speed_mix" in data and "n_servers" in data:
+        mix = np.asarray(data["speed_mix"], dtype=float).reshape(-1, 2)
+        return [int(round(fraction * data["n_servers"])) for fraction in mix[:, 1]]
+    return None
 
 
 def speeds_of(data: dict) -> np.ndarray:

@@ -74,3 +74,20 @@ def test_mmpp_phase_rates_keep_the_long_run_rate():
     assert process.on_probability() == 0.25
     assert ArrivalProcess.parse(process.text) == process
     assert ArrivalProcess.parse("batch:mean=3").mean_batch == 3.0
+
+
+def test_scenario_gives_curves_per_group_of_speeds():
+    from hetlb.scenario import Scenario
+
+    system = Scenario.from_mapping(
+        {
+            "system": {
+                "speeds": "2x2,3x1",
+                "load": 0.5,
+                "concurrency": [4, 8],
+                "rate_curve": ["shared", "saturating:alpha=0.5"],
+            }
+        }
+    ).system
+    assert system.concurrency.tolist() == [4, 4, 8, 8, 8]
+    assert [curve.text for curve in system.rate_curve] == ["shared"] * 2 + ["saturating:alpha=0.5"] * 3

@@ -91,7 +91,7 @@ def slotted_numbers(result) -> dict:
 
 def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     system_options = {
-        key: options.pop(key) for key in ("buffer", "job_sizes", "graph", "arrival_rate") if key in options
+        key: options.pop(key) for key in ("buffer", "job_sizes", "graph", "arrival_rate", "arrivals") if key in options
     }
     if "arrival_rate" not in system_options:
         system_options["load"] = 0.85
@@ -112,7 +112,8 @@ def dispatcher_numbers(result) -> dict:
 
 
 def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
-    system = hetlb.System.from_speeds(SPEEDS, load=0.8, buffer=options.pop("buffer", None))
+    system_options = {key: options.pop(key) for key in ("buffer", "job_sizes", "arrivals") if key in options}
+    system = hetlb.System.from_speeds(SPEEDS, load=0.8, **system_options)
     with routing_path(path):
         result = hetlb.simulate(
             system, policy, jobs=800, warmup=5.0, batches=5, seed=7, trace=20, dispatchers=3, update=update, **options
@@ -146,6 +147,12 @@ def scenarios() -> dict:
         "sparse graph pod": lambda: continuous_run("scan", "pod", graph=sparse, arrival_rate=3.0, d=2),
         "jsq-df-ds": lambda: continuous_run("scan", "jsq-df-ds", buffer=4, p_fast=0.7, p_slow=0.4),
         "weighted-random": lambda: continuous_run("scan", "weighted-random", buffer=4, job_sizes="deterministic"),
+        "tree jsq, batch arrivals, lognormal sizes": lambda: continuous_run(
+            "tree", "jsq", arrivals="batch:mean=3", job_sizes=hetlb.JobSizes("lognormal", 2.0)
+        ),
+        "scan sed, mmpp arrivals, pareto sizes": lambda: continuous_run(
+            "scan", "sed", buffer=5, arrivals="mmpp:ratio=4,on=5,off=10", job_sizes=hetlb.JobSizes("pareto", 0.5)
+        ),
         "slotted l-jsq push, preference": lambda: slotted_numbers(
             hetlb.simulate_slotted(
                 hetlb.SlottedSystem.from_speeds(SPEEDS, dispatchers=3, load=0.8),
@@ -208,6 +215,13 @@ def scenarios() -> dict:
         },
         "dispatchers tree l-jsq, delayed piggyback and push": lambda: dispatchers_run(
             "tree", "l-jsq", "increment,piggyback:delay=0.2,push:p_hat=0.5:d=2:mean_delay=0.3", buffer=4
+        ),
+        "dispatchers tree l-jsq push, mmpp arrivals, weibull sizes": lambda: dispatchers_run(
+            "tree",
+            "l-jsq",
+            "push:p_hat=0.5:d=2",
+            arrivals="mmpp:ratio=3,on=4,off=8",
+            job_sizes=hetlb.JobSizes("weibull", 0.5),
         ),
         "dispatchers scan l-jba pull, jsq-lisf on independent snapshots": lambda: {
             **dispatchers_run("scan", "l-jba", "pull:p_hat=0.7:mean_delay=0.1"),

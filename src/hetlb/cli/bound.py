@@ -13,13 +13,15 @@ def add_flags(parser) -> None:
 
 
 def run(args) -> int:
-    """Print the lower bound C*/lambda of Proposition 1 of 000 for the scenario's speeds and arrival rate."""
+    """Print the lower bound C*/lambda of Proposition 1 of 000 for the scenario's speeds and arrival
+    rate, on multi-slot servers its extension (hetlb.theory.bounds.slot_lower_bound)."""
     from hetlb.theory import speed_lower_bound
 
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
-    system.check_supported("the bound of 000")
-    bound = speed_lower_bound(system.speed, system.total_arrival_rate)
+    bound = speed_lower_bound(
+        system.speed, system.total_arrival_rate, concurrency=system.concurrency, rate_curve=system.rate_curve
+    )
     values = {
         "load": bound.load,
         "K": bound.K,
@@ -27,6 +29,7 @@ def run(args) -> int:
         "c_star_by_type": bound.c_star_by_type.tolist(),
         "type_speeds": bound.type_speeds.tolist(),
         "lower_bound": bound.lower_bound,
+        **({"multi_slot": True} if system.has_multi_slot_servers else {}),
     }
     if args.json:
         print_json(values)

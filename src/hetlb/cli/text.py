@@ -380,10 +380,12 @@ def format_exact(values: dict) -> str:
 
 
 def format_bound(values: dict) -> str:
-    """The text output of ``hetlb bound``: C* and the bound C*/lambda (Proposition 1 of 000)."""
+    """The text output of ``hetlb bound``: C* and the bound C*/lambda (Proposition 1 of 000, or its
+    extension to multi-slot servers, docs/reference/model.md)."""
+    source = "its extension to multi-slot servers" if values.get("multi_slot") else "Proposition 1 of paper 000"
     return (
         f"load {values['load']:.6g}: K = {values['K']}, C* = {values['c_star']:.6g}, "
-        f"mean response time >= C*/lambda = {values['lower_bound']:.6g}  (Proposition 1 of paper 000)"
+        f"mean response time >= C*/lambda = {values['lower_bound']:.6g}  ({source})"
     )
 
 

@@ -26,6 +26,7 @@ from hetlb.errors import InputError
 from hetlb.experiments.executors import resolve_executor, stop
 from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.store import ResultStore
+from hetlb.model.system import System
 from hetlb.processes import Interrupted, signals_interrupt
 from hetlb.progress import ProgressBar
 from hetlb.results.table import (  # noqa: F401 (the table's columns, imported from here by the reproductions)
@@ -255,9 +256,10 @@ def summary_table(points, runs: pd.DataFrame) -> pd.DataFrame:
             continue
         record = {"point": index, **point.values, **point_row(mine)}
         scenario = Scenario.from_mapping(point.scenario)
-        if scenario.model == "continuous":
+        system = scenario.system
+        if isinstance(system, System):
             record["speed_lower_bound"] = speed_lower_bound_or_nan(
-                scenario.system.speed, scenario.system.total_arrival_rate
+                system.speed, system.total_arrival_rate, system.concurrency, system.rate_curve
             )
         records.append(record)
     return pd.DataFrame.from_records(records)

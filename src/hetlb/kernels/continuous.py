@@ -38,8 +38,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from hetlb.constants import INFINITE_BUFFER
+from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
 from hetlb.jit import at, njit, prefetch, records
+from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.trees import (
@@ -66,6 +67,10 @@ NEEDS_JOB_SLOTS = 2
 SIZE_EXPONENTIAL = 0
 SIZE_HYPEREXPONENTIAL = 1
 SIZE_DETERMINISTIC = 2
+SIZE_LOGNORMAL = 3
+SIZE_PARETO = 4
+SIZE_WEIBULL = 5
+SIZE_EMPIRICAL = 6
 
 # response-time histogram: bins of relative width <= 1/128 between 2^-30 and 2^40 time units
 HISTOGRAM_MIN_EXPONENT = -30
@@ -114,6 +119,8 @@ KernelModel = namedtuple(
         "type_uses_tree",
         "size_code",
         "size_params",
+        "arrival_code",
+        "arrival_params",
         "policy_code",
         "sample_sizes",
         "route_probabilities",
@@ -128,7 +135,9 @@ KernelModel = namedtuple(
 KernelModel.__doc__ = """Read-only arrays and parameters of one run (see hetlb.simulation.continuous.pack_model).
 
 ``type_keep`` and ``type_alias`` are the alias table of the job types' arrival rates
-(hetlb.kernels.sampling); ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
+(hetlb.kernels.sampling); ``size_params`` are hetlb.model.JobSizes.kernel_parameters (for
+empirical sizes the sizes themselves); ``arrival_code`` and ``arrival_params`` the arrival process
+(hetlb.constants.ARRIVAL_KINDS, hetlb.kernels.arrivals); ``sample_sizes`` holds pod's d, or jsq-df-ds's (d_F, d_S), and ``route_probabilities`` jsq-df-ds's
 (p_F, p_S); for jsq-df-ds each job type's servers are listed fastest class first and
 ``compat_first_slow[k]`` is the position of type k's first slow server (empty for other policies)."""
 
@@ -236,27 +245,48 @@ COUNTER_DTYPE = np.dtype(
         ("window_job_area", "f8"),
         ("busy", "i8"),
         ("last_state_time", "f8"),
+        ("batch_left", "i8"),
+        ("phase", "i8"),
+        ("phase_end", "f8"),
     ]
 )
 """Scalars of a run. The measured jobs are those that arrive in the window [warmup, window_end]
 (``tagging`` while it is open); the window closes at the horizon, or at the arrival that brings the
 admitted jobs to the target, and the run goes on until every measured job has left
 (``tagged_in_system`` = 0), so that no measured response time is cut short. Time averages cover
-the window only: ``close_window`` keeps their values at its end (``window_*``)."""
+the window only: ``close_window`` keeps their values at its end (``window_*``). ``batch_left``,
+``phase`` and ``phase_end`` are the state of a non-Poisson arrival process
+(hetlb.kernels.arrivals)."""
 
 
 @njit(error_model="numpy", inline="always")
-def draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, rng):
-    """A job size with mean 1 (see hetlb.model.JobSizes; the phase parameters are used by the
-    hyperexponential only): an exponential, divided by the rate of its phase if hyperexponential.
-    Divides under numpy's error model (the rates are > 0), which has no exception path and so lets
-    LLVM inline it."""
+def draw_size(size_code, first, second, third, rng):
+    """A job size with mean 1 (hetlb.model.JobSizes) from the first three of its kernel parameters:
+    an exponential, divided by the rate of its phase if hyperexponential (p1, rate1, rate2);
+    exp(m + sigma Z) if lognormal (m, sigma); x_m U^(-1/a) if pareto (a, x_m); scale E^(1/k) if
+    weibull (1/k, scale). Empirical sizes are :func:`empirical_size`'s. Divides under numpy's
+    error model (the rates are > 0), which has no exception path and so lets LLVM inline it."""
     if size_code == SIZE_DETERMINISTIC:
         return 1.0
     if size_code == SIZE_HYPEREXPONENTIAL:
-        rate = first_phase_rate if rng.random() < first_phase_probability else second_phase_rate
+        rate = second if rng.random() < first else third
         return rng.exponential() / rate
+    if size_code == SIZE_LOGNORMAL:
+        return math.exp(first + second * rng.standard_normal())
+    if size_code == SIZE_PARETO:
+        return second * (1.0 - rng.random()) ** (-1.0 / first)
+    if size_code == SIZE_WEIBULL:
+        return second * rng.exponential() ** first
     return rng.exponential()
+
+
+@njit
+def empirical_size(size_params, rng):
+    """One of the empirical sizes (mean 1), uniformly at random: ``size_params`` holds them after
+    three unused entries (hetlb.model.JobSizes.kernel_parameters)."""
+    n = len(size_params) - 3
+    i = int(rng.random() * n)
+    return size_params[3 + min(i, n - 1)]
 
 
 @njit
@@ -551,11 +581,11 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     mean_interarrival = 1.0 / total_arrival_rate
     n_types = len(type_keep)
     size_code = model.size_code
-    first_phase_probability, first_phase_rate, second_phase_rate = (
-        model.size_params[0],
-        model.size_params[1],
-        model.size_params[2],
-    )
+    size_table = model.size_params
+    size_first, size_second, size_third = size_table[0], size_table[1], size_table[2]
+    empirical_sizes = size_code == SIZE_EMPIRICAL
+    arrival_code, arrival_params = model.arrival_code, model.arrival_params
+    poisson = arrival_code == ARRIVALS_POISSON
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
@@ -671,8 +701,14 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             if prefetching:  # the tree nodes this arrival may change, while its server's record loads
                 prefetch_path(departures, s, 2)
             # drawn after the routing, so that they overlap with loading the server's record
-            size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
-            next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            if empirical_sizes:
+                size = empirical_size(size_table, arrival_rng)
+            else:
+                size = draw_size(size_code, size_first, size_second, size_third, arrival_rng)
+            if poisson:
+                next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            else:
+                next_arrival = next_arrival_epoch(c, now, arrival_code, arrival_params, arrival_rng)
             c.next_arrival = next_arrival
             server = servers[s]
             q = server.queue_len

@@ -40,16 +40,20 @@ from collections import namedtuple
 
 import numpy as np
 
+from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, records
+from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
     RUNNING,
+    SIZE_EMPIRICAL,
     add_to_batch,
     admit_job,
     arrival_batch,
     close_window,
     draw_size,
+    empirical_size,
     finish,
     has_finite_buffer,
     idle,
@@ -416,11 +420,11 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
     n_types = len(model.type_keep)
     mean_interarrival = 1.0 / model.total_arrival_rate
     size_code = model.size_code
-    first_phase_probability, first_phase_rate, second_phase_rate = (
-        model.size_params[0],
-        model.size_params[1],
-        model.size_params[2],
-    )
+    size_table = model.size_params
+    size_first, size_second, size_third = size_table[0], size_table[1], size_table[2]
+    empirical_sizes = size_code == SIZE_EMPIRICAL
+    arrival_code, arrival_params = model.arrival_code, model.arrival_params
+    poisson = arrival_code == ARRIVALS_POISSON
     warmup, horizon, target_jobs = model.warmup, model.horizon, model.target_jobs
     batch_ends, batch_by_jobs = model.batch_ends, model.batch_by_jobs
     n_batches = len(batch_ends)
@@ -638,8 +642,14 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
             last_decision_time[s] = now
             last_decision_dispatcher[s] = m
 
-            size = draw_size(size_code, first_phase_probability, first_phase_rate, second_phase_rate, arrival_rng)
-            c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            if empirical_sizes:
+                size = empirical_size(size_table, arrival_rng)
+            else:
+                size = draw_size(size_code, size_first, size_second, size_third, arrival_rng)
+            if poisson:
+                c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
+            else:
+                c.next_arrival = next_arrival_epoch(c, now, arrival_code, arrival_params, arrival_rng)
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):

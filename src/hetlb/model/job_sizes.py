@@ -115,7 +115,7 @@ class JobSizes:
             shape = weibull_shape(self.scv)
             return np.array([1.0 / shape, 1.0 / math.gamma(1.0 + 1.0 / shape), 0.0])
         if self.kind == "empirical":
-            return self.values
+            return np.concatenate([np.ones(3), self.values])
         return self.phase_parameters()
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -178,8 +178,8 @@ def concurrency_array(concurrency, n_servers: int) -> np.ndarray:
 def _slots(value) -> int:
     if isinstance(value, str) and value.strip().lower() in UNLIMITED_WORDS:
         return UNLIMITED_CONCURRENCY
-    if value is None or (validation.is_real(value) and math.isinf(float(value)) and float(value) > 0):
-        return UNLIMITED_CONCURRENCY
+    if value is None or (validation.is_real(value) and float(value) >= UNLIMITED_CONCURRENCY):
+        return UNLIMITED_CONCURRENCY  # inf, or the marker itself
     if isinstance(value, str):
         try:
             value = int(value.strip())

@@ -147,14 +147,29 @@ def point_row(runs) -> dict:
     return record
 
 
-def speed_lower_bound_or_nan(speed, total_arrival_rate: float) -> float:
-    """C*/lambda of Proposition 1 in 000, or nan when the load is not below 1."""
+def speed_lower_bound_or_nan(speed, total_arrival_rate: float, concurrency=None, rate_curve=None) -> float:
+    """C*/lambda of Proposition 1 in 000 (on multi-slot servers, its extension: concurrency and
+    rate_curve as in hetlb.System.from_speeds), or nan when the load is not below 1."""
+    from hetlb.model.servers import capacity_factor, concurrency_array, rate_curve_tuple
     from hetlb.theory import speed_lower_bound
 
     speed = np.asarray(speed, dtype=float)
-    if not math.isfinite(total_arrival_rate) or total_arrival_rate >= speed.sum():
+    factor = capacity_factor(concurrency_array(concurrency, len(speed)), rate_curve_tuple(rate_curve, len(speed)))
+    if not math.isfinite(total_arrival_rate) or total_arrival_rate >= (speed * factor).sum():
         return math.nan
-    return speed_lower_bound(speed, total_arrival_rate).lower_bound
+    return speed_lower_bound(speed, total_arrival_rate, concurrency=concurrency, rate_curve=rate_curve).lower_bound
+
+
+def metadata_servers(system: dict, class_speed, class_count) -> tuple:
+    """(speed, concurrency, rate_curve) per server from a result's system metadata: its "servers"
+    groups for multi-slot servers, else the speed classes with one slot each."""
+    groups = system.get("servers")
+    if not groups:
+        return np.repeat(class_speed, class_count), None, None
+    counts = [group["count"] for group in groups]
+    slots = [math.inf if group["concurrency"] == "unlimited" else group["concurrency"] for group in groups]
+    speeds = np.repeat([group["speed"] for group in groups], counts)
+    return speeds, np.repeat(slots, counts), [[count, group["rate_curve"]] for count, group in zip(counts, groups)]
 
 
 def identity(result) -> dict:
@@ -180,7 +195,9 @@ def result_frame(result):
     runs = pd.DataFrame.from_records([run_row(type(result)([run], result.metadata)) for run in result.runs])
     record = {**identity(result), **point_row(runs)}
     if not is_slotted(result):
-        first = result.runs[0]
-        total = result.metadata.get("system", {}).get("total_arrival_rate", math.nan)
-        record["speed_lower_bound"] = speed_lower_bound_or_nan(np.repeat(first.class_speed, first.class_count), total)
+        first, system = result.runs[0], result.metadata.get("system", {})
+        servers = metadata_servers(system, first.class_speed, first.class_count)
+        record["speed_lower_bound"] = speed_lower_bound_or_nan(
+            *servers[:1], system.get("total_arrival_rate", math.nan), *servers[1:]
+        )
     return pd.DataFrame.from_records([record])

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb import validation
-from hetlb.constants import INFINITE_BUFFER
+from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
+from hetlb.kernels.arrivals import start_arrivals
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.sampling import alias_table as jit_alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
@@ -377,7 +378,9 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         compat_first_slow=compat_first_slow,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
         size_code=system.job_sizes.code,
-        size_params=system.job_sizes.phase_parameters(),
+        size_params=system.job_sizes.kernel_parameters(),
+        arrival_code=system.arrivals.code,
+        arrival_params=arrival_parameters(system),
         policy_code=policy.code,
         sample_sizes=np.array(sample_sizes or [1], np.int64),
         route_probabilities=np.array([policy.params.get("p_fast", 0.0), policy.params.get("p_slow", 0.0)]),
@@ -388,6 +391,28 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         batch_ends=batch_ends.astype(np.float64),
         batch_by_jobs=0 if jobs is None else 1,
     )
+
+
+def arrival_parameters(system: System) -> np.ndarray:
+    """The parameters of a non-Poisson arrival process in the kernels (hetlb.kernels.arrivals):
+    batch (B / lambda, ln(1 - 1/B)); mmpp (1 / lambda_on, 1 / lambda_off, T1, T2, T1 / (T1 + T2));
+    zeros for Poisson arrivals, which the loops draw themselves."""
+    process, rate = system.arrivals, system.total_arrival_rate
+    if process.kind == "batch":
+        return np.array([process.mean_batch / rate, math.log1p(-1.0 / process.mean_batch), 0.0, 0.0, 0.0])
+    if process.kind == "mmpp":
+        on_rate, off_rate = process.phase_rates(rate)
+        return np.array([1.0 / on_rate, 1.0 / off_rate, process.on, process.off, process.on_probability()])
+    return np.zeros(5)
+
+
+def start_arrival_process(model, counters_array, arrival_rng) -> None:
+    """The first arrival epoch from time 0: an exponential of rate lambda for Poisson arrivals (as
+    always), the process's own start otherwise (hetlb.kernels.arrivals.start_arrivals)."""
+    if model.arrival_code == ARRIVALS_POISSON:
+        counters_array[0]["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    else:
+        start_arrivals(counters_array, model.arrival_code, model.arrival_params, arrival_rng)
 
 
 def fast_servers_first(graph, fast: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -524,7 +549,7 @@ def run_replication(system: System, model, seed_sequence, options: RunOptions, r
     state = new_state(model, system.n_servers, options.trace, options.state_distribution)
     counters = state.counters[0]
     counters["window_end"] = np.inf
-    counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    start_arrival_process(model, state.counters, arrival_rng)
     run_kernel = policy_functions(model.policy_code)[0]
     started = time.perf_counter()
     while True:

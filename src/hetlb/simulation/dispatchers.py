@@ -363,7 +363,7 @@ def run_replication(
     dispatcher_model = first_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
     counters = state.counters[0]
     counters["window_end"] = np.inf
-    counters["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    continuous.start_arrival_process(model, state.counters, arrival_rng)
     started = time.perf_counter()
     while True:
         status = kernel.advance(

@@ -22,8 +22,6 @@ from hetlb.simulation.continuous import simulate_one_dispatcher
 from hetlb.simulation.dispatchers import simulate_dispatchers
 from hetlb.simulation.options import RunOptions, options_of
 
-PAPER_SIZES = ("exponential", "hyperexponential", "deterministic")
-
 
 def simulate(
     system: System,
@@ -95,7 +93,7 @@ def simulate(
         raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
     if isinstance(system, System):
-        system.check_supported("the simulator", job_sizes=PAPER_SIZES)
+        system.check_supported("the simulator", arrivals=("poisson", "batch", "mmpp"))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)

@@ -63,6 +63,8 @@ if TYPE_CHECKING:
         mmc_mean_response_time,
         mmc_mean_waiting_time,
         mmc_p_wait,
+        mxm1_mean_number_in_system,
+        mxm1_mean_response_time,
     )
 
 EXPORTS = {
@@ -125,6 +127,8 @@ EXPORTS = {
         "mmc_mean_response_time",
         "mmc_mean_waiting_time",
         "mmc_p_wait",
+        "mxm1_mean_number_in_system",
+        "mxm1_mean_response_time",
     ),
 }
 """The public names of hetlb.theory, by the module that defines them."""
@@ -168,6 +172,8 @@ __all__ = [
     "mmc_mean_response_time",
     "mmc_mean_waiting_time",
     "mmc_p_wait",
+    "mxm1_mean_number_in_system",
+    "mxm1_mean_response_time",
     "policy_diffusion",
     "reflected_ou_stationary",
     "routing_probabilities",

@@ -1,8 +1,12 @@
-"""The speed lower bound of Proposition 1 in paper 000 (Weng, Zhou, Srikant).
+"""The speed lower bound of Proposition 1 in paper 000 (Weng, Zhou, Srikant), and its extension to
+servers that serve many jobs at once.
 
 With infinite buffers, under any stable policy, the mean response time is at least C*/lambda:
 the mean service time obtained by filling the fastest servers first (000 section 4;
-docs/reference/model.md).
+docs/reference/model.md). On multi-slot servers (hetlb.model.servers) the same argument fills the
+cheapest *slots* first: the b-th job in service at server s adds mu_s (phi_s(b) - phi_s(b - 1)) to
+the work rate, and the least mean number of jobs in service that carries the work rate lambda is
+a fractional knapsack over the concave hull of the points (b, mu_s phi_s(b)) (:func:`slot_increments`).
 """
 
 from dataclasses import dataclass
@@ -11,9 +15,14 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.model.servers import RateCurve, capacity_factor, concurrency_array, rate_curve_tuple
 from hetlb.model.system import RATE_RULE
 
 __all__ = ["SpeedLowerBound", "speed_lower_bound"]
+
+MAX_SLOT_STEPS = 1 << 22
+"""The most slots of one server the bound walks (an unlimited saturating curve near its capacity
+needs about (1 - alpha) / (alpha^2 (1 / alpha - phi)) of them); beyond, it refuses."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,12 +47,17 @@ class SpeedLowerBound:
     load: float
 
 
-def speed_lower_bound(speed, total_arrival_rate) -> SpeedLowerBound:
+def speed_lower_bound(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
     """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma.
 
     ``speed[s]`` is the service rate of server s (mu_{t_s} in 000); servers of equal speed form
-    one type. Requires lambda_Sigma < sum_s speed[s].
+    one type. Requires lambda_Sigma < the total capacity (sum_s speed[s] with one job at a time).
+    ``concurrency`` and ``rate_curve``: c_s and phi_s as in hetlb.System.from_speeds; with any
+    c_s > 1 the bound is :func:`slot_lower_bound`'s (types are then the distinct (speed,
+    concurrency, curve), fastest first, and K is the last type with a job in service).
     """
+    if concurrency is not None and np.any(concurrency_array(concurrency, np.size(speed)) > 1):
+        return slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve)
     speed = validation.positive_finite_array("speed", speed, validation.RATE_RANGE, RATE_RULE)
     if not validation.is_real(total_arrival_rate):
         raise InputError("total_arrival_rate", "must be a positive finite rate (jobs per unit time)")
@@ -83,5 +97,101 @@ def speed_lower_bound(speed, total_arrival_rate) -> SpeedLowerBound:
         type_fractions=type_fractions,
         arrival_rate_per_server=arrival_rate_per_server,
         lower_bound=c_star / arrival_rate_per_server,
+        load=total_arrival_rate / capacity,
+    )
+
+
+def slot_increments(speed: float, concurrency: int, curve: RateCurve, needed: float) -> tuple[np.ndarray, np.ndarray]:
+    """The steps of the upper concave hull of the points (b, speed phi(b)), b = 0 .. c: each step's
+    width in jobs and its work rate per job (decreasing), as far as they carry ``needed`` (or up
+    to c). No allocation of jobs in service carries more rate per job than the hull's steps.
+    Every curve but a table is concave, so each of its slots is a step of width 1; a table's hull
+    is found corner by corner (beyond its last value phi is flat and adds nothing)."""
+    last = min(int(concurrency), MAX_SLOT_STEPS + 1)
+    if curve.kind != "table":
+        count = min(last, 64)
+        while True:
+            rates = speed * np.concatenate([[0.0], curve.phi(np.arange(1, count + 1))])  # phi(0) = 0
+            slopes = np.diff(rates)
+            slopes = slopes[slopes > 0.0]
+            if len(slopes) < count or count >= last or slopes.sum() >= needed:
+                break
+            count = min(2 * count, last)
+        if count > MAX_SLOT_STEPS:
+            raise InputError(
+                "concurrency", f"the bound walks at most {MAX_SLOT_STEPS:,} slots of a server: limit the concurrency"
+            )
+        return np.ones(len(slopes)), slopes
+    points = np.arange(min(last, len(curve.values)) + 1)
+    rates = speed * np.concatenate([[0.0], curve.phi(points[1:])])
+    steps: list[tuple[float, float]] = []  # (width, rate per job)
+    corner = 0
+    while corner < points[-1]:
+        chords = (rates[corner + 1 :] - rates[corner]) / (points[corner + 1 :] - corner)
+        best = int(np.argmax(chords))
+        if chords[best] <= 0.0:
+            break
+        steps.append((best + 1.0, float(chords[best])))
+        corner += best + 1
+    table = np.array(steps).reshape(-1, 2)
+    return table[:, 0], table[:, 1]
+
+
+def slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve) -> SpeedLowerBound:
+    """C*/lambda on multi-slot servers: with N jobs in service s holds b_s of them, which give the
+    work rate sum_s mu_s phi_s(b_s); work conservation (sizes of mean 1) makes its mean
+    lambda_Sigma, and the mean number of jobs is at least the mean number in service, at least
+    min E[sum_s b_s] under that constraint: the least mean number of jobs in service that carries
+    lambda_Sigma, the steps of every server's hull (:func:`slot_increments`) taken by decreasing
+    rate per job. C* is that minimum over N, the bound C*/lambda as in 000 (equal to it when
+    every c_s = 1). It holds for every policy, arrival process and size law with infinite
+    buffers and a stable system."""
+    speed = validation.positive_finite_array("speed", speed, validation.RATE_RANGE, RATE_RULE)
+    n_servers = speed.size
+    slots = concurrency_array(concurrency, n_servers)
+    curves = rate_curve_tuple(rate_curve, n_servers)
+    capacity = float((speed * capacity_factor(slots, curves)).sum())
+    total_arrival_rate = validation.positive_number("total_arrival_rate", total_arrival_rate)
+    if total_arrival_rate >= capacity:
+        raise InputError(
+            "total_arrival_rate",
+            f"must be below the total capacity sum(mu_s phi_s(c_s)) = {capacity:.6g}, got {total_arrival_rate:.6g}",
+        )
+    groups: dict = {}
+    for s in np.argsort(-speed, kind="stable"):
+        key = (float(speed[s]), int(slots[s]), curves[s])
+        groups[key] = groups.get(key, 0) + 1
+    keys = list(groups)
+    steps = [slot_increments(mu, c, curve, total_arrival_rate / groups[key]) for key in keys for mu, c, curve in [key]]
+    # every step of every server, by decreasing rate per job; each group's servers alike
+    group_of = np.concatenate([np.full(len(widths), g) for g, (widths, _) in enumerate(steps)])
+    widths = np.concatenate([widths * groups[key] for key, (widths, _) in zip(keys, steps)])
+    slopes = np.concatenate([slopes for _, slopes in steps])
+    order = np.argsort(-slopes, kind="stable")
+    jobs_by_group = np.zeros(len(keys))
+    left = total_arrival_rate
+    for i in order:
+        take = min(widths[i], left / slopes[i])
+        jobs_by_group[group_of[i]] += take
+        left -= take * slopes[i]
+        if left <= 0.0:
+            break
+    if left > total_arrival_rate * 1e-9:
+        raise InputError(
+            "concurrency",
+            f"the first {MAX_SLOT_STEPS:,} slots of each server do not carry the load: limit the concurrency",
+        )
+    c_star_by_type = jobs_by_group / n_servers
+    c_star = float(c_star_by_type.sum())
+    per_server = total_arrival_rate / n_servers
+    c_star_by_type.setflags(write=False)
+    return SpeedLowerBound(
+        K=int(np.flatnonzero(c_star_by_type)[-1]) + 1,
+        c_star=c_star,
+        c_star_by_type=c_star_by_type,
+        type_speeds=np.array([key[0] for key in keys]),
+        type_fractions=np.array([groups[key] / n_servers for key in keys]),
+        arrival_rate_per_server=per_server,
+        lower_bound=c_star / per_server,
         load=total_arrival_rate / capacity,
     )

@@ -29,6 +29,8 @@ __all__ = [
     "mmc_mean_waiting_time",
     "mmc_mean_response_time",
     "mmc_mean_number_in_system",
+    "mxm1_mean_number_in_system",
+    "mxm1_mean_response_time",
 ]
 
 
@@ -165,3 +167,18 @@ def mmc_mean_response_time(arrival_rate, service_rate, n_servers) -> float:
 def mmc_mean_number_in_system(arrival_rate, service_rate, n_servers) -> float:
     """Mean number of jobs in M/M/c, those in service included: lambda T (Little)."""
     return float(arrival_rate) * mmc_mean_response_time(arrival_rate, service_rate, n_servers)
+
+
+def mxm1_mean_number_in_system(arrival_rate, service_rate, mean_batch) -> float:
+    """Mean number of jobs in M^X/M/1 with geometric batches of mean B on {1, 2, ...}, jobs
+    arriving at the long-run rate lambda (batches at rate lambda / B): L = B rho / (1 - rho),
+    rho = lambda / mu (the general L = rho (E[X^2] + E[X]) / (2 E[X] (1 - rho)), whose factor is
+    B for geometric X)."""
+    rate, mu = _stable_rates(arrival_rate, service_rate)
+    rho = rate / mu
+    return float(mean_batch) * rho / (1.0 - rho)
+
+
+def mxm1_mean_response_time(arrival_rate, service_rate, mean_batch) -> float:
+    """Mean response time of M^X/M/1 with geometric batches of mean B: L / lambda (Little)."""
+    return mxm1_mean_number_in_system(arrival_rate, service_rate, mean_batch) / float(arrival_rate)
