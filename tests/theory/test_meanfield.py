@@ -30,7 +30,7 @@ from hetlb.theory.meanfield import (
     sampling,
     server_speeds,
 )
-from hetlb.theory.meanfield.classes import server_classes
+from hetlb.theory.meanfield.classes import fleet, server_classes
 from hetlb.theory.meanfield.ranking import ranking_occupancy
 from hetlb.theory.meanfield.slot_filling import SLOT_POLICIES, slot_filling_occupancy
 
@@ -462,6 +462,28 @@ def test_large_n_simulation_within_one_percent(policy, fleet, load):
     low, high = replication_interval(result, 4)
     target = limit.mean_response_time
     assert low - 0.01 * target <= target <= high + 0.01 * target
+
+
+def simulates_multi_slot_servers() -> bool:
+    try:
+        hetlb.System.from_speeds([1.0], load=0.5, concurrency=2).check_supported("the simulator")
+    except InputError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not simulates_multi_slot_servers(), reason="the simulator does not yet run multi-slot servers")
+@pytest.mark.parametrize("policy", ["jiq", "jfiq", "sed", "pod"])
+@pytest.mark.parametrize("load", [0.85, 0.95])
+def test_batch_classes_at_large_n_within_two_percent(policy, load):
+    # the inference engines of BATCH at N = 4096: the criterion, 2%
+    limit = batch_limit(policy, load)
+    system = hetlb.System.from_speeds(**fleet(limit.classes, 4096), load=load)
+    result = hetlb.simulate(system, policy, jobs=100_000, warmup=300.0, replications=5, seed=6)
+    low, high = replication_interval(result, 8)
+    target = limit.mean_response_time
+    assert low - 0.02 * target <= target <= high + 0.02 * target
 
 
 # --- the command line -----------------------------------------------------------------------------
