@@ -423,6 +423,9 @@ def test_cli_meanfield_on_batch_servers(capsys):
     assert out["mean_response_time"] == pytest.approx(batch_limit("sed", 0.85).mean_response_time, rel=1e-12)
     assert [row["concurrency"] for row in out["classes"]] == [4, 8]
     assert [row["capacity"] for row in out["classes"]] == pytest.approx([2.5, 0.5 * 8 / 2.4])
+    assert main([*argv, "--load", "0.85", "--policy", "jiq"]) == 0
+    text = capsys.readouterr().out
+    assert "slots" in text and "saturating:alpha=0.2" in text and "utilised" in text
     assert main([*argv, "--load", "0.85", "--arrivals", "batch:mean=2"]) == 2
     assert capsys.readouterr().err.startswith("hetlb: error: arrivals")
 
