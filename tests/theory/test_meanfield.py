@@ -401,6 +401,17 @@ def test_jiq_gives_every_server_with_a_free_slot_the_same_rate(load):
     assert limit.throughput == pytest.approx(limit.arrival_rate, rel=1e-10)
 
 
+@pytest.mark.parametrize("policy", ["pod", "weighted-random"])
+def test_the_ode_of_batch_servers_settles_at_the_fixed_point(policy):
+    # the drift with death mu_m phi_m(min(i, c_m)) has the fixed point of the birth-death chains
+    limit = batch_limit(policy, 0.85)
+    servers = {"concurrency": BATCH["concurrency"], "rate_curve": BATCH["rate_curve"]}
+    path = mean_field_trajectory(
+        BATCH["speeds"], BATCH["fractions"], load=0.85, policy=policy, times=[5000.0], **servers
+    )
+    np.testing.assert_allclose(path.occupancy[-1][:, : limit.levels], limit.occupancy, atol=1e-6)
+
+
 def test_batch_limits_refuse_what_they_do_not_derive():
     with pytest.raises(InputError, match="^policy: jsq-lisf has no mean-field limit"):
         batch_limit("jsq-lisf", 0.8)
