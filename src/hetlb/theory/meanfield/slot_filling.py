@@ -33,6 +33,10 @@ MAX_LEVELS = 1 << 17
 jobs per fastest server)."""
 
 
+SLOT_POLICIES = ("jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq", "sed")
+"""The ranking policies :func:`slot_keys` defines."""
+
+
 def new_job_rate(classes: ServerClasses, levels: int) -> np.ndarray:
     """r_m(n) = mu_m phi_m(b') / b', b' = min(n + 1, c_m): the rate a job sent to a class-m server
     holding n = 0..levels-1 jobs would receive, shape (M, levels)."""
@@ -41,7 +45,8 @@ def new_job_rate(classes: ServerClasses, levels: int) -> np.ndarray:
 
 
 def slot_keys(policy: str, classes: ServerClasses, levels: int) -> np.ndarray:
-    """k_m(n) of ``policy`` for n = 0..levels-1, shape (M, levels) (the module's docstring)."""
+    """k_m(n) of ``policy`` (one of SLOT_POLICIES) for n = 0..levels-1, shape (M, levels) (the
+    module's docstring)."""
     n = np.arange(levels, dtype=float)[None, :]
     free = n < classes.concurrency[:, None]
     rate = new_job_rate(classes, levels)
@@ -58,13 +63,7 @@ def slot_keys(policy: str, classes: ServerClasses, levels: int) -> np.ndarray:
         return np.where(free, faster_first, 1.0)
     if policy == "jsq-fiq":
         return np.where(free, faster_first - 1.0, n)
-    if policy == "sed":
-        return (n + 1.0) / classes.death_rate(levels)
-    raise InputError("policy", f"{policy} has no mean-field limit on servers that serve several jobs at once")
-
-
-SLOT_POLICIES = ("jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq", "sed")
-"""The ranking policies :func:`slot_keys` defines."""
+    return (n + 1.0) / classes.death_rate(levels)  # sed
 
 
 def check_slot_policy(policy: str, classes: ServerClasses) -> None:
