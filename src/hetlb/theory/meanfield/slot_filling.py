@@ -69,10 +69,14 @@ def slot_keys(policy: str, classes: ServerClasses, levels: int) -> np.ndarray:
 def check_slot_policy(policy: str, classes: ServerClasses) -> None:
     """Refuse, in one line, a ranking policy whose limit is not derived here for these classes."""
     if policy not in SLOT_POLICIES:
+        why = (
+            "its order among free slots is the time since they last had none, which the queue lengths do not carry"
+            if policy == "jsq-lisf"
+            else "its key on such servers is not derived here"
+        )
         raise InputError(
             "policy",
-            f"{policy} has no mean-field limit here on servers that serve several jobs at once "
-            f"(its order among free slots is not a function of the queue length); "
+            f"{policy} has no mean-field limit on servers that serve several jobs at once ({why}); "
             f"the ranking policies with one are {', '.join(SLOT_POLICIES)}",
         )
     if policy == "jiq" and np.any(classes.unlimited):
