@@ -323,6 +323,24 @@ def test_queue_blind_policies_make_each_batch_server_its_own_birth_death_chain(p
     assert limit.p_wait == pytest.approx(fraction @ (arrivals * np.array(waiting)) / throughput, rel=1e-8)
 
 
+@pytest.mark.parametrize("policy", ["random", "jiq", "jfsq", "sed", "pod"])
+def test_batch_servers_with_a_buffer_lose_what_they_cannot_hold(policy):
+    # buffer 6 on slots of 4 and 8: conservation, and random is M/M/c/b-like per server (PASTA: a job
+    # is lost when its server holds b jobs)
+    limit = batch_limit(policy, 0.95, buffer=6)
+    assert limit.occupancy.shape[1] <= 6
+    assert limit.throughput == pytest.approx(limit.arrival_rate * (1 - limit.blocking_probability), rel=1e-9)
+    if policy == "random":
+        curve = RateCurve.parse(BATCH["rate_curve"])
+        lost = [
+            chain_distribution(np.full(6, limit.arrival_rate), speed * curve.phi(np.minimum(np.arange(1, 7), slots)))[
+                -1
+            ]
+            for speed, slots in zip(limit.class_speed, limit.class_concurrency)
+        ]
+        assert limit.blocking_probability == pytest.approx(limit.class_fraction @ np.array(lost), rel=1e-9)
+
+
 def test_independent_slots_are_mmc():
     # independent: c parallel servers of speed mu, an M/M/c queue per server under random routing
     limit = mean_field([2.0], [1.0], load=0.8, policy="random", concurrency=3, rate_curve="independent")
