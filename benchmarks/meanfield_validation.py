@@ -12,7 +12,7 @@ mean_field_settling_time; a point whose warm-up would exceed 20 million arrivals
 interval, the relative gap, and whether the gap is within max(1%, the interval).
 
 ``batch``: servers that serve several jobs at once: two classes of inference engines (speeds 1
-and 0.5 at 50/50, concurrency 4 and 8, saturating:alpha=0.2) at loads 0.8, 0.85, 0.9, 0.95 for
+and 0.5 at 50/50, concurrency 4 and 8, saturating:alpha=0.2) at loads 0.75 to 0.95 for
 the policies of BATCH_POLICIES, at N = 4096 by default; agrees when the gap is within
 max(2%, the interval). Writes meanfield-batch.csv and .md.
 
@@ -52,7 +52,7 @@ BATCH_FLEETS = {
     ),
 }
 """Fleets of servers of several slots: (speeds, fractions, the classes' concurrency and rate curve)."""
-BATCH_LOADS = (0.8, 0.85, 0.9, 0.95)
+BATCH_LOADS = (0.75, 0.8, 0.85, 0.9, 0.95)
 BATCH_POLICIES = ("jiq", "jfiq", "sed", "pod", "jsq", "jfsq", "weighted-random")
 SIMULATED = [policy for policy in MEANFIELD_POLICIES if policy != "jiq-df-ds"]
 MAX_WARMUP_ARRIVALS = 20_000_000
