@@ -35,6 +35,7 @@ from hetlb.kernels import dispatchers as dispatcher_kernel  # noqa: E402
 from hetlb.model.dispatchers import Updates  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.simulation import continuous, dispatchers  # noqa: E402
+from hetlb.simulation.batch_servers import no_slots  # noqa: E402
 from hetlb.simulation.options import RunOptions  # noqa: E402
 
 CLOCK = time.thread_time
@@ -82,7 +83,9 @@ def time_dispatchers(system, policy_id, n_dispatchers, update, jobs, seed):
     seconds = 0.0
     while True:
         t0 = CLOCK()
-        status = dispatcher_kernel.advance(model, state, dispatcher_model, dispatcher_state, *streams, 1 << 40)
+        status = dispatcher_kernel.advance(
+            model, state, dispatcher_model, dispatcher_state, *no_slots(), *streams, 1 << 40
+        )
         seconds += CLOCK() - t0
         if status == continuous_kernel.FINISHED:
             c = dispatcher_state.counters[0]

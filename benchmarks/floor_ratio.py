@@ -18,7 +18,10 @@ Paths (each floor kernel is a file of this folder, written from the model, not f
 * ``fsl``, ``ssl``: the bounding systems of paper 002 at n = 1000, speeds evenly spread over
   [0.5, 1.5], excess capacity 1 in the Halfin-Whitt scaling, infinite buffers (floor_bounding.py);
 * ``dispatchers-l-jsq-push``: M = 10 dispatchers in continuous time, the canonical system at
-  N = 100, l-jsq with push updates without delay (p_hat = 1, d = 2) (floor_dispatchers.py).
+  N = 100, l-jsq with push updates without delay (p_hat = 1, d = 2) (floor_dispatchers.py);
+* ``batch-100``, ``batch-10000``: servers that serve many jobs at once, the canonical speeds at
+  N = 100 and 10,000, c = 8, saturating alpha = 0.2, load 0.9 of the capacity, jsq
+  (floor_batch.py; hetlb's multi-slot loop, hetlb.kernels.batch_servers).
 
     python benchmarks/floor_ratio.py --rounds 9
     python benchmarks/floor_ratio.py --rounds 5 --paths complete-10,sparse --scale 0.5
@@ -38,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dispatchers import time_dispatchers  # noqa: E402
+from floor_batch import ALPHA, CONCURRENCY, run_floor_batch  # noqa: E402
 from floor_bounding import run_floor_bounding  # noqa: E402
 from floor_dispatchers import run_floor_dispatchers  # noqa: E402
 from floor_slotted import run_floor_slotted  # noqa: E402
@@ -47,11 +51,12 @@ from run_benchmarks import LOAD, SEED, canonical_speeds  # noqa: E402
 
 import hetlb  # noqa: E402
 from hetlb.graphs.constructions import fig3_edge_probability, random_bipartite  # noqa: E402
+from hetlb.kernels import batch_servers as batch_kernel  # noqa: E402
 from hetlb.kernels import bounding as bounding_kernel  # noqa: E402
 from hetlb.kernels import continuous as continuous_kernel  # noqa: E402
 from hetlb.kernels import slotted as slotted_kernel  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
-from hetlb.simulation import continuous, slotted  # noqa: E402
+from hetlb.simulation import batch_servers, continuous, slotted  # noqa: E402
 from hetlb.simulation.bounding import served_rate  # noqa: E402
 from hetlb.simulation.options import RunOptions  # noqa: E402
 
@@ -81,6 +86,30 @@ def hetlb_continuous(system, policy_id, jobs, seed):
         if status == continuous_kernel.FINISHED:
             return int(state.counters[0]["events"]), seconds
         state = continuous.grow_job_pool(model, state)
+
+
+def hetlb_batch_servers(system, policy_id, jobs, seed):
+    """Events and CPU seconds of hetlb's multi-slot kernel measuring ``jobs`` jobs from empty."""
+    policy = resolve_policy(policy_id, {})
+    model = continuous.pack_model(system, policy, RunOptions(jobs=jobs))
+    slot_model, slot_state = batch_servers.pack_slots(system), batch_servers.new_slot_state(system)
+    arrival_stream, policy_stream = np.random.SeedSequence(seed).spawn(2)
+    arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
+    policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
+    state = continuous.new_state(model, system.n_servers, 0, slots=(slot_model, slot_state))
+    state.counters[0]["window_end"] = np.inf
+    state.counters[0]["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
+    seconds = 0.0
+    while True:
+        t0 = CLOCK()
+        status = batch_kernel.advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, 1 << 40)
+        seconds += CLOCK() - t0
+        if status == continuous_kernel.FINISHED:
+            return int(state.counters[0]["events"]), seconds
+        if status == batch_kernel.NEEDS_SERVICE_ROOM:
+            slot_state = batch_servers.grow_service_room(slot_state)
+        else:
+            state = continuous.grow_job_pool(model, state)
 
 
 def hetlb_slotted(system, policy_id, slots, seed, **params):
@@ -190,6 +219,23 @@ def dispatchers_path(jobs, n=100, m=10):
     return floor, simulator, "M events/s", 1e6
 
 
+def batch_path(n, jobs):
+    speeds = canonical_speeds(n)
+    system = hetlb.System.from_speeds(
+        list(speeds), concurrency=CONCURRENCY, rate_curve=f"saturating:alpha={ALPHA}", load=LOAD
+    )
+
+    def floor():
+        events, seconds = run_floor_batch(n, jobs, SEED, CLOCK)
+        return events / seconds
+
+    def simulator():
+        events, seconds = hetlb_batch_servers(system, "jsq", jobs, SEED)
+        return events / seconds
+
+    return floor, simulator, "M events/s", 1e6
+
+
 def paths(scale):
     jobs = int(1_000_000 * scale)
     return {
@@ -202,6 +248,8 @@ def paths(scale):
         "fsl": lambda: bounding_path("fsl", 2_000.0 * scale),
         "ssl": lambda: bounding_path("ssl", 2_000.0 * scale),
         "dispatchers-l-jsq-push": lambda: dispatchers_path(jobs),
+        "batch-100": lambda: batch_path(100, jobs),
+        "batch-10000": lambda: batch_path(10_000, jobs),
     }
 
 

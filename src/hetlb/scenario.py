@@ -80,6 +80,9 @@ SYSTEM_KEYS = {
     "slotted": SPEED_KEYS
     | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals", "service", "routing", "ties"},
 }
+SLOTTED_SINGLE_SLOT_KEYS = {"concurrency", "rate_curve"}
+"""Keys of the continuous model's servers that the slotted model has no meaning for: its servers
+serve one job at a time (concurrency 1)."""
 RUN_KEYS = {
     "continuous": {
         "jobs",
@@ -130,6 +133,9 @@ class Scenario:
             raise InputError(f"scenario.{name}", "unknown table; use [system], [policy] and [run]")
         system_data, policy_data, run = (dict(validation.table(name, data.get(name, {}))) for name in TABLES)
         model = validation.choice("system.model", system_data.get("model", "continuous"), tuple(SYSTEM_KEYS))
+        if model == "slotted":
+            for key in sorted(SLOTTED_SINGLE_SLOT_KEYS & set(system_data)):
+                raise InputError(f"system.{key}", "the slotted model has servers that serve one job at a time")
         check_keys("system", system_data, SYSTEM_KEYS[model])
         check_keys("run", run, RUN_KEYS[model])
         fields = {key: f"run.{key}" for key in run}  # the dispatcher keys keep their names

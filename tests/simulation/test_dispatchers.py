@@ -21,6 +21,7 @@ from hetlb.policies import POLICIES
 from hetlb.policies.choice import ON_ESTIMATES
 from hetlb.simulation import continuous as single
 from hetlb.simulation import dispatchers as simulation
+from hetlb.simulation.batch_servers import no_slots
 from hetlb.simulation.options import RunOptions
 
 from support.statistics import bonferroni_t_halfwidth
@@ -186,7 +187,7 @@ def step_events(system, policy, update, dispatchers, events, seed):
     state.counters[0]["next_arrival"] = streams[0].exponential() / system.total_arrival_rate
     for _ in range(events):
         before = int(state.counters[0]["arrivals_total"])
-        status = kernel.advance(model, state, dispatcher_model, dispatcher_state, *streams, 1)
+        status = kernel.advance(model, state, dispatcher_model, dispatcher_state, *no_slots(), *streams, 1)
         assert status == kernel.RUNNING
         arrived = int(state.counters[0]["arrivals_total"]) > before
         yield state, dispatcher_state, int(state.trace_server[state.counters[0]["trace_n"] - 1]) if arrived else -1

@@ -440,14 +440,15 @@ def record_trace(c, now, job_type, s, q, trace_time, trace_type, trace_server, t
 
 
 @njit(inline="always")
-def admit_job(c, server, q, now):
-    """An arriving job joins ``server``, which holds ``q`` jobs: the counts, the areas of the
-    number in system and of the server's jobs (a change of one is one subtraction of now; the busy
-    area changes when a busy period starts, :func:`start_service`) and its peak."""
+def admit_job(c, server, q, now, waits):
+    """An arriving job joins ``server``, which holds ``q`` jobs, and ``waits`` (finds no free
+    slot: q > 0 for c = 1): the counts, the areas of the number in system and of the server's jobs
+    (a change of one is one subtraction of now; the busy area changes when a busy period starts,
+    :func:`start_service`) and its peak."""
     c.admitted_total += 1
     c.admitted += c.tagging
     c.tagged_in_system += c.tagging
-    if q > 0:
+    if waits:
         c.waited += c.tagging
     c.in_system += 1
     c.job_area -= now
@@ -468,15 +469,15 @@ def start_service(c, server, now, size):
 
 
 @njit
-def queue_job(c, server, q, now, size, job_arrival, job_size, job_next):
-    """The job of ``size`` that arrived at ``now`` waits at ``server`` (``q`` >= 1 jobs before it):
-    a slot of the server's ring of waiting jobs, after the last and before the first; returns
-    the slot."""
+def queue_job(c, server, waiting, now, size, job_arrival, job_size, job_next):
+    """The job of ``size`` that arrived at ``now`` waits at ``server``, behind ``waiting`` waiting
+    jobs (q - 1 of the q it holds with concurrency 1): a slot of the server's ring of waiting jobs,
+    after the last and before the first; returns the slot."""
     slot = c.free_slot
     c.free_slot = job_next[slot]
     job_arrival[slot] = now
     job_size[slot] = size
-    if q == 1:
+    if waiting == 0:
         job_next[slot] = slot
     else:
         job_next[slot] = job_next[server.last_waiting]
@@ -490,14 +491,20 @@ def measure_response(c, server, now, histogram):
     """A measured job leaves ``server`` at ``now``: its response and waiting times into the sums
     and the histogram; returns them."""
     response = now - server.service_arrival
-    c.tagged_in_system -= 1
     waiting = max(response - server.service_size * server.inv_speed, 0.0)
+    record_response(c, response, waiting, histogram)
+    return response, waiting
+
+
+@njit
+def record_response(c, response, waiting, histogram):
+    """A measured job leaves with these response and waiting times: into the sums and the histogram."""
+    c.tagged_in_system -= 1
     c.completed += 1
     c.response_sum += response
     c.response_sq_sum += response * response
     c.waiting_sum += waiting
     histogram[histogram_bin(response)] += 1
-    return response, waiting
 
 
 @njit
@@ -538,9 +545,17 @@ def leave_server(c, server, now):
 def serve_next(c, server, now, job_arrival, job_size, job_next):
     """After a departure at ``now`` from ``server``, which still holds jobs: its first waiting job
     enters service and frees its slot; returns the slot."""
-    slot = job_next[server.last_waiting]
+    slot = take_first_waiting(c, server, job_next)
     server.service_arrival = job_arrival[slot]
     server.service_size = job_size[slot]
+    return slot
+
+
+@njit
+def take_first_waiting(c, server, job_next):
+    """Take the first waiting job of ``server`` off its ring and free its slot (whose arrival and
+    size stay readable until the next job takes it); returns the slot."""
+    slot = job_next[server.last_waiting]
     job_next[server.last_waiting] = job_next[slot]
     job_next[slot] = c.free_slot
     c.free_slot = slot
@@ -552,6 +567,16 @@ def idle(c, server, now):
     """After a departure at ``now``, ``server`` holds no job: its busy period ends."""
     c.busy -= 1
     server.busy_area += now
+
+
+@njit(inline="always")
+def set_departure(departures, s, next_time, scanning, n_servers):
+    """Set server s's next departure time in the departures' tournament tree; returns the earliest
+    of all. A small system (``scanning``) keeps the root alone up to date (set_time_by_scan)."""
+    if scanning:
+        return set_time_by_scan(departures, s, next_time, n_servers)
+    set_time(departures, s, next_time)
+    return departures[1].time
 
 
 @njit
@@ -720,7 +745,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.blocked_total += 1
                 c.blocked += c.tagging
                 continue
-            admit_job(c, server, q, now)
+            admit_job(c, server, q, now, q > 0)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -753,7 +778,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     lower_time(departures, s, next_time)
                 next_departure = min(next_departure, next_time)  # the root's time, as the tree has it
             else:
-                queue_job(c, server, q, now, size, job_arrival, job_size, job_next)
+                queue_job(c, server, q - 1, now, size, job_arrival, job_size, job_next)
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
@@ -786,11 +811,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             else:
                 idle(c, server, now)
                 next_time = np.inf
-            if scanning:
-                next_departure = set_time_by_scan(departures, s, next_time, n_servers)
-            else:
-                set_time(departures, s, next_time)
-                next_departure = departures[1].time
+            next_departure = set_departure(departures, s, next_time, scanning, n_servers)
             if c.tagged_in_system == 0 and c.window_end < np.inf:
                 finish(c, now, batches, batch_close)
                 return FINISHED

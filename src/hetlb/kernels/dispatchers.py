@@ -43,6 +43,14 @@ import numpy as np
 from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, records
 from hetlb.kernels.arrivals import next_arrival_epoch
+from hetlb.kernels.batch_servers import (
+    NEEDS_SERVICE_ROOM,
+    close_service_window,
+    end_slot_service,
+    follow_marks,
+    slot_key,
+    start_slot_service,
+)
 from hetlb.kernels.continuous import (
     FINISHED,
     NEEDS_JOB_SLOTS,
@@ -63,6 +71,7 @@ from hetlb.kernels.continuous import (
     next_mark,
     pass_marks,
     queue_job,
+    record_response,
     record_state_time,
     record_trace,
     serve_next,
@@ -117,6 +126,7 @@ DispatcherModel = namedtuple(
         "delay_law",
         "delay_mean",
         "herd_window",
+        "slot_ranking",
     ],
 )
 DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.simulation.dispatchers.pack_dispatchers).
@@ -126,7 +136,8 @@ DispatcherModel.__doc__ = """Read-only parameters of the dispatchers (see hetlb.
 ``decision_code``: the code choose_server decides; ``key_code``: the selection key of the tree
 path; ``probe_messages[k]``: messages of a true probe of job type k's decision;
 ``delay_law``/``delay_mean``: per kind (PIGGYBACK .. SNAPSHOT); ``snapshot_phase``/``snapshot_order``:
-the periodic independent polls' phases and the dispatchers in phase order."""
+the periodic independent polls' phases and the dispatchers in phase order; ``slot_ranking``: 1 when
+the servers serve many jobs at once and the policy ranks them by key (hetlb.kernels.batch_servers)."""
 
 DispatcherState = namedtuple(
     "DispatcherState",
@@ -191,16 +202,40 @@ sampled estimate errors (signed, absolute) and ages."""
 
 
 @njit(inline="always")
-def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, at):
-    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too)."""
+def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, slots, v, s, value, at):
+    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too).
+    ``slots``: the multi-slot servers' (records, speeds, capacities, curve tables), empty records
+    for concurrency 1; on them ``idle_since`` is when the estimate last fell below c (a free slot),
+    and the keys are those of hetlb.policies.rules.slot_selection_key."""
     if estimate[v, s] == value:
         return
-    if value == 0:
+    slot_servers, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slots
+    multi_slot = len(slot_servers) > 0
+    if not multi_slot and value == 0:
+        idle_since[v, s] = at
+    if multi_slot and value < slot_servers[s].concurrency <= estimate[v, s]:
         idle_since[v, s] = at
     estimate[v, s] = value
     if len(key_trees) > 0:
-        speed_class = servers[s].speed_class
-        key = rules.selection_key(key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s])
+        if multi_slot:
+            key = slot_key(
+                key_code,
+                value,
+                slot_servers[s],
+                s,
+                speed,
+                capacity,
+                curve_phi_table,
+                curve_rate_table,
+                curve_alpha,
+                curve_tail,
+                idle_since[v, s],
+            )
+        else:
+            speed_class = servers[s].speed_class
+            key = rules.selection_key(
+                key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
+            )
         set_key(records(key_trees[v]), s, key)
 
 
@@ -215,6 +250,7 @@ def apply_message(
     servers,
     n_classes,
     class_speed,
+    slots,
     target,
     value,
     observed,
@@ -228,7 +264,9 @@ def apply_message(
         return
     dispatcher_counters.delivered += 1
     estimate_time[v, s] = observed
-    set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, v, s, value, observed)
+    set_estimate(
+        key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, slots, v, s, value, observed
+    )
 
 
 @njit(inline="always")
@@ -250,6 +288,7 @@ def send(
     servers,
     n_classes,
     class_speed,
+    slots,
     kind,
     m,
     s,
@@ -275,6 +314,7 @@ def send(
             servers,
             n_classes,
             class_speed,
+            slots,
             target,
             value,
             now,
@@ -367,19 +407,33 @@ def decide(
     ties,
     sample,
     servers,
+    slots,
+    slot_ranking,
     job_type,
     v,
     policy_rng,
 ):
-    """The server dispatcher view ``v`` sends a job of ``job_type`` to."""
+    """The server dispatcher view ``v`` sends a job of ``job_type`` to. On multi-slot servers
+    (``slots`` as in :func:`set_estimate`) a ranking policy (``slot_ranking``) takes the keys of
+    hetlb.policies.rules.slot_selection_key on the estimates; the others decide as for c = 1, on
+    the number of jobs, weighing servers by their capacities (``speed`` and ``cumulative_speed``
+    are then those of the capacities mu phi(c))."""
     lo = compat_indptr[job_type]
     hi = compat_indptr[job_type + 1]
     if type_uses_tree[job_type]:
         tree = records(key_trees[v])
         s = random_least_leaf(tree, policy_rng, servers)
-        if rules.falls_back_to_uniform(key_code, tree[1].key, n_classes):
+        if len(slots[0]) > 0:
+            falls_back = rules.slot_falls_back_to_uniform(key_code, tree[1].key)
+        else:
+            falls_back = rules.falls_back_to_uniform(key_code, tree[1].key, n_classes)
+        if falls_back:
             s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
         return s
+    if slot_ranking:
+        return least_slot_key_server(
+            key_code, compat_indices, lo, hi, estimate[v], idle_since[v], slots, keys, ties, policy_rng
+        )
     return choose_server(
         decision_code,
         compat_indices,
@@ -402,10 +456,50 @@ def decide(
     )
 
 
+@njit(inline="always")
+def least_slot_key_server(key_code, candidates, lo, hi, estimate, idle_since, slots, keys, ties, rng):
+    """A ranking policy's choice among ``candidates[lo:hi]`` on multi-slot servers, on the
+    estimates: a least key of hetlb.policies.rules.slot_selection_key, ties at random; jiq and jfiq
+    with no free slot among them fall back to a uniform candidate."""
+    slot_servers, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slots
+    for i in range(lo, hi):
+        s = candidates[i]
+        keys[s] = slot_key(
+            key_code,
+            estimate[s],
+            slot_servers[s],
+            s,
+            speed,
+            capacity,
+            curve_phi_table,
+            curve_rate_table,
+            curve_alpha,
+            curve_tail,
+            idle_since[s],
+        )
+    s, least = rules.least_key_server(candidates, lo, hi, keys, ties, rng)
+    if rules.slot_falls_back_to_uniform(key_code, least):
+        return candidates[lo + rules.uniform_index(rng, hi - lo)]
+    return s
+
+
 @njit(_nrt=False)
-def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, policy_rng, update_rng, max_events):
+def advance(
+    model,
+    state,
+    dispatcher_model,
+    dispatcher_state,
+    slot_model,
+    slot_state,
+    arrival_rng,
+    policy_rng,
+    update_rng,
+    max_events,
+):
     """Run up to ``max_events`` events (arrivals, departures, deliveries, polls); return RUNNING,
-    FINISHED, NEEDS_JOB_SLOTS or NEEDS_MESSAGE_SLOTS.
+    FINISHED, NEEDS_JOB_SLOTS, NEEDS_MESSAGE_SLOTS or NEEDS_SERVICE_ROOM. ``slot_model`` and
+    ``slot_state``: the multi-slot servers (hetlb.kernels.batch_servers), whose jobs in service
+    carry the dispatcher that sent them; empty records for concurrency 1.
 
     Compiled without numba's runtime (``_nrt=False``): it allocates nothing, and every array it
     reads is held by its caller for the whole call, so the references it would count (an atomic
@@ -504,6 +598,28 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
     )
     compat_indptr, compat_indices, server_class = model.compat_indptr, model.compat_indices, model.server_class
     speed, cumulative_speed = model.speed, model.compat_cumulative_speed
+    slot_counters = records(slot_state.counters)[0]
+    slot_servers, service = records(slot_state.slot_servers), records(slot_state.service)
+    window_service_area = slot_state.window_service_area
+    multi_slot = len(slot_servers) > 0
+    curves = (
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+        slot_model.curve_job_time,
+    )
+    slots = (
+        slot_servers,
+        speed,
+        slot_model.capacity,
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+    )
+    slot_ranking = dispatcher_model.slot_ranking == 1
+    weights = slot_model.capacity if multi_slot else speed  # l-jba's, as weighted-random's
 
     mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
     for _ in range(max_events):
@@ -511,13 +627,19 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
             return NEEDS_JOB_SLOTS
         if dispatcher_counters.flight_full == 1:
             return NEEDS_MESSAGE_SLOTS
+        if slot_counters.full_server >= 0:
+            return NEEDS_SERVICE_ROOM
         next_departure = departures[1].time
         next_message = dispatcher_counters.next_message
         now = min(min(c.next_arrival, next_departure), min(next_message, dispatcher_counters.next_snapshot))
         if now >= mark:
-            if pass_marks(
+            was_measuring, window_was_open = c.measuring, c.window_end == np.inf
+            finished = pass_marks(
                 c, now, warmup, horizon, batch_ends, batch_by_jobs, servers, levels, window_areas, state_times
-            ):
+            )
+            if multi_slot:
+                follow_marks(c, was_measuring, window_was_open, warmup, slot_servers, window_service_area)
+            if finished:
                 return FINISHED
             mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
         c.now = now
@@ -550,6 +672,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                 servers,
                 n_classes,
                 class_speed,
+                slots,
                 target,
                 value,
                 observed,
@@ -579,6 +702,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                             servers,
                             n_classes,
                             class_speed,
+                            slots,
                             SNAPSHOT,
                             m,
                             s,
@@ -611,7 +735,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                 compat_indptr,
                 compat_indices,
                 server_class,
-                speed,
+                weights,
                 cumulative_speed,
                 type_uses_tree,
                 n_classes,
@@ -622,6 +746,8 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                 ties,
                 sample,
                 servers,
+                slots,
+                slot_ranking,
                 job_type,
                 v,
                 policy_rng,
@@ -667,6 +793,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                     servers,
                     n_classes,
                     class_speed,
+                    slots,
                     m,
                     s,
                     min(estimate[m, s] + 1, buffer[s]),
@@ -694,6 +821,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                         servers,
                         n_classes,
                         class_speed,
+                        slots,
                         PIGGYBACK,
                         m,
                         s,
@@ -702,18 +830,36 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                         update_rng,
                     )
             else:
-                admit_job(c, server, q, now)
+                slot_count = slot_servers[s].concurrency if multi_slot else 1
+                admit_job(c, server, q, now, q >= slot_count)
                 if q + 1 <= n_levels:
                     move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
                 if truth_view:
                     set_estimate(
-                        key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q + 1, now
+                        key_code,
+                        estimate,
+                        idle_since,
+                        key_trees,
+                        servers,
+                        n_classes,
+                        class_speed,
+                        slots,
+                        0,
+                        s,
+                        q + 1,
+                        now,
                     )
-                if q == 0:
+                if multi_slot and q < slot_count:
+                    next_time = start_slot_service(
+                        c, server, slot_servers[s], s, now, size, m, service, slot_counters, speed[s], curves
+                    )
+                    set_time(departures, s, next_time)
+                elif q == 0:
                     service_dispatcher[s] = m
                     lower_time(departures, s, start_service(c, server, now, size))
                 else:
-                    job_dispatcher[queue_job(c, server, q, now, size, job_arrival, job_size, job_next)] = m
+                    slot = queue_job(c, server, q - slot_count, now, size, job_arrival, job_size, job_next)
+                    job_dispatcher[slot] = m
             if dispatcher_model.push_probability > 0.0 and update_rng.random() < dispatcher_model.push_probability:
                 taken = rules.sample_without_replacement(
                     n_servers, dispatcher_model.push_size, probe_sample, update_rng
@@ -737,6 +883,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                         servers,
                         n_classes,
                         class_speed,
+                        slots,
                         PUSH,
                         m,
                         probe_sample[i],
@@ -749,21 +896,45 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                 snapshot_batch(c, batches, batch_close, now)
             if tagging == 1 and c.admitted >= target_jobs:
                 close_window(c, now, servers, level_count, level_area, window_areas, jobs_time, waiting_time)
+                if multi_slot:
+                    close_service_window(slot_servers, now, window_service_area)
         else:
             s = departures[1].leaf
             server = servers[s]
-            if warmup <= server.service_arrival <= c.window_end and c.measuring == 1:
-                response, waiting = measure_response(c, server, now, histogram)
-                add_to_batch(
-                    batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
-                )
+            if multi_slot:
+                leaving = service[at(slot_servers[s].heap_offset)]
+                arrival, sender, slot_waiting = leaving.arrival, leaving.dispatcher, leaving.waiting
+            else:
+                arrival, sender, slot_waiting = server.service_arrival, service_dispatcher[s], 0.0
+            if warmup <= arrival <= c.window_end and c.measuring == 1:
+                if multi_slot:
+                    response, waiting = now - arrival, slot_waiting
+                    record_response(c, response, waiting, histogram)
+                else:
+                    response, waiting = measure_response(c, server, now, histogram)
+                add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, waiting)
             q = leave_server(c, server, now)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if truth_view:
-                set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, 0, s, q, now)
-            sender = service_dispatcher[s]
-            if q > 0:
+                set_estimate(
+                    key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, slots, 0, s, q, now
+                )
+            if multi_slot:
+                next_time = end_slot_service(
+                    c,
+                    server,
+                    slot_servers[s],
+                    q,
+                    now,
+                    service,
+                    job_arrival,
+                    job_size,
+                    job_next,
+                    job_dispatcher,
+                    curves,
+                )
+            elif q > 0:
                 service_dispatcher[s] = job_dispatcher[serve_next(c, server, now, job_arrival, job_size, job_next)]
                 next_time = now + server.service_size * server.inv_speed
             else:
@@ -789,6 +960,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                     servers,
                     n_classes,
                     class_speed,
+                    slots,
                     PIGGYBACK,
                     sender,
                     s,
@@ -816,6 +988,7 @@ def advance(model, state, dispatcher_model, dispatcher_state, arrival_rng, polic
                     servers,
                     n_classes,
                     class_speed,
+                    slots,
                     PULL,
                     reported,
                     s,

@@ -206,3 +206,24 @@ def prefetch_path(tree, leaf, levels):
     for _ in range(levels):
         prefetch(tree, node & -4)
         node >>= 2
+
+
+@njit
+def move_time(tree, leaf, value):
+    """Set one leaf's time to ``value``, earlier or later: :func:`lower_time` when it is not later;
+    else replay the matches up its path only while the leaf is the winner there (where it is not,
+    its later time changes nothing above)."""
+    node = len(tree) // 2 + leaf
+    if value <= tree[node].time:
+        lower_time(tree, leaf, value)
+        return
+    tree[node].time = value
+    while node > 1 and tree[node >> 2].leaf == leaf:
+        first = node & -4
+        t0, t1, t2, t3 = tree[first].time, tree[first + 1].time, tree[first + 2].time, tree[first + 3].time
+        left_time, right_time = min(t0, t1), min(t2, t3)
+        right_pair = right_time < left_time
+        winner = first + 2 * right_pair + (right_pair & (t3 < t2)) + ((not right_pair) & (t1 < t0))
+        node >>= 2
+        tree[node].time = min(left_time, right_time)
+        tree[node].leaf = tree[winner].leaf

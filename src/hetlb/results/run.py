@@ -87,6 +87,8 @@ class RunResult(ReplicationResult):
     jobs_distribution: np.ndarray | None = None  # time fraction with j jobs in system (state_distribution)
     waiting_distribution: np.ndarray | None = None  # time fraction with j waiting jobs (state_distribution)
     speed_profile: dict | None = None  # eta and xi_2 of 002 by speed bin (speed_bins)
+    mean_in_service: np.ndarray | None = None  # per server, time-average jobs in service E[b] (multi-slot servers)
+    slot_utilisation: np.ndarray | None = None  # per server, E[b] / c_s (nan for unlimited c; multi-slot servers)
 
     @property
     def events_per_second(self) -> float:
@@ -165,6 +167,9 @@ class RunResult(ReplicationResult):
         if per_server:
             out["utilisation"] = self.utilisation.tolist()
             out["mean_queue_length"] = self.mean_queue_length.tolist()
+            for name in ("mean_in_service", "slot_utilisation"):
+                if getattr(self, name) is not None:
+                    out[name] = getattr(self, name).tolist()
             for name in ("jobs_distribution", "waiting_distribution"):
                 if getattr(self, name) is not None:
                     out[name] = np.trim_zeros(getattr(self, name), "b").tolist()

@@ -12,6 +12,7 @@ import numpy as np
 from hetlb import validation
 from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
 from hetlb.errors import InputError
+from hetlb.kernels import batch_servers as slot_kernel
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels.arrivals import start_arrivals
 from hetlb.kernels.buckets import grow_buckets, new_buckets
@@ -22,6 +23,7 @@ from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.base import versions
 from hetlb.results.run import RunResult, SimulationResult
+from hetlb.simulation import batch_servers
 from hetlb.simulation.ahead_of_time import kernel as compiled
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import (
@@ -54,6 +56,8 @@ servers have at most this many speed classes (a jfsq key moves by the number of 
 event, one bucket per step); the tests run both paths."""
 
 advance = compiled("advance", kernel.advance)
+advance_slots = slot_kernel.advance
+slot_keys = slot_kernel.slot_keys
 alias_table = compiled("alias_table", jit_alias_table)
 selection_keys = compiled("selection_keys", rules.selection_keys)
 """The kernel functions called from here: compiled ahead of time where hetlb compile has built
@@ -87,15 +91,19 @@ def simulate_one_dispatcher(
         )
     if "continuous" not in policy.spec.models:
         raise InputError("policy", f"{policy.id} runs only in the slotted model (hetlb.simulate_slotted)")
-    check_kernel_branch(policy.spec)
+    if system.has_multi_slot_servers:
+        batch_servers.check_multi_slot_policy(system, policy)
+    else:
+        check_kernel_branch(policy.spec)
     check_run(system, policy, options)
     model = pack_model(system, policy, options)
+    slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
     runs = run_replications(
         options.root_seed,
         options.replications,
         f"{policy.id} ",
         options.progress,
-        lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report),
+        lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report, slot_model),
     )
     metadata = run_metadata(system, policy.describe(), policy, options)
     return SimulationResult(runs, metadata)
@@ -242,6 +250,12 @@ def run_memory(system: System, policy: Policy, options: RunOptions) -> dict:
     levels = n_classes * (occupancy_levels + 1)
     bucketed = policy.spec.ranks_whole_set and policy.spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
     histogram = kernel.HISTOGRAM_OCTAVES * kernel.HISTOGRAM_BINS_PER_OCTAVE * 8
+    # multi-slot servers: their records, first regions of jobs in service, the window's area of b
+    slot_bytes_per_server = (
+        slot_kernel.SLOT_SERVER_DTYPE.itemsize
+        + slot_kernel.INITIAL_SERVICE_ROOM * slot_kernel.SERVICE_DTYPE.itemsize
+        + 3 * 8
+    )
     kept = 48 * n + 600 * n_classes + histogram  # per replication: per-server arrays, class tables, histogram
     distribution = 2 * STATE_DISTRIBUTION_SIZE_PER_SERVER * n + 128 if state_distribution else 0
     return {
@@ -256,6 +270,7 @@ def run_memory(system: System, policy: Policy, options: RunOptions) -> dict:
             + histogram
             + 600 * n_classes  # the metadata's speed classes (Python objects)
             + kept
+            + (slot_bytes_per_server * n if system.has_multi_slot_servers else 0)
         ),
         "replications": (replications - 1) * kept,
         "batches": 128 * batches + 160 * batches * replications,
@@ -317,29 +332,33 @@ def check_policy_stability(system: System, policy: Policy) -> None:
     if policy.spec.decides_on_load:  # only a static split can overload a server for good
         return
     graph = system.graph
+    capacity = system.server_capacity  # the speed, with concurrency 1
     edge_type = np.repeat(np.arange(system.n_types), graph.degree())
-    weight = np.ones(graph.n_edges) if policy.code == registry.RANDOM else system.speed[graph.indices]
+    weight = np.ones(graph.n_edges) if policy.code == registry.RANDOM else capacity[graph.indices]
     type_weight = np.bincount(edge_type, weights=weight, minlength=system.n_types)
     edge_rate = system.arrival_rate[edge_type] * weight / type_weight[edge_type]
     server_rate = np.bincount(graph.indices, weights=edge_rate, minlength=system.n_servers)
-    overloaded = np.flatnonzero(server_rate >= system.speed)
+    overloaded = np.flatnonzero(server_rate >= capacity)
     if len(overloaded):
         s = int(overloaded[0])
+        what = "speed" if system.has_single_slots else "capacity mu phi(c)"
         raise InputError(
             "policy",
             f"{policy.id} is unstable here: server {s} receives jobs at rate "
-            f"{server_rate[s]:.6g} >= its speed {system.speed[s]:.6g} (infinite buffers)",
+            f"{server_rate[s]:.6g} >= its {what} {capacity[s]:.6g} (infinite buffers)",
         )
 
 
 def pack_model(system: System, policy: Policy, options: RunOptions):
     """The kernel's read-only arrays for ``system`` under ``policy``. With M dispatchers
     (``options.many_dispatchers``) no job type routes by the single dispatcher's tree: the
-    dispatchers route by their own (hetlb.simulation.dispatchers.pack_dispatchers)."""
+    dispatchers route by their own (hetlb.simulation.dispatchers.pack_dispatchers).
+    ``compat_cumulative_speed`` sums the servers' capacities mu phi(c), their speeds with
+    concurrency 1 (weighted-random's weights)."""
     jobs, horizon, warmup, batches = options.jobs, options.end_time, options.warmup, options.batches
     graph = system.graph
     class_speed, server_class = system.speed_classes()
-    edge_speed = system.speed[graph.indices]
+    edge_speed = system.server_capacity[graph.indices]
     compat_cumulative_speed = np.cumsum(edge_speed) - np.repeat(
         np.concatenate([[0.0], np.cumsum(edge_speed)])[graph.indptr[:-1]], graph.degree()
     )
@@ -424,27 +443,43 @@ def fast_servers_first(graph, fast: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return graph.indices[order], graph.indptr[:-1] + fast_count
 
 
-def new_state(model, n_servers: int, trace: int, state_distribution: bool = False) -> kernel.KernelState:
-    """An empty system at time 0."""
+def new_state(model, n_servers: int, trace: int, state_distribution: bool = False, slots=None) -> kernel.KernelState:
+    """An empty system at time 0; ``slots``: the (SlotModel, SlotState) of multi-slot servers,
+    whose keys come from hetlb.policies.rules.slot_selection_key and take no key buckets."""
     n_classes = model.n_classes
     servers = cache_aligned_zeros(n_servers, kernel.SERVER_DTYPE)
     servers["last_waiting"] = -1
     servers["speed_class"] = model.server_class
     servers["inv_speed"] = model.inv_speed
-    keys = policy_functions(model.policy_code)[1](
-        model.policy_code,
-        np.zeros(n_servers, np.int64),
-        model.server_class,
-        n_classes,
-        model.speed,
-        np.zeros(n_servers),
-    )
+    empty = np.zeros(n_servers, np.int64)
+    if slots is None:
+        keys = policy_functions(model.policy_code)[1](
+            model.policy_code, empty, model.server_class, n_classes, model.speed, np.zeros(n_servers)
+        )
+    else:
+        slot_model, slot_state = slots
+        keys = slot_keys(
+            model.policy_code,
+            empty,
+            slot_state.slot_servers,
+            model.speed,
+            slot_model.capacity,
+            slot_model.curve_phi,
+            slot_model.curve_rate,
+            slot_model.curve_alpha,
+            slot_model.curve_tail,
+        )
     spec = BY_CODE[model.policy_code]
     job_arrival, job_size, job_next = job_pool(initial_job_slots(model.buffer, n_servers))
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0
     complete = model.type_uses_tree.any()
-    bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
-    buckets = new_buckets(keys, bucket_keys(model, len(job_next))) if bucketed else (np.zeros(0, np.int64),) * 4
+    if slots is None:
+        bucketed = complete and spec.integer_keys and n_classes <= BUCKET_MAX_CLASSES
+        held = 0
+    else:
+        bucketed = complete and batch_servers.bucketed(model.policy_code, slots[1])
+        held = batch_servers.held_beyond_one(slots[1])
+    buckets = new_buckets(keys, bucket_keys(model, len(job_next) + held)) if bucketed else (np.zeros(0, np.int64),) * 4
     levels = (n_classes, model.n_levels + 1)
     server_keys = keys if spec.ranks_whole_set and not model.type_uses_tree.all() else np.zeros(0)
     return kernel.KernelState(
@@ -511,9 +546,10 @@ def job_pool(slots: int):
     return np.zeros(slots), np.zeros(slots), job_next
 
 
-def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
+def grow_job_pool(model, state: kernel.KernelState, held: int = 0) -> kernel.KernelState:
     """Double the job pool when every slot is in use (only waiting jobs occupy slots), and the
-    key buckets' range of keys with it."""
+    key buckets' range of keys with it (``held``: the most jobs a server has in service beyond one,
+    hetlb.simulation.batch_servers.held_beyond_one)."""
     used = len(state.job_next)
     if 2 * used > np.iinfo(np.int32).max:  # the server records keep slots and queue lengths as int32
         raise InputError(
@@ -534,44 +570,59 @@ def grow_job_pool(model, state: kernel.KernelState) -> kernel.KernelState:
     next_slot[:used] = state.job_next
     state.counters[0]["free_slot"] = used
     bucket_start = (
-        grow_buckets(state.bucket_start, bucket_keys(model, 2 * used))
+        grow_buckets(state.bucket_start, bucket_keys(model, 2 * used + held))
         if len(state.bucket_start)
         else state.bucket_start
     )
     return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start)
 
 
-def run_replication(system: System, model, seed_sequence, options: RunOptions, report) -> RunResult:
-    """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
+def run_replication(system: System, model, seed_sequence, options: RunOptions, report, slot_model=None) -> RunResult:
+    """One replication from an empty system; ``report(fraction_done, events)`` sees progress.
+    ``slot_model``: the multi-slot servers' data (hetlb.simulation.batch_servers.pack_slots), which
+    runs hetlb.kernels.batch_servers.advance; None for concurrency 1."""
     arrival_stream, policy_stream = seed_sequence.spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
-    state = new_state(model, system.n_servers, options.trace, options.state_distribution)
+    slot_state = None if slot_model is None else batch_servers.new_slot_state(system)
+    slots = None if slot_model is None else (slot_model, slot_state)
+    state = new_state(model, system.n_servers, options.trace, options.state_distribution, slots)
     counters = state.counters[0]
     counters["window_end"] = np.inf
     start_arrival_process(model, state.counters, arrival_rng)
     run_kernel = policy_functions(model.policy_code)[0]
     started = time.perf_counter()
     while True:
-        status = run_kernel(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        if slot_state is None:
+            status = run_kernel(model, state, arrival_rng, policy_rng, EVENTS_PER_CALL)
+        else:
+            status = advance_slots(model, state, slot_model, slot_state, arrival_rng, policy_rng, EVENTS_PER_CALL)
         if status == kernel.FINISHED:
             break
         if status == kernel.NEEDS_JOB_SLOTS:
-            state = grow_job_pool(model, state)
+            state = grow_job_pool(model, state, 0 if slot_state is None else batch_servers.held_beyond_one(slot_state))
             counters = state.counters[0]
+        if status == slot_kernel.NEEDS_SERVICE_ROOM and slot_state is not None:
+            slot_state = batch_servers.grow_service_room(slot_state)
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    return run_result(system, model, state, seed_sequence, wall, options.speed_bins)
+    return run_result(system, model, state, seed_sequence, wall, options.speed_bins, slot_state)
 
 
-def run_result(system: System, model, state, seed_sequence, wall_seconds: float, speed_bins: int | None) -> RunResult:
-    """The figures of one finished replication (with the speed profile in ``speed_bins`` bins)."""
+def run_result(
+    system: System, model, state, seed_sequence, wall_seconds: float, speed_bins: int | None, slot_state=None
+) -> RunResult:
+    """The figures of one finished replication (with the speed profile in ``speed_bins`` bins, and
+    those of the multi-slot servers when ``slot_state`` is given)."""
     run = figures(system, model, state, seed_sequence, wall_seconds)
     if speed_bins is not None:
         run.speed_profile = speed_profile(run, system.speed, speed_bins)
+    if slot_state is not None:
+        for name, value in batch_servers.slot_figures(system, slot_state, run.measured_time).items():
+            setattr(run, name, value)
     return run
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.kernels import batch_servers as slot_kernel
 from hetlb.kernels import continuous as single_kernel
 from hetlb.kernels import dispatchers as kernel
 from hetlb.kernels.flights import DELAY_CONSTANT, DELAY_EXPONENTIAL, DELAY_NONE, DELAYED_KINDS, FLIGHT_DTYPE
@@ -26,10 +27,10 @@ from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
 from hetlb.model.dispatchers import Updates
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
-from hetlb.policies.choice import KEY_CODE, ON_ESTIMATES, decides, jba_options
+from hetlb.policies.choice import BRANCHES, KEY_CODE, ON_ESTIMATES, decides, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
-from hetlb.simulation import continuous
+from hetlb.simulation import batch_servers, continuous
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import run_replications, safe_ratio
 
@@ -71,6 +72,8 @@ def simulate_dispatchers(
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     check_policy(policy)
+    if system.has_multi_slot_servers:
+        batch_servers.check_multi_slot_policy(system, policy, ON_ESTIMATES)
     n_dispatchers = options.dispatchers or 1
     updates = Updates.parse(default_update(policy)) if options.update is None else options.update
     check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
@@ -80,12 +83,15 @@ def simulate_dispatchers(
 
     model = continuous.pack_model(system, policy, options)
     dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
+    slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
     runs = run_replications(
         options.root_seed,
         options.replications,
         f"{policy.id} x{n_dispatchers} ",
         options.progress,
-        lambda seed_sequence, report: run_replication(system, model, dispatcher_model, seed_sequence, options, report),
+        lambda seed_sequence, report: run_replication(
+            system, model, dispatcher_model, seed_sequence, options, report, slot_model
+        ),
     )
     dispatchers = {
         "dispatchers": n_dispatchers,
@@ -230,16 +236,33 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
         delay_law=delay_law,
         delay_mean=delay_mean,
         herd_window=window,
+        slot_ranking=int(system.has_multi_slot_servers and code not in BRANCHES),
     )
 
 
-def new_dispatcher_state(model, dispatcher_model, n_servers: int, job_slots: int) -> kernel.DispatcherState:
-    """Every dispatcher at time 0: it knows the system empty (estimates 0, observed at time 0)."""
+def new_dispatcher_state(model, dispatcher_model, n_servers: int, job_slots: int, slots=None) -> kernel.DispatcherState:
+    """Every dispatcher at time 0: it knows the system empty (estimates 0, observed at time 0).
+    ``slots``: the (SlotModel, SlotState) of multi-slot servers, whose keys are
+    hetlb.policies.rules.slot_selection_key's."""
     views = 1 if dispatcher_model.truth_view else dispatcher_model.n_dispatchers
     zeros = np.zeros(n_servers, np.int64)
-    keys = rules.selection_keys(
-        dispatcher_model.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
-    )
+    if slots is None:
+        keys = rules.selection_keys(
+            dispatcher_model.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
+        )
+    else:
+        slot_model, slot_state = slots
+        keys = slot_kernel.slot_keys(
+            dispatcher_model.key_code,
+            zeros,
+            slot_state.slot_servers,
+            model.speed,
+            slot_model.capacity,
+            slot_model.curve_phi,
+            slot_model.curve_rate,
+            slot_model.curve_alpha,
+            slot_model.curve_tail,
+        )
     if dispatcher_model.type_uses_tree.any():
         tree = new_key_tree(keys)
         key_trees = np.repeat(tree[None, :], views, axis=0)
@@ -351,15 +374,19 @@ def grow_messages(dispatcher_state: kernel.DispatcherState) -> kernel.Dispatcher
 
 
 def run_replication(
-    system: System, model, dispatcher_model, seed_sequence, options: RunOptions, report
+    system: System, model, dispatcher_model, seed_sequence, options: RunOptions, report, slot_model=None
 ) -> DispatcherRunResult:
-    """One replication from an empty system; ``report(fraction_done, events)`` sees progress."""
+    """One replication from an empty system; ``report(fraction_done, events)`` sees progress.
+    ``slot_model``: the multi-slot servers' data (hetlb.simulation.batch_servers.pack_slots), None
+    for concurrency 1."""
     arrival_stream, policy_stream, update_stream = seed_sequence.spawn(3)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     update_rng = np.random.Generator(np.random.PCG64(update_stream))
-    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution)
-    dispatcher_state = new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next))
+    slots = None if slot_model is None else (slot_model, batch_servers.new_slot_state(system))
+    kernel_slots = batch_servers.no_slots() if slots is None else slots
+    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution, slots)
+    dispatcher_state = new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next), slots)
     dispatcher_model = first_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
     counters = state.counters[0]
     counters["window_end"] = np.inf
@@ -371,6 +398,7 @@ def run_replication(
             state,
             dispatcher_model,
             dispatcher_state,
+            *kernel_slots,
             arrival_rng,
             policy_rng,
             update_rng,
@@ -386,12 +414,16 @@ def run_replication(
             dispatcher_state = dispatcher_state._replace(job_dispatcher=grown)
         if status == kernel.NEEDS_MESSAGE_SLOTS:
             dispatcher_state = grow_messages(dispatcher_state)
+        if status == slot_kernel.NEEDS_SERVICE_ROOM:
+            kernel_slots = (kernel_slots[0], batch_servers.grow_service_room(kernel_slots[1]))
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
         report(done, int(counters["events"]))
     wall = time.perf_counter() - started
-    run = continuous.run_result(system, model, state, seed_sequence, wall, options.speed_bins)
+    run = continuous.run_result(
+        system, model, state, seed_sequence, wall, options.speed_bins, None if slots is None else kernel_slots[1]
+    )
     return dispatcher_run_result(run, dispatcher_model, dispatcher_state)
 
 

@@ -93,7 +93,7 @@ def simulate(
         raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
     if isinstance(system, System):
-        system.check_supported("the simulator", arrivals=("poisson", "batch", "mmpp"))
+        system.check_supported("the simulator", multi_slot=True, arrivals=("poisson", "batch", "mmpp"))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
