@@ -496,16 +496,7 @@ def test_large_n_simulation_within_one_percent(policy, fleet, load):
     assert low - 0.01 * target <= target <= high + 0.01 * target
 
 
-def simulates_multi_slot_servers() -> bool:
-    try:
-        hetlb.System.from_speeds([1.0], load=0.5, concurrency=2).check_supported("the simulator")
-    except InputError:
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not simulates_multi_slot_servers(), reason="the simulator does not yet run multi-slot servers")
 @pytest.mark.parametrize("policy", ["jiq", "jfiq", "sed", "pod"])
 @pytest.mark.parametrize("load", [0.75, 0.95])
 def test_batch_classes_at_large_n_within_two_percent(policy, load):
