@@ -455,6 +455,11 @@ def test_cli_meanfield_on_batch_servers(capsys):
     assert main([*argv, "--load", "0.85", "--policy", "jiq"]) == 0
     text = capsys.readouterr().out
     assert "slots" in text and "saturating:alpha=0.2" in text and "utilised" in text
+    compare = ["--compare", "64", "--jobs", "3000", "--replications", "2", "-q", "--json"]
+    assert main([*argv, "--load", "0.75", "--policy", "jfiq", *compare]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulation"]["n_servers"] == 64 and out["simulation"]["utilisation"] is None
+    assert out["limit"]["classes"][1]["concurrency"] == 8
     assert main([*argv, "--load", "0.85", "--arrivals", "batch:mean=2"]) == 2
     assert capsys.readouterr().err.startswith("hetlb: error: arrivals")
 

@@ -68,7 +68,8 @@ def compare_with_simulation(
         "mean_waiting_time": result.mean_waiting_time,
         "p_wait": result.p_wait,
         "blocking_probability": result.blocking_probability,
-        "utilisation": [row["utilisation"] for row in class_rows],
+        # the busy fraction by speed class: the limit's utilisation with servers of one slot only
+        "utilisation": [row["utilisation"] for row in class_rows] if limit.classes.single_slot else None,
         "warnings": result.warnings,
     }
     mean = limit.mean_response_time
@@ -79,8 +80,8 @@ def compare_with_simulation(
         "gap": {
             "mean_response_time": (result.mean_response_time - mean) / mean,
             "mean_response_time_half_width": (high - low) / 2.0 / mean,
-            "utilisation": list(np.array(simulated["utilisation"]) - limit.utilisation)
-            if limit.classes.single_slot
-            else None,
+            "utilisation": None
+            if simulated["utilisation"] is None
+            else list(np.array(simulated["utilisation"]) - limit.utilisation),
         },
     }
