@@ -126,11 +126,12 @@ def compile_everything() -> None:
 PACKAGE = Path(__file__).resolve().parent
 
 
-def source_stamp(files: Iterable[Path], extra: str = "") -> str:
-    """16 hex digits of a hash of ``files`` (paths and contents, in the order given) and ``extra``."""
+def source_stamp(files: Iterable[Path], extra: str = "", package: Path = PACKAGE) -> str:
+    """16 hex digits of a hash of ``files`` (their paths in ``package`` and their contents, in the
+    order given) and ``extra``."""
     digest = hashlib.sha256()
     for file in files:
-        digest.update(file.relative_to(PACKAGE).as_posix().encode())
+        digest.update(file.relative_to(package).as_posix().encode())
         digest.update(file.read_bytes())
     digest.update(extra.encode())
     return digest.hexdigest()[:16]

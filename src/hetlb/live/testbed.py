@@ -67,6 +67,7 @@ from hetlb.model import System
 from hetlb.model.job_sizes import SCV_KINDS
 from hetlb.model.servers import RateCurve, concurrency_text
 from hetlb.policies import POLICIES
+from hetlb.policies.registry import WEIGHTED_RANDOM, policies_where
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening
 from hetlb.results.base import Result, versions
 from hetlb.scenario import Scenario, read_toml
@@ -90,8 +91,8 @@ TESTBED_DEFAULTS = {
     "seed": 1,
     "prediction_runs": 100,
 }
-QUEUE_LENGTH_POLICIES = ("random", "jsq", "pod", "l-jsq", "l-pod")
-"""The live policies that decide on queue lengths alone (or on nothing). hetlb serve knows its
+QUEUE_LENGTH_POLICIES = policies_where(speed_blind=True)
+"""The policies that decide on queue lengths alone (or on nothing). hetlb serve knows its
 backends' speeds, not their concurrency and rate curves, so on backends that serve several
 requests at once only these decide as the simulator's (hetlb.policies.rules.slot_selection_key),
 and weighted-random where every backend's capacity is its speed times one same phi(c)."""
@@ -301,7 +302,7 @@ def check_decides_as_simulated(policy_id: str, system: System) -> None:
     if system.has_single_slots or policy_id in QUEUE_LENGTH_POLICIES:
         return
     factors = system.server_capacity / system.speed
-    if policy_id == "weighted-random" and np.allclose(factors, factors[0], rtol=1e-12):
+    if POLICIES[policy_id].code == WEIGHTED_RANDOM and np.allclose(factors, factors[0], rtol=1e-12):
         return
     raise InputError(
         "testbed.policies",

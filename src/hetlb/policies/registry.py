@@ -83,6 +83,9 @@ class PolicySpec:
     ``mean_field``: its mean-field limit (a :class:`MeanFieldRule`), or None.
     ``estimate_rule``: an LED policy's routing probabilities on its estimates (a rule of
     hetlb.policies.exact_rules at its default options); an alias's is its alias's exact rule.
+    ``speed_blind``: its decision reads no speed, concurrency or rate curve (queue lengths, their
+    estimates, or nothing), so a dispatcher that knows only its backends' queues decides it as the
+    simulator does on any servers (the testbed's multi-slot backends).
     ``selection_key``: a policy registered with :func:`register_policy`: its own @njit key
     ``key(queue_len, speed_class, n_classes, speed, idle_since)``; None for the built-in ones,
     whose keys are branches of hetlb.policies.rules.selection_key.
@@ -108,6 +111,7 @@ class PolicySpec:
     mean_field: MeanFieldRule | None = None
     estimate_rule: Callable | None = None
     selection_key: Callable | None = None
+    speed_blind: bool = False
 
     def __post_init__(self):
         unknown = set(self.models) - set(MODELS)
@@ -226,6 +230,7 @@ POLICIES: dict[str, PolicySpec] = {
             decides_on_estimates=True,
             decides_on_load=False,
             mean_field=MeanFieldRule("uniform", "each server an M/M/1/b queue with arrival rate lambda"),
+            speed_blind=True,
         ),
         PolicySpec(
             "weighted-random",
@@ -260,6 +265,7 @@ POLICIES: dict[str, PolicySpec] = {
             "(2N messages per decision)",
             decides_on_estimates=True,
             mean_field=MeanFieldRule("idle-uniform", "idle servers taken uniformly: s_{m,1} = R / (R + mu_m)"),
+            speed_blind=True,
         ),
         PolicySpec(
             "jfsq",
@@ -347,6 +353,7 @@ POLICIES: dict[str, PolicySpec] = {
             mean_field=MeanFieldRule(
                 "power-of-d", "power-of-d, speed-blind: one birth rate per level, common to all classes"
             ),
+            speed_blind=True,
         ),
         PolicySpec(
             "sed",
@@ -465,6 +472,7 @@ POLICIES: dict[str, PolicySpec] = {
             slotted_information=LED_INFORMATION,
             decides_on_estimates=True,
             led_alias="jsq",
+            speed_blind=True,
         ),
         PolicySpec(
             "l-jba",
@@ -503,6 +511,7 @@ POLICIES: dict[str, PolicySpec] = {
             slotted_information=LED_INFORMATION,
             estimate_rule=exact_rules.pod,
             decides_on_estimates=True,
+            speed_blind=True,
         ),
     ]
 }

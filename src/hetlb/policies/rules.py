@@ -92,6 +92,16 @@ def slot_selection_key(policy_code, queue_len, concurrency, rate_new, delay, cap
 
 
 @njit
+def slot_selection_keys(policy_code, queue_len, concurrency, rate_new, delay, capacity):
+    """:func:`slot_selection_key` of every entry of the arrays (``idle_since`` 0: for the rules
+    that read no time, as the mean-field limits of hetlb.theory.meanfield.slot_filling)."""
+    keys = np.empty(len(queue_len))
+    for i in range(len(queue_len)):
+        keys[i] = slot_selection_key(policy_code, queue_len[i], concurrency[i], rate_new[i], delay[i], capacity[i], 0.0)
+    return keys
+
+
+@njit
 def slot_falls_back_to_uniform(policy_code, least_key):
     """jiq and jfiq on multi-slot servers with no free slot among the compatible servers send the
     job uniformly at random instead (the keys of :func:`slot_selection_key`)."""

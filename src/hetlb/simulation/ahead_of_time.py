@@ -53,7 +53,8 @@ def stamp() -> str:
         for path in [PACKAGE / part]
         for file in (sorted(path.glob("*.py")) if path.is_dir() else [path])
     ]
-    return jit.source_stamp(files, f"{sys.version} {np.__version__} {version('numba')} {platform.machine()}")
+    versions = f"{sys.version} {np.__version__} {version('numba')} {platform.machine()}"
+    return jit.source_stamp(files, versions, PACKAGE)
 
 
 def module_name() -> str:

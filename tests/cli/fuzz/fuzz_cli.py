@@ -400,7 +400,7 @@ def t_simulate(rng) -> Draft:
     args = speeds_args(rng) + [rate_arg(rng)] + continuous_policy_args(rng)
     args += options(rng, template["length"] if rng.random() < 0.85 else template["other_length"])
     add_some(rng, args, template["extras"], [0, 1, 1, 2])
-    if rng.random() < 0.6:
+    if rng.random() < 0.6 and "-v" not in (arg.flag for arg in args):  # -q and -v exclude each other
         args.append(A("-q"))
     return Draft("simulate", "simulate", args)
 

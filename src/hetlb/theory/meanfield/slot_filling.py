@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.policies import rules
+from hetlb.policies.registry import JIQ, POLICIES
 from hetlb.theory.meanfield.classes import ServerClasses
 
 KEY_TOLERANCE = 1e-12
@@ -33,8 +35,14 @@ MAX_LEVELS = 1 << 17
 jobs per fastest server)."""
 
 
-SLOT_POLICIES = ("jsq", "jfsq", "jssq", "jiq", "jfiq", "jsq-fiq", "sed")
-"""The ranking policies :func:`slot_keys` defines."""
+SLOT_POLICIES = tuple(
+    policy_id
+    for policy_id, spec in POLICIES.items()
+    if spec.ranks_whole_set and spec.mean_field is not None and not spec.idle_order and spec.selection_key is None
+)
+"""The ranking policies with a mean-field rule whose key reads only the queue lengths and the
+classes (not jsq-lisf's idle order): :func:`slot_keys` takes their keys from
+hetlb.policies.rules.slot_selection_key."""
 
 
 def new_job_rate(classes: ServerClasses, levels: int) -> np.ndarray:
@@ -45,25 +53,20 @@ def new_job_rate(classes: ServerClasses, levels: int) -> np.ndarray:
 
 
 def slot_keys(policy: str, classes: ServerClasses, levels: int) -> np.ndarray:
-    """k_m(n) of ``policy`` (one of SLOT_POLICIES) for n = 0..levels-1, shape (M, levels) (the
-    module's docstring)."""
-    n = np.arange(levels, dtype=float)[None, :]
-    free = n < classes.concurrency[:, None]
-    rate = new_job_rate(classes, levels)
-    faster_first = 1.0 / (2.0 + rate)
-    if policy == "jsq":
-        return np.broadcast_to(n, rate.shape).copy()
-    if policy == "jfsq":
-        return n + faster_first
-    if policy == "jssq":
-        return n + 0.5 - faster_first
-    if policy == "jiq":
-        return np.where(free, 0.0, 1.0)
-    if policy == "jfiq":
-        return np.where(free, faster_first, 1.0)
-    if policy == "jsq-fiq":
-        return np.where(free, faster_first - 1.0, n)
-    return (n + 1.0) / classes.death_rate(levels)  # sed
+    """k_m(n) of ``policy`` (one of SLOT_POLICIES) for n = 0..levels-1, shape (M, levels): the
+    kernels' own keys (hetlb.policies.rules.slot_selection_key) of a class-m server holding n jobs."""
+    shape = (len(classes.speed), levels)
+    n = np.broadcast_to(np.arange(levels, dtype=np.int64)[None, :], shape)
+    delay = (n + 1.0) / classes.death_rate(levels)
+    keys = rules.slot_selection_keys(
+        POLICIES[policy].code,
+        n.ravel(),
+        np.broadcast_to(classes.concurrency[:, None], shape).ravel().astype(np.int64),
+        new_job_rate(classes, levels).ravel(),
+        delay.ravel(),
+        np.broadcast_to(classes.capacity[:, None], shape).ravel(),
+    )
+    return keys.reshape(shape)
 
 
 def check_slot_policy(policy: str, classes: ServerClasses) -> None:
@@ -71,7 +74,7 @@ def check_slot_policy(policy: str, classes: ServerClasses) -> None:
     if policy not in SLOT_POLICIES:
         why = (
             "its order among free slots is the time since they last had none, which the queue lengths do not carry"
-            if policy == "jsq-lisf"
+            if policy in POLICIES and POLICIES[policy].idle_order
             else "its key on such servers is not derived here"
         )
         raise InputError(
@@ -79,7 +82,7 @@ def check_slot_policy(policy: str, classes: ServerClasses) -> None:
             f"{policy} has no mean-field limit on servers that serve several jobs at once ({why}); "
             f"the ranking policies with one are {', '.join(SLOT_POLICIES)}",
         )
-    if policy == "jiq" and np.any(classes.unlimited):
+    if POLICIES[policy].code == JIQ and np.any(classes.unlimited):
         raise InputError(
             "concurrency", "jiq with unlimited concurrency always finds a free slot: it is random (use that policy)"
         )
