@@ -165,8 +165,11 @@ def scenarios() -> dict:
         "multi-slot buckets jsq, table curve": lambda: continuous_run(
             "buckets", "jsq", concurrency=[1, 2, 3, 4, 2], rate_curve="table:1,1.5,1.8"
         ),
-        "multi-slot scan jsq-lisf, unlimited shared, batch arrivals": lambda: continuous_run(
-            "scan", "jsq-lisf", concurrency="inf", rate_curve="shared", arrivals="batch:mean=2"
+        "multi-slot scan sed, unlimited shared, batch arrivals": lambda: continuous_run(
+            "scan", "sed", concurrency="inf", rate_curve="shared", arrivals="batch:mean=2"
+        ),
+        "multi-slot scan jsq-lisf, finite buffers": lambda: continuous_run(
+            "scan", "jsq-lisf", buffer=6, concurrency=[2, 3, 2, 1, 2], rate_curve="saturating:alpha=0.5"
         ),
         "slotted l-jsq push, preference": lambda: slotted_numbers(
             hetlb.simulate_slotted(
