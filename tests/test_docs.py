@@ -21,6 +21,7 @@ EXAMPLE_SCENARIO = ROOT / "examples" / "scenario.toml"
 PAGES_WITH_CODE = [
     "tutorial.md",
     "reference/scenario.md",
+    "reference/exact.md",
     "reference/diffusion.md",
     "reference/slotted.md",
     "reference/dispatchers.md",

@@ -26,18 +26,21 @@ mode, so that the compiled path is what it would be without them:
 * ``prefetch``, an LLVM intrinsic: in plain Python it does nothing, which is all it ever does to
   results.
 
-It also makes sure numba has somewhere to cache the compiled functions (:func:`cache_somewhere`).
+It also makes sure numba has somewhere to cache the compiled functions, and that a cached function
+is never one compiled from other sources (:func:`cache_somewhere`).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import importlib
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,26 +123,56 @@ def compile_everything() -> None:
     _waiting.clear()
 
 
+PACKAGE = Path(__file__).resolve().parent
+
+
+def source_stamp(files: Iterable[Path], extra: str = "") -> str:
+    """16 hex digits of a hash of ``files`` (paths and contents, in the order given) and ``extra``."""
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.relative_to(PACKAGE).as_posix().encode())
+        digest.update(file.read_bytes())
+    digest.update(extra.encode())
+    return digest.hexdigest()[:16]
+
+
+def compiled_sources() -> list[Path]:
+    """The package's modules that define compiled functions (those that name ``njit``)."""
+    return [file for file in sorted(PACKAGE.rglob("*.py")) if b"njit" in file.read_bytes()]
+
+
 def cache_somewhere() -> None:
-    """Give numba a writable directory for its cache of compiled functions if it finds none.
+    """Give numba a cache directory of compiled functions that only these sources use.
 
-    numba caches a function (``cache=True``) in the __pycache__ next to its module, else in the
-    user's cache directory (~/.cache/numba). When neither is writable (a read-only install and home,
-    as in some containers) it refuses to define the function, and hetlb would not run. Then the
-    cache goes to hetlb-numba-cache-UID in the temporary directory, or, if that directory is not
-    the user's alone, to a new temporary directory removed at exit (the kernels compile once per
-    process). numba takes this directory for every cached function of the process."""
-    from numba.core import caching
-
-    config: Any = importlib.import_module("numba").config  # numba sets its attributes at import
+    numba caches a function (``cache=True``) under a key of its own file's time stamp and size, so
+    a function whose callee in another module changed would be loaded as compiled before the
+    change (a stale ``selection_key`` inside ``choose_server``, say, after an upgrade or an
+    edit). hetlb therefore gives numba a directory named by a hash of every module that defines
+    compiled functions, and of numba's and numpy's versions: the package's __pycache__/numba-STAMP
+    (older stamps there are removed), or, when the package is read-only, hetlb-numba-cache-UID/STAMP
+    in the temporary directory, or, if that directory is not the user's alone, a new temporary
+    directory removed at exit (the kernels then compile once per process). A CACHE_DIR the user
+    set (NUMBA_CACHE_DIR) is left alone."""
+    numba = importlib.import_module("numba")
+    config: Any = numba.config  # numba sets its attributes at import
     if config.DISABLE_JIT or config.CACHE_DIR:
         return
+    stamp = source_stamp(compiled_sources(), f"{sys.version} {np.__version__} {numba.__version__}")
+    cache = PACKAGE / "__pycache__"
     try:
-        caching.FunctionCache(cache_somewhere)  # what numba does for a cached function of this package
+        (cache / f"numba-{stamp}").mkdir(parents=True, exist_ok=True)
+        writable = os.access(cache / f"numba-{stamp}", os.W_OK)
+    except OSError:
+        writable = False
+    if writable:
+        for old in cache.glob("numba-*"):
+            if old.name != f"numba-{stamp}":
+                shutil.rmtree(old, ignore_errors=True)
+        config.CACHE_DIR = str(cache / f"numba-{stamp}")
         return
-    except RuntimeError:
-        pass
-    config.CACHE_DIR = private_directory("hetlb-numba-cache")
+    directory = os.path.join(private_directory("hetlb-numba-cache"), stamp)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    config.CACHE_DIR = directory
 
 
 def private_directory(prefix: str) -> str:

@@ -1,50 +1,70 @@
-"""hetlb.jit.cache_somewhere: numba gets a writable cache directory when it finds none
-(a read-only install and home), so that hetlb still imports."""
+"""hetlb.jit.cache_somewhere: numba caches the compiled functions in a directory named by a hash of
+their sources (so that no function is loaded as compiled against an older callee), and gets a
+writable one when the package is read-only, so that hetlb still imports."""
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from numba import config
-from numba.core import caching
 
 from hetlb import jit
 
+COMPILED = pytest.mark.skipif(not hasattr(os, "getuid") or config.DISABLE_JIT, reason="POSIX, compiled kernels")
+
 
 @pytest.fixture
-def nowhere_to_cache(monkeypatch, tmp_path):
-    """numba's own places are not writable; the temporary directory is ``tmp_path``."""
-
-    def no_locator(py_func):
-        raise RuntimeError("cannot cache function: no locator available")
-
-    monkeypatch.setattr(caching, "FunctionCache", no_locator)
+def read_only_package(monkeypatch, tmp_path):
+    """The package's __pycache__ is not writable; the temporary directory is ``tmp_path``."""
     monkeypatch.setattr(config, "CACHE_DIR", "")
+    monkeypatch.setattr(jit.os, "access", lambda path, mode: False)
     monkeypatch.setattr(jit.tempfile, "tempdir", str(tmp_path))
     return tmp_path
 
 
-@pytest.mark.skipif(not hasattr(os, "getuid") or config.DISABLE_JIT, reason="POSIX, compiled kernels")
-def test_the_cache_goes_to_a_private_directory_of_the_temporary_directory(nowhere_to_cache):
+@COMPILED
+def test_the_cache_goes_to_a_private_directory_of_the_temporary_directory(read_only_package):
     jit.cache_somewhere()
-    directory = nowhere_to_cache / f"hetlb-numba-cache-{os.getuid()}"
-    assert config.CACHE_DIR == str(directory)
+    directory = read_only_package / f"hetlb-numba-cache-{os.getuid()}"
+    assert Path(config.CACHE_DIR).parent == directory
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    chosen = config.CACHE_DIR
+    config.CACHE_DIR = ""
     jit.cache_somewhere()  # a second process (here: call) keeps it
-    assert config.CACHE_DIR == str(directory)
+    assert config.CACHE_DIR == chosen
 
 
-@pytest.mark.skipif(not hasattr(os, "getuid") or config.DISABLE_JIT, reason="POSIX, compiled kernels")
-def test_a_directory_others_may_write_to_is_not_used(nowhere_to_cache):
-    shared = nowhere_to_cache / f"hetlb-numba-cache-{os.getuid()}"
+@COMPILED
+def test_a_directory_others_may_write_to_is_not_used(read_only_package):
+    shared = read_only_package / f"hetlb-numba-cache-{os.getuid()}"
     shared.mkdir()
     shared.chmod(0o777)
     jit.cache_somewhere()
-    assert config.CACHE_DIR not in ("", str(shared))
-    assert os.path.dirname(config.CACHE_DIR) == str(nowhere_to_cache)
+    assert not config.CACHE_DIR.startswith(str(shared))
+    assert Path(config.CACHE_DIR).parent.parent == read_only_package
 
 
-def test_numba_finding_a_place_is_left_alone(monkeypatch):
+@COMPILED
+def test_the_cache_is_the_packages_under_the_sources_stamp(monkeypatch):
     monkeypatch.setattr(config, "CACHE_DIR", "")
     jit.cache_somewhere()
-    assert config.CACHE_DIR == ""
+    cache = Path(config.CACHE_DIR)
+    assert cache.parent == jit.PACKAGE / "__pycache__" and cache.name.startswith("numba-")
+
+
+def test_the_stamp_covers_the_callees_of_compiled_functions():
+    """choose_server (policies/choice.py) calls selection_key (policies/rules.py): a change of
+    either must change the stamp, and so the cache directory."""
+    sources = jit.compiled_sources()
+    rules, choice = jit.PACKAGE / "policies" / "rules.py", jit.PACKAGE / "policies" / "choice.py"
+    assert {rules, choice, jit.PACKAGE / "kernels" / "continuous.py"} <= set(sources)
+    without = [file for file in sources if file != rules]
+    assert jit.source_stamp(sources) != jit.source_stamp(without)
+    assert jit.source_stamp(sources, "numba 1") != jit.source_stamp(sources, "numba 2")
+
+
+def test_a_cache_directory_the_user_set_is_left_alone(monkeypatch, tmp_path):
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
+    jit.cache_somewhere()
+    assert config.CACHE_DIR == str(tmp_path)

@@ -1,6 +1,8 @@
 """hetlb backend, the model's server on HTTP: its FIFO queue against the definition of a single FIFO
-server, its service times against their laws, and real processes on 127.0.0.1 (one at a time, the
-number in system, the seed, faults, bad input, stopping)."""
+server, its multi-slot server against the definition of one with concurrency c and a rate curve
+and against M/M/c, M/M/1 and a birth-death chain, its service times against their laws, and real
+processes on 127.0.0.1 (one at a time, the number in system, the seed, faults, bad input, stopping;
+a multi-slot backend fed by the load generator against the same closed forms)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from hetlb.constants import UNLIMITED_CONCURRENCY
 from hetlb.errors import InputError
-from hetlb.live.backend import BackendSpec, FifoServer, ServiceTimes, parse_listen
+from hetlb.live.backend import BackendSpec, FifoServer, MultiSlotServer, ServiceTimes, parse_listen
+from hetlb.live.loadgen import LoadGenerator, LoadSpec
 from hetlb.live.runtime import EpochClock
 from hetlb.model.job_sizes import JobSizes
+from hetlb.model.servers import RateCurve
 
 from support.live_fleet import backend_process
 
@@ -29,6 +34,12 @@ def test_parse_listen_ports_ranges_and_speed():
         BackendSpec("127.0.0.1", port, 0.25) for port in (9001, 9002, 9003)
     ]
     assert parse_listen("[::1]:80") == [BackendSpec("::1", 80, 1.0)]
+    assert parse_listen("127.0.0.1:0,concurrency=8,rate_curve=saturating:alpha=0.2,speed=2") == [
+        BackendSpec("127.0.0.1", 0, 2.0, 8, RateCurve("saturating", alpha=0.2))
+    ]
+    assert parse_listen("127.0.0.1:0,rate_curve=table:1,1.8,2.4,concurrency=inf") == [
+        BackendSpec("127.0.0.1", 0, 1.0, UNLIMITED_CONCURRENCY, RateCurve("table", values=(1.0, 1.8, 2.4)))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -41,6 +52,10 @@ def test_parse_listen_ports_ranges_and_speed():
         ("127.0.0.1:0,speed=0", "--listen speed: must be a finite number > 0"),
         ("127.0.0.1:0,speed=fast", "--listen speed: must be a number > 0"),
         ("127.0.0.1:0,sped=2", "--listen: options are speed=S"),
+        ("127.0.0.1:0,speed=1,speed=2", "--listen: options are speed=S"),
+        ("127.0.0.1:0,concurrency=0", "concurrency: must be an integer"),
+        ("127.0.0.1:0,rate_curve=fast", "rate_curve: must be independent, shared"),
+        ("127.0.0.1:0,rate_curve=table:1,3", "rate_curve.values: phi(b)/b must be non-increasing"),
     ],
 )
 def test_parse_listen_refuses_bad_specs(text, message):
@@ -73,6 +88,97 @@ def test_fifo_server_is_one_fifo_server():
             continue
         expected = int(np.sum((arrivals[: index + 1] <= t) & (departures[: index + 1] > t)))
         assert replay.in_system(t) == expected
+
+
+def departures_of(server: MultiSlotServer, arrivals, services) -> np.ndarray:
+    """Each job's departure epoch through ``server`` (the jobs arrive at ``arrivals``)."""
+    departed: dict[int, float] = {}
+    server.on_departure = departed.__setitem__
+    jobs = [server.arrive(a, x) for a, x in zip(arrivals, services)]
+    server.advance(math.inf)
+    return np.array([departed[job] for job in jobs])
+
+
+def test_multi_slot_server_by_hand():
+    """shared, c = 2: jobs of 1 and 3 s at 0 share the rate (1/2 each), a third of 1 s at 1 waits
+    (c full): the first leaves at 2; then the second (2 s left) and the third share until the
+    third leaves at 4, and the second, alone for its last second, leaves at 5. independent,
+    c = 2: M/M/c's servers: the third starts when the first leaves. saturating, alpha 1/2: two
+    jobs in service each advance at phi(2) / 2 = 2/3."""
+    shared = departures_of(MultiSlotServer(2, RateCurve("shared")), [0.0, 0.0, 1.0], [1.0, 3.0, 1.0])
+    assert shared.tolist() == [2.0, 5.0, 4.0]
+    independent = departures_of(MultiSlotServer(2, RateCurve("independent")), [0.0, 0.0, 0.5], [1.0, 3.0, 1.0])
+    assert independent.tolist() == [1.0, 3.0, 2.0]
+    saturating = departures_of(MultiSlotServer(3, RateCurve("saturating", alpha=0.5)), [0.0, 0.0], [1.0, 1.0])
+    assert np.allclose(saturating, [1.5, 1.5])
+
+
+@pytest.mark.parametrize(
+    "concurrency, curve",
+    [(3, RateCurve("independent")), (4, RateCurve("shared")), (8, RateCurve("saturating", alpha=0.3)),
+     (UNLIMITED_CONCURRENCY, RateCurve("table", values=(1.0, 1.5, 1.8)))],
+)  # fmt: skip
+def test_multi_slot_server_against_its_definition(concurrency, curve):
+    """A random sample path, checked job by job against the definition: the jobs in service at any
+    moment are the earliest arrived min(n, c) of those present, and each job's attained service,
+    the integral of phi(b(t)) / b(t) over the time it was in service, equals its size."""
+    rng = np.random.default_rng(2)
+    arrivals = np.cumsum(rng.exponential(0.4, 400))
+    services = rng.exponential(1.0, 400)
+    departures = departures_of(MultiSlotServer(concurrency, curve), arrivals, services)
+    assert np.all(departures > arrivals)
+    epochs = np.unique(np.concatenate([arrivals, departures]))
+    attained = np.zeros(len(arrivals))
+    for start, end in zip(epochs[:-1], epochs[1:]):
+        middle = (start + end) / 2
+        present = np.flatnonzero((arrivals <= middle) & (departures > middle))  # in arrival order
+        serving = present[: min(len(present), concurrency)]
+        if len(serving):
+            attained[serving] += float(curve.per_job_rate(len(serving))) * (end - start)
+    assert np.allclose(attained, services, rtol=1e-9, atol=1e-9)
+
+
+def erlang_c_mean_sojourn(rate: float, mean_service: float, servers: int) -> float:
+    """The M/M/c mean sojourn (Erlang's C formula)."""
+    offered = rate * mean_service
+    rho = offered / servers
+    terms = sum(offered**k / math.factorial(k) for k in range(servers))
+    last = offered**servers / math.factorial(servers) / (1 - rho)
+    wait_probability = last / (terms + last)
+    return mean_service + wait_probability * mean_service / (servers - rho * servers)
+
+
+def birth_death_mean_sojourn(rate: float, mean_service: float, concurrency: int, curve: RateCurve) -> float:
+    """The mean sojourn of one server of exponential sizes: the birth-death chain of births
+    ``rate`` and deaths phi(min(n, c)) / mean_service, solved in a few lines, by Little's law."""
+    n = np.arange(1, 20_000)
+    deaths = curve.phi(np.minimum(n, concurrency)) / mean_service
+    weights = np.concatenate([[0.0], np.cumsum(np.log(rate / deaths))])
+    probabilities = np.exp(weights - weights.max())
+    probabilities /= probabilities.sum()
+    return float((np.arange(len(probabilities)) * probabilities).sum() / rate)
+
+
+@pytest.mark.parametrize(
+    "concurrency, curve, rate",
+    [(4, RateCurve("independent"), 3.0), (4, RateCurve("shared"), 0.7), (8, RateCurve("saturating", alpha=0.3), 2.2)],
+)
+def test_multi_slot_server_means_against_closed_forms(concurrency, curve, rate):
+    """M/M/c (Erlang C), M/M/1 (shared at any c: 1 / (1 - rate)) and the saturating birth-death
+    chain against the timeline's mean sojourn of 100,000 jobs, within a 99.9% batch-means
+    interval (20 batches); the closed forms agree with the chain's solution."""
+    rng = np.random.default_rng(11)
+    arrivals = np.cumsum(rng.exponential(1 / rate, 100_000))
+    services = rng.exponential(1.0, 100_000)
+    sojourns = departures_of(MultiSlotServer(concurrency, curve), arrivals, services) - arrivals
+    exact = birth_death_mean_sojourn(rate, 1.0, concurrency, curve)
+    if curve.kind == "independent":
+        assert exact == pytest.approx(erlang_c_mean_sojourn(rate, 1.0, concurrency), rel=1e-9)
+    if curve.kind == "shared":
+        assert exact == pytest.approx(1 / (1 - rate), rel=1e-9)
+    batch_means = sojourns[10_000:].reshape(20, -1).mean(axis=1)
+    half = stats.t.ppf(1 - 0.001 / 2, 19) * batch_means.std(ddof=1) / math.sqrt(20)
+    assert abs(batch_means.mean() - exact) < half
 
 
 @pytest.mark.parametrize("kind, scv", [("exponential", 1.0), ("hyperexponential", 4.0), ("deterministic", 0.0)])
@@ -252,3 +358,40 @@ def test_a_disconnected_clients_job_stays_in_the_queue():
         load, status, headers, elapsed = asyncio.run(scenario(url))
     assert load == b'{"queue_length": 2}' and status == 200
     assert elapsed >= 2 * d_ms / 1e3 and float(headers["X-Sojourn-Ms"]) >= d_ms
+
+
+def sojourn_interval(spec: LoadSpec, batches: int = 10) -> tuple[float, float, dict]:
+    """Send ``spec``'s Poisson load: the 99.9% batch-means interval (``batches`` slices of the
+    window, each several times the queue's relaxation time, so that their means are nearly
+    independent) of the backend's sojourns (X-Sojourn-Ms, the model's timeline), in ms, and the
+    load's result."""
+    generator = LoadGenerator(spec, progress=False)
+    result = asyncio.run(generator.run())
+    m = generator.measurements
+    offsets, sojourns = np.frombuffer(m.send_offset), np.frombuffer(m.sojourn)
+    batch = np.minimum((offsets / spec.duration * batches).astype(int), batches - 1)
+    means = np.bincount(batch, weights=sojourns, minlength=batches) / np.bincount(batch, minlength=batches)
+    half = stats.t.ppf(1 - 0.001 / 2, batches - 1) * means.std(ddof=1) / math.sqrt(batches)
+    return means.mean() - half, means.mean() + half, result
+
+
+@pytest.mark.parametrize(
+    "concurrency, curve, load",
+    [(4, "independent", 0.7), (4, "shared", 0.5), (8, "saturating:alpha=0.3", 0.7)],
+)
+def test_a_multi_slot_backend_under_poisson_load(concurrency, curve, load):
+    """One backend of concurrency c and a rate curve, mean 10 ms alone in service, fed by the load
+    generator's Poisson arrivals for 5 s: its sojourns' interval holds the exact mean (M/M/c for
+    independent, M/M/1 for shared, the birth-death chain for saturating: the formulas checked
+    above), every request is answered, and the answers' path adds little (timer lateness and
+    loopback: the mean overhead below 5 ms)."""
+    mean_ms = 10.0
+    rate_curve = RateCurve.parse(curve)
+    rate = load * float(rate_curve.phi(concurrency)) / mean_ms * 1e3  # per second
+    exact = birth_death_mean_sojourn(rate / 1e3, mean_ms, concurrency, rate_curve)  # ms
+    arguments = ["--listen", "127.0.0.1:0", "--mean-service-ms", str(mean_ms), "--seed", "3"]
+    with backend_process(*arguments, "--concurrency", str(concurrency), "--rate-curve", curve) as (_, (url,)):
+        low, high, result = sojourn_interval(LoadSpec((url,), rate, duration=5.0, warmup=0.5, seed=4))
+    assert result["answered"] == result["requests"] > 0.8 * rate * 5
+    assert low < exact < high
+    assert result["mean_overhead"] < 5.0

@@ -1,11 +1,13 @@
 """hetlb loadgen: the arrival process it achieves (Poisson at the rate, open loop, spread over targets
-and job types by their proportions), M/M/1 through a real backend, its counts of blocking, errors
-and requests it could not send, and its bad input."""
+and job types by their proportions; batches and an MMPP against their laws, and their bursts as
+sent), M/M/1 through a real backend, its counts of blocking, errors and requests it could not send,
+and its bad input."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -66,6 +68,98 @@ def test_poisson_spread_over_targets_and_types():
     assert result["per_target"] == {url: int(count) for url, count in zip(urls, targets)}
     assert result["per_job_type"] == {"a": int(types[0]), "b": int(types[1])}
     assert result["per_backend"] == result["per_target"]  # no X-Backend: a direct hit counts its target
+
+
+def drawn_epochs(spec: LoadSpec, count: int) -> np.ndarray:
+    """The first ``count`` arrival epochs (s) the generator draws for ``spec``'s seed."""
+    arrivals = LoadGenerator(spec, progress=False).arrivals(np.random.default_rng(spec.seed))
+    return np.array([offset for offset, _, _ in itertools.islice(arrivals, count)])
+
+
+def t_half_width(values: np.ndarray, level: float = ALPHA) -> float:
+    return stats.t.ppf(1 - level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+
+
+def test_batch_arrivals_have_the_rate_and_geometric_sizes():
+    """batch:mean=4 at 100 per second: the requests of a batch share its epoch; the batches' epochs
+    are Poisson at 100 / 4 per second (their gaps exponential: KS), their sizes geometric of mean 4
+    (mean within its interval, the law by chi-square), and the long-run rate 100 within the
+    interval of batch means over 20 slices."""
+    mean_batch, rate = 4.0, 100.0
+    epochs = drawn_epochs(LoadSpec(("http://x",), rate, 1.0, seed=5, arrivals=f"batch:mean={mean_batch:g}"), 80_000)
+    starts, sizes = np.unique(epochs, return_counts=True)
+    starts, sizes = starts[:-1], sizes[:-1]  # the last batch may be cut
+    gaps = np.diff(starts)
+    assert stats.kstest(gaps, "expon", args=(0, mean_batch / rate)).pvalue > ALPHA
+    assert abs(sizes.mean() - mean_batch) < t_half_width(sizes.astype(float))
+    p = 1 / mean_batch
+    k = np.arange(1, 16)
+    expected = np.append((1 - p) ** (k - 1) * p, (1 - p) ** 15) * len(sizes)
+    observed = np.append(np.bincount(np.minimum(sizes, 16), minlength=17)[1:16], np.sum(sizes >= 16))
+    assert stats.chisquare(observed, expected).pvalue > ALPHA
+    slices = np.array_split(sizes, 20), np.array_split(starts, 20)
+    rates = np.array([s.sum() for s in slices[0]]) / np.array([t[-1] - t[0] for t in slices[1]])
+    assert abs(rates.mean() - rate) < t_half_width(rates)
+
+
+def mmpp_dispersion(rates: tuple[float, float], means: tuple[float, float], window: float) -> float:
+    """Var N(t) / E N(t) of a two-phase MMPP's counts in a window of length t, from its definition:
+    the rate process is a two-state Markov chain of stationary probabilities pi = means / sum, rates
+    l1, l2 and autocovariance c exp(-s u), c = (l1 - l2)^2 pi1 pi2, s = 1/T1 + 1/T2; so
+    Var N(t) = E N(t) + 2 c (t / s - (1 - exp(-s t)) / s^2)."""
+    pi = np.array(means) / sum(means)
+    mean_rate = float(pi @ np.array(rates))
+    c = (rates[0] - rates[1]) ** 2 * pi[0] * pi[1]
+    s = 1 / means[0] + 1 / means[1]
+    variance = mean_rate * window + 2 * c * (window / s - (1 - math.exp(-s * window)) / s**2)
+    return variance / (mean_rate * window)
+
+
+def test_mmpp_arrivals_have_the_rate_and_the_dispersion():
+    """mmpp:ratio=5,on=10,off=30 at 100 per second, time unit 20 ms (phases of 0.2 s and 0.6 s on
+    average): the long-run rate is 100, and the index of dispersion of the counts in 0.5 s windows
+    is the MMPP's (about 5.5, where Poisson counts give 1), each within a 99.9% interval of batch
+    means over 20 slices of the run."""
+    rate, unit_ms = 100.0, 20.0
+    spec = LoadSpec(("http://x",), rate, 1.0, seed=6, arrivals="mmpp:ratio=5,on=10,off=30", time_unit_ms=unit_ms)
+    epochs = drawn_epochs(spec, 400_000)
+    window = 0.5
+    counts = np.bincount((epochs // window).astype(int))[:-1]  # whole windows
+    slices = np.array_split(counts, 20)
+    rates = np.array([c.mean() / window for c in slices])
+    dispersions = np.array([c.var(ddof=1) / c.mean() for c in slices])
+    on_rate, off_rate = spec.arrivals.phase_rates(rate)
+    expected = mmpp_dispersion((on_rate, off_rate), (10 * unit_ms / 1e3, 30 * unit_ms / 1e3), window)
+    assert expected > 5
+    assert abs(rates.mean() - rate) < t_half_width(rates)
+    assert abs(dispersions.mean() - expected) < t_half_width(dispersions)
+
+
+@pytest.mark.parametrize("arrivals", ["batch:mean=3", "mmpp:ratio=8,on=5,off=20"])
+def test_bursts_are_sent_as_drawn(arrivals):
+    """2 s of batches or MMPP traffic at 60 per second on a fast backend: every drawn arrival is sent
+    (the count of sends is that of the drawn epochs in the window), on time (less the median lag,
+    as the clocks' origins differ: half within 2 ms of their epoch, 95% within 20 ms, on a shared
+    machine, against 50 ms between batches and phases of 100 ms and more), and a batch's requests leave
+    together: one after the other as the event loop starts them, a median gap under 2 ms, against
+    50 ms between batches."""
+    sends = []
+    with backend_process(
+        "--listen", "127.0.0.1:0", "--job-sizes", "deterministic", "--mean-service-ms", "0.5"
+    ) as (_, (url,)):  # fmt: skip
+        spec = LoadSpec((url,), 60.0, 2.0, seed=8, arrivals=arrivals)
+        generator = LoadGenerator(spec, progress=False, on_send=lambda at, *_: sends.append(at))
+        result = asyncio.run(generator.run())
+    epochs = drawn_epochs(spec, 2_000)
+    epochs = epochs[epochs < spec.duration]
+    sent = np.array(sends)
+    assert len(sent) == len(epochs) == result["answered"]
+    deviation = np.abs((sent - epochs) - np.median(sent - epochs))
+    assert np.median(deviation) < 0.002 and np.percentile(deviation, 95) < 0.02
+    if arrivals.startswith("batch"):
+        _, first, sizes = np.unique(epochs, return_index=True, return_counts=True)
+        gaps = [(sent[i + n - 1] - sent[i]) / (n - 1) for i, n in zip(first, sizes) if n > 1]
+        assert len(gaps) > 10 and np.median(gaps) < 0.002
 
 
 def test_open_loop_does_not_wait_for_answers():
@@ -167,6 +261,9 @@ def test_blocking_errors_timeouts_and_the_in_flight_bound():
         (["--path", "x"], "--path: must start with /"),
         (["--method", "G ET"], "--method: must be an HTTP method"),
         (["--target", "ftp://x"], "--target: must be an http:// or https:// URL"),
+        (["--arrivals", "mmpp:ratio=2"], "arrivals: mmpp takes ratio=...,on=...,off=..."),
+        (["--arrivals", "batch:mean=0.5"], "arrivals.mean: must be a finite number >= 1"),
+        (["--time-unit-ms", "0"], "--time-unit-ms: must be a finite number > 0"),
     ],
 )
 def test_bad_input_is_one_line(argv, message, capsys):

@@ -47,6 +47,9 @@ def test_the_example_scenario_is_the_documented_one():
         "piggyback,push",
         "inflight,piggyback",
     ]
+    batching = testbed_module.TestbedScenario.from_toml(ROOT / "examples" / "testbed-batch-servers.toml").system_at(0.7)
+    assert batching.concurrency.tolist() == [8] * 4 and batching.arrivals.kind == "mmpp"
+    assert math.isclose(batching.total_arrival_rate, 0.7 * 3 * 8 / (1 + 0.2 * 7))
 
 
 @pytest.mark.parametrize(
@@ -59,6 +62,7 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
         ({"testbed": {"policies": ["jsq-lisf"]}}, "testbed.policies: 'jsq-lisf' is not a live policy"),
+        ({"testbed": {"policies": ["random"], "loads": [0.7]}}, "policy: random is unstable here: server 2"),
         ({"testbed": {"mean_service_ms": 0}}, "testbed.mean_service_ms: must be a finite number > 0"),
         ({"policy": {"id": "jsq"}}, "policy: a testbed runs the policies of testbed.policies"),
         ({"system": {"speeds": "2x1", "model": "slotted"}}, "system.model: the testbed runs the continuous"),
@@ -117,6 +121,40 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert bed.scenario(bed.policies[1], 0.5).system.n_servers == 3
     led = serve_arguments(bed.policies[1], 8000, 9000, specs, bed)
     assert led[led.index("--signals") + 1] == "piggyback,push" and "--set" not in led
+
+
+def test_multi_slot_backends_and_bursts_reach_the_backends_and_the_load():
+    """concurrency, rate_curve and arrivals of [system]: each backend's --listen carries its own
+    (every digit of the curve), the load generator the arrivals in the time unit; the capacity
+    sets the rate (2 servers of speed 1, c = 8, saturating 0.25: phi(8) = 8 / 2.75 each)."""
+    system = {
+        "speeds": "1,0.5",
+        "concurrency": "8,inf",
+        "rate_curve": [[1, "saturating:alpha=0.25"], [1, "table:1,1.5,1.8333333333333333"]],
+        "arrivals": "mmpp:ratio=4,on=10,off=30",
+        "job_sizes": "lognormal",
+        "scv": 2.0,
+    }
+    bed = testbed_module.TestbedScenario.from_mapping({**scenario(policies=["jsq"]), "system": system})
+    at = bed.system_at(0.5)
+    assert testbed_module.listen_arguments(at) == [
+        "--listen", "127.0.0.1:0,speed=1.0,concurrency=8,rate_curve=saturating:alpha=0.25",
+        "--listen", "127.0.0.1:0,speed=0.5,concurrency=inf,rate_curve=table:1.0,1.5,1.8333333333333333",
+    ]  # fmt: skip
+    assert testbed_module.job_size_arguments(at.job_sizes) == ["--job-sizes", "lognormal", "--scv", "2.0"]
+    spec = testbed_module.Testbed(bed, Path("unused")).load_spec(["http://x"], at)
+    assert spec.arrivals == at.arrivals and spec.time_unit_ms == 5.0
+    assert math.isclose(spec.rate, 0.5 * (8 / 2.75 + 0.5 * 1.8333333333333333) / 5.0 * 1e3)
+
+
+@pytest.mark.parametrize("policy", ["jfsq", "jiq", "sed", "weighted-random"])
+def test_policies_that_need_the_curves_are_refused_on_multi_slot_backends(policy):
+    system = {"speeds": "2x1,2x0.5", "concurrency": "2x8,2x4", "rate_curve": "saturating:alpha=0.2"}
+    with pytest.raises(InputError, match=f"testbed.policies: '{policy}' decides on the backends' concurrency"):
+        testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": system})
+    same_curve = {**system, "concurrency": 8}  # capacity = speed x phi(8) for all: weighted-random decides alike
+    if policy == "weighted-random":
+        testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": same_curve})
 
 
 def test_compare_names_known_balancers(tmp_path, capsys):
@@ -242,6 +280,31 @@ def test_hetlb_serve_against_the_simulator(tmp_path):
             (row["live_minus_overhead_ms"] + widen * ((high - shift) - row["live_minus_overhead_ms"])),
         )
         assert low <= row["sim_ci_high_ms"] * 1.05 + 2.0 and high >= row["sim_ci_low_ms"] * 0.95
+
+
+@pytest.mark.skipif(not SERVE, reason="hetlb serve is not part of this build")
+def test_saturating_backends_under_mmpp_traffic_are_predicted(tmp_path):
+    """THE check of multi-slot backends and bursts: jsq behind one hetlb serve on 2 backends of
+    speed 1 that serve up to 8 requests at once (saturating, alpha 0.2: 3.3 times one request's
+    rate with 8), mean 40 ms alone, under MMPP traffic (the on phase 4 times the off phase's
+    rate, over capacity, phases of 80 ms and 240 ms on average: short enough that an 8 s run
+    holds many, so that its prediction interval is narrow) at load 0.6: the live mean minus the
+    path's overhead lies in the prediction interval of simulated runs of its length (widened by
+    5%)."""
+    system = {
+        "speeds": "2x1",
+        "concurrency": 8,
+        "rate_curve": "saturating:alpha=0.2",
+        "arrivals": "mmpp:ratio=4,on=2,off=6",
+    }
+    testbed = {"mean_service_ms": 40.0, "loads": [0.6], "policies": ["jsq"], "warmup": 1.0, "duration": 8.0}
+    bed = testbed_module.run_testbed_mapping(
+        {"system": system, "testbed": testbed, "run": {"jobs": 20_000, "replications": 3}}, tmp_path, say=lambda _: None
+    )
+    (detail,) = bed.details
+    live, row = detail["live"], detail["row"]
+    assert live["errors"] == 0 and live["answered"] == live["requests"] > 400
+    assert row["agrees"], row
 
 
 def test_a_live_run_is_predicted_by_simulated_runs_of_its_length():

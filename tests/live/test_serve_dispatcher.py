@@ -39,9 +39,9 @@ def config_of(policy: str, signals: str | None = None, speeds=SPEEDS, **keys) ->
     return ServeConfig.from_mapping(data)
 
 
-def test_the_live_policies_are_the_thirteen_of_the_registry():
+def test_the_live_policies_are_the_fifteen_of_the_registry():
     assert set(LIVE_POLICIES) == {
-        "random", "weighted-random", "jsq", "jfsq", "jssq", "jiq", "jfiq", "pod", "sed", "jsq-fiq",
+        "random", "weighted-random", "jsq", "jfsq", "jssq", "jiq", "jfiq", "pod", "sed", "jsq-fiq", "jlu", "lew",
         "l-jsq", "l-jba", "l-pod",
     }  # fmt: skip
 

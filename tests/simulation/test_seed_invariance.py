@@ -5,7 +5,9 @@ The digests in data/seed_invariance.json were written by the code of the commit 
 A change that is meant to change results for a seed (a new model, a corrected kernel) writes them
 anew, and says so in its commit:
 
-    python tests/simulation/test_seed_invariance.py --write
+    PYTHONPATH=tests python tests/simulation/test_seed_invariance.py --write
+
+A new scenario adds its digests the same way; the recorded ones must come out unchanged.
 """
 
 import hashlib
@@ -77,7 +79,7 @@ def test_results_for_a_seed_are_unchanged(name, recorded):
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/simulation/test_seed_invariance.py --write")
+        sys.exit("usage: PYTHONPATH=tests python tests/simulation/test_seed_invariance.py --write")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     runs = {name: digests(run()) for name, run in RUNS.items()}
     DIGESTS.write_text(json.dumps({"commit": commit, "runs": runs}, indent=1, sort_keys=True) + "\n")

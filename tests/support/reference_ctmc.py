@@ -77,9 +77,9 @@ def routing_probabilities(policy, candidates, n, servers, d=2):
 
     if policy == "random":
         return _uniform(candidates)
-    if policy == "weighted-random":
-        total = sum(server(s).speed for s in candidates)
-        return {s: server(s).speed / total for s in candidates}
+    if policy == "weighted-random":  # weights: the capacities mu phi(c), the speeds when c = 1
+        total = sum(server(s).full_capacity() for s in candidates)
+        return {s: server(s).full_capacity() / total for s in candidates}
     if policy == "jsq":
         return _uniform(shortest(candidates))
     if policy == "jfsq":

@@ -209,8 +209,8 @@ def choose_server(policy, candidates, q, speed, rng, d=2, servers=None):
     if policy == "random":
         return uniform_choice(candidates, rng)
 
-    if policy == "weighted-random":
-        weights = np.array([speed[s] for s in candidates], dtype=float)
+    if policy == "weighted-random":  # weights: the capacities mu phi(c), the speeds when c = 1
+        weights = np.array([servers[s].full_capacity() for s in candidates], dtype=float)
         index = rng.choice(len(candidates), p=weights / weights.sum())
         return candidates[index]
 

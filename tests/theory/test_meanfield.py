@@ -11,20 +11,28 @@ from scipy import stats
 import hetlb
 from hetlb.cli import main
 from hetlb.errors import InputError
+from hetlb.model.servers import RateCurve
 from hetlb.theory import (
-    meanfield,
+    erlang_c,
     mm1_mean_response_time,
     mm1k_blocking_probability,
     mm1k_mean_response_time,
+    mmc_mean_response_time,
     speed_lower_bound,
+    system_mean_field,
 )
 from hetlb.theory.meanfield import (
     MEANFIELD_POLICIES,
+    fixed_point_solver,
     mean_field,
     mean_field_trajectory,
     pod_equal_servers_response_time,
+    sampling,
     server_speeds,
 )
+from hetlb.theory.meanfield.classes import fleet, server_classes
+from hetlb.theory.meanfield.ranking import ranking_occupancy
+from hetlb.theory.meanfield.slot_filling import SLOT_POLICIES, slot_filling_occupancy
 
 FLEETS = {
     "two": ([1.0, 0.25], [0.5, 0.5]),
@@ -207,9 +215,7 @@ def test_every_policy_answers_on_sixteen_classes_and_a_buffer_of_100():
 
 
 def sampling_model_of(limit):
-    return meanfield.sampling_model(
-        limit.policy, limit.parameters, limit.class_speed, limit.class_fraction, limit.arrival_rate
-    )
+    return sampling.sampling_model(limit.policy, limit.parameters, limit.classes, limit.arrival_rate)
 
 
 @pytest.mark.parametrize(
@@ -230,7 +236,7 @@ def test_the_chain_rule_jacobian_matches_central_differences_of_phi(policy, para
         for unit in np.eye(tails.size)
     ]
     # the Jacobian's own forward differences of the birth rates (step FD_STEP) are good to ~1e-7
-    np.testing.assert_allclose(meanfield.phi_jacobian(model, tails), np.array(columns).T, atol=1e-6)
+    np.testing.assert_allclose(fixed_point_solver.phi_jacobian(model, tails), np.array(columns).T, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -243,12 +249,12 @@ def test_the_solver_finds_the_fixed_point_of_the_plain_iteration(policy, classes
     limit = mean_field(np.linspace(2.0, 0.2, classes), np.ones(classes), load=load, policy=policy, buffer=100)
     model = sampling_model_of(limit)
     solved = model.group_tails(limit.occupancy)[:, 1:].ravel()
-    plain = meanfield.damped(model, np.zeros_like(solved), 100_000, meanfield.RESIDUAL_TOLERANCE)
-    residuals = [np.max(np.abs(meanfield.residual_of(model, tails))) for tails in (solved, plain)]
-    assert max(residuals) < meanfield.RESIDUAL_TOLERANCE
+    plain = fixed_point_solver.damped(model, np.zeros_like(solved), 100_000, fixed_point_solver.RESIDUAL_TOLERANCE)
+    residuals = [np.max(np.abs(fixed_point_solver.residual_of(model, tails))) for tails in (solved, plain)]
+    assert max(residuals) < fixed_point_solver.RESIDUAL_TOLERANCE
     # two points with residuals r1, r2 lie within |(I - dPhi/dT)^-1| (r1 + r2) of each other, to
     # first order; a factor 2 covers the second-order term
-    inverse = np.linalg.inv(np.eye(solved.size) - meanfield.phi_jacobian(model, solved))
+    inverse = np.linalg.inv(np.eye(solved.size) - fixed_point_solver.phi_jacobian(model, solved))
     assert np.max(np.abs(solved - plain)) <= 2 * np.max(np.abs(inverse).sum(axis=1)) * sum(residuals)
 
 
@@ -267,6 +273,195 @@ def test_input_errors():
         mean_field_trajectory([1.0], [1.0], load=0.5, policy="jsq", times=[1.0])
     with pytest.raises(InputError, match="leave a speed class empty"):
         server_speeds([1.0, 0.5], [0.99, 0.01], 10)
+
+
+# --- servers that serve several jobs at once ------------------------------------------------------
+
+BATCH = {"speeds": [1.0, 0.5], "fractions": [0.5, 0.5], "concurrency": [4, 8], "rate_curve": "saturating:alpha=0.2"}
+"""Two classes of inference engines: speeds 1 and 0.5, batches of 4 and 8, iteration time growing by 20%
+per job in the batch (capacities 2.5 and 5/3)."""
+
+
+def batch_limit(policy, load, **changes):
+    spec = {**BATCH, **changes}
+    return mean_field(spec.pop("speeds"), spec.pop("fractions"), load=load, policy=policy, **spec)
+
+
+def chain_distribution(birth, death):
+    """The stationary law of a birth-death chain on 0..K (birth[n]: n -> n+1, death[n]: n+1 -> n),
+    from the null space of its generator."""
+    size = len(birth) + 1
+    generator = np.diag(birth, 1) + np.diag(death, -1)
+    generator -= np.diag(generator.sum(axis=1))
+    law = np.linalg.lstsq(np.vstack([generator.T, np.ones(size)]), np.r_[np.zeros(size), 1.0], rcond=None)[0]
+    return law
+
+
+@pytest.mark.parametrize("policy", ["random", "weighted-random"])
+@pytest.mark.parametrize("concurrency", [[4, 8], [3, "inf"]])
+def test_queue_blind_policies_make_each_batch_server_its_own_birth_death_chain(policy, concurrency):
+    # arrivals at lambda (random) or at rho mu_m phi_m(c_m) (weighted-random: weights = capacities);
+    # the chain of a class-m server on 0..K with death mu_m phi_m(min(n, c_m)), exact at every N
+    limit = batch_limit(policy, 0.7, concurrency=concurrency)
+    curve = RateCurve.parse(BATCH["rate_curve"])
+    levels = 600
+    mean_jobs, served, waiting = [], [], []
+    for m, (speed, slots) in enumerate(zip(limit.class_speed, limit.class_concurrency)):
+        capacity = speed * curve.at_concurrency(int(slots))
+        birth = limit.arrival_rate if policy == "random" else limit.load * capacity
+        death = speed * curve.phi(np.minimum(np.arange(1, levels + 1), slots))
+        law = chain_distribution(np.full(levels, birth), death)
+        mean_jobs.append(np.arange(levels + 1) @ law)
+        served.append(law[1:] @ death)
+        waiting.append(law[slots:].sum() if slots < levels else 0.0)  # arrivals that find every slot taken (PASTA)
+        assert limit.utilisation[m] == pytest.approx(served[m] / capacity, rel=1e-9)
+    fraction = limit.class_fraction
+    throughput = fraction @ np.array(served)
+    assert limit.throughput == pytest.approx(limit.arrival_rate, rel=1e-9)
+    assert limit.mean_response_time == pytest.approx(fraction @ np.array(mean_jobs) / throughput, rel=1e-9)
+    arrivals = np.array(served)  # the arrival rate of each class, admitted in full
+    assert limit.p_wait == pytest.approx(fraction @ (arrivals * np.array(waiting)) / throughput, rel=1e-8)
+
+
+@pytest.mark.parametrize("policy", ["random", "jiq", "jfsq", "sed", "pod"])
+def test_batch_servers_with_a_buffer_lose_what_they_cannot_hold(policy):
+    # buffer 6 on slots of 4 and 8: conservation, and random is M/M/c/b-like per server (PASTA: a job
+    # is lost when its server holds b jobs)
+    limit = batch_limit(policy, 0.95, buffer=6)
+    assert limit.occupancy.shape[1] <= 6
+    assert limit.throughput == pytest.approx(limit.arrival_rate * (1 - limit.blocking_probability), rel=1e-9)
+    if policy == "random":
+        curve = RateCurve.parse(BATCH["rate_curve"])
+        lost = [
+            chain_distribution(np.full(6, limit.arrival_rate), speed * curve.phi(np.minimum(np.arange(1, 7), slots)))[
+                -1
+            ]
+            for speed, slots in zip(limit.class_speed, limit.class_concurrency)
+        ]
+        assert limit.blocking_probability == pytest.approx(limit.class_fraction @ np.array(lost), rel=1e-9)
+
+
+def test_independent_slots_are_mmc():
+    # independent: c parallel servers of speed mu, an M/M/c queue per server under random routing
+    limit = mean_field([2.0], [1.0], load=0.8, policy="random", concurrency=3, rate_curve="independent")
+    assert limit.mean_response_time == pytest.approx(mmc_mean_response_time(4.8, 2.0, 3), rel=1e-9)
+    assert limit.p_wait == pytest.approx(erlang_c(3, 4.8, 2.0), rel=1e-9)
+    np.testing.assert_allclose(limit.utilisation, 0.8, rtol=1e-12)
+
+
+@pytest.mark.parametrize("policy", MEANFIELD_POLICIES)
+def test_one_slot_servers_give_todays_limit_bit_for_bit(policy):
+    speeds, counts = FLEETS["two"]
+    today = mean_field(speeds, counts, load=0.9, policy=policy)
+    curved = mean_field(speeds, counts, load=0.9, policy=policy, concurrency=1, rate_curve="saturating:alpha=0.3")
+    np.testing.assert_array_equal(curved.occupancy, today.occupancy)
+    assert curved.to_dict() == today.to_dict()
+    if policy in hetlb.POLICIES:
+        system = hetlb.System.from_speeds("2x1,2x0.25", load=0.9)
+        assert system_mean_field(system, policy).to_dict() == today.to_dict()
+
+
+@pytest.mark.parametrize("fleet", FLEETS)
+@pytest.mark.parametrize("load", LOADS)
+@pytest.mark.parametrize("buffer", [None, 2])
+def test_slot_filling_on_one_slot_agrees_with_the_explicit_fixed_points(fleet, load, buffer):
+    # two derivations of the ranking limits: slot filling by key, and the c = 1 forms
+    speeds, counts = FLEETS[fleet]
+    classes = server_classes(speeds, counts)
+    arrival_rate = load * float(np.sum(classes.fraction * classes.speed))
+    for policy in SLOT_POLICIES:
+        rule = hetlb.POLICIES[policy].mean_field.rule
+        explicit = ranking_occupancy(rule, classes.speed, classes.fraction, arrival_rate, buffer)
+        filled = slot_filling_occupancy(policy, classes, arrival_rate, buffer)
+        assert filled.shape == explicit.shape, policy
+        np.testing.assert_allclose(filled, explicit, atol=1e-10, err_msg=policy)
+
+
+@pytest.mark.parametrize("concurrency", [4, "inf"])
+@pytest.mark.parametrize("policy", ["random", "weighted-random", "pod", "jsq", "jfsq", "sed"])
+def test_shared_servers_hold_the_queues_of_one_slot_servers(policy, concurrency):
+    # shared: a server with n >= 1 jobs completes at rate mu whatever n, as with one slot; these
+    # policies' keys order (class, n) alike, so their limits are today's
+    speeds, counts = FLEETS["four"]
+    today = mean_field(speeds, counts, load=0.9, policy=policy)
+    shared = mean_field(speeds, counts, load=0.9, policy=policy, concurrency=concurrency, rate_curve="shared")
+    levels = max(shared.levels, today.levels)  # the truncations may differ below TAIL_TOLERANCE
+    pad = [np.pad(limit.occupancy, ((0, 0), (0, levels - limit.levels))) for limit in (shared, today)]
+    np.testing.assert_allclose(*pad, atol=1e-9)
+    assert shared.mean_response_time == pytest.approx(today.mean_response_time, rel=1e-9)
+
+
+@pytest.mark.parametrize("load", [0.5, 0.9])
+def test_jfiq_on_independent_slots_is_jfiq_on_the_slots_as_servers(load):
+    # independent slots of speed mu: a free slot gives a new job rate mu whatever n, so jfiq fills
+    # the free slots fastest first, as jfiq on one-slot servers, c_m of them per server
+    multi = mean_field([1.0, 0.25], [0.5, 0.5], load=load, policy="jfiq", concurrency=[4, 2], rate_curve="independent")
+    slots = mean_field([1.0, 0.25], [0.5 * 4, 0.5 * 2], load=load, policy="jfiq")
+    np.testing.assert_allclose(multi.utilisation, slots.utilisation, atol=1e-12)
+    assert multi.mean_response_time == pytest.approx(slots.mean_response_time, rel=1e-12)
+    assert multi.p_wait == 0
+
+
+@pytest.mark.parametrize("load", [0.8, 0.9])
+def test_jiq_gives_every_server_with_a_free_slot_the_same_rate(load):
+    # the chain of a class-m server: birth R below c_m, none at c_m, death mu_m phi_m(n); so
+    # p(n + 1) mu_m phi_m(n + 1) / p(n) is the same R for every class and every n < c_m
+    limit = batch_limit("jiq", load)
+    curve = RateCurve.parse(BATCH["rate_curve"])
+    rates = []
+    for m, slots in enumerate(limit.class_concurrency):
+        tails = np.r_[1.0, limit.occupancy[m], 0.0]
+        law = tails[:-1] - tails[1:]
+        assert law[slots + 1 :].sum() == pytest.approx(0.0, abs=1e-12)
+        n = np.arange(slots)
+        rates.extend(law[n + 1] * limit.class_speed[m] * curve.phi(n + 1) / law[n])
+    np.testing.assert_allclose(rates, rates[0], rtol=1e-9)
+    assert limit.throughput == pytest.approx(limit.arrival_rate, rel=1e-10)
+
+
+@pytest.mark.parametrize("policy", ["pod", "weighted-random"])
+def test_the_ode_of_batch_servers_settles_at_the_fixed_point(policy):
+    # the drift with death mu_m phi_m(min(i, c_m)) has the fixed point of the birth-death chains
+    limit = batch_limit(policy, 0.85)
+    servers = {"concurrency": BATCH["concurrency"], "rate_curve": BATCH["rate_curve"]}
+    path = mean_field_trajectory(
+        BATCH["speeds"], BATCH["fractions"], load=0.85, policy=policy, times=[5000.0], **servers
+    )
+    np.testing.assert_allclose(path.occupancy[-1][:, : limit.levels], limit.occupancy, atol=1e-6)
+
+
+def test_batch_limits_refuse_what_they_do_not_derive():
+    with pytest.raises(InputError, match="^policy: jsq-lisf has no mean-field limit"):
+        batch_limit("jsq-lisf", 0.8)
+    with pytest.raises(InputError, match="^concurrency: jsq-df-ds"):
+        batch_limit("jsq-df-ds", 0.8)
+    with pytest.raises(InputError, match="^concurrency: jiq with unlimited concurrency"):
+        batch_limit("jiq", 0.8, concurrency="inf")
+    with pytest.raises(InputError, match="^rate_curve"):
+        batch_limit("pod", 0.8, concurrency="inf", rate_curve="independent")
+    with pytest.raises(InputError, match="^speeds: the classes must differ"):
+        mean_field([1.0, 1.0], [1, 1], load=0.5, concurrency=[2, 2])
+    with pytest.raises(InputError, match="^concurrency: pod's mean-field solver resolves"):
+        batch_limit("pod", 0.8, concurrency=[4, 5000])
+
+
+def test_cli_meanfield_on_batch_servers(capsys):
+    argv = ["meanfield", "--speeds", "2x1,2x0.5", "--concurrency", "2x4,2x8", "--rate-curve", "saturating:alpha=0.2"]
+    assert main([*argv, "--load", "0.85", "--policy", "sed", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mean_response_time"] == pytest.approx(batch_limit("sed", 0.85).mean_response_time, rel=1e-12)
+    assert [row["concurrency"] for row in out["classes"]] == [4, 8]
+    assert [row["capacity"] for row in out["classes"]] == pytest.approx([2.5, 0.5 * 8 / 2.4])
+    assert main([*argv, "--load", "0.85", "--policy", "jiq"]) == 0
+    text = capsys.readouterr().out
+    assert "slots" in text and "saturating:alpha=0.2" in text and "utilised" in text
+    compare = ["--compare", "64", "--jobs", "3000", "--replications", "2", "-q", "--json"]
+    assert main([*argv, "--load", "0.75", "--policy", "jfiq", *compare]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulation"]["n_servers"] == 64 and out["simulation"]["utilisation"] is None
+    assert out["limit"]["classes"][1]["concurrency"] == 8
+    assert main([*argv, "--load", "0.85", "--arrivals", "batch:mean=2"]) == 2
+    assert capsys.readouterr().err.startswith("hetlb: error: arrivals")
 
 
 # --- against simulation where the limit holds at every N -----------------------------------------
@@ -304,6 +499,20 @@ def test_large_n_simulation_within_one_percent(policy, fleet, load):
     low, high = replication_interval(result, 4)
     target = limit.mean_response_time
     assert low - 0.01 * target <= target <= high + 0.01 * target
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["jiq", "jfiq", "sed", "pod"])
+@pytest.mark.parametrize("load", [0.75, 0.95])
+def test_batch_classes_at_large_n_within_two_percent(policy, load):
+    # the inference engines of BATCH at N = 4096: the issue's criterion, 2%. (At 0.85 sed's keys
+    # tie in exact arithmetic, 2.8 = 2.8, but not in floating point, where a simulator orders them.)
+    limit = batch_limit(policy, load)
+    system = hetlb.System.from_speeds(**fleet(limit.classes, 4096), load=load)
+    result = hetlb.simulate(system, policy, jobs=100_000, warmup=300.0, replications=5, seed=6)
+    low, high = replication_interval(result, 8)
+    target = limit.mean_response_time
+    assert low - 0.02 * target <= target <= high + 0.02 * target
 
 
 # --- the command line -----------------------------------------------------------------------------

@@ -177,7 +177,8 @@ def test_mmpp_phase_rates_average_to_lambda():
 
 
 def test_weighted_random_is_a_product_of_birth_death_chains():
-    """Weighted-random routing splits the Poisson stream: server s is its own chain at rate lambda mu_s / sum mu."""
+    """Weighted-random routing splits the Poisson stream: server s is its own chain at rate lambda C_s / sum C,
+    C_s = mu_s phi_s(c_s) its capacity."""
     speed, concurrency, curves = [2.0, 1.0, 0.5], [3, 1, 2], ["saturating:alpha=0.5", "shared", "table:1,1.6"]
     arrival_rate, level = 2.0, 18  # truncated servers lose their own arrivals: the product form stays exact
     result = solve_reference_ctmc(
@@ -185,7 +186,7 @@ def test_weighted_random_is_a_product_of_birth_death_chains():
     )
     servers = make_servers(speed, concurrency, curves)
     for s, server in enumerate(servers):
-        share = arrival_rate * server.speed / sum(speed)
+        share = arrival_rate * server.full_capacity() / sum(other.full_capacity() for other in servers)
         expected = birth_death_mean_number(share, [server.work_rate(n) for n in range(1, level + 1)])
         assert result["mean_number_per_server"][s] == pytest.approx(expected, rel=1e-8)
 
@@ -295,7 +296,8 @@ def test_routing_laws_by_hand():
     assert law("lew", n) == {2: 1.0}  # 2, 1, 0.375, 6
     assert law("jlu", n, candidates=(0, 1, 2)) == {0: 0.5, 2: 0.5}  # 2/4, 1/1, 1/2
     assert law("random", n) == {s: 0.25 for s in range(4)}
-    assert law("weighted-random", n) == {0: 1 / 4.5, 1: 1 / 4.5, 2: 2 / 4.5, 3: 0.5 / 4.5}
+    # by capacity mu phi(c): 1, 1, 2 * 2/1.5 = 8/3 and 0.5, of sum 31/6
+    assert law("weighted-random", n) == {0: 6 / 31, 1: 6 / 31, 2: 16 / 31, 3: 3 / 31}
     # pod, d = 2 over three servers: each pair equally likely, the shortest of the pair
     assert law("pod", [2, 1, 0], candidates=(0, 1, 2)) == {1: 1 / 3, 2: 2 / 3}
 

@@ -1,4 +1,4 @@
-"""hetlb backend: test backends, the model's FIFO servers on HTTP."""
+"""hetlb backend: test backends, the model's servers on HTTP."""
 
 from __future__ import annotations
 
@@ -9,8 +9,21 @@ def add_flags(parser) -> None:
         "--listen",
         action="append",
         required=True,
-        metavar="HOST:PORT[,speed=S]",
-        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1",
+        metavar="HOST:PORT[,speed=S][,concurrency=C][,rate_curve=CURVE]",
+        help="a backend (repeatable); HOST:FIRST-LAST: one per port; port 0: a free port; speed default 1; "
+        "concurrency and rate_curve default to --concurrency and --rate-curve",
+    )
+    parser.add_argument(
+        "--concurrency",
+        metavar="SPEC",
+        help='requests a backend serves at once, in the speeds\' syntax over the backends in order: "8" or '
+        '"2x8,2x32" (inf: unlimited; default 1, one at a time)',
+    )
+    parser.add_argument(
+        "--rate-curve",
+        metavar="CURVE",
+        help="total rate with b requests in service, in units of the speed: independent (b, default), shared (1), "
+        "saturating:alpha=A (b/(1+A(b-1))) or table:v1,v2,...",
     )
     parser.add_argument(
         "--mean-service-ms",
@@ -21,11 +34,14 @@ def add_flags(parser) -> None:
     )
     parser.add_argument(
         "--job-sizes",
-        choices=["exponential", "hyperexponential", "deterministic"],
         default="exponential",
-        help="service-time law (default %(default)s)",
+        metavar="KIND",
+        help="service-time law, mean 1: exponential (default), deterministic, hyperexponential, lognormal, pareto, "
+        "weibull (these four with --scv) or empirical:FILE",
     )
-    parser.add_argument("--scv", type=float, help="squared coefficient of variation of hyperexponential times")
+    parser.add_argument(
+        "--scv", type=float, help="squared coefficient of variation of hyperexponential, lognormal, pareto or weibull"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the service times and faults (default 0)")
     parser.add_argument(
         "--error-probability",
@@ -42,7 +58,7 @@ def add_flags(parser) -> None:
 def job_sizes_of(args):
     from hetlb.model.job_sizes import JobSizes
 
-    return JobSizes(args.job_sizes, 1.0 if args.scv is None else args.scv)
+    return JobSizes.parse(args.job_sizes, args.scv)
 
 
 def run(args) -> int:
@@ -57,5 +73,7 @@ def run(args) -> int:
         seed=args.seed,
         error_probability=args.error_probability,
         stall_probability=args.stall_probability,
+        concurrency=args.concurrency,
+        rate_curve=args.rate_curve,
     )
     return run_backends(fleet)

@@ -1,4 +1,4 @@
-"""hetlb loadgen: open-loop Poisson load on one or several URLs."""
+"""hetlb loadgen: open-loop load (Poisson, batches or an MMPP) on one or several URLs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,21 @@ def add_flags(parser) -> None:
     parser.add_argument(
         "--target", action="append", required=True, metavar="URL", help="a target URL (repeatable: arrivals spread)"
     )
-    parser.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets")
+    parser.add_argument("--rate", type=float, required=True, help="arrivals per second, over all targets (long-run)")
+    parser.add_argument(
+        "--arrivals",
+        default="poisson",
+        metavar="PROCESS",
+        help="poisson (default), batch:mean=B (a batch's requests at once) or mmpp:ratio=R,on=T1,off=T2 "
+        "(phase means in units of --time-unit-ms)",
+    )
+    parser.add_argument(
+        "--time-unit-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="the time unit of the MMPP's phase means: the backends' mean service time at speed 1 (default 20)",
+    )
     parser.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
     parser.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
@@ -52,6 +66,8 @@ def load_spec_of(args):
         timeout=args.timeout,
         max_in_flight=args.max_in_flight,
         batches=args.batches,
+        arrivals=args.arrivals,
+        time_unit_ms=args.time_unit_ms,
     )
 
 

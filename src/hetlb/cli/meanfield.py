@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from hetlb import validation
 from hetlb.cli.flags import (
     add_output_flags,
@@ -17,7 +15,6 @@ from hetlb.cli.flags import (
     scenario_from_args,
 )
 from hetlb.cli.text import format_meanfield, print_json
-from hetlb.errors import InputError
 
 
 def add_flags(parser) -> None:
@@ -34,21 +31,14 @@ def add_flags(parser) -> None:
 
 
 def run(args) -> int:
-    """Print the mean-field limit of the policy on the scenario's speeds, beside a simulation with --compare."""
-    from hetlb.theory.meanfield import mean_field
+    """Print the mean-field limit of the policy on the scenario's server classes (speed, concurrency,
+    rate curve), beside a simulation with --compare."""
+    from hetlb.theory.meanfield import system_mean_field
 
     policy, params = meanfield_policy(args)
     args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
     scenario = scenario_from_args(args, continuous_only=True)
-    system = scenario.system
-    system.check_supported("the mean-field limit")
-    if system.graph.n_edges != system.graph.n_types * system.n_servers:
-        raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
-    buffers = np.unique(system.buffer)
-    if buffers.size > 1:
-        raise InputError("buffer", "the mean-field limit takes one buffer size for all servers")
-    buffer = None if system.has_infinite_buffers else int(buffers[0])
-    limit = mean_field(system.speed, load=system.load, policy=policy, buffer=buffer, **params)
+    limit = system_mean_field(scenario.system, policy, **params)
     values = limit.to_dict()
     if args.compare is not None:
         from hetlb.experiments.meanfield import compare_with_simulation

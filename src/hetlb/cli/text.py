@@ -256,16 +256,21 @@ def format_meanfield(values: dict) -> str:
                 line += f"  [{low:.6g}, {high:.6g}], gap {values['gap']['mean_response_time']:+.2%}"
         lines.append(line)
     width = 24 if simulation else 10
+    slots = "concurrency" in limit["classes"][0]  # servers of several slots: their concurrency and curve
+    used = "utilised" if slots else "busy"
     lines.append(
-        f"  {'class speed':>12}{'fraction':>10}{'busy':>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ..."
+        f"  {'class speed':>12}{'fraction':>10}"
+        + (f"{'slots':>11}  {'rate curve':<22}" if slots else "")
+        + f"{used:>{width}}{'job share':>11}  s_{{m,i}} for i = 1, 2, ..."
     )
     for m, row in enumerate(limit["classes"]):
         occupancy = ", ".join(f"{x:.4g}" for x in row["s_m"][:8]) + (", ..." if len(row["s_m"]) > 8 else "")
         busy = f"{row['utilisation']:.4g}"
-        if simulation:
+        if simulation and simulation["utilisation"] is not None:
             busy += f" (sim {simulation['utilisation'][m]:.4g})"
+        server = f"{row['concurrency']!s:>11}  {row['rate_curve']:<22}" if slots else ""
         lines.append(
-            f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}"
+            f"  {row['speed']:>12.6g}{row['fraction']:>10.4g}{server}{busy:>{width}}{row['job_share']:>11.4g}  {occupancy}"
         )
     lines.append(f"  the N-server system approaches the limit at rate {limit['finite_n_error']}")
     return "\n".join(lines)

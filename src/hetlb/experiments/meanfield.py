@@ -16,7 +16,8 @@ from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import POLICIES
 from hetlb.simulation.simulate import simulate
-from hetlb.theory.meanfield import MeanFieldLimit, mean_field_settling_time, server_speeds
+from hetlb.theory.meanfield import MeanFieldLimit, mean_field_settling_time
+from hetlb.theory.meanfield.classes import fleet
 
 
 def compare_with_simulation(
@@ -31,7 +32,7 @@ def compare_with_simulation(
 ) -> dict:
     """Simulate ``limit``'s fleet at ``n_servers`` (class counts by largest remainders), same load,
     buffer and policy; return the limit's figures, the simulated ones with their 95% intervals, and
-    the relative gaps. warmup: time units discarded (default :func:`mean_field_settling_time`)."""
+    the relative gaps (of the utilisation by speed class with servers of one slot). warmup: time units discarded (default :func:`mean_field_settling_time`)."""
     if limit.policy not in POLICIES:
         raise InputError(
             "policy", f"{limit.policy} exists only in the mean-field theory; --compare needs a simulated policy"
@@ -41,8 +42,7 @@ def compare_with_simulation(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: nothing to compare with"
         )
     validation.count("replications", replications, low=2)
-    speeds = server_speeds(limit.class_speed, limit.class_fraction, n_servers)
-    system = System.from_speeds(speeds, load=limit.load, buffer=limit.buffer)
+    system = System.from_speeds(**fleet(limit.classes, n_servers), load=limit.load, buffer=limit.buffer)
     if warmup is None:
         warmup = mean_field_settling_time(limit)
     result = simulate(
@@ -68,7 +68,8 @@ def compare_with_simulation(
         "mean_waiting_time": result.mean_waiting_time,
         "p_wait": result.p_wait,
         "blocking_probability": result.blocking_probability,
-        "utilisation": [row["utilisation"] for row in class_rows],
+        # the busy fraction by speed class: the limit's utilisation with servers of one slot only
+        "utilisation": [row["utilisation"] for row in class_rows] if limit.classes.single_slot else None,
         "warnings": result.warnings,
     }
     mean = limit.mean_response_time
@@ -79,6 +80,8 @@ def compare_with_simulation(
         "gap": {
             "mean_response_time": (result.mean_response_time - mean) / mean,
             "mean_response_time_half_width": (high - low) / 2.0 / mean,
-            "utilisation": list(np.array(simulated["utilisation"]) - limit.utilisation),
+            "utilisation": None
+            if simulated["utilisation"] is None
+            else list(np.array(simulated["utilisation"]) - limit.utilisation),
         },
     }

@@ -1,6 +1,7 @@
-"""The model's server on HTTP (``hetlb backend``): a single-server FIFO queue that serves one request
-at a time, each for a service time drawn from a job-size distribution of mean 1 scaled by
-``mean_service_ms / speed`` (``speed`` is mu_r of 000, ``mean_service_ms`` the time unit).
+"""The model's server on HTTP (``hetlb backend``): a FIFO queue that serves up to c requests at once
+(its concurrency c_s, 1 by default: the papers' server), each for a service time drawn from a
+job-size distribution of mean 1 scaled by ``mean_service_ms / speed`` (``speed`` is mu_r of 000,
+``mean_service_ms`` the time unit): the time it takes alone in service.
 
 Every request on any method and path is a job, except ``GET /load`` (answers
 ``{"queue_length": n}``) and ``GET /healthz`` (answers ``ok``), which are answered at once. Every
@@ -17,11 +18,21 @@ millisecond late (epoll waits in whole milliseconds, rounded up); the clock's th
 resolution of microseconds, so the response leaves within a fraction of a millisecond, plus the
 event loop's scheduling. Any lateness delays that one response and never the jobs behind it, so it
 does not accumulate, and it is not part of the sojourn the response reports: a client sees it as
-part of the way back. The number in system counts the jobs whose
-ideal departure is still ahead. A job is in the queue from its arrival whatever its client does: a
-client that disconnects while waiting leaves its job in the queue, served as the model's server
-would serve it (the job's departure epoch is fixed when it arrives). Several backends run in one
+part of the way back. The number in system counts the jobs whose ideal departure is still ahead.
+A job is in the queue from its arrival whatever its client does: a client that disconnects while
+waiting leaves its job in the queue, served as the model's server would serve it (on a
+single-slot backend its departure epoch is fixed when it arrives). Several backends run in one
 process (one event loop), each with its own queue and its own random streams.
+
+A backend of concurrency c > 1 and rate curve phi (hetlb.model.servers) is a
+:class:`MultiSlotServer`: with n requests in system, b = min(n, c) are in service (the earliest
+arrived), each advancing at phi(b) / b (in units of its solo speed), the others wait FIFO. A job's
+departure epoch then depends on the arrivals after it, so it is not fixed at its arrival: the
+server runs the model's timeline exactly (one attained-work clock and a heap of the finishing
+thresholds of the jobs in service, advanced to each arrival's epoch and to each departure's
+computed epoch, never to the moment a timer happened to fire) and keeps one wake-up on the
+EpochClock at its next departure, moved whenever b changes. Timer lateness delays the answers as
+it does on the single-slot server, never the model's epochs.
 
 Faults, for tests: with ``error_probability`` a job is served and then answered 500; with
 ``stall_probability`` a request never gets an answer (it takes no service and holds only its
@@ -32,6 +43,8 @@ A stalled request is forgotten when its client disconnects.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import json
 import math
 import signal
@@ -49,37 +62,58 @@ from hetlb.errors import InputError
 from hetlb.live.addresses import host_ports, url
 from hetlb.live.runtime import EpochClock, freeze_heap, loop_factory
 from hetlb.model.job_sizes import JobSizes
+from hetlb.model.servers import RateCurve, check_servers, concurrency_array, concurrency_text, rate_curve_tuple
 
 DEFAULT_MEAN_SERVICE_MS = 20.0
 SHUTDOWN_GRACE_S = 1.0
 """Seconds a stopping backend gives the jobs in its queue to be answered before it closes them."""
 
 
+LISTEN_OPTIONS = "speed=S, concurrency=C and rate_curve=CURVE"
+
+
 @dataclass(frozen=True)
 class BackendSpec:
-    """Where one backend listens (port 0: a free port the system chooses) and its speed."""
+    """Where one backend listens (port 0: a free port the system chooses), its speed, and its
+    concurrency c_s (UNLIMITED_CONCURRENCY: unlimited) and rate curve phi_s (None: those the
+    fleet gives every backend that names none)."""
 
     host: str
     port: int
     speed: float = 1.0
+    concurrency: int | None = None
+    rate_curve: RateCurve | None = None
 
 
 def parse_listen(text: str) -> list[BackendSpec]:
-    """The backends of one ``--listen HOST:PORT[,speed=S]`` (or ``HOST:FIRST-LAST[,speed=S]``, one
-    backend per port of the range, all of speed S)."""
-    address, *options = text.split(",")
+    """The backends of one ``--listen HOST:PORT[,speed=S][,concurrency=C][,rate_curve=CURVE]`` (or
+    ``HOST:FIRST-LAST[,...]``, one backend per port of the range, all alike). An item without ``=``
+    continues the option before it: ``rate_curve=table:1,1.8,2.4``."""
+    address, *items = text.split(",")
     host, ports = host_ports("--listen", address)
+    options: dict[str, str] = {}
+    key = ""
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals and key == "rate_curve":
+            options[key] += "," + item
+            continue
+        if name not in ("speed", "concurrency", "rate_curve") or not equals or name in options:
+            raise InputError("--listen", f"options are {LISTEN_OPTIONS}, each once, got {item!r} in {text!r}")
+        key = name
+        options[key] = value
     speed = 1.0
-    for option in options:
-        key, equals, value = option.partition("=")
-        if key != "speed" or not equals:
-            raise InputError("--listen", f"options are speed=S, got {option!r} in {text!r}")
+    if "speed" in options:
         try:
-            number = float(value)
+            number = float(options["speed"])
         except ValueError:
-            raise InputError("--listen speed", f"must be a number > 0, got {value!r}") from None
+            raise InputError("--listen speed", f"must be a number > 0, got {options['speed']!r}") from None
         speed = validation.positive_number("--listen speed", number)
-    return [BackendSpec(host, port, speed) for port in ports]
+    concurrency = None
+    if "concurrency" in options:
+        concurrency = int(concurrency_array(options["concurrency"], 1)[0])
+    rate_curve = RateCurve.parse(options["rate_curve"]) if "rate_curve" in options else None
+    return [BackendSpec(host, port, speed, concurrency, rate_curve) for port in ports]
 
 
 class ServiceTimes:
@@ -97,8 +131,10 @@ class ServiceTimes:
             return self.mean_s
         if kind == "exponential":
             return float(self.rng.exponential(self.mean_s))
-        rate = self._rate1 if self.rng.random() < self._p1 else self._rate2
-        return float(self.rng.exponential(self.mean_s / rate))
+        if kind == "hyperexponential":
+            rate = self._rate1 if self.rng.random() < self._p1 else self._rate2
+            return float(self.rng.exponential(self.mean_s / rate))
+        return float(self.job_sizes.sample(self.rng, 1)[0]) * self.mean_s
 
 
 class FifoServer:
@@ -122,17 +158,132 @@ class FifoServer:
         self._departures.append(departure)
         return departure
 
+    async def serve(self, now: float, service: float, clock: EpochClock) -> float:
+        """A job arrives at ``now``: its departure epoch, once it has come."""
+        departure = self.arrive(now, service)
+        await clock.sleep_until(departure)
+        return departure
+
+
+class MultiSlotServer:
+    """One server of concurrency c and rate curve phi (hetlb.model.servers) on the model's
+    timeline: b = min(n, c) of its n jobs in service (the earliest arrived), each advancing at
+    phi(b) / b, the others waiting FIFO. A job's ``service`` is its time alone in service, in
+    seconds.
+
+    ``attained`` is the work each job in service has received since the clock's origin (seconds
+    of solo service); a job entering service when it is a, with service x, leaves when it reaches
+    a + x, its threshold, kept in a heap (O(log c) per event). :meth:`advance` moves the timeline
+    to an epoch, departing every job whose computed departure epoch is not after it, in order;
+    ``on_departure(job, epoch)`` hears of each. :meth:`serve` (the live step) awaits a job's
+    departure: the server then keeps one wake-up on the EpochClock at its next departure epoch and
+    moves it whenever that changes (b changed)."""
+
+    def __init__(self, concurrency: int, rate_curve: RateCurve, on_departure: Callable | None = None):
+        self.concurrency = concurrency
+        self.rate_curve = rate_curve
+        self.on_departure = on_departure
+        self.attained = 0.0
+        self.updated = -math.inf  # the epoch the timeline has reached
+        self.in_service: list[tuple[float, int]] = []  # a heap of (threshold, job)
+        self.waiting: deque[tuple[float, int]] = deque()  # (service, job), FIFO
+        self.jobs = itertools.count()
+        self._per_job_rate: list[float] = [math.nan]  # phi(b) / b at index b, grown on use
+        self.clock: EpochClock | None = None  # set by serve
+        self._waiters: dict[int, asyncio.Future] = {}  # job -> its answer's future
+        self._wake: asyncio.Future | None = None
+        self._wake_epoch = math.inf
+
+    def per_job_rate(self, b: int) -> float:
+        """phi(b) / b, the rate of each of b jobs in service (in units of the solo rate)."""
+        rates = self._per_job_rate
+        if b >= len(rates):
+            more = np.arange(len(rates), max(2 * len(rates), b + 1))
+            rates.extend(self.rate_curve.per_job_rate(more).tolist())
+        return rates[b]
+
+    def next_departure(self) -> float:
+        """The epoch of the next departure if no job arrives before it (inf with none in service)."""
+        if not self.in_service:
+            return math.inf
+        rate = self.per_job_rate(len(self.in_service))
+        return max(self.updated, self.updated + (self.in_service[0][0] - self.attained) / rate)
+
+    def advance(self, now: float) -> None:
+        """Move the timeline to ``now``: every job whose departure epoch is not after it departs."""
+        while self.in_service and (epoch := self.next_departure()) <= now:
+            threshold, job = heapq.heappop(self.in_service)
+            self.attained, self.updated = threshold, epoch
+            if self.waiting:
+                service, next_job = self.waiting.popleft()
+                heapq.heappush(self.in_service, (self.attained + service, next_job))
+            self._departed(job, epoch)
+        if self.in_service:
+            self.attained += self.per_job_rate(len(self.in_service)) * (now - self.updated)
+        self.updated = max(self.updated, now)
+        self._reschedule()
+
+    def in_system(self, now: float) -> int:
+        """Jobs at the server at ``now``, in service and waiting."""
+        self.advance(now)
+        return len(self.in_service) + len(self.waiting)
+
+    def arrive(self, now: float, service: float) -> int:
+        """A job arrives at ``now`` needing ``service`` seconds alone in service: its number."""
+        self.advance(now)
+        job = next(self.jobs)
+        if len(self.in_service) < self.concurrency:
+            heapq.heappush(self.in_service, (self.attained + service, job))
+            self._reschedule()
+        else:
+            self.waiting.append((service, job))
+        return job
+
+    async def serve(self, now: float, service: float, clock: EpochClock) -> float:
+        """A job arrives at ``now``: its departure epoch, once it has come."""
+        self.clock = clock
+        job = self.arrive(now, service)
+        future = clock.loop.create_future()
+        self._waiters[job] = future
+        return await future
+
+    def _departed(self, job: int, epoch: float) -> None:
+        future = self._waiters.pop(job, None)
+        if future is not None and not future.done():  # done: its client went away
+            future.set_result(epoch)
+        if self.on_departure is not None:
+            self.on_departure(job, epoch)
+
+    def _reschedule(self) -> None:
+        """Keep the one wake-up at the next departure epoch (live only)."""
+        epoch = self.next_departure()
+        if self.clock is None or epoch == self._wake_epoch:
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake, self._wake_epoch = None, epoch
+        if math.isfinite(epoch):
+            self._wake = self.clock.loop.create_future()
+            self._wake.add_done_callback(self._woken)
+            self.clock.wake_at(epoch, self._wake)
+
+    def _woken(self, future: asyncio.Future) -> None:
+        if not future.cancelled():
+            self._wake, self._wake_epoch = None, math.inf
+            self.advance(time.monotonic())
+
 
 @dataclass
 class Backend:
-    """One backend: its FIFO server, its service times and faults, its counters."""
+    """One backend: its server (a FifoServer, or a MultiSlotServer when it serves several jobs at
+    once), its service times and faults, its counters."""
 
     spec: BackendSpec
     service_times: ServiceTimes
     fault_rng: np.random.Generator
     error_probability: float = 0.0
     stall_probability: float = 0.0
-    server: FifoServer = field(default_factory=FifoServer)
+    server: FifoServer | MultiSlotServer = field(default_factory=FifoServer)
     clock: EpochClock | None = None  # set by BackendFleet.start
     url: str = ""
     jobs: int = 0
@@ -151,10 +302,9 @@ class Backend:
             self.stalled += 1
             await asyncio.Future()  # never set: cancelled when the client or the backend goes
         service = self.service_times.draw()
-        departure = self.server.arrive(arrival, service)
         self.jobs += 1
         assert self.clock is not None
-        await self.clock.sleep_until(departure)
+        departure = await self.server.serve(arrival, service, self.clock)
         now = time.monotonic()
         n = self.server.in_system(now)
         status = 200
@@ -165,6 +315,7 @@ class Backend:
             {
                 "backend": self.url,
                 "speed": self.spec.speed,
+                **self.slots(),
                 "method": request.method,
                 "path": request.path,
                 "job_type": request.headers.get("X-Job-Type"),
@@ -176,6 +327,12 @@ class Backend:
         response.headers["X-Service-Ms"] = f"{service * 1e3:.6f}"
         response.headers["X-Departure"] = f"{departure:.6f}"  # seconds, the host's monotonic clock
         return response
+
+    def slots(self) -> dict:
+        """The concurrency and rate curve of a multi-slot backend (for its answers' bodies)."""
+        if not isinstance(self.server, MultiSlotServer):
+            return {}
+        return {"concurrency": concurrency_text(self.server.concurrency), "rate_curve": self.server.rate_curve.text}
 
     @staticmethod
     def response(status: int, body: str, in_system: int, sojourn_ms: float) -> web.Response:
@@ -195,6 +352,10 @@ class BackendFleet:
     ...         return fleet.urls[0].startswith("http://127.0.0.1:")
     >>> asyncio.run(demo())
     True
+
+    ``concurrency`` (the speeds' syntax: 8, "2x8,2x32", "inf") and ``rate_curve`` (a RateCurve or
+    its text, one for all, one per backend) are those of every backend whose spec names none; a
+    backend of concurrency 1 is the FIFO server.
     """
 
     def __init__(
@@ -206,23 +367,30 @@ class BackendFleet:
         seed: int = 0,
         error_probability: float = 0.0,
         stall_probability: float = 0.0,
+        concurrency=None,
+        rate_curve=None,
     ):
         if not specs:
             raise InputError("--listen", "give at least one backend")
+        slots = concurrency_array(concurrency, len(specs))
+        curves = rate_curve_tuple(rate_curve, len(specs))
+        slots = np.array([c if spec.concurrency is None else spec.concurrency for spec, c in zip(specs, slots)])
+        curves = tuple(c if spec.rate_curve is None else spec.rate_curve for spec, c in zip(specs, curves))
+        check_servers(slots, curves)
         mean_service_ms = validation.positive_number("--mean-service-ms", mean_service_ms)
         error_probability = validation.probability("--error-probability", error_probability)
         stall_probability = validation.probability("--stall-probability", stall_probability)
         job_sizes = job_sizes or JobSizes()
         streams = np.random.SeedSequence(validation.seed("--seed", seed)).spawn(len(specs))
         self.backends = []
-        for spec, stream in zip(specs, streams):
+        for spec, stream, c, curve in zip(specs, streams, slots.tolist(), curves):
             service_stream, fault_stream = stream.spawn(2)
             service_times = ServiceTimes(
                 job_sizes, mean_service_ms / spec.speed / 1e3, np.random.default_rng(service_stream)
             )
-            self.backends.append(
-                Backend(spec, service_times, np.random.default_rng(fault_stream), error_probability, stall_probability)
-            )
+            server = FifoServer() if c == 1 else MultiSlotServer(c, curve)
+            faults = np.random.default_rng(fault_stream)
+            self.backends.append(Backend(spec, service_times, faults, error_probability, stall_probability, server))
         self._runners: list[web.ServerRunner] = []
         self._clock: EpochClock | None = None
 
@@ -265,7 +433,8 @@ class BackendFleet:
 
 
 def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -> int:
-    """Run ``fleet`` until SIGTERM or SIGINT; announce each backend's ``URL speed=S`` once all listen."""
+    """Run ``fleet`` until SIGTERM or SIGINT; announce each backend's ``URL speed=S`` (and
+    ``concurrency=C rate_curve=CURVE`` when it serves several jobs at once) once all listen."""
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -276,7 +445,8 @@ def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -
         freeze_heap()
         try:
             for backend in fleet.backends:
-                announce(f"{backend.url} speed={backend.spec.speed:g}")
+                slots = "".join(f" {key}={value}" for key, value in backend.slots().items())
+                announce(f"{backend.url} speed={backend.spec.speed:g}{slots}")
             sys.stdout.flush()
             await stop.wait()
         finally:

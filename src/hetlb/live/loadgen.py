@@ -1,10 +1,18 @@
-"""An open-loop load generator (``hetlb loadgen``): Poisson arrivals at a given rate, sent whether or
-not earlier requests have been answered (never closed-loop, so no coordinated omission), spread over
+"""An open-loop load generator (``hetlb loadgen``): arrivals at a given rate, sent whether or not
+earlier requests have been answered (never closed-loop, so no coordinated omission), spread over
 one or several target URLs and job types, with a warm-up and a measured window.
 
-Each arrival goes to target m with probability ``shares[m]`` (equal by default) and has job type k
-with probability ``job_types[k]``, independently: target m then sees a Poisson stream of rate
-``rate * shares[m]``, as the m-th of M dispatchers sees its own arrivals in the model. Arrival
+The arrivals are the model's process (hetlb.model.arrivals) of long-run rate ``rate``: Poisson;
+batches (``batch:mean=B``) at Poisson epochs of rate ``rate / B`` with geometric sizes of mean B,
+the requests of a batch sent at the same instant; or a two-phase MMPP
+(``mmpp:ratio=R,on=T1,off=T2``) whose phase sojourns have means T1 and T2 in units of
+``time_unit_ms`` (the mean service time at speed 1, as the backends' ``mean_service_ms``).
+
+Each request goes to target m with probability ``shares[m]`` (equal by default) and has job type
+k with probability ``job_types[k]``, independently (a batch's requests too, as each job of a batch
+draws its dispatcher and its type in the model): with Poisson
+arrivals target m sees a Poisson stream of rate ``rate * shares[m]``, as the m-th of M
+dispatchers sees its own arrivals in the model. Arrival
 epochs are drawn in advance (a seeded generator) on the host's monotonic clock; the sender sleeps
 until each one (an :class:`~hetlb.live.runtime.EpochClock`, within a fraction of a millisecond,
 where asyncio's timers wake up to a millisecond late) and sends it, so any lateness (the event
@@ -22,7 +30,8 @@ queued on the client), and each measured request keeps three floats (24 bytes).
 
 The result (a :class:`~hetlb.results.load.LoadResult`: a mapping of the figures, with the spec and
 the versions as ``metadata``) has the simulator's keys (``mean_response_time`` and
-``mean_response_time_ci`` from batch means over ``batches`` equal slices of the measured window,
+``mean_response_time_ci`` from the means of ``batches`` batches of equal numbers of the measured
+requests in the order sent (as the simulator's batches of jobs; bursts fill slices of time unevenly),
 ``response_time_p50/p95/p99``, ``blocking_probability``: the share of 503 answers), in
 milliseconds, with the counts of requests, errors and per-backend answers (from ``X-Backend``, or
 the target's URL when the answer has none), the achieved rate, and the backends' own share of the
@@ -48,6 +57,7 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.runtime import EpochClock, frozen_heap
+from hetlb.model.arrivals import ArrivalProcess
 from hetlb.progress import LOG_INTERVAL, is_terminal
 from hetlb.results.base import finite_or_null, versions
 from hetlb.results.load import LoadResult
@@ -58,11 +68,16 @@ ARRIVAL_CHUNK = 4096
 START_DELAY_S = 0.05
 """Seconds between starting and the first possible arrival (the session and its connector ready)."""
 PROGRESS_INTERVAL_S = 1.0
+DEFAULT_TIME_UNIT_MS = 20.0
+"""The time unit of an MMPP's phase means: the mean service time at speed 1 (hetlb backend's
+default --mean-service-ms)."""
 
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """An open-loop Poisson load. Times in seconds, ``rate`` in requests per second (in total)."""
+    """An open-loop load. Times in seconds, ``rate`` in requests per second (in total, long-run),
+    ``arrivals`` the process (an ArrivalProcess or its text), ``time_unit_ms`` the unit of an
+    MMPP's phase means."""
 
     targets: tuple[str, ...]
     rate: float
@@ -76,8 +91,12 @@ class LoadSpec:
     timeout: float = 30.0
     max_in_flight: int = 10_000
     batches: int = 20
+    arrivals: ArrivalProcess = field(default_factory=ArrivalProcess)
+    time_unit_ms: float = DEFAULT_TIME_UNIT_MS
 
     def __post_init__(self):
+        object.__setattr__(self, "arrivals", ArrivalProcess.parse(self.arrivals))
+        validation.positive_number("--time-unit-ms", self.time_unit_ms)
         if not self.targets:
             raise InputError("--target", "give at least one target URL")
         for target in self.targets:
@@ -106,7 +125,8 @@ class LoadSpec:
     def to_dict(self) -> dict:
         """The spec as JSON-ready values (a result's metadata)."""
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return {**values, "job_types": None if self.job_types is None else dict(self.job_types)}
+        job_types = None if self.job_types is None else dict(self.job_types)
+        return {**values, "job_types": job_types, "arrivals": self.arrivals.text}
 
     def target_probabilities(self) -> np.ndarray:
         shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
@@ -160,11 +180,8 @@ class Measurements:
         offsets = np.frombuffer(self.send_offset, dtype=np.float64)
         sojourn = np.frombuffer(self.sojourn, dtype=np.float64)
         lag = np.frombuffer(self.send_lag, dtype=np.float64) * 1e3
-        batch = np.minimum((offsets / spec.duration * spec.batches).astype(np.int64), spec.batches - 1)
-        sums = np.bincount(batch, weights=times, minlength=spec.batches)
-        counts = np.bincount(batch, minlength=spec.batches)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            batch_means = sums / counts
+        in_send_order = times[np.argsort(offsets, kind="stable")]
+        batch_means = [part.mean() if len(part) else math.nan for part in np.array_split(in_send_order, spec.batches)]
         errors = sum(self.errors.values())
         answered = len(times)
         has_sojourn = answered > 0 and bool(np.isfinite(sojourn).all())
@@ -220,16 +237,52 @@ class LoadGenerator:
 
     def arrivals(self, rng: np.random.Generator):
         """(epoch offset, target index, job-type index) of every arrival, in order, forever."""
+        _, types = self.spec.type_probabilities()
+        for epochs, target in self.epochs(rng):
+            job_type = rng.choice(len(types), len(epochs), p=types)
+            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
+
+    def epochs(self, rng: np.random.Generator):
+        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever."""
         spec = self.spec
+        process = spec.arrivals
         targets = spec.target_probabilities()
-        _, types = spec.type_probabilities()
+        if process.kind == "mmpp":
+            yield from self.mmpp_epochs(rng, targets)
+            return
+        batch = process.mean_batch if process.kind == "batch" else 1.0
         offset = 0.0
         while True:
-            epochs = offset + np.cumsum(rng.exponential(1.0 / spec.rate, ARRIVAL_CHUNK))
-            target = rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
-            job_type = rng.choice(len(types), ARRIVAL_CHUNK, p=types)
-            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
-            offset = float(epochs[-1])
+            starts = offset + np.cumsum(rng.exponential(batch / spec.rate, ARRIVAL_CHUNK))
+            if process.kind == "batch":  # a batch's requests at its epoch, each to its own target
+                epochs = np.repeat(starts, rng.geometric(1.0 / batch, ARRIVAL_CHUNK))
+                yield epochs, rng.choice(len(targets), len(epochs), p=targets)
+            else:
+                yield starts, rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
+            offset = float(starts[-1])
+
+    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray):
+        """The MMPP's chunks: from its stationary phase, exponential phase sojourns (means T1 and
+        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each."""
+        spec = self.spec
+        process = spec.arrivals
+        unit_s = spec.time_unit_ms / 1e3
+        rates = process.phase_rates(spec.rate)  # (on, off), per second
+        means = (process.on * unit_s, process.off * unit_s)
+        phase = 0 if rng.random() < process.on_probability() else 1
+        start, end = 0.0, rng.exponential(means[phase])
+        while True:
+            expected = rates[phase] * (end - start)  # draw about what the phase needs, at most a chunk
+            count = int(min(ARRIVAL_CHUNK, 2 * expected + 16))
+            epochs = start + np.cumsum(rng.exponential(1.0 / rates[phase], count))
+            epochs = epochs[epochs < end]
+            if len(epochs) == count:
+                start = float(epochs[-1])
+            else:  # the phase ends before the chunk: the next starts at its end (memoryless)
+                phase = 1 - phase
+                start, end = end, end + rng.exponential(means[phase])
+            if len(epochs):
+                yield epochs, rng.choice(len(targets), len(epochs), p=targets)
 
     async def run(self) -> LoadResult:
         spec = self.spec
@@ -260,7 +313,8 @@ class LoadGenerator:
             scheduled = start + offset
             if scheduled >= end:
                 break
-            await clock.sleep_until(scheduled)
+            if scheduled > time.monotonic():  # a batch's next request is due at once
+                await clock.sleep_until(scheduled)
             measured = scheduled >= window_start
             if self.measurements.in_flight >= spec.max_in_flight:
                 self.measurements.not_sent += 1

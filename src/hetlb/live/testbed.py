@@ -12,6 +12,9 @@ The scenario file is a simulator scenario whose load is set by the testbed, plus
 
     [system]                      # as in hetlb simulate (docs/reference/scenario.md), without load
     speeds = "4x1,4x0.5,4x0.25,4x0.125"
+    concurrency = 8               # optional: the backends serve up to 8 requests at once,
+    rate_curve = "saturating:alpha=0.2"  # at this rate curve
+    arrivals = "mmpp:ratio=4,on=10,off=30"  # optional: the load generator's bursts
 
     [testbed]
     mean_service_ms = 20.0        # mean service time at speed 1: the time unit
@@ -61,6 +64,8 @@ from hetlb.live.addresses import free_port_block, free_ports
 from hetlb.live.loadgen import LoadSpec, generate_load
 from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
 from hetlb.model import System
+from hetlb.model.job_sizes import SCV_KINDS
+from hetlb.model.servers import RateCurve, concurrency_text
 from hetlb.policies import POLICIES
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening
 from hetlb.results.base import Result, versions
@@ -85,6 +90,11 @@ TESTBED_DEFAULTS = {
     "seed": 1,
     "prediction_runs": 100,
 }
+QUEUE_LENGTH_POLICIES = ("random", "jsq", "pod", "l-jsq", "l-pod")
+"""The live policies that decide on queue lengths alone (or on nothing). hetlb serve knows its
+backends' speeds, not their concurrency and rate curves, so on backends that serve several
+requests at once only these decide as the simulator's (hetlb.policies.rules.slot_selection_key),
+and weighted-random where every backend's capacity is its speed times one same phi(c)."""
 RUN_DEFAULTS = {"jobs": 100_000, "replications": 5, "warmup": 100.0}
 """The simulator's run when [run] does not say: 5 replications of 100,000 jobs after 100 time units."""
 CSV_COLUMNS = [
@@ -243,7 +253,10 @@ class TestbedScenario:
         return None if twin is None else signal_text(twin)
 
     def check(self) -> None:
-        """The policies are live ones, every scenario builds and is stable, before anything starts."""
+        """The policies are live ones, every scenario builds and is stable (under its policy too, as
+        the simulator would refuse it after the live run), before anything starts."""
+        from hetlb.simulation.continuous import check_policy_stability
+
         if not self.policies and not self.compare:
             raise InputError("testbed.policies", "give policies, or balancers to compare, or both")
         live = [policy_id for policy_id, spec in POLICIES.items() if "live" in spec.models]
@@ -257,11 +270,12 @@ class TestbedScenario:
         for load in self.loads:
             system = self.system_at(load)
             assert isinstance(system, System)  # system.model is continuous
-            system.check_supported("the testbed's backends and load generator")
             system.check_stability()
             for policy in self.policies:
+                check_decides_as_simulated(policy["id"], system)
+            for policy in self.policies:
                 if self.simulated(policy):
-                    self.scenario(policy, load)
+                    check_policy_stability(system, self.scenario(policy, load).policy)
                     self.scenario(policy, load, None, self.live_length_run(load))
         if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
@@ -279,6 +293,51 @@ class TestbedScenario:
         by one dispatcher with exact counts or by M dispatchers on their estimates."""
         spec = POLICIES.get(policy["id"])
         return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
+
+
+def check_decides_as_simulated(policy_id: str, system: System) -> None:
+    """Refuse a policy whose live decisions on multi-slot backends would differ from the
+    simulator's (QUEUE_LENGTH_POLICIES)."""
+    if system.has_single_slots or policy_id in QUEUE_LENGTH_POLICIES:
+        return
+    factors = system.server_capacity / system.speed
+    if policy_id == "weighted-random" and np.allclose(factors, factors[0], rtol=1e-12):
+        return
+    raise InputError(
+        "testbed.policies",
+        f"{policy_id!r} decides on the backends' concurrency and rate curves, which hetlb serve does not know; "
+        f"on backends that serve several requests at once use {', '.join(QUEUE_LENGTH_POLICIES)} "
+        "(or weighted-random with one phi(c) for all)",
+    )
+
+
+def curve_argument(curve: RateCurve) -> str:
+    """A rate curve as ``hetlb backend`` reads it, every digit kept (its text rounds to 6)."""
+    if curve.kind == "saturating":
+        return f"saturating:alpha={curve.alpha!r}"
+    if curve.kind == "table":
+        return "table:" + ",".join(repr(value) for value in curve.values)
+    return curve.kind
+
+
+def listen_arguments(system) -> list[str]:
+    """``hetlb backend --listen`` of each server: its speed, and its concurrency and rate curve when
+    it serves several requests at once."""
+    arguments = []
+    for s, speed in enumerate(system.speed.tolist()):
+        spec = f"127.0.0.1:0,speed={speed!r}"
+        if system.concurrency[s] != 1:
+            concurrency = concurrency_text(system.concurrency[s])
+            spec += f",concurrency={'inf' if concurrency == 'unlimited' else concurrency}"
+            spec += f",rate_curve={curve_argument(system.rate_curve[s])}"
+        arguments += ["--listen", spec]
+    return arguments
+
+
+def job_size_arguments(job_sizes) -> list[str]:
+    """``hetlb backend --job-sizes`` (and ``--scv``) of the system's job sizes."""
+    kind = job_sizes.kind if job_sizes.path is None else f"empirical:{job_sizes.path}"
+    return ["--job-sizes", kind] + (["--scv", repr(job_sizes.scv)] if job_sizes.kind in SCV_KINDS else [])
 
 
 def type_name(job_type: int) -> str:
@@ -363,12 +422,8 @@ class Testbed(Result):
 
     def start_backends(self, system, stack: contextlib.ExitStack) -> list[str]:
         testbed = self.scenario
-        listen = []
-        for speed in system.speed:
-            listen += ["--listen", f"127.0.0.1:0,speed={float(speed)!r}"]
-        kind, scv = system.job_sizes.kind, system.job_sizes.scv
-        arguments = ["backend", *listen, "--mean-service-ms", repr(testbed.mean_service_ms), "--job-sizes", kind]
-        arguments += ["--seed", str(testbed.seed)] + (["--scv", repr(scv)] if kind == "hyperexponential" else [])
+        arguments = ["backend", *listen_arguments(system), "--mean-service-ms", repr(testbed.mean_service_ms)]
+        arguments += [*job_size_arguments(system.job_sizes), "--seed", str(testbed.seed)]
         child = ChildProcess("hetlb backend", hetlb_command(*arguments))
         stack.callback(child.stop)
         urls = [line.split()[0] for line in child.read_lines(system.n_servers)]
@@ -387,6 +442,8 @@ class Testbed(Result):
             warmup=testbed.warmup,
             seed=testbed.seed,
             job_types=proportions,
+            arrivals=system.arrivals,
+            time_unit_ms=testbed.mean_service_ms,
         )
 
     def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:

@@ -230,7 +230,8 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec(
             "weighted-random",
             WEIGHTED_RANDOM,
-            "a compatible server chosen with probability proportional to its speed",
+            "a compatible server chosen with probability proportional to its speed (its capacity mu phi(c) on "
+            "multi-slot servers)",
             "baseline; the Delta = 0 reference of 001 section 3",
             models=MODELS,
             exact_rule=exact_rules.weighted_random,
@@ -360,6 +361,32 @@ POLICIES: dict[str, PolicySpec] = {
                 "least-expected-delay",
                 "slots of key i / mu_m filled in increasing key up to a threshold; ties at random",
             ),
+        ),
+        PolicySpec(
+            "jlu",
+            JLU,
+            "join the least utilised compatible server: least n_s / c_s, the jobs at the server over its "
+            "concurrency; ties at random (jsq when every c_s = 1; refused with unlimited concurrency)",
+            "practitioners' least-connections normalised by the server's capacity in slots: weighted "
+            "least-connection of IPVS (wlc, least C_i / W_i) and the weighted least_conn of NGINX and "
+            "HAProxy, with the weight c_s",
+            models=(CONTINUOUS, LIVE),
+            ranks_whole_set=True,
+            integer_keys=True,
+            exact_rule=exact_rules.jlu,
+            decides_on_estimates=True,
+        ),
+        PolicySpec(
+            "lew",
+            LEW,
+            "least expected work: a compatible server minimising n_s / (mu_s phi_s(c_s)), the time its jobs "
+            "take at full capacity (queue length / speed when c_s = 1); ties at random",
+            "Least-Work-Remaining (Harchol-Balter, Crovella and Murta, task assignment) on the work expected of "
+            "n_s jobs of mean size 1; IPVS's wlc with the weight mu_s phi_s(c_s)",
+            models=(CONTINUOUS, LIVE),
+            ranks_whole_set=True,
+            exact_rule=exact_rules.lew,
+            decides_on_estimates=True,
         ),
         PolicySpec(
             "jsq-fiq",
@@ -561,7 +588,8 @@ def _check_arguments(field_name: str, function, names: tuple) -> None:
         parameters = inspect.signature(getattr(function, "py_func", function)).parameters
     except (TypeError, ValueError):
         return
-    if len(parameters) != len(names):
+    required = [p for p in parameters.values() if p.default is inspect.Parameter.empty]
+    if not len(required) <= len(names) <= len(parameters):  # more parameters are fine with defaults
         raise InputError(field_name, f"must take {len(names)} arguments ({', '.join(names)}), takes {len(parameters)}")
 
 

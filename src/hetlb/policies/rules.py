@@ -17,7 +17,7 @@ import numpy as np
 from hetlb.jit import njit
 from hetlb.policies.registry import JFIQ, JFSQ, JIQ, JLU, JSQ, JSQ_FIQ, JSQ_LISF, JSSQ, LEW, SED
 
-KEYED_CODES = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF)
+KEYED_CODES = (JSQ, JFSQ, JSSQ, JIQ, JFIQ, SED, JSQ_FIQ, JSQ_LISF, JLU, LEW)
 """The codes :func:`selection_key` has a key for (jsq's, the queue length, is its last line): the
 ranking policies every kernel that ranks by key can run."""
 
@@ -26,7 +26,7 @@ ranking policies every kernel that ranks by key can run."""
 def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_since):
     """Key of one server; the policy joins a least-key compatible server, ties at random.
 
-    jsq, pod: q.  jfsq: (q, class).  jssq: (q, -class).  sed: (q + 1) / speed.
+    jsq, pod, jlu: q.  jfsq: (q, class).  jssq: (q, -class).  sed: (q + 1) / speed.  lew: q / speed.
     jiq: idle first.  jfiq: idle servers by class, every busy server equal.
     jsq-fiq: idle servers by class, then busy ones by q.  jsq-lisf: idle servers by the time they
     became idle (``idle_since``, mapped into [-1, 0) by -1 / (1 + t), which keeps its order), then
@@ -46,6 +46,8 @@ def selection_key(policy_code, queue_len, speed_class, n_classes, speed, idle_si
         return 0.0 if queue_len == 0 else 1.0
     if policy_code == JFIQ:
         return float(speed_class) if queue_len == 0 else float(n_classes)
+    if policy_code == LEW:
+        return queue_len / speed
     return float(queue_len)
 
 

@@ -22,7 +22,6 @@ Set ``HETLB_AHEAD_OF_TIME=0`` to always use the JIT.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -48,14 +47,13 @@ ENABLED = os.environ.get("HETLB_AHEAD_OF_TIME", "1").strip() not in ("", "0")
 
 def stamp() -> str:
     """A hash of the compiled module's sources and of the versions it was compiled with."""
-    digest = hashlib.sha256()
-    for part in SOURCES:
-        path = PACKAGE / part
-        for file in sorted(path.glob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.relative_to(PACKAGE).as_posix().encode())
-            digest.update(file.read_bytes())
-    digest.update(f"{sys.version} {np.__version__} {version('numba')} {platform.machine()}".encode())
-    return digest.hexdigest()[:16]
+    files = [
+        file
+        for part in SOURCES
+        for path in [PACKAGE / part]
+        for file in (sorted(path.glob("*.py")) if path.is_dir() else [path])
+    ]
+    return jit.source_stamp(files, f"{sys.version} {np.__version__} {version('numba')} {platform.machine()}")
 
 
 def module_name() -> str:

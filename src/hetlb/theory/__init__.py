@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         mean_field,
         mean_field_settling_time,
         mean_field_trajectory,
+        system_mean_field,
     )
     from hetlb.theory.queues import (
         erlang_b,
@@ -107,6 +108,7 @@ EXPORTS = {
         "mean_field",
         "mean_field_settling_time",
         "mean_field_trajectory",
+        "system_mean_field",
     ),
     "queues": (
         "erlang_b",
@@ -182,6 +184,7 @@ __all__ = [
     "speed_pools",
     "stationary_diffusion",
     "stationary_mean_x1",
+    "system_mean_field",
 ]
 
 
