@@ -91,7 +91,9 @@ def slotted_numbers(result) -> dict:
 
 def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     system_options = {
-        key: options.pop(key) for key in ("buffer", "job_sizes", "graph", "arrival_rate", "arrivals") if key in options
+        key: options.pop(key)
+        for key in ("buffer", "job_sizes", "graph", "arrival_rate", "arrivals", "concurrency", "rate_curve")
+        if key in options
     }
     if "arrival_rate" not in system_options:
         system_options["load"] = 0.85
@@ -112,7 +114,11 @@ def dispatcher_numbers(result) -> dict:
 
 
 def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
-    system_options = {key: options.pop(key) for key in ("buffer", "job_sizes", "arrivals") if key in options}
+    system_options = {
+        key: options.pop(key)
+        for key in ("buffer", "job_sizes", "arrivals", "concurrency", "rate_curve")
+        if key in options
+    }
     system = hetlb.System.from_speeds(SPEEDS, load=0.8, **system_options)
     with routing_path(path):
         result = hetlb.simulate(
@@ -152,6 +158,18 @@ def scenarios() -> dict:
         ),
         "scan sed, mmpp arrivals, pareto sizes": lambda: continuous_run(
             "scan", "sed", buffer=5, arrivals="mmpp:ratio=4,on=5,off=10", job_sizes=hetlb.JobSizes("pareto", 0.5)
+        ),
+        "multi-slot tree jfsq, saturating, finite buffers": lambda: continuous_run(
+            "tree", "jfsq", buffer=5, concurrency=3, rate_curve="saturating:alpha=0.3"
+        ),
+        "multi-slot buckets jsq, table curve": lambda: continuous_run(
+            "buckets", "jsq", concurrency=[1, 2, 3, 4, 2], rate_curve="table:1,1.5,1.8"
+        ),
+        "multi-slot scan sed, unlimited shared, batch arrivals": lambda: continuous_run(
+            "scan", "sed", concurrency="inf", rate_curve="shared", arrivals="batch:mean=2"
+        ),
+        "multi-slot scan jsq-lisf, finite buffers": lambda: continuous_run(
+            "scan", "jsq-lisf", buffer=6, concurrency=[2, 3, 2, 1, 2], rate_curve="saturating:alpha=0.5"
         ),
         "slotted l-jsq push, preference": lambda: slotted_numbers(
             hetlb.simulate_slotted(
@@ -216,6 +234,15 @@ def scenarios() -> dict:
         "dispatchers tree l-jsq, delayed piggyback and push": lambda: dispatchers_run(
             "tree", "l-jsq", "increment,piggyback:delay=0.2,push:p_hat=0.5:d=2:mean_delay=0.3", buffer=4
         ),
+        "dispatchers multi-slot scan sed probe, tree l-jsq push": lambda: {
+            **dispatchers_run("scan", "sed", "probe", concurrency=[2, 2, 3, 1, 4], rate_curve="saturating:alpha=0.2"),
+            **{
+                f"l-jsq {name}": value
+                for name, value in dispatchers_run(
+                    "tree", "l-jsq", "push:p_hat=0.5:d=2", concurrency="inf", rate_curve="shared"
+                ).items()
+            },
+        },
         "dispatchers tree l-jsq push, mmpp arrivals, weibull sizes": lambda: dispatchers_run(
             "tree",
             "l-jsq",

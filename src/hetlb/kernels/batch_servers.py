@@ -275,10 +275,11 @@ def set_slot_rate(slot, inv_speed, curve_phi_table, curve_alpha, curve_tail, cur
 
 
 @njit(inline="always")
-def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_counters, speed, slot_model):
-    """A job of ``size`` arriving at ``now`` at server s (``server``, ``slot``: its records), which
-    has a free slot, enters service; returns the server's next departure time."""
-    curve_phi_table, curve_rate_table, curve_alpha, curve_tail, curve_job_time = slot_model
+def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_counters, speed, curves):
+    """A job of ``size`` arriving at ``now`` at server s (``server``, ``slot``: its records; ``speed``:
+    mu_s), which has a free slot, enters service; returns the server's next departure time.
+    ``curves``: the SlotModel's (curve_phi, curve_rate, curve_alpha, curve_tail, curve_job_time)."""
+    curve_phi_table, curve_rate_table, curve_alpha, curve_tail, curve_job_time = curves
     b = slot.in_service
     if b == 0:
         server.busy_area -= now
@@ -297,12 +298,12 @@ def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_
 
 
 @njit(inline="always")
-def end_slot_service(c, server, slot, q, now, service, job_arrival, job_size, job_next, job_dispatcher, slot_model):
+def end_slot_service(c, server, slot, q, now, service, job_arrival, job_size, job_next, job_dispatcher, curves):
     """The job with the least threshold has left server s at ``now`` (``leave_server`` has run; it
     still holds ``q`` jobs): the first waiting job, if any, enters service in its place, else b
     falls by one; returns the server's next departure time. ``job_dispatcher``: the dispatcher of
-    each waiting job by job slot (empty: 0 for all)."""
-    curve_phi_table, _, curve_alpha, curve_tail, curve_job_time = slot_model
+    each waiting job by job slot (empty: 0 for all); ``curves`` as in :func:`start_slot_service`."""
+    curve_phi_table, _, curve_alpha, curve_tail, curve_job_time = curves
     slot.clock = service[at(slot.heap_offset)].threshold  # what the clock reads now, without rounding
     slot.clock_time = now
     if q >= slot.concurrency:

@@ -20,10 +20,12 @@ Speed notes.
   measurement so cost about a fifth of the event rate at N = 10 (the ahead-of-time compiler has
   numba's runtime on, so compiling the loop without it is no way out). Helpers of records and
   scalars alone are ``inline="always"``.
-* One set of helpers for both event loops: the blocks of an arrival and a departure that the
-  single dispatcher and the many dispatchers share (:func:`admit_job`, :func:`start_service`,
-  :func:`queue_job`, :func:`measure_response`, :func:`arrival_batch`, :func:`add_to_batch`,
-  :func:`leave_server`, :func:`serve_next`, :func:`idle`, :func:`record_trace`) and the
+* One set of helpers for every event loop: the blocks of an arrival and a departure that the
+  single dispatcher, the many dispatchers and the loop of multi-slot servers
+  (hetlb.kernels.batch_servers) share (:func:`admit_job`, :func:`start_service`,
+  :func:`queue_job`, :func:`measure_response`, :func:`record_response`, :func:`arrival_batch`,
+  :func:`add_to_batch`, :func:`leave_server`, :func:`serve_next`, :func:`take_first_waiting`,
+  :func:`idle`, :func:`set_departure`, :func:`record_trace`) and the
   measurement's rare events (:func:`pass_marks` at the times :func:`next_mark` gives,
   :func:`close_window`) live here; both loops take records, scalars and arrays in and call
   them the same way.
