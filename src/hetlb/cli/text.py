@@ -72,6 +72,14 @@ def interval_text(summary: dict, key: str) -> str:
     return f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
 
 
+def servers_text(groups: list) -> str:
+    """The multi-slot servers of a system's metadata: count x (speed, concurrency, curve)."""
+    return "slots " + ", ".join(
+        f"{group['count']}x(speed {group['speed']:g}, c {group['concurrency']}, {group['rate_curve']})"
+        for group in groups
+    )
+
+
 def format_result(result, speeds=None, per_server: bool = False) -> str:
     """A readable table of a SimulationResult: headline figures, the speed classes (when few),
     eta and xi_2 by speed bin (with --speed-bins) and, with ``per_server``, one row per server."""
@@ -86,6 +94,8 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         f"servers {system['n_servers']} ({speed_classes_text(system['speed_classes'])}), "
         f"job types {system['n_types']}, load {system['load']:.4f}, buffer {buffer}, "
         f"sizes {fmt(system['job_sizes'])}",
+        *([servers_text(system["servers"])] if "servers" in system else []),
+        *([f"arrivals {system['arrivals']}"] if "arrivals" in system else []),
         f"{result.replications} replication(s), {stop} after warm-up {stopping['warmup']:g}, seed {fmt(meta['seed'])}",
         "",
     ]
