@@ -106,6 +106,7 @@ def registry() -> dict:
                 "exact": spec.exact_rule is not None,
                 "diffusion": spec.diffusion_limit is not None,
                 "params": {name: describe_kind(rule) for name, (_, _, rule) in spec.parameters.items()},
+                "on_estimates": spec.decides_on_estimates,
             }
             for pid, spec in POLICIES.items()
         },
@@ -1459,6 +1460,8 @@ class Judge:
         for name, value in policy.items():
             if name == "id":
                 continue
+            if name == "update" and model == "continuous" and spec["on_estimates"]:
+                continue  # the update signals of dispatchers deciding on estimates (hetlb.signals)
             if name not in spec["params"]:
                 self.bad("policy: unknown parameter", f"{pid}.{name}")
                 continue
