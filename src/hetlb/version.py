@@ -1,3 +1,3 @@
 """hetlb's version: part of every result's metadata and of the result store's run keys."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
