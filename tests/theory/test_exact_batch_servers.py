@@ -15,6 +15,7 @@ from hetlb.errors import InputError
 from hetlb.policies.registry import register_policy, unregister_policy
 from hetlb.theory import routing_probabilities, solve_exact, solve_exact_arrays
 
+from support.reference_ctmc import POLICIES as REFERENCE_POLICIES
 from support.reference_ctmc import solve_reference_ctmc
 
 EXACT = 1e-9
@@ -281,20 +282,7 @@ ORACLE_SYSTEMS = {
         "rate_curve": "table:1,1.6,2,2.2",
     },
 }
-ORACLE_POLICIES = [
-    "random",
-    "weighted-random",
-    "jsq",
-    "jfsq",
-    "jssq",
-    "jiq",
-    "jfiq",
-    "jsq-fiq",
-    "pod",
-    "sed",
-    "jlu",
-    "lew",
-]
+ORACLE_POLICIES = list(REFERENCE_POLICIES)
 """Every policy of both solvers (weighted-random weighs by capacity, docs/reference/policies.md)."""
 
 

@@ -258,12 +258,9 @@ class System(ServerSpeeds):
                 f"load (load {self.load:.6g} of total capacity); lower the load or set a buffer",
             )
 
-    def check_supported(self, model: str, *, multi_slot: bool = False, arrivals=("poisson",), job_sizes=None) -> None:
-        """Refuse, in one line naming the field, what ``model`` (e.g. "the exact solver") does not
-        have: servers with c_s > 1 unless ``multi_slot``, an arrival process not in ``arrivals``,
-        job sizes not in ``job_sizes`` (None: any)."""
-        if self.has_multi_slot_servers and not multi_slot:
-            raise InputError("concurrency", f"{model} has servers that serve one job at a time (concurrency 1)")
+    def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None) -> None:
+        """Refuse, in one line naming the field, what ``model`` (e.g. "the mean-field limit") does
+        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any)."""
         if self.arrivals.kind not in arrivals:
             raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
         if job_sizes is not None and self.job_sizes.kind not in job_sizes:

@@ -140,6 +140,23 @@ def grow_service_room(slot_state: kernel.SlotState) -> kernel.SlotState:
     return slot_state._replace(slot_servers=slot_servers, service=service)
 
 
+def slot_keys(policy_code: int, queue_len: np.ndarray, speed: np.ndarray, slots) -> np.ndarray:
+    """Every server's selection key (hetlb.kernels.batch_servers.slot_keys) holding ``queue_len``
+    jobs, ``slots`` = (SlotModel, SlotState)."""
+    slot_model, slot_state = slots
+    return kernel.slot_keys(
+        policy_code,
+        queue_len,
+        slot_state.slot_servers,
+        speed,
+        slot_model.capacity,
+        slot_model.curve_phi,
+        slot_model.curve_rate,
+        slot_model.curve_alpha,
+        slot_model.curve_tail,
+    )
+
+
 def no_slots() -> tuple[kernel.SlotModel, kernel.SlotState]:
     """The multi-slot data of a system whose servers serve one job at a time: empty arrays."""
     empty = np.zeros(0)

@@ -57,7 +57,6 @@ event, one bucket per step); the tests run both paths."""
 
 advance = compiled("advance", kernel.advance)
 advance_slots = slot_kernel.advance
-slot_keys = slot_kernel.slot_keys
 alias_table = compiled("alias_table", jit_alias_table)
 selection_keys = compiled("selection_keys", rules.selection_keys)
 """The kernel functions called from here: compiled ahead of time where hetlb compile has built
@@ -457,18 +456,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
             model.policy_code, empty, model.server_class, n_classes, model.speed, np.zeros(n_servers)
         )
     else:
-        slot_model, slot_state = slots
-        keys = slot_keys(
-            model.policy_code,
-            empty,
-            slot_state.slot_servers,
-            model.speed,
-            slot_model.capacity,
-            slot_model.curve_phi,
-            slot_model.curve_rate,
-            slot_model.curve_alpha,
-            slot_model.curve_tail,
-        )
+        keys = batch_servers.slot_keys(model.policy_code, empty, model.speed, slots)
     spec = BY_CODE[model.policy_code]
     job_arrival, job_size, job_next = job_pool(initial_job_slots(model.buffer, n_servers))
     distribution_size = STATE_DISTRIBUTION_SIZE_PER_SERVER * n_servers + 64 if state_distribution else 0

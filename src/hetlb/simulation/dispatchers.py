@@ -251,18 +251,7 @@ def new_dispatcher_state(model, dispatcher_model, n_servers: int, job_slots: int
             dispatcher_model.key_code, zeros, model.server_class, model.n_classes, model.speed, np.zeros(n_servers)
         )
     else:
-        slot_model, slot_state = slots
-        keys = slot_kernel.slot_keys(
-            dispatcher_model.key_code,
-            zeros,
-            slot_state.slot_servers,
-            model.speed,
-            slot_model.capacity,
-            slot_model.curve_phi,
-            slot_model.curve_rate,
-            slot_model.curve_alpha,
-            slot_model.curve_tail,
-        )
+        keys = batch_servers.slot_keys(dispatcher_model.key_code, zeros, model.speed, slots)
     if dispatcher_model.type_uses_tree.any():
         tree = new_key_tree(keys)
         key_trees = np.repeat(tree[None, :], views, axis=0)

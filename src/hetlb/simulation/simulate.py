@@ -92,8 +92,6 @@ def simulate(
     if split is not None and dispatcher_share is not None:
         raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
-    if isinstance(system, System):
-        system.check_supported("the simulator", multi_slot=True, arrivals=("poisson", "batch", "mmpp"))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)

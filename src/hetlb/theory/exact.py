@@ -598,7 +598,6 @@ def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_ST
         raise InputError("buffer", "the exact solver needs a finite buffer on every server")
     if system.job_sizes.kind != "exponential":
         raise InputError("job_sizes", "the exact solver needs exponential job sizes")
-    system.check_supported("the exact solver", multi_slot=True, arrivals=("poisson", "batch", "mmpp"))
     return solve_exact_arrays(
         system.speed,
         system.arrival_rate,

@@ -103,7 +103,6 @@ def system_mean_field(system: System, policy: str = "jsq", **params) -> MeanFiel
     size, Poisson arrivals and exponential sizes on servers that serve several jobs at once."""
     system.check_supported(
         "the mean-field limit",
-        multi_slot=True,
         job_sizes=None if system.has_single_slots else ("exponential",),
     )
     if system.graph.n_edges != system.graph.n_types * system.n_servers:
