@@ -53,7 +53,7 @@ from hetlb.graphs.constructions import construct_graph, graph_ports
 from hetlb.model import JobSizes, System, parse_speeds
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
-from hetlb.model.system import port_arrival_rates, server_count
+from hetlb.model.system import port_arrival_rates, server_count, speed_groups
 from hetlb.policies import Policy, make_policy
 from hetlb.signals import slotted_update
 from hetlb.simulation.options import RunOptions, SlottedRunOptions
@@ -254,7 +254,7 @@ def group_counts(data: dict) -> list | None:
     """The server count of each group of ``speeds`` (a text "50x1.0,50x0.5") or ``speed_mix``."""
     speeds = data.get("speeds")
     if isinstance(speeds, str):
-        return [int(item.strip().rpartition("x")[0] or 1) for item in speeds.split(",")]
+        return speed_groups(speeds)[0]
     if "speed_mix" in data and "n_servers" in data:
         mix = np.asarray(data["speed_mix"], dtype=float).reshape(-1, 2)
         return [int(round(fraction * data["n_servers"])) for fraction in mix[:, 1]]

@@ -369,6 +369,13 @@ def server_count(name: str, n_servers) -> int:
 
 def parse_speeds(text: str) -> np.ndarray:
     """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
+    counts, speeds = speed_groups(text)
+    server_count("speeds", sum(counts))
+    return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))
+
+
+def speed_groups(text: str) -> tuple[list, list]:
+    """The groups of a speeds text "50x1.0,50x0.5": each item's count and speed."""
     counts, speeds = [], []
     for item in str(text).split(","):
         item = item.strip()
@@ -383,5 +390,4 @@ def parse_speeds(text: str) -> np.ndarray:
             raise InputError("speeds", f"a count must be >= 1, got {validation.shown(item)}")
         counts.append(count_int)
         speeds.append(speed)
-    server_count("speeds", sum(counts))
-    return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))
+    return counts, speeds
