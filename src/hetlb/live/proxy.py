@@ -1,5 +1,5 @@
 """The reverse proxy of one dispatcher: every request's job type, the policy's backend, the
-forwarded call and its accounting; and the background signals (push probes, polls, health checks).
+forwarded call and its accounting (the messages off the request's path are hetlb.live.probing's).
 
 Per request: the job type (the type header, else a configured path prefix, else the default type;
 400 when missing or served by no backend), one decision (:meth:`Dispatcher.choose`), 503 with
@@ -12,9 +12,6 @@ client's disconnect, which cancels the handler and so the upstream call).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import math
 import random
 import time
@@ -26,7 +23,9 @@ from yarl import URL
 
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
+from hetlb.live.load_reports import QUEUE_LENGTH, reported_number
 from hetlb.live.metrics import Metrics
+from hetlb.live.probing import Prober
 
 HOP_BY_HOP = frozenset(
     name.lower()
@@ -46,15 +45,12 @@ HOP_BY_HOP = frozenset(
 """Headers of one connection (RFC 9110 section 7.6.1), never forwarded; nor those named in Connection."""
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"))
-QUEUE_LENGTH = "X-Queue-Length"
 SOJOURN = "X-Sojourn-Ms"
 SERVICE = "X-Service-Ms"
 BACKEND = "X-Backend"
 DEPARTURE = "X-Departure"
 """A backend's departure epoch for this request, seconds on the host's monotonic clock (hetlb
 backend sends it): the dispatcher measures how late it learns a completion (its answer lag)."""
-MAX_REPORT = 10**9
-MAX_PENDING_PROBES = 1024
 CHUNK = 64 * 1024
 
 
@@ -62,17 +58,6 @@ def end_to_end(headers) -> CIMultiDict:
     """The headers without the hop-by-hop ones (and those the Connection header names)."""
     named = {token.strip().lower() for value in headers.getall("Connection", []) for token in value.split(",")}
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in named)
-
-
-def reported_number(text: str | None) -> int | None:
-    """A number in system from a header or a /load answer: an integer in [0, 10^9], else None."""
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 <= value <= MAX_REPORT else None
 
 
 def service_time(headers, lease) -> float | None:
@@ -118,14 +103,11 @@ class Proxy:
         self.index = index
         self.base = [URL(url.rstrip("/")) for url in dispatcher.urls]
         self.session: aiohttp.ClientSession | None = None
-        self.tasks: set[asyncio.Task] = set()
-        self.probes: set[asyncio.Task] = set()
+        self.prober: Prober | None = None
         self.active = 0
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
         self.timeout = aiohttp.ClientTimeout(total=config.timeout, connect=config.connect_timeout)
-        self.probe_timeout = aiohttp.ClientTimeout(total=config.probe_timeout)
-        self.health_timeout = aiohttp.ClientTimeout(total=max(min(config.health_interval, config.probe_timeout), 0.1))
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -137,22 +119,14 @@ class Proxy:
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-        if self.config.signals.poll_interval is not None:
-            self.spawn(self.poll_loop())
-        if self.config.health_interval > 0:
-            self.spawn(self.health_loop())
+        self.prober = Prober(self.config, self.dispatcher, self.metrics, self.session, self.base)
+        self.prober.start()
 
     async def stop(self) -> None:
-        for task in [*self.tasks, *self.probes]:
-            task.cancel()
-        await asyncio.gather(*self.tasks, *self.probes, return_exceptions=True)
+        if self.prober is not None:
+            await self.prober.stop()
         if self.session is not None:
             await self.session.close()
-
-    def spawn(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -228,7 +202,8 @@ class Proxy:
         url = self.base[s].with_path(self.base[s].raw_path.rstrip("/") + target.raw_path, encoded=True)
         url = url.with_query(target.raw_query_string) if target.raw_query_string else url
         if self.config.signals.push and self.random.random() < self.config.p_hat:
-            self.push()
+            assert self.prober is not None
+            self.prober.push()
         response = None
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
@@ -312,67 +287,3 @@ class Proxy:
     def on_failure(self, s: int) -> None:
         if self.dispatcher.failed(s):
             self.metrics.ejection(s)
-
-    # --- signals ---------------------------------------------------------------------------------
-
-    def push(self) -> None:
-        """LED push: probe d backends sampled without replacement, off the request's path."""
-        if len(self.probes) >= MAX_PENDING_PROBES:
-            self.metrics.rejected("probe_skipped")
-            return
-        sampled = self.random.sample(range(self.dispatcher.n_backends), self.config.d)
-        task = asyncio.get_running_loop().create_task(self.probe_all(sampled, "push"))
-        self.probes.add(task)
-        task.add_done_callback(self.probes.discard)
-
-    async def probe_all(self, backends, signal: str) -> None:
-        await asyncio.gather(*(self.probe(s, signal) for s in backends), return_exceptions=True)
-
-    async def probe(self, s: int, signal: str) -> None:
-        """GET /load of backend s: {"queue_length": n} sets its estimate."""
-        assert self.session is not None
-        self.metrics.messages[signal] += 1
-        with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
-            async with self.session.get(self.base[s] / "load", timeout=self.probe_timeout) as answer:
-                if answer.status != 200:
-                    return
-                data = json.loads(await answer.read())
-                reported = reported_number(data.get("queue_length") if isinstance(data, dict) else None)
-                if reported is not None:
-                    self.dispatcher.report(s, reported)
-
-    async def poll_loop(self) -> None:
-        """Poll every backend's /load every tau (all at once: the snapshot)."""
-        interval = self.config.signals.poll_interval
-        assert interval is not None
-        everyone = range(self.dispatcher.n_backends)
-        while True:
-            tick = time.monotonic()
-            await self.probe_all(everyone, "poll")
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
-
-    async def health_loop(self) -> None:
-        """Active checks: GET health_path of every backend each interval; any answer below 500
-        re-admits an ejected backend, a failure ejects an admitted one."""
-        while True:
-            tick = time.monotonic()
-            results = await asyncio.gather(*(self.healthy(s) for s in range(self.dispatcher.n_backends)))
-            for s, healthy in enumerate(results):
-                if healthy and self.dispatcher.ejected[s]:
-                    self.dispatcher.set_ejected(s, False)
-                    self.metrics.readmission(s)
-                elif not healthy and not self.dispatcher.ejected[s]:
-                    self.dispatcher.set_ejected(s, True)
-                    self.metrics.ejection(s)
-            await asyncio.sleep(max(0.0, self.config.health_interval - (time.monotonic() - tick)))
-
-    async def healthy(self, s: int) -> bool:
-        assert self.session is not None
-        self.metrics.messages["health"] += 1
-        url = self.base[s].with_path(self.base[s].path.rstrip("/") + self.config.health_path)
-        try:
-            async with self.session.get(url, timeout=self.health_timeout) as answer:
-                await answer.read()
-                return answer.status < 500
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            return False
