@@ -116,10 +116,13 @@ class stubs:
             child.stop()
 
 
-def run(spec: InferenceLoadSpec) -> tuple[dict, list]:
-    """The result of ``spec`` and its sends, (sent, target, request) each."""
+def run(spec: InferenceLoadSpec, generators: list | None = None) -> tuple[dict, list]:
+    """The result of ``spec`` and its sends, (sent, target, request) each; the generator is appended
+    to ``generators`` when given."""
     sends: list = []
     generator = InferenceLoadGenerator(spec, progress=False, on_send=lambda *send: sends.append(send))
+    if generators is not None:
+        generators.append(generator)
     return asyncio.run(generator.run()), sends
 
 
@@ -129,8 +132,9 @@ def test_stream_timing_tokens_and_splits():
     long after it has the request), and within LATE_MS above at the median and on average; the mean
     TBT within LATE_MS / (k-1) of D2 (a stream's gaps sum to its last event's time minus its first's,
     (k-1) D2 plus the difference of two lateness), its median gap within LATE_MS; tokens counted
-    exactly (from usage, and from the events for ``plain``, which has none), and the requests split
-    exactly by model, backend and target."""
+    exactly (from usage, and from the events for ``plain``, which has none), the requests split
+    exactly by model, backend and target, and the k - 1 gaps of each stream kept only as counts in
+    the histograms (memory bounded)."""
     k = 6
     with stubs("gpu", "") as urls:
         spec = InferenceLoadSpec(
@@ -143,7 +147,8 @@ def test_stream_timing_tokens_and_splits():
             prompt_law="lognormal:scv=1",
             output_tokens=k,
         )
-        result, sends = run(spec)
+        generators: list = []
+        result, sends = run(spec, generators)
     n = len(sends)
     assert result["requests"] == result["answered"] == n > 30 and result["errors"] == 0 and result["blocked"] == 0
     for figures in (result, *result["per_model"].values(), *result["per_backend"].values()):
@@ -168,6 +173,10 @@ def test_stream_timing_tokens_and_splits():
     assert result["output_tokens_per_s"] == result["output_tokens"] / spec.duration
     for name, figures in result["per_model"].items():
         assert figures["output_tokens"] == k * models[name] and figures["answered"] == models[name]
+    kept = generators[0].measurements  # a few numbers per stream; its k - 1 gaps only as histogram counts
+    assert all(len(getattr(kept, name)) == n for name in ("ttft", "e2e", "gap_sum", "gaps", "output_tokens"))
+    assert kept.tbt["all", ""].total == (k - 1) * n and sum(kept.gaps) == (k - 1) * n
+    assert {name: kept.tbt["model", name].total for name in models} == {m: (k - 1) * c for m, c in models.items()}
     text = format_inference_load_result(result)
     assert "time to first token" in text and f"  gpu-a  {per_backend['gpu-a']} requests" in text
 
@@ -306,3 +315,24 @@ def test_openai_flags_need_openai(capsys):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--stub"]:
     serve_stub(sys.argv[2])
+
+
+def test_reference_lists_every_flag_and_figure():
+    """docs/reference/testbed.md names every --openai flag and every figure of the result, overall
+    and per group."""
+    from pathlib import Path
+
+    from hetlb.cli import build_parser
+    from hetlb.live.inference_load import StreamMeasurements
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "testbed.md").read_text()
+    loadgen = build_parser(flags_of=("loadgen",))._subparsers._group_actions[0].choices["loadgen"]
+    group = next(group for group in loadgen._action_groups if group.title.startswith("streamed"))
+    flags = [action.option_strings[0] for action in group._group_actions]
+    spec = InferenceLoadSpec(("http://x",), 1.0, 1.0, models={"a": 1})
+    measurements = StreamMeasurements(spec)
+    measurements.outcomes["a", "http://x", "connection"] += 1
+    result = measurements.result()
+    keys = [*result, *result["per_model"]["a"]]
+    missing = [name for name in (*flags, *keys) if f"`{name}" not in text]
+    assert len(flags) == 6 and not missing

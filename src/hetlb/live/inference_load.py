@@ -396,9 +396,9 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         try:
             async for data in event_data(response.content):
                 now = time.monotonic()
-                if data == "[DONE]":
+                if data == "[DONE]":  # the stream's end, whatever follows
                     done = now
-                    continue
+                    break
                 chunk = json.loads(data)
                 if not isinstance(chunk, dict):
                     raise ValueError("an event that is not a JSON object")
