@@ -9,6 +9,7 @@ depends on the body's model (see ``chat``)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import math
@@ -219,7 +220,8 @@ def test_draws_follow_their_laws():
     """20,000 draws: models by proportion (chi-square); max_tokens = max(1, round(8 X)) with X
     exponential of mean 1, whose law is P(N = 1) = 1 - exp(-1.5 / 8) and P(N = j) =
     exp(-(j - 0.5) / 8) - exp(-(j + 0.5) / 8) (chi-square); deterministic prompts of mean 7.4 are 7
-    words each, and the prompt's text has that many words, the first the request's number."""
+    words each, and the prompt's text has that many words, the first the request's number (every
+    request numbered in turn, over several chunks of draws and with batch arrivals)."""
     spec = InferenceLoadSpec(
         ("http://x",),
         1.0,
@@ -240,7 +242,9 @@ def test_draws_follow_their_laws():
     counts = np.bincount(np.minimum(tokens, 40), minlength=41)[1:]
     assert stats.chisquare(counts, probabilities * len(tokens)).pvalue > ALPHA
     assert {request.prompt_tokens for request in requests} == {7}
-    assert [request.number for request in requests[:3]] == [0, 1, 2]
+    assert [request.number for request in requests] == list(range(len(requests)))  # over several chunks
+    batches = dataclasses.replace(spec, arrivals="batch:mean=3")
+    assert [request.number for request in drawn_requests(batches, 10_000)] == list(range(10_000))
     words = requests[5].body()["messages"][0]["content"].split()
     assert len(words) == 7 and words[0] == "5" and requests[5].body()["stream_options"] == {"include_usage": True}
 

@@ -5,8 +5,8 @@ with each request a ``POST {target}/v1/chat/completions`` of ``stream: true`` an
 
 Each request draws, independently of the others and of its target, its model (the body's
 ``model``) with probability proportional to ``models[name]``, its prompt length P and its
-``max_tokens`` from their :class:`TokenLaw` (a mean times a mean-1 law of
-hetlb.model.job_sizes.JobSizes, rounded to the nearest integer, at least 1 and at most
+``max_tokens`` from their laws (a mean times a mean-1 law of hetlb.model.job_sizes.JobSizes,
+:func:`parse_law`, rounded to the nearest integer, at least 1 and at most
 TOKEN_LIMIT). The prompt is P whitespace-separated words (one token each for hetlb's emulated
 engine), the first the request's number, so that no two prompts share a prefix (a real engine's
 prefix cache would serve them otherwise).
@@ -69,82 +69,71 @@ LEVELS = (50, 90, 99)
 """The percentiles reported of TTFT, TBT and e2e."""
 
 
-@dataclass(frozen=True)
-class TokenLaw:
-    """A law of token counts: round(``mean`` X), at least 1 and at most TOKEN_LIMIT, with X of mean 1
-    drawn from ``sizes`` (a JobSizes). Its text is ``KIND``, ``KIND:scv=S`` or ``empirical:FILE``."""
-
-    mean: float
-    sizes: JobSizes
-
-    @classmethod
-    def parse(cls, flag: str, mean: float, text: str) -> TokenLaw:
-        """The law of ``--...-tokens MEAN`` and ``--...-law TEXT``; ``flag`` names the law's flag."""
-        validation.number(flag.replace("-law", "-tokens"), mean, 1.0, high=TOKEN_LIMIT)
-        kind, _, rest = validation.text(flag, text).strip().partition(":")
-        try:
-            if kind == "empirical":
-                return cls(float(mean), JobSizes(kind, path=rest or None))
-            scv = None
-            if rest:
-                key, equals, value = rest.partition("=")
-                if key.strip() != "scv" or not equals:
-                    raise InputError(flag, f"must be {LAW_SYNTAX}, got {validation.shown(text)}")
-                try:
-                    scv = float(value)
-                except ValueError:
-                    raise InputError(flag, f"scv must be a number, got {validation.shown(value)}") from None
-            elif kind in SCV_KINDS:
+def parse_law(flag: str, law) -> JobSizes:
+    """The mean-1 law of a token count from its text (``KIND``, ``KIND:scv=S`` or ``empirical:FILE``),
+    or itself when it is a JobSizes; ``flag`` names it in errors."""
+    if isinstance(law, JobSizes):
+        return law
+    text = validation.text(flag, law)
+    kind, _, rest = text.strip().partition(":")
+    try:
+        if kind == "empirical":
+            return JobSizes(kind, path=rest or None)
+        if not rest:
+            if kind in SCV_KINDS:
                 raise InputError(flag, f"{kind} needs its scv: {kind}:scv=S")
-            return cls(float(mean), JobSizes(kind) if scv is None else JobSizes(kind, scv))
-        except InputError as error:
-            if error.field == flag:
-                raise
-            raise InputError(flag, error.rule) from None
+            return JobSizes(kind)
+        key, equals, value = rest.partition("=")
+        if key.strip() != "scv" or not equals:
+            raise InputError(flag, f"must be {LAW_SYNTAX}, got {validation.shown(text)}")
+        try:
+            scv = float(value)
+        except ValueError:
+            raise InputError(flag, f"scv must be a number, got {validation.shown(value)}") from None
+        return JobSizes(kind, scv)
+    except InputError as error:
+        if error.field == flag:
+            raise
+        raise InputError(flag, error.rule) from None  # JobSizes' rule, under the flag's name
 
-    @property
-    def text(self) -> str:
-        sizes = self.sizes
-        if sizes.kind == "empirical":
-            return f"empirical:{sizes.path}"
-        return f"{sizes.kind}:scv={sizes.scv:g}" if sizes.kind in SCV_KINDS else sizes.kind
 
-    def sample(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        """``count`` token counts."""
-        return np.clip(np.rint(self.mean * self.sizes.sample(rng, count)), 1, TOKEN_LIMIT).astype(np.int64)
+def law_text(sizes: JobSizes) -> str:
+    """The text of a token count's law (what :func:`parse_law` reads)."""
+    if sizes.kind == "empirical":
+        return f"empirical:{sizes.path}"
+    return f"{sizes.kind}:scv={sizes.scv:g}" if sizes.kind in SCV_KINDS else sizes.kind
+
+
+def token_counts(sizes: JobSizes, mean: float, rng: np.random.Generator, count: int) -> np.ndarray:
+    """``count`` token counts round(``mean`` X), at least 1 and at most TOKEN_LIMIT, X from ``sizes``."""
+    return np.clip(np.rint(mean * sizes.sample(rng, count)), 1, TOKEN_LIMIT).astype(np.int64)
 
 
 @dataclass(frozen=True)
 class InferenceLoadSpec(OpenLoopSpec):
-    """An open-loop load of streamed chat completions: ``models`` (name: proportion), the means of
-    the prompt's and the output's tokens and their laws (text or TokenLaw; see TokenLaw). Times in
-    seconds; ``timeout`` bounds a whole stream."""
+    """An open-loop load of streamed chat completions: ``models`` (name: proportion), the mean
+    prompt length and ``max_tokens`` (tokens) and their mean-1 laws (a JobSizes or its text, see
+    :func:`parse_law`). Times in seconds; ``timeout`` bounds a whole stream."""
 
     timeout: float = 300.0
     models: Mapping[str, float] | None = None
     prompt_tokens: float = 128.0
-    prompt_law: str = "deterministic"
+    prompt_law: JobSizes | str = "deterministic"
     output_tokens: float = 128.0
-    output_law: str = "deterministic"
+    output_law: JobSizes | str = "deterministic"
 
     def __post_init__(self):
         super().__post_init__()
         if not self.models:
             raise InputError("--models", "give the models to ask for, MODEL=PROPORTION each (e.g. a=3 b=1)")
         validation.positive_finite_array("--models", list(self.models.values()))
-        for name in self.models:
-            validation.text("--models", name)
-        self.prompt_law_of()
-        self.output_law_of()
-
-    def prompt_law_of(self) -> TokenLaw:
-        return TokenLaw.parse("--prompt-law", self.prompt_tokens, self.prompt_law)
-
-    def output_law_of(self) -> TokenLaw:
-        return TokenLaw.parse("--output-law", self.output_tokens, self.output_law)
+        for name in ("prompt", "output"):
+            validation.number(f"--{name}-tokens", getattr(self, f"{name}_tokens"), 1.0, high=TOKEN_LIMIT)
+            object.__setattr__(self, f"{name}_law", parse_law(f"--{name}-law", getattr(self, f"{name}_law")))
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "models": dict(self.models or {})}
+        law = {name: law_text(getattr(self, name)) for name in ("prompt_law", "output_law")}
+        return {**super().to_dict(), "models": dict(self.models or {}), **law}
 
 
 class ChatRequest(NamedTuple):
@@ -356,15 +345,15 @@ class InferenceLoadGenerator(OpenLoopGenerator):
     def __init__(self, spec: InferenceLoadSpec, progress: bool = True, on_send: Callable | None = None):
         super().__init__(spec, StreamMeasurements(spec), progress, on_send)
         self.model_names, self.model_probabilities = proportions_of(spec.models or {})
-        self.prompt_law = spec.prompt_law_of()
-        self.output_law = spec.output_law_of()
+        self.prompt_law = parse_law("--prompt-law", spec.prompt_law)  # the spec's JobSizes
+        self.output_law = parse_law("--output-law", spec.output_law)
         self.drawn = 0
 
     def marks(self, rng: np.random.Generator, count: int) -> list[ChatRequest]:
         """The model, prompt length and ``max_tokens`` of each request."""
         models = rng.choice(len(self.model_names), count, p=self.model_probabilities)
-        prompts = self.prompt_law.sample(rng, count)
-        outputs = self.output_law.sample(rng, count)
+        prompts = token_counts(self.prompt_law, self.spec.prompt_tokens, rng, count)
+        outputs = token_counts(self.output_law, self.spec.output_tokens, rng, count)
         first, self.drawn = self.drawn, self.drawn + count
         return [
             ChatRequest(self.model_names[k], int(p), int(n), first + i)
