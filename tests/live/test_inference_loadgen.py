@@ -48,13 +48,14 @@ async def chat(request: web.Request) -> web.StreamResponse:
     once, then content events at D1 + i D2 (i = 0 .. k-1) after the request, a usage chunk
     (prompt_tokens: the words of the message), ``[DONE]``. By model: ``plain`` has no usage chunk;
     ``cut`` closes the connection after k // 2 events, ``no-done`` ends the body without [DONE],
+    ``empty`` sends no content event,
     ``bad-event`` sends an event that is not JSON, ``hang`` never answers, and those of
     STATUS_OF_MODEL answer their status. With ``--backend NAME`` every answer has ``X-Backend:
     NAME-MODEL``."""
     loop = asyncio.get_running_loop()
     received = loop.time()
     body = await request.json()
-    model, tokens = body["model"], body["max_tokens"]
+    model, tokens = body["model"], 0 if body["model"] == "empty" else body["max_tokens"]
     words = len(body["messages"][0]["content"].split())
     headers = {"X-Backend": f"{request.app['backend']}-{model}"} if request.app["backend"] else {}
     if model in STATUS_OF_MODEL:
@@ -184,10 +185,10 @@ def test_stream_timing_tokens_and_splits():
 
 def test_errors_by_kind():
     """Each failure counted once, by kind, overall and per model: streams cut by the connection's
-    close or ended without [DONE] (broken-stream), an event that is not JSON (bad-event), 404 and
+    close or ended without [DONE] (broken-stream), one without content (empty-stream), an event that is not JSON (bad-event), 404 and
     500 by status, 503 as blocked; a stream that never answers as a timeout, with the arrivals
     beyond --max-in-flight not sent; a refused connection."""
-    models = {"ok": 1, "cut": 1, "no-done": 1, "bad-event": 1, "missing": 1, "fail": 1, "overload": 1}
+    models = {"ok": 1, "cut": 1, "no-done": 1, "empty": 1, "bad-event": 1, "missing": 1, "fail": 1, "overload": 1}
     with stubs("") as (url,):
         spec = InferenceLoadSpec((url,), 100.0, 0.6, seed=2, models=models, output_tokens=4)
         result, sends = run(spec)
@@ -196,6 +197,7 @@ def test_errors_by_kind():
     assert set(drawn) == set(models) and result["requests"] == len(sends)
     assert result["errors_by_kind"] == {
         "broken-stream": drawn["cut"] + drawn["no-done"],
+        "empty-stream": drawn["empty"],
         "bad-event": drawn["bad-event"],
         "404": drawn["missing"],
         "500": drawn["fail"],

@@ -23,7 +23,8 @@ events counted when it has no usage; its prompt tokens ``usage.prompt_tokens``, 
 
 An answer is ``ok`` (a 2xx event stream that ends with ``[DONE]``), ``blocked`` (503), or an error
 of one kind: its HTTP status (``"404"``, ``"500"``, ...), ``broken-stream`` (a 2xx answer that
-ends, or whose connection closes, without ``[DONE]``), ``bad-event`` (an event whose data is not
+ends, or whose connection closes, without ``[DONE]``), ``empty-stream`` (one that ends with
+``[DONE]`` before any content), ``bad-event`` (an event whose data is not
 a JSON object), ``timeout`` (not done within ``timeout`` seconds of its send), ``connection``
 (no answer: refused or closed before one) or ``client``. Its backend is the answer's ``X-Backend``
 header (which hetlb serve adds), else its target.
@@ -235,7 +236,6 @@ class StreamMeasurements(WindowCounts):
             else:
                 self.errors[outcome] += 1
             return
-        self.backends[backend] += 1
         for values, value in (
             (self.send_offset, offset),
             (self.ttft, answer.ttft),
@@ -406,6 +406,8 @@ class InferenceLoadGenerator(OpenLoopGenerator):
             return StreamAnswer("broken-stream", backend)
         if math.isnan(done):
             return StreamAnswer("broken-stream", backend)
+        if not events:
+            return StreamAnswer("empty-stream", backend)
         return StreamAnswer(
             "ok",
             backend,

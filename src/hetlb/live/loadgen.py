@@ -196,7 +196,6 @@ class WindowCounts:
     measured: int = 0  # sent in the measured window
     blocked: int = 0  # answered 503
     errors: Counter = field(default_factory=Counter)
-    backends: Counter = field(default_factory=Counter)
     targets: Counter = field(default_factory=Counter)
     not_sent: int = 0
     in_flight: int = 0
@@ -252,6 +251,7 @@ class Measurements(WindowCounts):
     send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
     response_time: array = field(default_factory=lambda: array("d"))  # s, answered 2xx
     sojourn: array = field(default_factory=lambda: array("d"))  # ms, X-Sojourn-Ms (nan if none)
+    backends: Counter = field(default_factory=Counter)  # answered 2xx, by X-Backend (else the target)
     job_types: Counter = field(default_factory=Counter)
 
     def record(self, answer: tuple, target: str, job_type: str | None, offset: float) -> None:
