@@ -183,6 +183,29 @@ def test_stream_timing_tokens_and_splits():
     assert "time to first token" in text and f"  gpu-a  {per_backend['gpu-a']} requests" in text
 
 
+def test_through_hetlb_serve_by_its_backend_header():
+    """Through ``hetlb serve`` (jsq over two stubs that name no backend): each answer counted under
+    the stub that ``X-Backend`` names, every stream complete with its tokens, and no stream faster
+    than the stub makes it."""
+    from support.serve_processes import Processes, free_ports  # here: the stub runs this file without tests/
+
+    k = 4
+    processes = Processes()
+    try:
+        with stubs("", "") as backends:
+            port = free_ports()
+            processes.serve("--policy", "jsq", *(f"--backend={url}" for url in backends), port=port)
+            spec = InferenceLoadSpec((f"http://127.0.0.1:{port}",), 20.0, 1.5, seed=3, models={"m": 1}, output_tokens=k)
+            result, sends = run(spec)
+    finally:
+        processes.stop_all()
+    assert result["requests"] == result["answered"] == len(sends) > 10 and result["errors"] == 0
+    assert set(result["per_backend"]) <= set(backends)
+    assert sum(figures["answered"] for figures in result["per_backend"].values()) == len(sends)
+    assert result["output_tokens"] == k * len(sends)
+    assert result["mean_e2e"] >= D1_MS + (k - 1) * D2_MS and result["mean_ttft"] >= D1_MS
+
+
 def test_errors_by_kind():
     """Each failure counted once, by kind, overall and per model: streams cut by the connection's
     close or ended without [DONE] (broken-stream), one without content (empty-stream), an event that is not JSON (bad-event), 404 and
