@@ -33,7 +33,12 @@ def add_flags(parser) -> None:
     )
     parser.add_argument("--duration", type=float, required=True, metavar="S", help="measured seconds")
     parser.add_argument("--warmup", type=float, default=0.0, metavar="S", help="seconds sent before (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals, targets and types (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the arrivals and their draws: targets, types, models, tokens (default 0)",
+    )
     parser.add_argument(
         "--job-types", nargs="+", metavar="TYPE=P", help="X-Job-Type of each request, drawn by proportion: a=3 b=1"
     )
