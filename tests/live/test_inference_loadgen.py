@@ -184,9 +184,10 @@ def test_stream_timing_tokens_and_splits():
 
 
 def test_through_hetlb_serve_by_its_backend_header():
-    """Through ``hetlb serve`` (jsq over two stubs that name no backend): each answer counted under
-    the stub that ``X-Backend`` names, every stream complete with its tokens, and no stream faster
-    than the stub makes it."""
+    """Through ``hetlb serve --type-body-field model`` over two stubs that name no backend, one
+    holding model a, the other b: each answer counted under the stub that ``X-Backend`` names, so
+    the split by backend is exactly that by model; every stream complete with its tokens, and none
+    faster than the stub makes it."""
     from support.serve_processes import Processes, free_ports  # here: the stub runs this file without tests/
 
     k = 4
@@ -194,14 +195,20 @@ def test_through_hetlb_serve_by_its_backend_header():
     try:
         with stubs("", "") as backends:
             port = free_ports()
-            processes.serve("--policy", "jsq", *(f"--backend={url}" for url in backends), port=port)
-            spec = InferenceLoadSpec((f"http://127.0.0.1:{port}",), 20.0, 1.5, seed=3, models={"m": 1}, output_tokens=k)
+            flags = ["--policy", "jsq", "--type-body-field", "model"]
+            flags += [f"--backend={url},types={model}" for url, model in zip(backends, "ab")]
+            processes.serve(*flags, port=port)
+            spec = InferenceLoadSpec(
+                (f"http://127.0.0.1:{port}",), 20.0, 1.5, seed=3, models={"a": 1, "b": 2}, output_tokens=k
+            )
             result, sends = run(spec)
     finally:
         processes.stop_all()
+    models = Counter(request.model for _, _, request in sends)
     assert result["requests"] == result["answered"] == len(sends) > 10 and result["errors"] == 0
-    assert set(result["per_backend"]) <= set(backends)
-    assert sum(figures["answered"] for figures in result["per_backend"].values()) == len(sends)
+    assert {url: result["per_backend"][url]["answered"] for url in backends} == {
+        url: models[model] for url, model in zip(backends, "ab")
+    }
     assert result["output_tokens"] == k * len(sends)
     assert result["mean_e2e"] >= D1_MS + (k - 1) * D2_MS and result["mean_ttft"] >= D1_MS
 
