@@ -48,7 +48,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
     once, then content events at D1 + i D2 (i = 0 .. k-1) after the request, a usage chunk
     (prompt_tokens: the words of the message), ``[DONE]``. By model: ``plain`` has no usage chunk;
     ``cut`` closes the connection after k // 2 events, ``no-done`` ends the body without [DONE],
-    ``empty`` sends no content event,
+    ``empty`` sends no content event, ``stall`` stops after its first,
     ``bad-event`` sends an event that is not JSON, ``hang`` never answers, and those of
     STATUS_OF_MODEL answer their status. With ``--backend NAME`` every answer has ``X-Backend:
     NAME-MODEL``."""
@@ -72,6 +72,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     await event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
     for i in range(tokens):
         await asyncio.sleep(max(0.0, received + (D1_MS + i * D2_MS) / 1e3 - loop.time()))
+        if model == "stall" and i == 1:
+            await asyncio.sleep(3600)
         if model == "cut" and i == tokens // 2:
             request.transport.close()
             return response
@@ -216,13 +218,14 @@ def test_through_hetlb_serve_by_its_backend_header():
 def test_errors_by_kind():
     """Each failure counted once, by kind, overall and per model: streams cut by the connection's
     close or ended without [DONE] (broken-stream), one without content (empty-stream), an event that is not JSON (bad-event), 404 and
-    500 by status, 503 as blocked; a stream that never answers as a timeout, with the arrivals
+    500 by status, 503 as blocked; a request never answered, or whose stream stops, as a timeout, with the arrivals
     beyond --max-in-flight not sent; a refused connection."""
     models = {"ok": 1, "cut": 1, "no-done": 1, "empty": 1, "bad-event": 1, "missing": 1, "fail": 1, "overload": 1}
     with stubs("") as (url,):
         spec = InferenceLoadSpec((url,), 100.0, 0.6, seed=2, models=models, output_tokens=4)
         result, sends = run(spec)
-        hang, _ = run(InferenceLoadSpec((url,), 100.0, 0.3, models={"hang": 1}, timeout=0.5, max_in_flight=3))
+        hang_spec = InferenceLoadSpec((url,), 100.0, 0.3, seed=1, models={"hang": 1, "stall": 1}, timeout=0.5)
+        hang, hung = run(dataclasses.replace(hang_spec, max_in_flight=3))
     drawn = Counter(request.model for _, _, request in sends)
     assert set(drawn) == set(models) and result["requests"] == len(sends)
     assert result["errors_by_kind"] == {
@@ -238,6 +241,11 @@ def test_errors_by_kind():
     assert result["per_model"]["overload"]["blocked"] == drawn["overload"]
     assert result["output_tokens"] == 4 * drawn["ok"]
     assert hang["errors_by_kind"] == {"timeout": 3} and hang["requests"] == 3 and hang["not_sent"] > 0
+    hung_models = Counter(request.model for _, _, request in hung)
+    assert hung_models["stall"] > 0  # a timeout within a stream too
+    assert {name: figures["errors_by_kind"] for name, figures in hang["per_model"].items()} == {
+        name: {"timeout": count} for name, count in hung_models.items()
+    }
     refused, _ = run(InferenceLoadSpec((url,), 50.0, 0.2, models={"a": 1}))  # the stub has stopped
     assert refused["errors_by_kind"] == {"connection": refused["requests"]} and refused["mean_ttft"] is None
     assert "mean n/a ms" in format_inference_load_result(refused)

@@ -402,7 +402,9 @@ class InferenceLoadGenerator(OpenLoopGenerator):
                     events, last = events + 1, now
         except ValueError:  # not JSON, not UTF-8, or a line beyond the reader's limit
             return StreamAnswer("bad-event", backend)
-        except aiohttp.ClientPayloadError:  # the connection closed within the body
+        except TimeoutError:  # a timeout (ServerTimeoutError is a ClientError too), whenever it strikes
+            raise
+        except aiohttp.ClientError:  # the connection closed or broke within the body
             return StreamAnswer("broken-stream", backend)
         if math.isnan(done):
             return StreamAnswer("broken-stream", backend)

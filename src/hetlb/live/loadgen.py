@@ -37,6 +37,10 @@ milliseconds, with the counts of requests, errors and per-backend answers (from 
 the target's URL when the answer has none), the achieved rate, and the backends' own share of the
 response time (``X-Sojourn-Ms``) when they report it. A figure that cannot be computed (no answer,
 no report) is None (null in JSON).
+
+The open-loop machinery (the arrivals, the clock, the window, the in-flight bound, the send lag and
+the progress line) is :class:`OpenLoopGenerator`; :class:`LoadGenerator` sends plain requests with
+it, and hetlb.live.inference_load streamed chat completions.
 """
 
 from __future__ import annotations
