@@ -153,7 +153,8 @@ class LoadSpec(OpenLoopSpec):
         if not self.job_types:
             return [None], np.ones(1)
         names, probabilities = proportions_of(self.job_types)
-        return list[str | None](names), probabilities
+        labels: list[str | None] = [*names]
+        return labels, probabilities
 
 
 def proportions_of(weights: Mapping[str, float]) -> tuple[list[str], np.ndarray]:
