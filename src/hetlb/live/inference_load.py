@@ -33,6 +33,7 @@ header (which hetlb serve adds), else its target.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
@@ -383,23 +384,24 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         gap_bins: Counter = Counter()
         usage = None
         try:
-            async for data in event_data(response.content):
-                now = time.monotonic()
-                if data == "[DONE]":  # the stream's end, whatever follows
-                    done = now
-                    break
-                chunk = json.loads(data)
-                if not isinstance(chunk, dict):
-                    raise ValueError("an event that is not a JSON object")
-                usage = chunk.get("usage") or usage
-                if has_content(chunk):
-                    if events:
-                        gap_sum += now - last
-                        if measured:
-                            gap_bins[bin_of(now - last)] += 1
-                    else:
-                        first = now
-                    events, last = events + 1, now
+            async with contextlib.aclosing(event_data(response.content)) as stream:
+                async for data in stream:
+                    now = time.monotonic()
+                    if data == "[DONE]":  # the stream's end, whatever follows
+                        done = now
+                        break
+                    chunk = json.loads(data)
+                    if not isinstance(chunk, dict):
+                        raise ValueError("an event that is not a JSON object")
+                    usage = chunk.get("usage") or usage
+                    if has_content(chunk):
+                        if events:
+                            gap_sum += now - last
+                            if measured:
+                                gap_bins[bin_of(now - last)] += 1
+                        else:
+                            first = now
+                        events, last = events + 1, now
         except ValueError:  # not JSON, not UTF-8, or a line beyond the reader's limit
             return StreamAnswer("bad-event", backend)
         except TimeoutError:  # a timeout (ServerTimeoutError is a ClientError too), whenever it strikes
