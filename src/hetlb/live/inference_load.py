@@ -39,7 +39,7 @@ import math
 import time
 from array import array
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -174,7 +174,7 @@ class StreamAnswer(NamedTuple):
     prompt_tokens: int = 0
 
 
-async def event_data(content: aiohttp.StreamReader) -> AsyncIterator[str]:
+async def event_data(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
     """The data of each server-sent event of ``content``, as the event-stream format defines it: its
     ``data:`` lines (less one space after the colon) joined by newlines, dispatched at the blank line
     that ends the event; other fields and comments are skipped, and an event the stream cuts off is
