@@ -16,7 +16,7 @@ from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
 from hetlb.scenario import Scenario
-from hetlb.signals import CONTINUOUS, LED_UPDATE_PARAMETERS, LIVE_SIGNALS, SIGNALS, SLOTTED, LiveRun
+from hetlb.signals import CONTINUOUS, LED_UPDATE_PARAMETERS, LIVE_FORMS, LIVE_SIGNALS, SIGNALS, SLOTTED, LiveRun
 
 PACKAGE = Path(hetlb.__file__).parent
 CONTINUOUS_SIGNALS = signals.names_in(CONTINUOUS)
@@ -159,7 +159,7 @@ UNIT_MS = 5.0
 def test_every_live_signal_has_a_simulated_twin_the_continuous_model_runs(live_name, led):
     """With several dispatchers each live signal maps, through its entry, to update signals that
     the continuous model accepts, and each twin signal is counted in a run."""
-    chosen = parse_signals("signals", live_name).chosen
+    chosen = parse_signals("signals", LIVE_FORMS[live_name].example).chosen
     assert parse_signals("signals", parse_signals("signals", live_name).names()).chosen == chosen
     twin = signals.model_twin(chosen, LiveRun(UNIT_MS, dispatchers=3, led=led, p_hat=0.5, d=2, unseen_ms=1.0))
     assert twin is not None
@@ -189,11 +189,11 @@ def test_the_twins_say_what_the_live_signals_do():
 
 def test_serve_reads_its_signals_from_the_entries():
     config = ServeConfig.from_mapping({"backends": ["http://127.0.0.1:9001"]})
-    assert config.signals.names() == [n for n, s in LIVE_SIGNALS.items() if s.live and s.live.default]
+    assert config.signals.names() == [name for name, live in LIVE_FORMS.items() if live.default]
     assert config.signals.inflight and config.signals.piggyback and config.signals.reports
-    with pytest.raises(InputError, match="choose from " + ", ".join(LIVE_SIGNALS)):
+    with pytest.raises(InputError, match="choose from " + ", ".join(LIVE_FORMS)):
         parse_signals("signals", "smoke")
-    assert parse_signals("signals", "poll").poll_interval == LIVE_SIGNALS["poll"].live.options["tau"].default
+    assert parse_signals("signals", "poll").poll_interval == LIVE_FORMS["poll"].options["tau"].default
 
 
 # --- one table -------------------------------------------------------------------------------------
