@@ -74,9 +74,9 @@ def count_of(value: float) -> int | None:
 def engine_load(text: bytes, engine: EngineMetrics) -> int | None:
     """running + waiting from an engine's Prometheus text, each summed over its label sets (one
     series per model an engine serves); None (no report) when either gauge is missing, a line of
-    theirs is malformed, or the sum is not a whole number >= 0 (NaN included). Only the lines of
-    the two gauges are parsed."""
-    total = 0.0
+    theirs is malformed, a value is not a whole number >= 0 (NaN included) or the sum exceeds
+    MAX_REPORT. Only the lines of the two gauges are parsed."""
+    total = 0
     for name in (engine.running, engine.waiting):
         found = False
         for rest in sample_lines(text, name.encode()):
@@ -84,13 +84,16 @@ def engine_load(text: bytes, engine: EngineMetrics) -> int | None:
             if sample is None:
                 return None
             try:
-                total += float(sample[1])
+                count = count_of(float(sample[1]))
             except ValueError:
                 return None
+            if count is None:
+                return None
+            total += count
             found = True
         if not found:
             return None
-    return count_of(total)
+    return reported_number(total)
 
 
 def sample_lines(text: bytes, name: bytes) -> Iterator[bytes]:
@@ -127,10 +130,10 @@ def orca_load(header: str) -> int | None:
         metrics = report.get("named_metrics") if isinstance(report, dict) else None
         named = metrics if isinstance(metrics, dict) else {}
     try:
-        running, waiting = (float(named[key]) for key in (ORCA_RUNNING, ORCA_WAITING))
+        running, waiting = (count_of(float(named[key])) for key in (ORCA_RUNNING, ORCA_WAITING))
     except (KeyError, TypeError, ValueError):
         return None
-    return count_of(running + waiting)
+    return None if running is None or waiting is None else reported_number(running + waiting)
 
 
 def piggybacked_report(headers) -> tuple[int, int] | None:
