@@ -106,6 +106,7 @@ def test_only_the_two_gauges_are_read():
         (b"vllm:num_requests_running {\nvllm:num_requests_waiting 1\n", "a bare brace"),
         (b"vllm:num_requests_running 1 2 3\nvllm:num_requests_waiting 1\n", "two timestamps"),
         (b"\xff\xfe<html>vllm:num_requests_running</html>", "not a metrics text"),
+        (b"vllm:num_requests_runningx" * 1000 + b" vllm:num_requests_waiting 1", "the names inside a line"),
         (f"vllm:num_requests_running {MAX_REPORT}\nvllm:num_requests_waiting 1\n".encode(), "beyond 10^9"),
     ],
 )

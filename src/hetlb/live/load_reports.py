@@ -51,6 +51,8 @@ SAMPLE_REST = re.compile(
     rb"[ \t]+([^ \t\r\n]+)(?:[ \t]+-?[0-9]+)?[ \t]*\r?"
 )
 """What follows a sample's name: optional labels, the value, an optional timestamp (ms)."""
+BLANKS = b" \t"
+NEWLINE = ord("\n")
 
 
 def reported_number(text) -> int | None:
@@ -103,8 +105,10 @@ def sample_lines(text: bytes, name: bytes) -> Iterator[bytes]:
     at = text.find(name)
     while at >= 0:
         end = at + len(name)
-        line_start = text.rfind(b"\n", 0, at) + 1
-        if text[end : end + 1] in (b"{", b" ", b"\t") and not text[line_start:at].strip(b" \t"):
+        start = at
+        while start > 0 and text[start - 1] in BLANKS:  # the blanks just before: linear over the text
+            start -= 1
+        if (start == 0 or text[start - 1] == NEWLINE) and text[end : end + 1] in (b"{", b" ", b"\t"):
             line_end = text.find(b"\n", end)
             yield text[end : line_end if line_end >= 0 else len(text)]
         at = text.find(name, end)

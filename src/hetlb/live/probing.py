@@ -49,7 +49,6 @@ class Prober:
         self.probe_timeout = aiohttp.ClientTimeout(total=config.probe_timeout)
         self.health_timeout = aiohttp.ClientTimeout(total=max(min(config.health_interval, config.probe_timeout), 0.1))
         self.engine: EngineMetrics | None = None  # metrics: where the engines report their load
-        self.metrics_urls: list[URL] = []
 
     def start(self) -> None:
         signals = self.config.signals
@@ -58,7 +57,6 @@ class Prober:
         if signals.metrics is not None:
             engine, tau = signals.metrics
             self.engine = self.config.engine(engine)
-            self.metrics_urls = [url.with_path(url.path.rstrip("/") + self.engine.path) for url in self.base]
             self.spawn(self.snapshots(tau, self.scrape))
         if self.config.health_interval > 0:
             self.spawn(self.health_loop())
@@ -104,10 +102,9 @@ class Prober:
         """``ask`` every backend every ``interval`` seconds (all at once: the snapshot), from this
         dispatcher's phase, uniform in [0, interval)."""
         await asyncio.sleep(self.random.uniform(0.0, interval))
-        everyone = range(self.dispatcher.n_backends)
         while True:
             tick = time.monotonic()
-            await asyncio.gather(*(ask(s) for s in everyone), return_exceptions=True)
+            await asyncio.gather(*(ask(s) for s in range(self.dispatcher.n_backends)), return_exceptions=True)
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
 
     async def poll(self, s: int) -> None:
@@ -120,17 +117,18 @@ class Prober:
         """GET the engine's metrics of backend s: running + waiting sets its estimate. No answer, a
         status other than 200 or a text longer than MAX_SCRAPE_BYTES is a failed scrape; a text
         without both gauges readable is a malformed one; both are counted, neither is a report."""
+        assert self.engine is not None
         self.metrics.messages["metrics"] += 1
+        url = self.base[s].with_path(self.base[s].path.rstrip("/") + self.engine.path)
         sent = time.monotonic()
         try:
-            async with self.session.get(self.metrics_urls[s], timeout=self.probe_timeout) as answer:
+            async with self.session.get(url, timeout=self.probe_timeout) as answer:
                 text = await read_at_most(answer, MAX_SCRAPE_BYTES) if answer.status == 200 else None
         except (TimeoutError, aiohttp.ClientError, OSError):
             text = None
         if text is None:
             self.metrics.scrape_failures["failed"] += 1
             return
-        assert self.engine is not None
         reported = engine_load(text, self.engine)
         if reported is None:
             self.metrics.scrape_failures["malformed"] += 1
