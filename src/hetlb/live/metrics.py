@@ -14,6 +14,7 @@ from collections import Counter
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from hetlb.live.answers import AnswerWatch
 from hetlb.live.dispatcher import Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -22,6 +23,8 @@ LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
 SCRAPE_FAILURES = ("failed", "malformed")
 """Why a scrape of an engine's metrics gave no report."""
+REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
+"""The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
 
 class Lag:
@@ -52,14 +55,26 @@ class Metrics:
         self.ejections = [0] * dispatcher.n_backends
         self.readmissions = [0] * dispatcher.n_backends
         self.messages: Counter = Counter()
+        self.events = [0] * dispatcher.n_backends
+        self.client_gone = [0] * dispatcher.n_backends
+        self.backend_broken = [0] * dispatcher.n_backends
         self.latency_seconds = Histogram(
             "hetlb_request_duration_seconds",
-            "time from a request's arrival at the dispatcher to the end of its answer, per backend",
+            "time from a request's arrival at the dispatcher to the last byte of its answer relayed, per backend",
             ["backend"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.latency_children = [self.latency_seconds.labels(url) for url in dispatcher.urls]
+        self.first_byte_seconds = Histogram(
+            "hetlb_time_to_first_byte_seconds",
+            "time from a request's arrival at the dispatcher to the first byte of its answer's body relayed "
+            "(an event stream's first event), per backend",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.first_byte_children = [self.first_byte_seconds.labels(url) for url in dispatcher.urls]
         self.decision_seconds = Histogram(
             "hetlb_decision_seconds",
             "time of one decision of the policy (the compiled rule on the estimates)",
@@ -87,8 +102,19 @@ class Metrics:
         self.scrape_failures: Counter = Counter()
         self.registry.register(ArrayCollector(self))
 
-    def latency(self, s: int, seconds: float) -> None:
-        self.latency_children[s].observe(seconds)
+    def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
+        """An answer of backend s relayed in full, for a request that arrived at ``started``
+        (perf_counter): its times to first and last byte, its events."""
+        last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
+        self.latency_children[s].observe(last - started)
+        if watch.first_byte is not None:
+            self.first_byte_children[s].observe(watch.first_byte - started)
+        self.events[s] += watch.events
+
+    def aborted(self, s: int, reason: str) -> None:
+        """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
+        counts = self.client_gone if reason == "client_gone" else self.backend_broken
+        counts[s] += 1
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -122,6 +148,13 @@ class ArrayCollector:
             ("hetlb_backend_errors", "5xx answers, connection failures and timeouts of the backend", dispatcher.errors),
             ("hetlb_ejections", "times the backend was ejected", metrics.ejections),
             ("hetlb_readmissions", "times an active check re-admitted the backend", metrics.readmissions),
+            ("hetlb_stream_events", "server-sent events relayed from the backend's event streams", metrics.events),
+            ("hetlb_client_gone", "answers cut because the client went away before their end", metrics.client_gone),
+            (
+                "hetlb_backend_broken",
+                "answers cut because the backend failed after they had begun",
+                metrics.backend_broken,
+            ),
         ]
         for name, text, values in counters:
             family = CounterMetricFamily(name, text, labels=["backend"])
@@ -148,7 +181,7 @@ class ArrayCollector:
         rejected = CounterMetricFamily(
             "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
         )
-        for reason in ("bad_type", "no_backend", "overload", "probe_skipped"):
+        for reason in REJECTIONS:
             rejected.add_metric([reason], metrics.rejections[reason])
         yield rejected
         messages = CounterMetricFamily("hetlb_probes", "GET /load and health requests sent", labels=["signal"])
@@ -191,6 +224,9 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
                 "blocked": int(dispatcher.blocked[s]),
                 "ejected": bool(dispatcher.ejected[s]),
                 "ejections": metrics.ejections[s],
+                "stream_events": metrics.events[s],
+                "client_gone": metrics.client_gone[s],
+                "backend_broken": metrics.backend_broken[s],
                 "estimate": int(dispatcher.estimate[s]),
                 "estimate_age_s": round(float(ages[s]), 6),
                 "others": int(dispatcher.others[s]),
