@@ -27,7 +27,7 @@ from yarl import URL
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
-from hetlb.live.load_reports import QUEUE_LENGTH, reported_number
+from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
 from hetlb.live.upstream import BackendClosed, UpstreamPool
@@ -265,6 +265,8 @@ class Proxy:
         headers["X-Forwarded-For"] = f"{forwarded_for}, {peer}" if forwarded_for else peer
         headers.setdefault("X-Forwarded-Host", request.host)
         headers.setdefault("X-Forwarded-Proto", request.scheme)
+        if self.config.signals.piggyback:
+            headers.setdefault(ORCA_FORMAT, "TEXT")  # an engine with ORCA reports (vLLM) then sends them
         streamed_body = body is None and request.body_exists
         retry = request.method in IDEMPOTENT and not streamed_body  # a streamed body is sent once
         attempts = 1 + (self.config.retries if retry else 0)
@@ -378,9 +380,9 @@ class Proxy:
         dispatcher = self.dispatcher
         s = lease.backend
         if self.config.signals.piggyback:
-            reported = reported_number(upstream.headers.get(QUEUE_LENGTH))
-            if reported is not None:
-                dispatcher.report(s, reported, own_left=1)
+            report = piggybacked_report(upstream.headers)
+            if report is not None:
+                dispatcher.report(s, report[0], own_left=report[1])
         if upstream.status >= 500:
             self.on_failure(s)
             return
