@@ -104,12 +104,11 @@ class Metrics:
 
     def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
         """An answer of backend s relayed in full, for a request that arrived at ``started``
-        (perf_counter): its times to first and last byte, its events."""
+        (perf_counter): its times to first and last byte."""
         last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
         self.latency_children[s].observe(last - started)
         if watch.first_byte is not None:
             self.first_byte_children[s].observe(watch.first_byte - started)
-        self.events[s] += watch.events
 
     def aborted(self, s: int, reason: str) -> None:
         """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
