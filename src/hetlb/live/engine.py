@@ -653,7 +653,7 @@ class EngineFleet(Fleet):
         if isinstance(models, str):
             models = model_names("--models", models)
         engine = validation.choice("--engine", engine, ENGINES)
-        options = {
+        options: dict = {
             "engine": engine,
             "token_time_ms": validation.positive_number("--token-time-ms", token_time_ms),
             "prefill_cost": validation.number("--prefill-cost", prefill_cost, 0.0),
