@@ -350,15 +350,18 @@ def test_a_poisson_load_against_the_simulator():
     assert simulated.mean_response_time > 1.0  # sharing the batch makes the mean sojourn exceed W alone
 
 
-def engine_metrics(url: str) -> dict[str, float]:
-    """The engine's /metrics parsed by prometheus_client's text parser: sample name -> value."""
+def engine_metrics(url: str, model: str = "m") -> dict[str, float]:
+    """The engine's /metrics parsed by prometheus_client's text parser: sample name (with its
+    finished_reason in brackets, if any) -> value; every sample is labelled with ``model``."""
     status, headers, body = get(f"{url}/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(body.decode())
-        for sample in family.samples
-    }
+    values = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            assert sample.labels["model_name"] == model
+            reason = sample.labels.get("finished_reason")
+            values[sample.name + (f"[{reason}]" if reason else "")] = sample.value
+    return values
 
 
 def post(url: str, path: str, body) -> tuple[int, dict]:
@@ -443,8 +446,9 @@ def test_bad_bodies_unknown_models_and_routes():
             assert set(answer["error"]) == {"message", "type", "param", "code"}
         assert get(f"{url}/v1/chat/completions")[0] == 405 and get(f"{url}/v2/anything")[0] == 404
         assert get(f"{url}/health")[0] == 200 and get(f"{url}/healthz")[2] == b"ok"
-        metrics = engine_metrics(url)
-        assert metrics["vllm:request_success_total"] == 0 and metrics["vllm:prompt_tokens_total"] == 0
+        metrics = engine_metrics(url, model="a")
+        assert sum(metrics[f"vllm:request_success_total[{r}]"] for r in ("length", "abort", "error")) == 0
+        assert metrics["vllm:prompt_tokens_total"] == 0
         assert post(url, "/v1/completions", {"model": "a", "prompt": "x", "max_tokens": 1})[0] == 200
 
 
@@ -476,7 +480,7 @@ def test_metrics_count_the_requests_in_system_and_the_tokens():
     assert [o["num_requests_running"] + o["num_requests_waiting"] for o in orca] == [1, 2, 3, 4, 5]
     assert [int(a.headers["X-Queue-Length"]) for a in answers] == [0, 1, 2, 3, 4]  # the others, at its arrival
     assert (after["vllm:num_requests_running"], after["vllm:num_requests_waiting"]) == (0, 0)
-    assert after["vllm:request_success_total"] == 5
+    assert after["vllm:request_success_total[length]"] == 5 and after["vllm:request_success_total[abort]"] == 0
     assert (after["vllm:prompt_tokens_total"], after["vllm:generation_tokens_total"]) == (35, 30)
 
 
@@ -492,13 +496,13 @@ def test_sglang_names():
         "sglang:token_usage": 0,
     }
     assert (metrics["sglang:prompt_tokens_total"], metrics["sglang:generation_tokens_total"]) == (2, 3)
-    assert metrics["sglang:num_requests_total"] == 1
+    assert (metrics["sglang:num_requests_total"], metrics["sglang:num_aborted_requests_total"]) == (1, 0)
 
 
 def test_a_client_that_goes_away_releases_its_request():
     """Concurrency 1: a stream of n = 50 tokens whose client closes the connection after its second
-    token leaves the engine at once: the metrics return to 0 in system, it is not a success and
-    fewer than n tokens were generated; a request sent next has the TTFT of one alone (the dropped
+    token leaves the engine at once: the metrics return to 0 in system, it ends as an abort, not a
+    success, and fewer than n tokens were generated; a request sent next has the TTFT of one alone (the dropped
     work does not delay it)."""
     n, tau = 50, TOKEN_TIME_MS / 1e3
     with engine("--listen", "127.0.0.1:0", "--models", "m") as (_, (url,)):
@@ -515,9 +519,11 @@ def test_a_client_that_goes_away_releases_its_request():
                 return await streamed(session, url, chat_body("m", 0, 1))
 
         after = asyncio.run(run())
-        metrics = wait_for(lambda: (m := engine_metrics(url))["vllm:request_success_total"] == 1 and m, timeout=5.0)
+        metrics = wait_for(
+            lambda: (m := engine_metrics(url))["vllm:request_success_total[length]"] == 1 and m, timeout=5.0
+        )
     assert metrics and (metrics["vllm:num_requests_running"], metrics["vllm:num_requests_waiting"]) == (0, 0)
-    assert 2 <= metrics["vllm:generation_tokens_total"] - 1 < n
+    assert 2 <= metrics["vllm:generation_tokens_total"] - 1 < n and metrics["vllm:request_success_total[abort]"] == 1
     assert tau <= after["tokens"][0] - after["sent"] < tau + LATENESS_S
 
 
@@ -544,11 +550,13 @@ def test_faults_abort_error_and_stall():
         metrics = engine_metrics(url)
     assert received.count(b"data: ") == 4 and b"[DONE]" not in received
     assert (metrics["vllm:num_requests_running"], metrics["vllm:num_requests_waiting"]) == (0, 0)
-    assert metrics["vllm:generation_tokens_total"] == 8 and metrics["vllm:request_success_total"] == 0
+    assert metrics["vllm:generation_tokens_total"] == 8 and metrics["vllm:request_success_total[length]"] == 0
+    assert metrics["vllm:request_success_total[abort]"] == 2
     with engine("--listen", "127.0.0.1:0", "--models", "m", "--error-probability", "1") as (_, (url,)):
         status, answer = post(url, "/v1/completions", {"model": "m", "prompt": "a", "max_tokens": 2})
         assert status == 500 and answer["error"]["type"] == "InternalServerError"
-        assert engine_metrics(url)["vllm:generation_tokens_total"] == 2
+        metrics = engine_metrics(url)
+        assert metrics["vllm:generation_tokens_total"] == 2 and metrics["vllm:request_success_total[error]"] == 1
     with engine("--listen", "127.0.0.1:0", "--models", "m", "--stall-probability", "1") as (child, (url,)):
         with pytest.raises(TimeoutError):
             get(f"{url}/v1/completions", method="POST", data=b'{"model": "m", "prompt": "a"}', timeout=0.3)

@@ -37,8 +37,10 @@ import asyncio
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 from aiohttp import web
@@ -60,6 +62,9 @@ ENGINES = ("vllm", "sglang")
 LOAD_METRICS_FORMATS = ("TEXT", "JSON")
 LOAD_METRICS_FORMAT_HEADER = "endpoint-load-metrics-format"
 LOAD_METRICS_HEADER = "endpoint-load-metrics"
+FINISHED_REASONS = ("length", "abort", "error")
+"""How a request ends: all its tokens out (``length``), its client gone or the abort fault
+(``abort``), the error fault (``error``)."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,8 @@ class MetricNames:
     cache_usage: str
     prompt_tokens: str
     generation_tokens: str
-    requests_finished: str
-    finished_reason_label: bool  # vLLM labels its finished requests by their reason
+    finished: str
+    aborted: str | None  # None: ``finished`` has a finished_reason label (vLLM's), abort one of them
 
 
 METRIC_NAMES = {
@@ -83,7 +88,7 @@ METRIC_NAMES = {
         "vllm:prompt_tokens",
         "vllm:generation_tokens",
         "vllm:request_success",
-        True,
+        None,
     ),
     "sglang": MetricNames(
         "sglang:num_running_reqs",
@@ -92,7 +97,7 @@ METRIC_NAMES = {
         "sglang:prompt_tokens",
         "sglang:generation_tokens",
         "sglang:num_requests",
-        False,
+        "sglang:num_aborted_requests",
     ),
 }
 
@@ -275,7 +280,7 @@ class Engine:
         self.created = int(time.time())
         self.clock: EpochClock | None = None
         self.url = ""
-        self.requests = self.finished = self.errors = self.stalled = self.aborted = self.left = 0
+        self.finished: Counter[str] = Counter()  # requests ended, by their FINISHED_REASONS
         self.prompt_tokens = self.generation_tokens = 0
         server.on_milestone = self._token
         server.on_departure = self._token
@@ -393,7 +398,6 @@ class Engine:
         self.base_of(completion.model)
         stall, error, abort = self.faults.random(3)
         if stall < self.stall_probability:
-            self.stalled += 1
             await asyncio.Future()  # never set: cancelled when the client or the engine goes
         arrival = time.monotonic()
         n = completion.max_tokens
@@ -401,12 +405,11 @@ class Engine:
         milestones: Iterator[float] = ((prefill + k) * self.token_s for k in range(1, n))
         job = self.server.arrive(arrival, (prefill + n) * self.token_s, milestones)
         generation = self.generations[job] = Generation(n, completion.prompt_tokens)
-        self.requests += 1
         abort_after = math.ceil(n / 2) if abort < self.abort_probability else None
         try:
             if error < self.error_probability:
                 await self.emitted(generation, n)
-                self.errors += 1
+                self.finished["error"] += 1
                 return RequestError(
                     500, "the emulated engine failed this request", "InternalServerError", "internal_error"
                 ).response()
@@ -414,8 +417,9 @@ class Engine:
                 return await self.stream(request, completion, job, generation, abort_after)
             if abort_after is not None:
                 await self.emitted(generation, abort_after)
-                return self.abort(request, job)
+                self.abort(request, job)
             await self.emitted(generation, n)
+            self.finished["length"] += 1
             response = web.json_response(self.answer(completion, job))
             response.headers["X-Sojourn-Ms"] = f"{(generation.epoch - arrival) * 1e3:.6f}"  # the model's sojourn
             self.load_headers(request, response, generation)
@@ -423,7 +427,7 @@ class Engine:
         finally:
             del self.generations[job]
             if not generation.finished and self.server.leave(job, time.monotonic()):
-                self.left += 1  # its client went away (an aborted request has left already)
+                self.finished["abort"] += 1  # its client went away (the abort fault's request has left already)
 
     async def emitted(self, generation: Generation, count: int) -> None:
         """Wait until ``count`` of the generation's tokens have been emitted."""
@@ -451,19 +455,20 @@ class Engine:
             upto = min(generation.emitted, last)
             events = [self.event(self.chunk(completion, job, k, generation.tokens)) for k in range(sent + 1, upto + 1)]
             sent = upto
-            if sent == generation.tokens and completion.include_usage:
-                events.append(self.event(self.usage_chunk(completion, job, generation.tokens)))
-            if sent == generation.tokens:
+            if sent == generation.tokens and abort_after is None:
+                if completion.include_usage:
+                    events.append(self.event(self.usage_chunk(completion, job, generation.tokens)))
                 events.append(b"data: [DONE]\n\n")
+                self.finished["length"] += 1  # before its last bytes leave
             await response.write(b"".join(events))
         if abort_after is not None:
-            return self.abort(request, job)
+            self.abort(request, job)
         await response.write_eof()
         return response
 
-    def abort(self, request: web.BaseRequest, job: int) -> web.StreamResponse:
+    def abort(self, request: web.BaseRequest, job: int) -> NoReturn:
         """The abort fault: the request leaves the server now and its connection is closed."""
-        self.aborted += 1
+        self.finished["abort"] += 1
         self.server.leave(job, time.monotonic())
         if request.transport is not None:
             request.transport.close()
@@ -480,8 +485,6 @@ class Engine:
         self.generation_tokens += 1
         if generation.emitted == 1:
             self.prompt_tokens += generation.prompt_tokens  # its prefill is done
-        if generation.finished:
-            self.finished += 1
 
     def load_headers(self, request: web.BaseRequest, response: web.StreamResponse, generation: Generation) -> None:
         """``X-Queue-Length`` (the other requests in the engine now) and, when the request asks for it
@@ -608,15 +611,19 @@ class EngineCollector:
             counter = CounterMetricFamily(name, documentation, labels=labels)
             counter.add_metric(values, float(value))
             yield counter
-        if names.finished_reason_label:
-            counter = CounterMetricFamily(
-                names.requests_finished, "requests finished", labels=[*labels, "finished_reason"]
-            )
-            counter.add_metric([*values, "length"], float(engine.finished))
-        else:
-            counter = CounterMetricFamily(names.requests_finished, "requests finished", labels=labels)
-            counter.add_metric(values, float(engine.finished))
-        yield counter
+        if names.aborted is None:
+            counter = CounterMetricFamily(names.finished, "requests ended", labels=[*labels, "finished_reason"])
+            for reason in FINISHED_REASONS:
+                counter.add_metric([*values, reason], float(engine.finished[reason]))
+            yield counter
+            return
+        for name, documentation, value in (
+            (names.finished, "requests ended", sum(engine.finished.values())),
+            (names.aborted, "requests aborted", engine.finished["abort"]),
+        ):
+            counter = CounterMetricFamily(name, documentation, labels=labels)
+            counter.add_metric(values, float(value))
+            yield counter
 
 
 class EngineFleet(Fleet):
