@@ -429,8 +429,8 @@ def test_the_openai_client_models_completions_and_adapters():
 
 
 def test_bad_bodies_unknown_models_and_routes():
-    """400 for a body that is not JSON or lacks model, 404 model_not_found for a model the engine does
-    not serve (other engines' models included), each in the OpenAI error shape; the engine keeps
+    """400 for a body that is not JSON or lacks model, 413 for one over 1 MiB, 404 model_not_found for
+    a model the engine does not serve (other engines' models included), each in the OpenAI error shape; the engine keeps
     serving and counts none of them."""
     with engine("--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0,models=b", "--models", "a", count=2) as (
         _,
@@ -438,6 +438,7 @@ def test_bad_bodies_unknown_models_and_routes():
     ):
         for body, status, code in [
             (b"{not json", 400, "bad_request"),
+            (b"x" * (2 << 20), 413, "body_too_large"),
             ({"messages": [{"role": "user", "content": "x"}]}, 400, "bad_request"),
             ({"model": "b", "messages": [{"role": "user", "content": "x"}]}, 404, "model_not_found"),
         ]:

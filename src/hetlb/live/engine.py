@@ -145,6 +145,14 @@ class Completion:
     include_usage: bool
 
 
+async def body_of(request: web.BaseRequest) -> bytes:
+    """A request's body, up to aiohttp's limit (1 MiB; more is a 413 in the OpenAI shape)."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        raise RequestError(413, error.text or "the body is too large", code="body_too_large") from None
+
+
 def json_object(body: bytes) -> dict:
     """A request body that must be a JSON object (else a 400)."""
     try:
@@ -348,7 +356,7 @@ class Engine:
         }
 
     async def load_adapter(self, request: web.BaseRequest) -> web.Response:
-        body = json_object(await request.read())
+        body = json_object(await body_of(request))
         try:
             name = validation.text("lora_name", body.get("lora_name"))
             path = validation.text("lora_path", body.get("lora_path"))
@@ -363,7 +371,7 @@ class Engine:
         return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
 
     async def unload_adapter(self, request: web.BaseRequest) -> web.Response:
-        body = json_object(await request.read())
+        body = json_object(await body_of(request))
         try:
             name = validation.text("lora_name", body.get("lora_name"))
         except InputError as error:
@@ -394,7 +402,7 @@ class Engine:
 
     async def complete(self, request: web.BaseRequest, chat: bool) -> web.StreamResponse:
         """Serve one completion: its job enters the server, its tokens come at the law's epochs."""
-        completion = read_completion(await request.read(), chat, self.max_model_len)
+        completion = read_completion(await body_of(request), chat, self.max_model_len)
         self.base_of(completion.model)
         stall, error, abort = self.faults.random(3)
         if stall < self.stall_probability:
