@@ -25,7 +25,7 @@ their parts). Output token k is the word ``t{k}``, so the content ``t1 t2 ... tn
 prompt and n together may hold at most ``max_model_len`` tokens (vLLM's ``--max-model-len``).
 
 A client that goes away (mid-stream or while waiting) takes its request out of the server at that
-moment, its remaining work dropped, counted once (``left``). Faults, for tests: with
+moment, its remaining work dropped, counted once, as an abort. Faults, for tests: with
 ``error_probability`` a request is served, then answered 500; with ``stall_probability`` it is
 never answered (it takes no service); with ``abort_probability`` the connection is closed once the
 first ceil(n / 2) of its tokens are out, and the request leaves the server then.
@@ -286,7 +286,6 @@ class Engine:
         self.abort_probability = abort_probability
         self.generations: dict[int, Generation] = {}
         self.created = int(time.time())
-        self.clock: EpochClock | None = None
         self.url = ""
         self.finished: Counter[str] = Counter()  # requests ended, by their FINISHED_REASONS
         self.prompt_tokens = self.generation_tokens = 0
@@ -296,7 +295,7 @@ class Engine:
         self.registry.register(EngineCollector(self))
 
     def attach(self, clock: EpochClock) -> None:
-        self.clock = clock
+        """Run the server's timeline on ``clock`` (the fleet's, once it starts)."""
         self.server.clock = clock
 
     def announcement(self) -> str:
