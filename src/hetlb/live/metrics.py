@@ -14,12 +14,17 @@ from collections import Counter
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from hetlb.live.answers import AnswerWatch
 from hetlb.live.dispatcher import Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
 LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
+SCRAPE_FAILURES = ("failed", "malformed")
+"""Why a scrape of an engine's metrics gave no report."""
+REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
+"""The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
 
 class Lag:
@@ -50,14 +55,26 @@ class Metrics:
         self.ejections = [0] * dispatcher.n_backends
         self.readmissions = [0] * dispatcher.n_backends
         self.messages: Counter = Counter()
+        self.events = [0] * dispatcher.n_backends
+        self.client_gone = [0] * dispatcher.n_backends
+        self.backend_broken = [0] * dispatcher.n_backends
         self.latency_seconds = Histogram(
             "hetlb_request_duration_seconds",
-            "time from a request's arrival at the dispatcher to the end of its answer, per backend",
+            "time from a request's arrival at the dispatcher to the last byte of its answer relayed, per backend",
             ["backend"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.latency_children = [self.latency_seconds.labels(url) for url in dispatcher.urls]
+        self.first_byte_seconds = Histogram(
+            "hetlb_time_to_first_byte_seconds",
+            "time from a request's arrival at the dispatcher to the first byte of its answer's body relayed "
+            "(an event stream's first event), per backend",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.first_byte_children = [self.first_byte_seconds.labels(url) for url in dispatcher.urls]
         self.decision_seconds = Histogram(
             "hetlb_decision_seconds",
             "time of one decision of the policy (the compiled rule on the estimates)",
@@ -76,10 +93,27 @@ class Metrics:
             "minus X-Sojourn-Ms, the host's clock): how long a chosen backend waits for its job",
             self.registry,
         )
+        self.scrape_delay = Lag(
+            "hetlb_scrape_delay_seconds",
+            "time from sending a snapshot's GET (a poll of /load, a scrape of an engine's metrics) to "
+            "reading its answer in full: how late a snapshot's numbers are when they are used",
+            self.registry,
+        )
+        self.scrape_failures: Counter = Counter()
         self.registry.register(ArrayCollector(self))
 
-    def latency(self, s: int, seconds: float) -> None:
-        self.latency_children[s].observe(seconds)
+    def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
+        """An answer of backend s relayed in full, for a request that arrived at ``started``
+        (perf_counter): its times to first and last byte."""
+        last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
+        self.latency_children[s].observe(last - started)
+        if watch.first_byte is not None:
+            self.first_byte_children[s].observe(watch.first_byte - started)
+
+    def aborted(self, s: int, reason: str) -> None:
+        """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
+        counts = self.client_gone if reason == "client_gone" else self.backend_broken
+        counts[s] += 1
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -113,6 +147,13 @@ class ArrayCollector:
             ("hetlb_backend_errors", "5xx answers, connection failures and timeouts of the backend", dispatcher.errors),
             ("hetlb_ejections", "times the backend was ejected", metrics.ejections),
             ("hetlb_readmissions", "times an active check re-admitted the backend", metrics.readmissions),
+            ("hetlb_stream_events", "server-sent events relayed from the backend's event streams", metrics.events),
+            ("hetlb_client_gone", "answers cut because the client went away before their end", metrics.client_gone),
+            (
+                "hetlb_backend_broken",
+                "answers cut because the backend failed after they had begun",
+                metrics.backend_broken,
+            ),
         ]
         for name, text, values in counters:
             family = CounterMetricFamily(name, text, labels=["backend"])
@@ -139,13 +180,22 @@ class ArrayCollector:
         rejected = CounterMetricFamily(
             "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
         )
-        for reason in ("bad_type", "no_backend", "overload", "probe_skipped"):
+        for reason in REJECTIONS:
             rejected.add_metric([reason], metrics.rejections[reason])
         yield rejected
         messages = CounterMetricFamily("hetlb_probes", "GET /load and health requests sent", labels=["signal"])
         for signal, value in metrics.messages.items():
             messages.add_metric([signal], value)
         yield messages
+        failures = CounterMetricFamily(
+            "hetlb_scrape_failures",
+            "scrapes of engine metrics that gave no report: failed (no answer, timeout, status other "
+            "than 200, too long) or malformed (the running or waiting gauge missing or unreadable)",
+            labels=["reason"],
+        )
+        for reason in SCRAPE_FAILURES:
+            failures.add_metric([reason], metrics.scrape_failures[reason])
+        yield failures
         violations = CounterMetricFamily(
             "hetlb_accounting_violations", "releases of an in-flight count that was already 0 (never expected)"
         )
@@ -173,13 +223,16 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
                 "blocked": int(dispatcher.blocked[s]),
                 "ejected": bool(dispatcher.ejected[s]),
                 "ejections": metrics.ejections[s],
+                "stream_events": metrics.events[s],
+                "client_gone": metrics.client_gone[s],
+                "backend_broken": metrics.backend_broken[s],
                 "estimate": int(dispatcher.estimate[s]),
                 "estimate_age_s": round(float(ages[s]), 6),
                 "others": int(dispatcher.others[s]),
             }
         )
     requests = int(dispatcher.requests.sum())
-    probes = metrics.messages["push"] + metrics.messages["poll"]
+    probes = metrics.messages["push"] + metrics.messages["poll"] + metrics.messages["metrics"]
     return {
         "dispatcher": index,
         "policy": config.policy.describe(),
@@ -192,11 +245,15 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
         "messages": {
             "push_probes": metrics.messages["push"],
             "poll_probes": metrics.messages["poll"],
+            "metrics_scrapes": metrics.messages["metrics"],
+            "scrapes_failed": metrics.scrape_failures["failed"],
+            "scrapes_malformed": metrics.scrape_failures["malformed"],
             "health_checks": metrics.messages["health"],
             "probe_messages_per_request": 2 * probes / requests if requests else None,
         },
         "answer_lag": metrics.answer_lag.status(),
         "forward_delay": metrics.forward_delay.status(),
+        "scrape_delay": metrics.scrape_delay.status(),
         "accounting_violations": dispatcher.accounting_violations,
         "backends": backends,
     }
