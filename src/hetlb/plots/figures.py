@@ -128,9 +128,10 @@ def plot_metric(x, series: dict, path, **options) -> None:
     plot_panels([dict(x=x, series=series, **options)], path)
 
 
-def plot_panels(panels: list, path, *, title: str = "") -> None:
-    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments."""
-    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
+def plot_panels(panels: list, path, *, title: str = "", sharey: bool = False) -> None:
+    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments
+    (``sharey``: on one y scale)."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)
         draw_metric(ax, panel.pop("x"), panel.pop("series"), **panel)
