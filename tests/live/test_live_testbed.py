@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ from hetlb.live import testbed as testbed_module
 from hetlb.live.peers import PEERS, haproxy_config, nginx_config, program_path, weight_of
 from hetlb.live.testbed import backend_specs, serve_arguments
 from hetlb.processes import ChildFailed
+
+from support.serve_processes import leftover_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "testbed.toml"
@@ -176,31 +177,6 @@ def test_peer_configs_weigh_by_speed():
     config = nginx_config(8000, backends, "random two least_conn", Path("/tmp/x"))
     assert "listen 127.0.0.1:8000;" in config and "random two least_conn;" in config
     assert "server 127.0.0.1:9002 weight=64;" in config and "pid /tmp/x/nginx.pid;" in config
-
-
-def leftover_processes(marker: str) -> list[str]:
-    """Command lines of running processes started by this test process (its descendants) that
-    contain ``marker``: another test run on the same machine does not count."""
-    parents, commands = {}, {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        parents[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
-        commands[int(pid)] = command
-
-    def descends(pid: int) -> bool:
-        seen = set()
-        while pid > 1 and pid not in seen:
-            seen.add(pid)
-            pid = parents.get(pid, 0)
-            if pid == os.getpid():
-                return True
-        return False
-
-    return [command for pid, command in commands.items() if marker in command and descends(pid)]
 
 
 PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]
