@@ -422,7 +422,8 @@ class TestbedScenario:
         assert self.engine is not None
         if len(self.engine.models) != system.n_types:
             raise InputError(
-                "testbed.models", f"name one model per job type of [system]: {system.n_types}, got {len(self.engine.models)}"
+                "testbed.models",
+                f"name one model per job type of [system]: {system.n_types}, got {len(self.engine.models)}",
             )
         held = {int(s) for k in range(system.n_types) for s in system.graph.servers_of(k)}
         if len(held) != system.n_servers:
@@ -601,7 +602,11 @@ class Testbed(Result):
     def start_backends(self, system, stack: contextlib.ExitStack) -> list[str]:
         testbed = self.scenario
         if testbed.engine is not None:
-            arguments = ["backend", *listen_arguments(system, testbed.type_names()), *testbed.engine.backend_arguments()]
+            arguments = [
+                "backend",
+                *listen_arguments(system, testbed.type_names()),
+                *testbed.engine.backend_arguments(),
+            ]
         else:
             arguments = ["backend", *listen_arguments(system), "--mean-service-ms", repr(testbed.mean_service_ms)]
             arguments += job_size_arguments(system.job_sizes)
