@@ -224,6 +224,7 @@ class StreamMeasurements(WindowCounts):
     """What a load of streamed chat completions saw: per measured complete stream a few numbers in
     typed arrays (64 bytes); outcome counts by (model, backend, outcome); TBT histograms by group."""
 
+    spec: InferenceLoadSpec
     send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
     ttft: array = field(default_factory=lambda: array("d"))  # s
     e2e: array = field(default_factory=lambda: array("d"))  # s
@@ -335,12 +336,13 @@ class StreamMeasurements(WindowCounts):
 
     def herd_figures(self) -> dict:
         """``herd_fraction`` of the complete streams' decisions (the spec's ``herd_window``), if asked."""
-        if self.spec.herd_window is None:
+        window = self.spec.herd_window
+        if window is None:
             return {}
         times = np.frombuffer(self.send_offset, dtype=np.float64)
         targets = np.frombuffer(self.target, dtype=np.int32)
         backends = np.frombuffer(self.backend, dtype=np.int32)
-        return {"herd_fraction": herd_fraction(times, targets, backends, self.spec.herd_window)}
+        return {"herd_fraction": herd_fraction(times, targets, backends, window)}
 
     def progress_text(self) -> str:
         mean = 1e3 * sum(self.ttft) / len(self.ttft) if self.ttft else math.nan
