@@ -151,14 +151,19 @@ def test_multi_slot_backends_and_bursts_reach_the_backends_and_the_load():
     assert math.isclose(spec.rate, 0.5 * (8 / 2.75 + 0.5 * 1.8333333333333333) / 5.0 * 1e3)
 
 
-@pytest.mark.parametrize("policy", ["jfsq", "jiq", "sed", "weighted-random"])
+@pytest.mark.parametrize("policy", ["jfsq", "jiq", "sed", "weighted-random", "l-jba"])
 def test_policies_that_need_the_curves_are_refused_on_multi_slot_backends(policy):
     system = {"speeds": "2x1,2x0.5", "concurrency": "2x8,2x4", "rate_curve": "saturating:alpha=0.2"}
     with pytest.raises(InputError, match=f"testbed.policies: '{policy}' decides on the backends' concurrency"):
         testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": system})
-    same_curve = {**system, "concurrency": 8}  # capacity = speed x phi(8) for all: weighted-random decides alike
-    if policy == "weighted-random":
+    # one concurrency and curve: capacity = speed x phi(8) for all (weights alike), and at equal n the
+    # rate mu phi(b')/b' of jfsq's ties is in the speeds' order; jiq's idle and sed's delay still differ
+    same_curve = {**system, "concurrency": 8}
+    if policy in ("weighted-random", "l-jba", "jfsq"):
         testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": same_curve})
+    else:
+        with pytest.raises(InputError, match=f"'{policy}' decides on the backends' concurrency"):
+            testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": same_curve})
 
 
 def test_compare_names_known_balancers(tmp_path, capsys):
