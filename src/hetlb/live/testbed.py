@@ -903,9 +903,29 @@ class Testbed(Result):
         self.plot(self.out / "testbed.png")
 
     def plot(self, path: Path) -> None:
-        from hetlb.plots.figures import plot_panels
+        """testbed.png: the means against the load, live and simulated, on one y scale; with one
+        load, each run's live mean with its interval and each prediction interval, by run."""
+        from hetlb.plots.figures import plot_intervals, plot_panels
 
         loads = self.scenario.loads
+        measure = "mean end-to-end latency (ms)" if self.scenario.engine is not None else "mean response time (ms)"
+        if len(loads) == 1 and self.rows:
+            live_rows = [
+                (run_label(r), r["live_minus_overhead_ms"], *live_interval_minus_overhead(r)) for r in self.rows
+            ]
+            predicted = [
+                (run_label(r), r["sim_run_mean_ms"], r["sim_run_low_ms"], r["sim_run_high_ms"])
+                for r in self.rows
+                if "sim_run_mean_ms" in r
+            ]
+            by_run: list[dict] = [
+                {"title": f"live, load {loads[0]:g} (minus the path where known)", "ylabel": measure, "rows": live_rows}
+            ]
+            if predicted:
+                title = "simulated runs of the live run's length (95% of the runs)"
+                by_run.append({"title": title, "ylabel": measure, "rows": predicted})
+            plot_intervals(by_run, path)
+            return
         live: dict = {}
         simulated: dict = {}
         peers: dict = {}
@@ -927,7 +947,6 @@ class Testbed(Result):
             series(peers, label, rows, "live_mean_ms", "live_ci_low_ms", "live_ci_high_ms")
         panels = []
         engine = self.scenario.engine is not None
-        measure = "mean end-to-end latency (ms)" if engine else "mean response time (ms)"
         common = {"xlabel": "system.load", "ylabel": measure}
         if live:
             title = "hetlb serve, live (streams' end to end)" if engine else "hetlb serve, live minus path overhead"
@@ -939,6 +958,17 @@ class Testbed(Result):
             panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
         if panels:
             plot_panels(panels, path, sharey=True)
+
+
+def run_label(row: dict) -> str:
+    """A run's name in a figure: the hetlb policy (with its signals), or the balancer."""
+    return row["policy"] if row["balancer"] == "hetlb" else row["balancer"]
+
+
+def live_interval_minus_overhead(row: dict) -> tuple[float, float]:
+    """The live mean's interval, shifted by the path's mean overhead as the mean is (none: unshifted)."""
+    shift = row["live_mean_ms"] - row["live_minus_overhead_ms"]
+    return row["live_ci_low_ms"] - shift, row["live_ci_high_ms"] - shift
 
 
 def mean_delay_ms(statuses: list, name: str) -> float | None:
