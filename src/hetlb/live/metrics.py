@@ -14,7 +14,7 @@ from collections import Counter
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.dispatcher import DRAINING, RETIRED, STATE_NAMES, Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
@@ -47,8 +47,8 @@ class Metrics:
         self.dispatcher = dispatcher
         self.registry = CollectorRegistry(auto_describe=True)
         self.rejections: Counter = Counter()
-        self.ejections = [0] * dispatcher.n_backends
-        self.readmissions = [0] * dispatcher.n_backends
+        self.ejections: Counter = Counter()  # by slot
+        self.readmissions: Counter = Counter()
         self.messages: Counter = Counter()
         self.latency_seconds = Histogram(
             "hetlb_request_duration_seconds",
@@ -57,7 +57,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.latency_children = [self.latency_seconds.labels(url) for url in dispatcher.urls]
+        self.latency_children: dict = {}  # by slot, for the backends in the fleet
+        dispatcher.on_retired.append(self.forget)
         self.decision_seconds = Histogram(
             "hetlb_decision_seconds",
             "time of one decision of the policy (the compiled rule on the estimates)",
@@ -79,7 +80,18 @@ class Metrics:
         self.registry.register(ArrayCollector(self))
 
     def latency(self, s: int, seconds: float) -> None:
-        self.latency_children[s].observe(seconds)
+        child = self.latency_children.get(s)
+        if child is None:
+            if self.dispatcher.state[s] == RETIRED:
+                return  # the answer of a backend that has left the fleet meanwhile
+            child = self.latency_children[s] = self.latency_seconds.labels(self.dispatcher.urls[s])
+        child.observe(seconds)
+
+    def forget(self, s: int) -> None:
+        """Backend s left the fleet: its latency histogram goes (the per-backend arrays are read for
+        the current backends only)."""
+        if self.latency_children.pop(s, None) is not None:
+            self.latency_seconds.remove(self.dispatcher.urls[s])
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -106,7 +118,8 @@ class ArrayCollector:
     def collect(self):
         metrics = self.metrics
         dispatcher = metrics.dispatcher
-        urls = dispatcher.urls
+        current = dispatcher.current()
+        urls = [dispatcher.urls[s] for s in current]
         counters = [
             ("hetlb_requests", "requests sent to the backend", dispatcher.requests),
             ("hetlb_blocked", "requests answered 503 because the chosen backend held its buffer", dispatcher.blocked),
@@ -116,8 +129,8 @@ class ArrayCollector:
         ]
         for name, text, values in counters:
             family = CounterMetricFamily(name, text, labels=["backend"])
-            for url, value in zip(urls, values):
-                family.add_metric([url], int(value))
+            for url, s in zip(urls, current):
+                family.add_metric([url], int(values[s]))
             yield family
         ages = dispatcher.estimate_age()
         gauges = [
@@ -126,6 +139,11 @@ class ArrayCollector:
             ("hetlb_estimate_age_seconds", "seconds since the backend's last load report", ages),
             ("hetlb_backend_ejected", "1 while the backend is ejected", dispatcher.ejected),
             (
+                "hetlb_backend_draining",
+                "1 while the backend drains (no new requests) before it leaves",
+                dispatcher.state == DRAINING,
+            ),
+            (
                 "hetlb_backend_speed",
                 "the backend's speed mu (configured, or estimated with speed=auto)",
                 dispatcher.speed,
@@ -133,8 +151,8 @@ class ArrayCollector:
         ]
         for name, text, values in gauges:
             family = GaugeMetricFamily(name, text, labels=["backend"])
-            for url, value in zip(urls, values):
-                family.add_metric([url], float(value))
+            for url, s in zip(urls, current):
+                family.add_metric([url], float(values[s]))
             yield family
         rejected = CounterMetricFamily(
             "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
@@ -158,14 +176,17 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
     config = dispatcher.config
     ages = dispatcher.estimate_age()
     backends = []
-    for s, backend in enumerate(config.backends):
+    for s in dispatcher.current():
+        backend = dispatcher.backends[s]
         backends.append(
             {
                 "url": dispatcher.urls[s],
+                "state": STATE_NAMES[dispatcher.state[s]],
                 "speed": float(dispatcher.speed[s]),
                 "speed_source": "auto" if dispatcher.speed_auto[s] else "configured",
                 "speed_samples": int(dispatcher.speed_samples[s]),
-                "types": list(backend.types) if backend.types is not None else None,
+                "types": "discover" if backend.discover else None if backend.types is None else list(backend.types),
+                "served_types": None if backend.types is None else list(backend.types),
                 "buffer": backend.buffer,
                 "in_flight": int(dispatcher.in_flight[s]),
                 "requests": int(dispatcher.requests[s]),

@@ -66,7 +66,8 @@ class Prober:
         if len(self.probes) >= MAX_PENDING_PROBES:
             self.metrics.rejected("probe_skipped")
             return
-        sampled = self.random.sample(range(self.dispatcher.n_backends), self.config.d)
+        current = self.dispatcher.current().tolist()
+        sampled = self.random.sample(current, min(self.config.d, len(current)))
         task = asyncio.get_running_loop().create_task(self.probe_all(sampled, "push"))
         self.probes.add(task)
         task.add_done_callback(self.probes.discard)
@@ -87,13 +88,12 @@ class Prober:
                     self.dispatcher.report(s, reported)
 
     async def poll_loop(self) -> None:
-        """Poll every backend's /load every tau (all at once: the snapshot)."""
+        """Poll every backend of the fleet's /load every tau (all at once: the snapshot)."""
         interval = self.config.signals.poll_interval
         assert interval is not None
-        everyone = range(self.dispatcher.n_backends)
         while True:
             tick = time.monotonic()
-            await self.probe_all(everyone, "poll")
+            await self.probe_all(self.dispatcher.current().tolist(), "poll")
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
 
     async def health_loop(self) -> None:
@@ -101,8 +101,9 @@ class Prober:
         re-admits an ejected backend, a failure ejects an admitted one."""
         while True:
             tick = time.monotonic()
-            results = await asyncio.gather(*(self.healthy(s) for s in range(self.dispatcher.n_backends)))
-            for s, healthy in enumerate(results):
+            checked = self.dispatcher.current().tolist()
+            results = await asyncio.gather(*(self.healthy(s) for s in checked))
+            for s, healthy in zip(checked, results):
                 if healthy and self.dispatcher.ejected[s]:
                     self.dispatcher.set_ejected(s, False)
                     self.metrics.readmission(s)

@@ -139,7 +139,7 @@ class Proxy:
             name = next((kind for prefix, kind in self.config.type_prefixes if path.startswith(prefix)), None)
         if name is None:
             name = self.config.default_type
-        if not dispatcher.job_types:
+        if not dispatcher.typed:
             return 0  # no backend declares types: every request may go to every backend
         if name is None:
             return f"no job type: give the {self.config.type_header} header"
