@@ -168,7 +168,9 @@ def test_job_types_appear_and_disappear_with_their_backends_and_keep_their_index
 def test_a_patched_speed_is_the_one_jfsq_ranks_on():
     """jfsq breaks ties between equal queues towards the fastest: patching the slowest to be the fastest
     moves every tie-break to it."""
-    dispatcher = dispatcher_of("jfsq", [f"http://127.0.0.1:{22200 + i},speed={speed}" for i, speed in enumerate([2, 1])])
+    dispatcher = dispatcher_of(
+        "jfsq", [f"http://127.0.0.1:{22200 + i},speed={speed}" for i, speed in enumerate([2, 1])]
+    )
     assert {dispatcher.choose(0) for _ in range(50)} == {0}
     dispatcher.patch(1, Backend("http://127.0.0.1:22201", speed=4.0))
     assert {dispatcher.choose(0) for _ in range(50)} == {1}

@@ -169,16 +169,19 @@ class ServeConfig:
         unknown = sorted(set(data) - set(CONFIG_KEYS))
         if unknown:
             raise InputError(unknown[0], f"unknown key; the keys are: {', '.join(CONFIG_KEYS)}")
+        from_file = None
         if "backends_file" in data:
             if "backends" in data:
                 raise InputError(
                     "backends_file", "the backends come from the file: give no backends (--backend) with it"
                 )
             data["backends_file"] = str(Path(validation.text("backends_file", data["backends_file"])).resolve())
-            data["backends"] = read_backends_file(data["backends_file"])
-        if "backends" not in data:
+            from_file = read_backends_file(data["backends_file"])
+        elif "backends" not in data:
             raise InputError("backends", "give at least one backend (--backend URL[,speed=S][,types=A|B][,buffer=B])")
         values = {key: check(key, data[key]) for key, check in CONFIG_KEYS.items() if key in data}
+        if from_file is not None:
+            values["backends"] = from_file
         policy = policy_from(data.get("policy", "jsq"), values.get("d"), values.get("p_hat"))
         values["policy"] = policy
         config = cls(**values)
