@@ -99,9 +99,9 @@ def assert_accounting_clean(admin_port: int) -> None:
 
 
 def test_admin_api_adds_drains_removes_and_patches_under_load(processes):
-    a, b, c, d = (free_ports(1) for _ in range(4))
+    a, b, c, d, dead = (free_ports(1) for _ in range(5))
     port = free_ports(2)
-    processes.echo_backends([a, b, c, d])
+    processes.echo_backends([a, b, c, d])  # nothing listens on dead
     processes.serve("--backend", url(a), "--backend", url(b), "--drain", "5s", port=port, admin=port + 1)
     load = SteadyLoad(url(port))
     time.sleep(1.0)
@@ -116,9 +116,13 @@ def test_admin_api_adds_drains_removes_and_patches_under_load(processes):
     assert code == 200 and entry["speed"] == 3.0 and entry["buffer"] == 100 and entry["state"] == "active"
     code, entry = admin("POST", port + 1, body={"url": url(d)})
     assert code == 201
+    assert admin("POST", port + 1, body={"url": url(dead)})[0] == 201  # a replica not up yet
     time.sleep(0.5)
     code, entry = admin("DELETE", port + 1, f"/backends?url={url(d)}")
     assert code == 202 and entry["state"] in ("draining", "removed")
+    dead_entry = next(entry for entry in admin("GET", port + 1)[1] if entry["url"] == url(dead))
+    assert dead_entry["ejected"] and dead_entry["in_flight"] == 0  # never admitted: no request failed on it
+    assert admin("DELETE", port + 1, f"/backends?url={url(dead)}&wait=1")[0] == 200
     result = load.wait()
     assert_none_failed_or_lost(result, [a, b, c, d])
     assert received(a) == after_removal  # nothing after it left
@@ -339,7 +343,13 @@ def test_every_dispatcher_sees_an_admin_change_and_a_sighup(tmp_path, processes)
     parent = processes.serve("--config", str(config), port=port, admin=admin_port)
     processes.wait_listening(parent, admin_port + 1)
     assert admin("POST", admin_port, body={"url": url(c)})[0] == 201  # on dispatcher 0
-    assert wait_for(lambda: url(c) in fleet_urls(admin_port + 1), timeout=5.0)  # dispatcher 1 has it
+    admitted = [{"url": url(c), "ejected": False}]  # dispatcher 1 has it, past its first active check
+    assert wait_for(
+        lambda: (
+            [{k: e[k] for k in admitted[0]} for e in admin("GET", admin_port + 1)[1] if e["url"] == url(c)] == admitted
+        ),
+        timeout=5.0,
+    )
     assert admin("DELETE", admin_port + 1, f"/backends?url={url(a)}&wait=1")[0] == 200  # on dispatcher 1
     assert wait_for(lambda: url(a) not in fleet_urls(admin_port), timeout=5.0)
     before = received(c)

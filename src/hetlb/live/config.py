@@ -454,12 +454,10 @@ def check_consistency(config: ServeConfig) -> None:
         raise InputError("signals", f"{spec.id} decides on load: give at least one signal")
     if signals.push and config.d > len(config.backends):
         raise InputError("d", f"push probes d distinct backends: at most {len(config.backends)}, got {config.d}")
-    served = (lambda kind: True) if config.discovers else lambda kind: any(b.serves(kind) for b in config.backends)
-    # (discovered types are known once the backends answer)
-    if config.default_type is not None and not served(config.default_type):
+    if config.default_type is not None and not served_by_some(config, config.default_type):
         raise InputError("default_type", f"no backend serves {validation.shown(config.default_type)}")
     for prefix, kind in config.type_prefixes:
-        if not served(kind):
+        if not served_by_some(config, kind):
             raise InputError("type_prefixes", f"no backend serves {validation.shown(kind)} (prefix {prefix})")
     top = config.listen.port + config.dispatchers - 1
     if top > MAX_PORT:
@@ -474,6 +472,11 @@ def check_consistency(config: ServeConfig) -> None:
             listen = set(range(config.listen.port, top + 1))
             if listen & set(range(config.admin.port, top_admin + 1)):
                 raise InputError("admin", f"the admin ports overlap the listen ports {config.listen.port}..{top}")
+
+
+def served_by_some(config: ServeConfig, kind: str) -> bool:
+    """Whether some backend serves job type ``kind`` (any may, while some discover their types)."""
+    return config.discovers or any(backend.serves(kind) for backend in config.backends)
 
 
 def same_host(first: str, second: str) -> bool:

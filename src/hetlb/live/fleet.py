@@ -29,7 +29,15 @@ from yarl import URL
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.live.config import Backend, ServeConfig, job_type, load_config, parse_backend, read_backends_file
+from hetlb.live.config import (
+    MAX_BACKENDS,
+    Backend,
+    ServeConfig,
+    job_type,
+    load_config,
+    parse_backend,
+    read_backends_file,
+)
 from hetlb.live.dispatcher import ACTIVE, DRAINING, RETIRED, STATE_NAMES
 from hetlb.live.proxy import Proxy
 
@@ -139,9 +147,13 @@ class Fleet:
 
     def add(self, backend: Backend) -> int:
         """Add ``backend`` (a draining one of its URL takes new requests again, with this spec);
-        FleetError 409 when its URL is in the fleet already."""
+        FleetError 409 when its URL is in the fleet already, or when the fleet is full. With active
+        checks, a new backend is admitted at its first good check (the first at once), so that a
+        replica that does not answer yet fails no request."""
         dispatcher = self.dispatcher
         s = dispatcher.slot_of.get(backend.url)
+        if s is None and len(dispatcher.slot_of) >= MAX_BACKENDS:
+            raise FleetError(409, "url", f"the fleet has {MAX_BACKENDS} backends already, the most it may have")
         if s is not None:
             if dispatcher.state[s] == ACTIVE:
                 raise FleetError(
@@ -154,9 +166,19 @@ class Fleet:
             s = dispatcher.add(backend)
             base = self.proxy.base  # the prober's list too: one per slot
             base.extend(URL(url.rstrip("/")) for url in dispatcher.urls[len(base) :])
+            if self.config.health_interval > 0:
+                dispatcher.set_ejected(s, True)
+                self.spawn(self.admit_when_healthy(s))
         if backend.discover:
             self.spawn(self.discover(s))
         return s
+
+    async def admit_when_healthy(self, s: int) -> None:
+        """Admit a new backend s if its first active check succeeds (else the checks' loop will)."""
+        prober = self.proxy.prober
+        healthy = prober is None or await prober.healthy(s)
+        if healthy and self.dispatcher.state[s] != RETIRED:
+            self.dispatcher.set_ejected(s, False)
 
     def drain(self, url: str) -> int:
         """Drain the backend of ``url``: no new request; it leaves when its last request in flight ends,

@@ -92,6 +92,7 @@ def serve(config: ServeConfig, *, announce=None, source: ConfigSource | None = N
     clean stop). ``announce`` (a function of one line) is told where each dispatcher listens and
     of the fleet's changes; ``source`` is read again at SIGHUP (None: only the backends file)."""
     say = announce or (lambda line: print(line, file=sys.stderr, flush=True))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until a dispatcher (or the parent) takes it
     Dispatcher(config, config.seed).warm_up()  # compile, or load the cached rule, before listening
     sockets = bind_all(config)
     if config.dispatchers == 1:
