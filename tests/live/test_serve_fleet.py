@@ -168,6 +168,52 @@ def test_bad_admin_input_is_a_4xx_with_one_json_line_and_changes_nothing(method,
     assert get(url(port, "/x"))[0] == 200  # it keeps serving
 
 
+def test_a_draining_backend_finishes_its_requests_and_leaves_after_the_last_or_at_drain(processes):
+    """A request held in backend a (only a serves type h) while a drains: a takes no new request,
+    shows as draining, and leaves when the held request ends; drained again with a request held
+    past ``drain``, it leaves at drain with the request still in flight, which then ends normally."""
+    a, b = free_ports(1), free_ports(1)
+    port = free_ports(2)
+    processes.echo_backends([a, b])
+    processes.serve(
+        "--backend", f"{url(a)},types=h|x", "--backend", f"{url(b)},types=x", "--drain", "1s",
+        port=port, admin=port + 1,
+    )  # fmt: skip
+
+    def held_request(results: list) -> threading.Thread:
+        thread = threading.Thread(target=lambda: results.append(get(url(port, "/hold"), {"X-Job-Type": "h"})[0]))
+        thread.start()
+        assert wait_for(lambda: [e["in_flight"] for e in admin("GET", port + 1)[1] if e["url"] == url(a)] == [1])
+        return thread
+
+    answers: list[int] = []
+    thread = held_request(answers)
+    code, entry = admin("DELETE", port + 1, f"/backends?url={url(a)}")
+    assert code == 202 and entry["state"] == "draining" and entry["in_flight"] == 1
+    assert f'hetlb_backend_draining{{backend="{url(a)}"}} 1.0' in get(url(port + 1, "/metrics"))[2].decode()
+    assert [backend["state"] for backend in status(port + 1)["backends"]] == ["draining", "active"]
+    assert get(url(port, "/x"), {"X-Job-Type": "h"})[0] == 400  # h left with its only (draining) backend
+    before = received(a)
+    for _ in range(20):
+        assert get(url(port, "/x"), {"X-Job-Type": "x"})[0] == 200
+    assert received(a) == before  # no new request to the draining backend
+    get(url(a, "/admin/release"))
+    thread.join(10.0)
+    assert answers == [200]
+    assert wait_for(lambda: fleet_urls(port + 1) == {url(b): "active"})  # it left with its last request
+
+    assert admin("POST", port + 1, body={"url": url(a), "types": ["h"]})[0] == 201
+    assert wait_for(lambda: get(url(port, "/x"), {"X-Job-Type": "h"})[0] == 200)  # admitted again
+    thread = held_request(answers)
+    code, entry = admin("DELETE", port + 1, f"/backends?url={url(a)}&wait=1")
+    assert code == 200 and entry["state"] == "removed" and entry["in_flight"] == 1  # left at drain
+    assert fleet_urls(port + 1) == {url(b): "active"}
+    get(url(a, "/admin/release"))
+    thread.join(10.0)
+    assert answers == [200, 200]  # its request in flight still ended normally
+    assert_accounting_clean(port + 1)
+
+
 # --- the backends file -----------------------------------------------------------------------------
 
 
@@ -240,6 +286,10 @@ def test_sighup_reloads_the_backends_and_keeps_the_policy_until_a_restart(tmp_pa
     assert_accounting_clean(port + 1)
     assert status(port + 1)["policy"] == {"id": "jsq"}  # the policy changes at a restart only
     assert "reload keeps policy as they are" in error_text(serve)
+    config.write_text(f'backends = ["{url(a)},speed=0"]\n')  # invalid: logged, nothing changes
+    serve.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "reload refused, nothing changed: backend 1.speed:" in error_text(serve))
+    assert fleet_urls(port + 1) == {url(b): "active", url(c): "active"}
     assert serve.poll() is None
 
 
