@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import CONFIG_KEYS, LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.metrics import Metrics
@@ -184,16 +185,40 @@ def test_the_reference_lists_every_key_and_metric_and_its_toml_loads():
 
 
 def test_auto_speed_samples_are_service_times():
-    dispatcher = Dispatcher(config_of("jsq"), seed=1)
-    busy = dispatcher.start(0)
-    empty_later = dispatcher.start(1)
-    empty_later.found_empty, busy.found_empty = True, False
-    assert service_time({"X-Service-Ms": "20", "X-Sojourn-Ms": "50"}, busy) == 0.02  # reported: any answer
-    assert service_time({"X-Sojourn-Ms": "50"}, busy) is None  # a sojourn behind others is no service time
-    assert service_time({"X-Sojourn-Ms": "50"}, empty_later) == 0.05  # found empty: the sojourn is the service
-    measured = service_time({}, empty_later)
-    assert measured is not None and 0 <= measured < 60
-    assert service_time({"X-Service-Ms": "x"}, busy) is None
+    plain = AnswerWatch("application/json", want_tokens=True)
+    plain.opened = 10.25  # the answer's headers, 0.25 s after its arrival at 10 s
+    assert service_time({"X-Service-Ms": "20", "X-Sojourn-Ms": "50"}, False, plain, 10.0) == 0.02  # any answer
+    assert service_time({"X-Sojourn-Ms": "50"}, False, plain, 10.0) is None  # a sojourn behind others: none
+    assert service_time({"X-Sojourn-Ms": "50"}, True, plain, 10.0) == 0.05  # found empty: the sojourn
+    assert service_time({}, True, plain, 10.0) == 0.25  # found empty, nothing reported: to the headers
+    assert service_time({"X-Service-Ms": "x"}, False, plain, 10.0) is None
+
+
+def test_an_inference_answer_gives_seconds_per_output_token():
+    """A stream of 5 tokens, its first at 11 s and its last at 13 s: 0.5 s per token after the
+    first; a JSON answer of 4 tokens ending 2 s after its arrival: 0.5 s per token."""
+    stream = AnswerWatch("text/event-stream; charset=utf-8", want_tokens=True)
+    for chunk in (b'data: {"a": 1}\n', b'\ndata: {"b": 2}\r\n\r', b'\ndata: {"usage": {"completion_tokens": 5}}\n\n'):
+        stream.passed(chunk)
+    stream.passed(b"data: [DONE]\n\n")
+    assert stream.events == 4 and stream.tokens == 5  # terminators split across chunks are found
+    stream.first_byte, stream.last_byte = 11.0, 13.0
+    assert stream.seconds_per_token(10.0) == 0.5
+    assert service_time({}, True, stream, 10.0) == 0.5 and service_time({}, False, stream, 10.0) is None
+    whole = AnswerWatch("application/json", want_tokens=True)
+    whole.passed(b'{"choices": [], "usage": {"prompt_tokens": 9, ')
+    whole.passed(b'"completion_tokens": 4, "total_tokens": 13}}')
+    whole.finished()
+    whole.last_byte = 12.0
+    assert whole.tokens == 4 and whole.events == 0 and whole.seconds_per_token(10.0) == 0.5
+    for body in (b"not json", b'{"usage": {"completion_tokens": -1}}', b'{"usage": 3}', b"[1]"):
+        broken = AnswerWatch("application/json", want_tokens=True)
+        broken.passed(body)
+        broken.finished()
+        assert broken.tokens is None
+    blind = AnswerWatch("text/event-stream", want_tokens=False)
+    blind.passed(b'data: {"usage": {"completion_tokens": 5}}\n\n')
+    assert blind.events == 1 and blind.tokens is None  # nothing parsed unless speed=auto asks
 
 
 def test_the_backend_epochs_give_the_forward_delay_and_the_answer_lag():

@@ -298,7 +298,8 @@ def test_sighup_reloads_the_backends_and_keeps_the_policy_until_a_restart(tmp_pa
 
 class ModelServer:
     """A stub engine: ``GET /v1/models`` lists ``models`` (OpenAI's format); any other request is
-    answered 200 and its ``X-Job-Type`` recorded with whether a list naming it had been served."""
+    answered 200 and its model (a POST body's ``model``, else the ``X-Job-Type`` header) recorded
+    with whether a list naming it had been served."""
 
     def __init__(self, models: list[str]):
         self.models = list(models)
@@ -311,7 +312,7 @@ class ModelServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self):
+            def do_GET(self, model: str | None = None):
                 with stub.lock:
                     if self.path == "/v1/models":
                         body = json.dumps(
@@ -319,7 +320,7 @@ class ModelServer:
                         )
                         stub.listed.update(stub.models)
                     else:
-                        model = self.headers.get("X-Job-Type", "")
+                        model = model or self.headers.get("X-Job-Type", "")
                         stub.requests[model] += 1
                         if model not in stub.listed:
                             stub.before_listed[model] += 1
@@ -330,6 +331,10 @@ class ModelServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_POST(self):
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                self.do_GET(request["model"])
 
             def log_message(self, *args):
                 pass
@@ -354,28 +359,39 @@ def model_servers():
             server.close()
 
 
-def test_discover_routes_a_model_only_after_a_list_names_it(model_servers, processes):
+@pytest.mark.parametrize("routing", ["header", "body"])
+def test_discover_routes_a_model_only_after_a_list_names_it(routing, model_servers, processes):
+    """Two engines list model base; an adapter loaded on the second gets requests after the next
+    list and never before, and never on the first; unloaded, it gets none. The model is named in
+    the X-Job-Type header, or in the JSON body's model field (--type-body-field model)."""
     first, second = model_servers(["base"]), model_servers(["base"])
     port = free_ports(2)
+    by_body = ["--type-body-field", "model"] if routing == "body" else []
     processes.serve(
         "--backend", f"{url(first.port)},types=discover", "--backend", f"{url(second.port)},types=discover",
-        "--discover-interval", "200ms", "--policy", "random", port=port, admin=port + 1,
+        "--discover-interval", "200ms", "--policy", "random", *by_body, port=port, admin=port + 1,
     )  # fmt: skip
-    # discovered before serving: the first request of a listed model is routed
-    assert get(url(port, "/v1/chat/completions"), {"X-Job-Type": "base"})[0] == 200
+    unknown = 404 if routing == "body" else 400
+
+    def ask(model: str) -> int:
+        if routing == "body":
+            body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}).encode()
+            return get(url(port, "/v1/chat/completions"), {"Content-Type": "application/json"}, "POST", body)[0]
+        return get(url(port, "/v1/chat/completions"), {"X-Job-Type": model})[0]
+
+    assert ask("base") == 200  # discovered before serving: the first request of a listed model is routed
     assert status(port + 1)["job_types"] == ["base"]
     for _ in range(20):
-        assert get(url(port, "/v1/chat/completions"), {"X-Job-Type": "lora-1"})[0] == 400  # no backend lists it
+        assert ask("lora-1") == unknown  # no engine lists it
     second.models.append("lora-1")  # an adapter loaded on one engine
-    assert wait_for(lambda: get(url(port, "/x"), {"X-Job-Type": "lora-1"})[0] == 200, timeout=5.0)
+    assert wait_for(lambda: ask("lora-1") == 200, timeout=5.0)
     for _ in range(100):
-        assert get(url(port, "/x"), {"X-Job-Type": "lora-1"})[0] == 200
-        assert get(url(port, "/x"), {"X-Job-Type": "base"})[0] == 200
+        assert ask("lora-1") == 200 and ask("base") == 200
     assert first.requests["lora-1"] == 0  # never to the engine that does not list it
     assert second.requests["lora-1"] >= 101 and second.before_listed["lora-1"] == 0  # never before its list
     assert first.requests["base"] > 0 and second.requests["base"] > 0
     second.models.remove("lora-1")  # unloaded: routed nowhere after the next list
-    assert wait_for(lambda: get(url(port, "/x"), {"X-Job-Type": "lora-1"})[0] == 400, timeout=5.0)
+    assert wait_for(lambda: ask("lora-1") == unknown, timeout=5.0)
     entries = admin("GET", port + 1)[1]
     assert [(e["types"], e["served_types"]) for e in entries] == [("discover", ["base"])] * 2
     assert_accounting_clean(port + 1)

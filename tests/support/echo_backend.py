@@ -9,8 +9,14 @@ Every path answers with a JSON echo of the request (method, path, query, body, h
 - ``/status/CODE``: an answer with that status;
 - ``/sleep/MS``: answers after MS milliseconds (a stall the proxy times out on);
 - ``/hold``: answers when ``/admin/release`` is called (requests a test keeps in a backend);
-- ``/admin/count``: ``{"count": n}``, the requests it received (all but these admin paths,
-  ``/healthz`` and ``/load``).
+- ``/stream/N``: a ``text/event-stream`` of N events ``data: {"event": k}`` (chunked): the first
+  at once, the others after ``/admin/release``;
+- ``/break/N``: N events of such a stream at once, then the connection reset (a backend that
+  fails mid-answer); ``/short``: a ``Content-Length`` of 100 and 10 bytes, then the connection
+  closed;
+- ``/admin/count``: ``{"count": n, "cancelled": c}``, the requests it received (all but these
+  admin paths, ``/healthz`` and ``/load``) and those of them whose client went away before their
+  answer's end.
 """
 
 import asyncio
@@ -21,7 +27,21 @@ from aiohttp import web
 
 
 def make_app(port: int) -> web.Application:
-    state = {"held": 0, "count": 0, "healthy": True, "release": asyncio.Event()}
+    state = {"held": 0, "count": 0, "cancelled": 0, "healthy": True, "release": asyncio.Event()}
+
+    async def stream(request: web.Request, path: str) -> web.StreamResponse:
+        kind, _, count = path.strip("/").partition("/")
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await answer.prepare(request)
+        for k in range(int(count)):
+            if kind == "stream" and k == 1:
+                await state["release"].wait()
+            await answer.write(f'data: {{"event": {k}}}\n\n'.encode())
+        if kind == "break":
+            request.transport.abort()
+            return answer
+        await answer.write_eof()
+        return answer
 
     async def handle(request: web.Request) -> web.StreamResponse:
         path = request.path
@@ -32,7 +52,7 @@ def make_app(port: int) -> web.Application:
         if path.startswith("/admin/"):
             action = path.removeprefix("/admin/")
             if action == "count":
-                return web.json_response({"count": state["count"]})
+                return web.json_response({"count": state["count"], "cancelled": state["cancelled"]})
             if action == "release":
                 state["release"].set()
                 state["release"] = asyncio.Event()
@@ -42,6 +62,14 @@ def make_app(port: int) -> web.Application:
         state["held"] += 1
         state["count"] += 1
         try:
+            if path.startswith(("/stream/", "/break/")):
+                return await stream(request, path)
+            if path == "/short":
+                answer = web.StreamResponse(headers={"Content-Length": "100"})
+                await answer.prepare(request)
+                await answer.write(b"0123456789")
+                request.transport.close()
+                return answer
             body = await request.read()
             if path.startswith("/sleep/"):
                 await asyncio.sleep(float(path.removeprefix("/sleep/")) / 1000.0)
@@ -56,6 +84,9 @@ def make_app(port: int) -> web.Application:
                 "body": body.decode("latin-1"),
                 "headers": [[name, value] for name, value in request.headers.items()],
             }
+        except (asyncio.CancelledError, ConnectionError):
+            state["cancelled"] += 1
+            raise
         finally:
             state["held"] -= 1
         return web.Response(
@@ -73,7 +104,7 @@ def make_app(port: int) -> web.Application:
 async def main(ports: list[int]) -> None:
     runners = []
     for port in ports:
-        runner = web.AppRunner(make_app(port), access_log=None)
+        runner = web.AppRunner(make_app(port), access_log=None, handler_cancellation=True)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         runners.append(runner)

@@ -43,6 +43,11 @@ def add_flags(parser) -> None:
     group.add_argument("--default-type", metavar="T", help="job type of a request without the type header")
     group.add_argument("--type-header", metavar="NAME", help="the header naming the job type (default X-Job-Type)")
     group.add_argument(
+        "--type-body-field",
+        metavar="FIELD",
+        help="the top-level field of a JSON body naming the job type, before the header (model for OpenAI APIs)",
+    )
+    group.add_argument(
         "--type-prefix",
         action="append",
         metavar="PREFIX=TYPE",
@@ -53,7 +58,11 @@ def add_flags(parser) -> None:
     )
     group.add_argument("--seed", type=int, metavar="S", help="seed of the decisions (default: from the system)")
     limits = parser.add_argument_group("limits and health")
-    limits.add_argument("--timeout", metavar="DURATION", help="whole upstream call, e.g. 30s (default 30s)")
+    limits.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help="longest silence of a backend: before its answer and between two chunks of it (default 30s)",
+    )
     limits.add_argument("--connect-timeout", metavar="DURATION", help="upstream connect (default 1s)")
     limits.add_argument("--drain", metavar="DURATION", help="time the requests in flight get at a stop (default 10s)")
     limits.add_argument(
@@ -96,6 +105,7 @@ def run(args) -> int:
         "d": args.d,
         "default_type": args.default_type,
         "type_header": args.type_header,
+        "type_body_field": args.type_body_field,
         "type_prefixes": args.type_prefix,
         "dispatchers": args.dispatchers,
         "seed": args.seed,

@@ -144,6 +144,7 @@ class ServeConfig:
     d: int = 2
     default_type: str | None = None
     type_header: str = "X-Job-Type"
+    type_body_field: str | None = None
     type_prefixes: tuple[tuple[str, str], ...] = ()
     dispatchers: int = 1
     seed: int | None = None
@@ -420,6 +421,14 @@ def header_name(name: str, value) -> str:
     return text
 
 
+def body_field(name: str, value) -> str:
+    """A top-level field name of a JSON body (e.g. ``model``): 1 to 64 letters, digits or _.-."""
+    text = validation.text(name, value)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text):
+        raise InputError(name, f"must be a field name of 1 to 64 letters, digits or _.-, got {validation.shown(text)}")
+    return text
+
+
 def policy_from(value, d: int | None, p_hat: float | None) -> Policy:
     """The live policy from an id or a table {id = ..., parameters...}; ``d`` (--d) also sets the
     sample size of pod and l-pod."""
@@ -500,6 +509,7 @@ CONFIG_KEYS = {
     "d": positive_int(1, MAX_BACKENDS),
     "default_type": job_type,
     "type_header": header_name,
+    "type_body_field": lambda name, value: body_field(name, value),
     "type_prefixes": parse_prefixes,
     "dispatchers": positive_int(1, MAX_DISPATCHERS),
     "seed": lambda name, value: validation.seed(name, value),

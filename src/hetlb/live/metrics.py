@@ -14,12 +14,15 @@ from collections import Counter
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from hetlb.live.answers import AnswerWatch
 from hetlb.live.dispatcher import DRAINING, RETIRED, STATE_NAMES, Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
 LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
+REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
+"""The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
 
 class Lag:
@@ -50,14 +53,25 @@ class Metrics:
         self.ejections: Counter = Counter()  # by slot
         self.readmissions: Counter = Counter()
         self.messages: Counter = Counter()
+        self.events: Counter = Counter()  # by slot
+        self.client_gone: Counter = Counter()
+        self.backend_broken: Counter = Counter()
         self.latency_seconds = Histogram(
             "hetlb_request_duration_seconds",
-            "time from a request's arrival at the dispatcher to the end of its answer, per backend",
+            "time from a request's arrival at the dispatcher to the last byte of its answer relayed, per backend",
             ["backend"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.latency_children: dict = {}  # by slot, for the backends in the fleet
+        self.first_byte_seconds = Histogram(
+            "hetlb_time_to_first_byte_seconds",
+            "time from a request's arrival at the dispatcher to the first byte of its answer's body relayed "
+            "(an event stream's first event), per backend",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.children: dict = {}  # (histogram, slot): its labelled child, for the backends in the fleet
         dispatcher.on_retired.append(self.forget)
         self.decision_seconds = Histogram(
             "hetlb_decision_seconds",
@@ -79,19 +93,38 @@ class Metrics:
         )
         self.registry.register(ArrayCollector(self))
 
-    def latency(self, s: int, seconds: float) -> None:
-        child = self.latency_children.get(s)
-        if child is None:
-            if self.dispatcher.state[s] == RETIRED:
-                return  # the answer of a backend that has left the fleet meanwhile
-            child = self.latency_children[s] = self.latency_seconds.labels(self.dispatcher.urls[s])
-        child.observe(seconds)
+    def child(self, histogram: Histogram, s: int):
+        """The child of ``histogram`` for backend s, or None once s has left the fleet."""
+        key = (histogram, s)
+        found = self.children.get(key)
+        if found is None and self.dispatcher.state[s] != RETIRED:
+            found = self.children[key] = histogram.labels(self.dispatcher.urls[s])
+        return found
 
     def forget(self, s: int) -> None:
-        """Backend s left the fleet: its latency histogram goes (the per-backend arrays are read for
+        """Backend s left the fleet: its histograms' children go (the per-backend arrays are read for
         the current backends only)."""
-        if self.latency_children.pop(s, None) is not None:
-            self.latency_seconds.remove(self.dispatcher.urls[s])
+        for histogram in (self.latency_seconds, self.first_byte_seconds):
+            if self.children.pop((histogram, s), None) is not None:
+                histogram.remove(self.dispatcher.urls[s])
+
+    def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
+        """An answer of backend s relayed in full, for a request that arrived at ``started``
+        (perf_counter): its times to first and last byte, its events (an answer of a backend that
+        has left the fleet meanwhile counts its events only)."""
+        last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
+        latency = self.child(self.latency_seconds, s)
+        if latency is not None:
+            latency.observe(last - started)
+        first_byte = self.child(self.first_byte_seconds, s)
+        if watch.first_byte is not None and first_byte is not None:
+            first_byte.observe(watch.first_byte - started)
+        self.events[s] += watch.events
+
+    def aborted(self, s: int, reason: str) -> None:
+        """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
+        counts = self.client_gone if reason == "client_gone" else self.backend_broken
+        counts[s] += 1
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
@@ -126,6 +159,13 @@ class ArrayCollector:
             ("hetlb_backend_errors", "5xx answers, connection failures and timeouts of the backend", dispatcher.errors),
             ("hetlb_ejections", "times the backend was ejected", metrics.ejections),
             ("hetlb_readmissions", "times an active check re-admitted the backend", metrics.readmissions),
+            ("hetlb_stream_events", "server-sent events relayed from the backend's event streams", metrics.events),
+            ("hetlb_client_gone", "answers cut because the client went away before their end", metrics.client_gone),
+            (
+                "hetlb_backend_broken",
+                "answers cut because the backend failed after they had begun",
+                metrics.backend_broken,
+            ),
         ]
         for name, text, values in counters:
             family = CounterMetricFamily(name, text, labels=["backend"])
@@ -157,7 +197,7 @@ class ArrayCollector:
         rejected = CounterMetricFamily(
             "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
         )
-        for reason in ("bad_type", "no_backend", "overload", "probe_skipped"):
+        for reason in REJECTIONS:
             rejected.add_metric([reason], metrics.rejections[reason])
         yield rejected
         messages = CounterMetricFamily("hetlb_probes", "GET /load and health requests sent", labels=["signal"])
@@ -194,6 +234,9 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
                 "blocked": int(dispatcher.blocked[s]),
                 "ejected": bool(dispatcher.ejected[s]),
                 "ejections": metrics.ejections[s],
+                "stream_events": metrics.events[s],
+                "client_gone": metrics.client_gone[s],
+                "backend_broken": metrics.backend_broken[s],
                 "estimate": int(dispatcher.estimate[s]),
                 "estimate_age_s": round(float(ages[s]), 6),
                 "others": int(dispatcher.others[s]),

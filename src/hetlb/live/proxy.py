@@ -12,6 +12,9 @@ client's disconnect, which cancels the handler and so the upstream call).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import math
 import random
 import time
@@ -21,6 +24,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.load_reports import QUEUE_LENGTH, reported_number
@@ -52,6 +56,34 @@ DEPARTURE = "X-Departure"
 """A backend's departure epoch for this request, seconds on the host's monotonic clock (hetlb
 backend sends it): the dispatcher measures how late it learns a completion (its answer lag)."""
 CHUNK = 64 * 1024
+"""A request body of at most this many bytes with a Content-Length is read at once (so that a
+retry can send it again); a longer one, or one without a length, streams to the backend."""
+BODY_REASONS = frozenset(("bad_type", "unknown_type", "bad_body"))
+"""Refusals about the body's type field (the OpenAI error's ``param``)."""
+
+
+class BodyTooLarge(Exception):
+    """A streamed request body passed max_body_bytes."""
+
+
+class StreamedBody:
+    """A request body as it arrives, for the upstream call: it raises BodyTooLarge past ``limit``
+    bytes, and says so in ``too_large`` (the HTTP client reports the failure of a body as a
+    failure of the connection)."""
+
+    def __init__(self, content, limit: int):
+        self.content = content
+        self.limit = limit
+        self.too_large = False
+
+    async def __aiter__(self):
+        total = 0
+        async for chunk in self.content.iter_any():
+            total += len(chunk)
+            if total > self.limit:
+                self.too_large = True
+                raise BodyTooLarge
+            yield chunk
 
 
 def end_to_end(headers) -> CIMultiDict:
@@ -60,18 +92,22 @@ def end_to_end(headers) -> CIMultiDict:
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in named)
 
 
-def service_time(headers, lease) -> float | None:
-    """A request's service time in seconds (speed=auto), if it shows one: the backend's
-    X-Service-Ms; else, for a request that found the backend empty, its X-Sojourn-Ms or the
-    response time measured here; else None."""
+def service_time(headers, found_empty: bool, watch: AnswerWatch, started: float) -> float | None:
+    """A request's service time in seconds (speed=auto), if its answer shows one: the backend's
+    X-Service-Ms; else, for a request that found the backend empty, its X-Sojourn-Ms, else an
+    inference answer's seconds per output token (:meth:`AnswerWatch.seconds_per_token`), else the
+    time from its arrival (``started``, perf_counter) to the answer's headers; else None."""
     for name, needs_empty in ((SERVICE, False), (SOJOURN, True)):
         text = headers.get(name)
-        if text is not None and (lease.found_empty or not needs_empty):
+        if text is not None and (found_empty or not needs_empty):
             try:
                 return float(text) / 1000.0
             except ValueError:
                 return None
-    return time.monotonic() - lease.started if lease.found_empty else None
+    if not found_empty:
+        return None
+    per_token = watch.seconds_per_token(started)
+    return per_token if per_token is not None else watch.opened - started
 
 
 def lags(headers, decided: float, now: float) -> tuple[float | None, float | None]:
@@ -107,7 +143,8 @@ class Proxy:
         self.active = 0
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
-        self.timeout = aiohttp.ClientTimeout(total=config.timeout, connect=config.connect_timeout)
+        # the backend may stay silent at most `timeout`: before its answer's headers and between two chunks
+        self.timeout = aiohttp.ClientTimeout(total=None, connect=config.connect_timeout, sock_read=config.timeout)
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -130,10 +167,12 @@ class Proxy:
 
     # --- requests --------------------------------------------------------------------------------
 
-    def job_type(self, request: web.Request) -> int | str:
-        """The job type index of a request, or the text of a 400 answer."""
+    def job_type(self, request: web.Request, body_type: str | None) -> int | web.Response:
+        """The job type index of a request, or its 400 or 404 answer. The type is ``body_type``
+        (the body's ``type_body_field``), else the type header, else the longest matching path
+        prefix, else the default type."""
         dispatcher = self.dispatcher
-        name = request.headers.get(self.config.type_header)
+        name = body_type if body_type is not None else request.headers.get(self.config.type_header)
         if name is None:
             path = request.rel_url.path
             name = next((kind for prefix, kind in self.config.type_prefixes if path.startswith(prefix)), None)
@@ -142,30 +181,76 @@ class Proxy:
         if not dispatcher.typed:
             return 0  # no backend declares types: every request may go to every backend
         if name is None:
-            return f"no job type: give the {self.config.type_header} header"
+            where = f"the body's {self.config.type_body_field!r} field or " if self.config.type_body_field else ""
+            return self.refusal(400, "bad_type", f"no job type: give {where}the {self.config.type_header} header")
         k = dispatcher.type_index.get(name)
-        if k is None:
-            return f"no backend serves job type {name[:64]!r}"
+        if k is None:  # an OpenAI-compatible API's unknown model is a 404, as OpenAI's own
+            status = 404 if self.config.type_body_field else 400
+            return self.refusal(status, "unknown_type", f"no backend serves {name[:64]!r}", "model_not_found")
         return k
+
+    def refusal(self, status: int, reason: str, text: str, code: str | None = None) -> web.Response:
+        """An answer of the proxy itself, counted under ``reason``: plain text, or with
+        ``type_body_field`` (an OpenAI-compatible API) the OpenAI error object
+        ``{"error": {"message", "type", "param", "code"}}``; a 503 says when to retry."""
+        self.metrics.rejected(reason)
+        headers = {"Retry-After": "1"} if status == 503 else None
+        if self.config.type_body_field is None:
+            return web.Response(status=status, text=text + "\n", headers=headers)
+        error = {
+            "message": text,
+            "type": "invalid_request_error" if status < 500 else "server_error",
+            "param": self.config.type_body_field if reason in BODY_REASONS else None,
+            "code": code or reason,
+        }
+        return web.json_response({"error": error}, status=status, headers=headers)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        k = self.job_type(request)
-        if isinstance(k, str):
-            self.metrics.rejected("bad_type")
-            return web.Response(status=400, text=k + "\n")
+        length = request.content_length
+        if length is not None and length > self.config.max_body_bytes:
+            return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
+        body: bytes | None = None
+        body_type: str | None = None
+        if self.config.type_body_field is not None and self.dispatcher.typed and request.body_exists:
+            body = await request.read()  # at most max_body_bytes (client_max_size), else 413
+            named = self.body_type(body)
+            if isinstance(named, web.Response):
+                return named
+            body_type = named
+        elif request.body_exists and length is not None and length <= CHUNK:
+            body = await request.read()  # small: read at once (and a retry can send it again)
+        k = self.job_type(request, body_type)
+        if isinstance(k, web.Response):
+            return k
         if self.active >= self.config.max_in_flight:
-            self.metrics.rejected("overload")
-            return web.Response(status=503, headers={"Retry-After": "1"}, text="overloaded\n")
+            return self.refusal(503, "overload", "overloaded")
         self.active += 1
         try:
-            return await self.forward(request, k, started)
+            return await self.forward(request, k, started, body)
         finally:
             self.active -= 1
 
-    async def forward(self, request: web.Request, k: int, started: float) -> web.StreamResponse:
+    def body_type(self, body: bytes) -> str | None | web.Response:
+        """The job type a JSON body names in its top-level ``type_body_field`` (None: no such
+        field), or the 400 answer of a body that is no JSON object or names no valid type."""
+        field = self.config.type_body_field
+        assert field is not None
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return self.refusal(400, "bad_body", "the body is not JSON", "invalid_json")
+        if not isinstance(data, dict):
+            return self.refusal(400, "bad_body", "the body is not a JSON object", "invalid_json")
+        value = data.get(field)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            return self.refusal(400, "bad_body", f"{field} must be a non-empty string", "invalid_type")
+        return value
+
+    async def forward(self, request: web.Request, k: int, started: float, body: bytes | None) -> web.StreamResponse:
         dispatcher = self.dispatcher
-        body = await request.read() if request.can_read_body else None
         headers = end_to_end(request.headers)
         headers.popall("Host", None)
         headers.popall("Content-Length", None)
@@ -174,7 +259,9 @@ class Proxy:
         headers["X-Forwarded-For"] = f"{forwarded_for}, {peer}" if forwarded_for else peer
         headers.setdefault("X-Forwarded-Host", request.host)
         headers.setdefault("X-Forwarded-Proto", request.scheme)
-        attempts = 1 + (self.config.retries if request.method in IDEMPOTENT else 0)
+        streamed_body = body is None and request.body_exists
+        retry = request.method in IDEMPOTENT and not streamed_body  # a streamed body is sent once
+        attempts = 1 + (self.config.retries if retry else 0)
         target = request.rel_url
         tried: tuple[int, ...] = ()
         for attempt in range(attempts):
@@ -182,21 +269,23 @@ class Proxy:
             s = dispatcher.choose(k, tried)
             self.metrics.decision(time.perf_counter() - decided)
             if s == NO_BACKEND:
-                self.metrics.rejected("no_backend")
-                return web.Response(status=503, headers={"Retry-After": "1"}, text="no healthy backend\n")
+                return self.refusal(503, "no_backend", "no healthy backend")
             if dispatcher.is_full(s):
                 dispatcher.blocked[s] += 1
                 return web.Response(status=503, headers={"Retry-After": "1"}, text="backend full\n")
             untried = dispatcher.indptr[k + 1] - dispatcher.indptr[k] - len(tried)
             last = attempt == attempts - 1 or untried <= 1
-            response = await self.call(request, s, target, headers, body, started, last)
+            data = StreamedBody(request.content, self.config.max_body_bytes) if streamed_body else body
+            response = await self.call(request, s, target, headers, data, started, last)
             if response is not None:
                 return response
             tried += (s,)
         raise AssertionError("the last attempt always answers")
 
-    async def call(self, request, s, target, headers, body, started, last) -> web.StreamResponse | None:
-        """One call to backend s; None when it failed and a retry is allowed."""
+    async def call(self, request, s, target, headers, data, started, last) -> web.StreamResponse | None:
+        """One call to backend s, its answer relayed as it arrives; None when it failed before
+        answering and a retry is allowed. The request is in flight (its lease held) until the
+        answer's last byte has been relayed, the backend failed, or the client went away."""
         dispatcher = self.dispatcher
         assert self.session is not None
         url = self.base[s].with_path(self.base[s].raw_path.rstrip("/") + target.raw_path, encoded=True)
@@ -208,50 +297,53 @@ class Proxy:
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
             async with self.session.request(
-                request.method, url, headers=headers, data=body, timeout=self.timeout,
-                allow_redirects=False,
+                request.method, url, headers=headers, data=data, timeout=self.timeout, allow_redirects=False,
             ) as upstream:  # fmt: skip
                 self.on_response(lease, upstream)
                 if upstream.status >= 500 and not last:
                     return None
-                # the backend's work on this request ends when its answer has been read in full
-                # (at once for a small one): the count drops then, not after the client has it
-                small = request.method == "HEAD" or (
-                    upstream.content_length is not None and upstream.content_length <= CHUNK
-                )
-                payload = await upstream.read() if small and request.method != "HEAD" else b""
-                if small:
-                    self.release(lease, upstream)
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 response.headers.extend(end_to_end(upstream.headers))
                 response.headers.popall("Content-Length", None)
                 response.headers[BACKEND] = dispatcher.urls[s]
                 if upstream.content_length is not None:
                     response.content_length = upstream.content_length
-                await response.prepare(request)
-                if payload:
-                    await response.write(payload)
-                elif not small:  # a large or streamed answer, passed on as it comes
-                    async for chunk in upstream.content.iter_chunked(CHUNK):
-                        await response.write(chunk)
-                    self.release(lease, upstream)
-                await response.write_eof()
-                self.metrics.latency(s, time.perf_counter() - started)
+                watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
+                try:
+                    await response.prepare(request)
+                    if request.method != "HEAD":
+                        async for chunk in upstream.content.iter_any():
+                            watch.passed(chunk)
+                            await response.write(chunk)
+                except ConnectionError:  # the client went away: its answer is cut, the call with it
+                    self.metrics.aborted(s, "client_gone")
+                    return response
+                self.answered(lease, upstream, watch, started)
+                with contextlib.suppress(ConnectionError):
+                    await response.write_eof()
                 return response
+        except asyncio.CancelledError:  # the client went away (its handler is cancelled, the call with it)
+            self.metrics.aborted(s, "client_gone")
+            raise
         except TimeoutError:
-            if response is not None and response.prepared:
-                raise  # the answer had begun: the client's connection is cut
-            self.on_failure(s)
-            return self.failure(504, s, "backend timed out", last)
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as error:
-            if response is not None and response.prepared:
-                raise  # the answer had begun (or the client went away while it streamed)
-            self.on_failure(s)
-            return self.failure(502, s, f"backend unreachable ({type(error).__name__})", last)
+            return self.upstream_failed(request, response, s, 504, "backend timed out", last)
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError, BodyTooLarge) as error:
+            if isinstance(data, StreamedBody) and data.too_large and response is None:
+                return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
+            return self.upstream_failed(request, response, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
             lease.release()
 
-    def failure(self, status: int, s: int, text: str, last: bool) -> web.Response | None:
+    def upstream_failed(self, request, response, s: int, status: int, text: str, last: bool):
+        """The backend failed: before its answer, a 502 or 504 (None when a retry may follow);
+        during it, the client's connection is cut (its answer cannot be completed: no terminating
+        chunk, or fewer bytes than its Content-Length) and the answer returned as it stands."""
+        self.on_failure(s)
+        if response is not None and response.prepared:
+            self.metrics.aborted(s, "backend_broken")
+            if request.transport is not None:
+                request.transport.abort()
+            return response
         if not last:
             return None
         return web.Response(status=status, text=text + "\n")
@@ -268,16 +360,21 @@ class Proxy:
             self.on_failure(s)
             return
         dispatcher.succeeded(s)
-        if dispatcher.speed_auto[s]:
-            seconds = service_time(upstream.headers, lease)
+
+    def answered(self, lease, upstream, watch: AnswerWatch, started: float) -> None:
+        """The answer's last byte has been relayed: its in-flight count drops now, its times to
+        first and last byte and its events are measured, and with speed=auto its service time is a
+        sample of the backend's speed. The backend's epochs give how long the request took from the
+        decision to the backend (forward delay) and from its departure to here (answer lag)."""
+        lease.release()
+        s = lease.backend
+        dispatcher = self.dispatcher
+        watch.finished()
+        self.metrics.answered(s, started, watch)
+        if dispatcher.speed_auto[s] and upstream.status < 500:
+            seconds = service_time(upstream.headers, lease.found_empty, watch, started)
             if seconds is not None and dispatcher.observe_service(s, seconds):
                 dispatcher.refresh()
-
-    def release(self, lease, upstream) -> None:
-        """The backend's answer has been read in full: its in-flight count drops now. The backend's
-        epochs give how long the request took from the decision to the backend (forward delay) and
-        from its departure to here (answer lag)."""
-        lease.release()
         forward, answer = lags(upstream.headers, lease.started, time.monotonic())
         if forward is not None:
             self.metrics.forward_delay.observe(forward)
