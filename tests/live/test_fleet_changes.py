@@ -4,6 +4,7 @@ specs and states): every choice is among the admitted compatible active backends
 every lease is released exactly once into its own slot, the in-flight counts equal the open leases,
 and a drained backend leaves when its last lease is released."""
 
+import asyncio
 from collections import Counter
 
 import numpy as np
@@ -180,3 +181,81 @@ def test_a_patched_speed_is_the_one_jfsq_ranks_on():
     lease = dispatcher.start(s)
     assert dispatcher.is_full(s)
     lease.release()
+
+
+# --- the fleet's changes: the backends file's difference, the admin API's checks ---------------------
+
+
+def fleet_of(backends: list[str], **keys):
+    """A Fleet on a proxy that has not started (no HTTP session: the changes here need none)."""
+    from hetlb.live.fleet import Fleet
+    from hetlb.live.metrics import Metrics
+    from hetlb.live.proxy import Proxy
+
+    config = ServeConfig.from_mapping({"backends": backends, "health_interval": 0, **keys})
+    dispatcher = Dispatcher(config, seed=1)
+    return Fleet(Proxy(config, dispatcher, Metrics(dispatcher)), say=lambda line: None)
+
+
+def states(fleet) -> dict[str, str]:
+    return {entry["url"]: entry["state"] for entry in fleet.entries()}
+
+
+def test_a_backends_file_is_applied_as_a_difference():
+    from hetlb.live.config import parse_backends
+
+    async def run():
+        fleet = fleet_of(["http://127.0.0.1:23001", "http://127.0.0.1:23002,speed=2"], drain=60)
+        dispatcher = fleet.dispatcher
+        lease = dispatcher.start(0)  # a request in flight at the first backend
+        fleet.apply(parse_backends("backends", ["http://127.0.0.1:23002,speed=3", "http://127.0.0.1:23003"]), "test")
+        assert states(fleet) == {url: state for url, state in [
+            ("http://127.0.0.1:23001", "draining"), ("http://127.0.0.1:23002", "active"),
+            ("http://127.0.0.1:23003", "active"),
+        ]}  # fmt: skip
+        assert dispatcher.speed[1] == 3.0 and len(fleet.proxy.base) == 3 == dispatcher.n_backends
+        assert str(fleet.proxy.base[2]) == "http://127.0.0.1:23003"
+        fleet.apply(parse_backends("backends", ["http://127.0.0.1:23001,buffer=4", "http://127.0.0.1:23003"]), "test")
+        assert states(fleet) == {"http://127.0.0.1:23001": "active", "http://127.0.0.1:23003": "active"}
+        assert dispatcher.slot_of["http://127.0.0.1:23001"] == 0 and dispatcher.buffer[0] == 4  # taken back
+        assert dispatcher.slot_of.get("http://127.0.0.1:23002") is None  # nothing in flight: gone at once
+        assert not fleet.drain_timers  # the timer of the one taken back was cancelled
+        lease.release()
+        assert states(fleet)["http://127.0.0.1:23001"] == "active" and dispatcher.accounting_violations == 0
+        await fleet.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "change,status,field",
+    [
+        ({"op": "add", "backend": {"url": "http://127.0.0.1:23001"}}, 409, "url"),
+        ({"op": "add", "backend": {"url": "http://127.0.0.1:23009", "speed": "x"}}, None, "backend.speed"),
+        ({"op": "add", "backend": "http://127.0.0.1:23009,types=a b"}, None, "backend.types"),
+        ({"op": "drain", "url": "http://127.0.0.1:23009"}, 404, "url"),
+        ({"op": "patch", "url": "http://127.0.0.1:23001", "changes": {"url": "http://x:1"}}, None, "backend.url"),
+        ({"op": "patch", "url": "http://127.0.0.1:23001", "changes": [1]}, None, "backend"),
+        ({"op": "patch", "url": "http://127.0.0.1:23001", "changes": {"buffer": -1}}, None, "backend.buffer"),
+        ({"op": "rename"}, None, "op"),
+    ],
+)
+def test_a_bad_change_names_its_field_and_changes_nothing(change, status, field):
+    from hetlb.errors import InputError
+    from hetlb.live.fleet import FleetError
+
+    fleet = fleet_of(["http://127.0.0.1:23001,types=a"])
+    before = (fleet.entries(), fleet.dispatcher.type_index)
+    with pytest.raises((InputError, FleetError)) as raised:
+        fleet.change(change)
+    assert raised.value.field == field and getattr(raised.value, "status", None) == status
+    assert (fleet.entries(), fleet.dispatcher.type_index) == before
+
+
+def test_models_listed_reads_the_openai_list():
+    from hetlb.live.fleet import models_listed
+
+    listed = {"object": "list", "data": [{"id": "llama-3-8b"}, {"id": "lora/sql"}, {"id": "x" * 65}, {"id": 3}, "y"]}
+    assert models_listed(listed) == ("llama-3-8b", "lora/sql")  # ids that are no job type name left out
+    assert models_listed({"data": []}) == ()
+    assert models_listed({"models": []}) is None and models_listed([{"id": "a"}]) is None

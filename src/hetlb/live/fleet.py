@@ -95,7 +95,7 @@ class Fleet:
         """Told of every change made through the admin API (the other dispatchers make it too)."""
         self.tasks: set[asyncio.Task] = set()
         self.drain_timers: dict[int, asyncio.TimerHandle] = {}
-        self.file_seen = file_signature(self.config.backends_file)
+        self.file_seen: tuple[int, int] | None = None  # the first look applies the file (a no-op if unchanged)
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -245,14 +245,12 @@ class Fleet:
         """One change as the admin API and the relay write it: {"op": "add", "backend": SPEC},
         {"op": "drain", "url": URL} or {"op": "patch", "url": URL, "changes": {...}}; its slot."""
         op = change.get("op")
+        if op not in ("add", "drain", "patch"):
+            raise InputError("op", f"must be add, drain or patch, got {validation.shown(op)}")
         if op == "add":
             return self.add(parse_backend("backend", change.get("backend")))
         url = validation.text("url", change.get("url"))
-        if op == "drain":
-            return self.drain(url)
-        if op == "patch":
-            return self.patch(url, change.get("changes"))
-        raise InputError("op", f"must be add, drain or patch, got {validation.shown(op)}")
+        return self.drain(url) if op == "drain" else self.patch(url, change.get("changes"))
 
     def relayed(self, message: bytes) -> None:
         """A change another dispatcher made through its admin API."""
