@@ -235,6 +235,7 @@ def test_the_backends_file_is_applied_when_it_changes_under_load(tmp_path, proce
     serve = processes.serve("--config", str(config), port=port, admin=port + 1)
     load = SteadyLoad(url(port))
     time.sleep(1.0)
+    assert received(c) == 0  # not in the fleet yet: nothing sent to it
     write_backends(backends_file, [url(b), f"{url(c)},speed=2"])  # c added, a drained and removed
     assert wait_for(lambda: fleet_urls(port + 1) == {url(b): "active", url(c): "active"}, timeout=5.0)
     after_removal = received(a)
@@ -276,6 +277,7 @@ def test_sighup_reloads_the_backends_and_keeps_the_policy_until_a_restart(tmp_pa
     serve = processes.serve("--config", str(config), port=port, admin=port + 1)
     load = SteadyLoad(url(port))
     time.sleep(1.0)
+    assert received(c) == 0  # not in the fleet yet: nothing sent to it
     config.write_text(f'backends = ["{url(b)}", "{url(c)},speed=2"]\nretries = 1\npolicy = "sed"\n')
     serve.send_signal(signal.SIGHUP)
     assert wait_for(lambda: fleet_urls(port + 1) == {url(b): "active", url(c): "active"}, timeout=5.0)
