@@ -1,5 +1,5 @@
-"""Requests per second through one dispatcher process with instant backends: hetlb serve against
-HAProxy and nginx, measured in the same run, as ratios.
+"""Requests per second and CPU time per request through one dispatcher process with instant
+backends: hetlb serve against HAProxy and nginx, measured in the same run, as ratios.
 
 Set-up, all on 127.0.0.1:
 - instant backends: 8 ports of one nginx instance answering ``200 ok`` at once with
@@ -15,7 +15,10 @@ Set-up, all on 127.0.0.1:
 
 The balancers take turns, round after round (``--rounds``), so a change in what else the shared
 machine runs touches them alike; per balancer the median over rounds is reported, and the ratios
-hetlb / HAProxy and hetlb / nginx of the medians. Goal: hetlb serve >= 2,000 requests/s.
+hetlb / HAProxy and hetlb / nginx of the medians. The CPU time per request is the balancer's
+process tree's user and system time (``/proc/PID/stat``, its workers included) over the run,
+divided by the requests answered: what each proxied request costs, whatever else the machine runs.
+Goals: hetlb serve >= 2,000 requests/s, and at most 5 times nginx's CPU time per request.
 
     python benchmarks/live_throughput.py                   # 3 rounds of 10 s per balancer
     python benchmarks/live_throughput.py --rounds 5 --seconds 5 --connections 32
@@ -104,15 +107,34 @@ def start_hetlb(port: int, backends: list[str]) -> ChildProcess:
     return child
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process and its descendants so far (Linux /proc)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(child) for child in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def measure_wrk(url: str, seconds: float, connections: int) -> dict:
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", url], capture_output=True, text=True, check=True
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     socket_errors = re.search(r"Socket errors: (.*)", output)
     return {
         "requests_per_s": rate,
+        "requests": requests,
         "non_2xx": int(errors.group(1)) if errors else 0,
         "socket_errors": socket_errors and socket_errors.group(1),
     }
@@ -134,7 +156,7 @@ async def main():
                     bad += response.status >= 300
         start = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(connections)))
-        print(done / (time.monotonic() - start), bad)
+        print(done / (time.monotonic() - start), bad, done)
 asyncio.run(main())
 """
 
@@ -143,7 +165,12 @@ def measure_aiohttp(url: str, seconds: float, connections: int) -> dict:
     output = subprocess.run(
         [sys.executable, "-c", CLIENT, url, str(seconds), str(connections)], capture_output=True, text=True, check=True
     ).stdout.split()
-    return {"requests_per_s": float(output[0]), "non_2xx": int(output[1]), "socket_errors": None}
+    return {
+        "requests_per_s": float(output[0]),
+        "requests": int(output[2]),
+        "non_2xx": int(output[1]),
+        "socket_errors": None,
+    }
 
 
 def main() -> None:
@@ -164,6 +191,7 @@ def main() -> None:
         print("note: hetlb serve is not part of this build; only the peers run", file=sys.stderr)
     load_before = os.getloadavg()
     rates: dict[str, list[float]] = {name: [] for name in balancers}
+    cpu_us: dict[str, list[float]] = {name: [] for name in balancers}
     runs = []
     with tempfile.TemporaryDirectory(prefix="hetlb-bench-") as folder:
         folder_path = Path(folder)
@@ -182,23 +210,37 @@ def main() -> None:
                     else:
                         child = start_peer(PEERS[name], port, [(url, 1.0) for url in urls], folder_path / name)
                     try:
+                        before = cpu_seconds(child.process.pid)
                         result = measure(f"http://127.0.0.1:{port}/", args.seconds, args.connections)
+                        result["cpu_us_per_request"] = (
+                            1e6 * (cpu_seconds(child.process.pid) - before) / result["requests"]
+                        )
                     finally:
                         child.stop()
                     rates[name].append(result["requests_per_s"])
+                    cpu_us[name].append(result["cpu_us_per_request"])
                     runs.append({"round": round_index, "balancer": name, **result})
-                    print(f"round {round_index + 1}: {name:<18} {result['requests_per_s']:9.0f} requests/s", flush=True)
+                    print(
+                        f"round {round_index + 1}: {name:<18} {result['requests_per_s']:9.0f} requests/s, "
+                        f"{result['cpu_us_per_request']:7.1f} us of CPU per request",
+                        flush=True,
+                    )
         finally:
             backend.stop()
     medians = {name: statistics.median(values) for name, values in rates.items() if values}
-    ratios = {}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu_us.items() if values}
+    ratios, cpu_ratios = {}, {}
     if "hetlb" in medians:
         ratios = {f"hetlb/{name}": medians["hetlb"] / medians[name] for name in medians if name != "hetlb"}
+        cpu_ratios = {f"hetlb/{name}": cpu_medians["hetlb"] / cpu_medians[name] for name in medians if name != "hetlb"}
     print()
     for name, value in medians.items():
-        print(f"{name:<18} median {value:9.0f} requests/s over {len(rates[name])} rounds")
+        print(
+            f"{name:<18} median {value:9.0f} requests/s, {cpu_medians[name]:7.1f} us of CPU per request "
+            f"over {len(rates[name])} rounds"
+        )
     for name, value in ratios.items():
-        print(f"{name:<30} {value:.3f}")
+        print(f"{name:<30} throughput {value:.3f}, CPU per request {cpu_ratios[name]:.2f}")
     document = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -209,7 +251,9 @@ def main() -> None:
         "connections": args.connections,
         "seconds": args.seconds,
         "medians_requests_per_s": medians,
+        "medians_cpu_us_per_request": cpu_medians,
         "ratios": ratios,
+        "cpu_per_request_ratios": cpu_ratios,
         "runs": runs,
     }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
 from hetlb.scenario import Scenario
-from hetlb.signals import CONTINUOUS, LED_UPDATE_PARAMETERS, LIVE_SIGNALS, SIGNALS, SLOTTED, LiveRun
+from hetlb.signals import CONTINUOUS, LED_UPDATE_PARAMETERS, LIVE_FORMS, LIVE_SIGNALS, SIGNALS, SLOTTED, LiveRun
 
 PACKAGE = Path(hetlb.__file__).parent
 CONTINUOUS_SIGNALS = signals.names_in(CONTINUOUS)
@@ -159,7 +159,7 @@ UNIT_MS = 5.0
 def test_every_live_signal_has_a_simulated_twin_the_continuous_model_runs(live_name, led):
     """With several dispatchers each live signal maps, through its entry, to update signals that
     the continuous model accepts, and each twin signal is counted in a run."""
-    chosen = parse_signals("signals", live_name).chosen
+    chosen = parse_signals("signals", LIVE_FORMS[live_name].example).chosen
     assert parse_signals("signals", parse_signals("signals", live_name).names()).chosen == chosen
     twin = signals.model_twin(chosen, LiveRun(UNIT_MS, dispatchers=3, led=led, p_hat=0.5, d=2, unseen_ms=1.0))
     assert twin is not None
@@ -187,13 +187,39 @@ def test_the_twins_say_what_the_live_signals_do():
     assert signals.model_twin(parse_signals("s", "piggyback").chosen, alone) == {"piggyback": {}}
 
 
+def test_a_snapshot_live_is_a_poll_or_a_scrape_late_by_its_measured_delay():
+    """poll and metrics are both live forms of snapshot: each dispatcher on its own phase, every
+    tau, its answers late by the snapshot delay measured live (send to report)."""
+    assert [live.name for live in SIGNALS["snapshot"].live] == ["poll", "metrics"]
+    assert all(live in LIVE_SIGNALS[name].live for name, live in LIVE_FORMS.items())
+    run = LiveRun(UNIT_MS, dispatchers=4, unseen_ms=1.0, snapshot_delay_ms=2.0)
+    snapshot = {"tau": 50.0 / UNIT_MS, "phases": "independent", "delay": 2.0 / UNIT_MS}
+    for live in ("poll:tau=50ms", "metrics:vllm:tau=50ms", "metrics:sglang:tau=50ms"):
+        twin = signals.model_twin(parse_signals("s", f"inflight,{live}").chosen, run)
+        assert twin == {"increment": {}, "piggyback": {"delay": 1.0 / UNIT_MS}, "snapshot": snapshot}
+        assert Updates.parse(signals.text(twin)).delays["snapshot"] == signals.Delay("constant", 2.0 / UNIT_MS)
+    default = parse_signals("s", "metrics").chosen["metrics"]
+    assert default == {"engine": "vllm", "tau": 0.05}  # the Inference Extension's 50 ms
+    unmeasured = signals.model_twin({"metrics": default}, LiveRun(UNIT_MS, dispatchers=2))
+    assert unmeasured == {"snapshot": {"tau": 50.0 / UNIT_MS, "phases": "independent"}}
+
+
+def test_metrics_reports_so_an_led_policy_may_decide_on_it_alone():
+    config = ServeConfig.from_mapping({"backends": ["http://127.0.0.1:9001"], "policy": "l-jsq", "signals": "metrics"})
+    assert (
+        config.signals.reports
+        and config.signals.metrics == ("vllm", 0.05)
+        and config.signals.names() == ["metrics:vllm:tau=50ms"]
+    )
+
+
 def test_serve_reads_its_signals_from_the_entries():
     config = ServeConfig.from_mapping({"backends": ["http://127.0.0.1:9001"]})
-    assert config.signals.names() == [n for n, s in LIVE_SIGNALS.items() if s.live and s.live.default]
+    assert config.signals.names() == [name for name, live in LIVE_FORMS.items() if live.default]
     assert config.signals.inflight and config.signals.piggyback and config.signals.reports
-    with pytest.raises(InputError, match="choose from " + ", ".join(LIVE_SIGNALS)):
+    with pytest.raises(InputError, match="choose from " + ", ".join(LIVE_FORMS)):
         parse_signals("signals", "smoke")
-    assert parse_signals("signals", "poll").poll_interval == LIVE_SIGNALS["poll"].live.options["tau"].default
+    assert parse_signals("signals", "poll").poll_interval == LIVE_FORMS["poll"].options["tau"].default
 
 
 # --- one table -------------------------------------------------------------------------------------
@@ -241,3 +267,6 @@ def test_the_table_check_finds_a_table():
 def test_an_entry_is_checked_when_it_is_declared():
     with pytest.raises(ValueError, match="belongs to the slotted model"):
         signals.Signal("scrape", "an engine's metrics", "1 per scrape", strategy=True)
+    tau = signals.Parameter(0.05, "time between two scrapes", signals.DURATION)
+    with pytest.raises(ValueError, match="its positional option is a word"):
+        signals.LiveSignal("scrape", "an engine's metrics", lambda options, run: {}, {"tau": tau}, positional="tau")

@@ -4,8 +4,9 @@ An entry of :data:`SIGNALS` holds everything hetlb knows of a signal: its defini
 parameters with their defaults and kinds, whether it sends messages (which may then be delayed),
 whether a dispatcher that uses it decides on the truth, the models that implement it (the
 continuous model of M dispatchers, ``hetlb.simulate(dispatchers=M, update=...)``, and the slotted
-model of 001, ``hetlb.simulate_slotted``) and its live form, the signal of ``hetlb serve
---signals``, with the update signals that are its simulated twin. Every other table of signals is
+model of 001, ``hetlb.simulate_slotted``) and its live forms, the signals of ``hetlb serve
+--signals`` (a snapshot is a poll of ``/load`` or a scrape of an engine's metrics), each with the
+update signals that are its simulated twin. Every other table of signals is
 read from these entries: the continuous model's updates (hetlb.model.dispatchers), the LED
 policies' update parameters (:data:`LED_UPDATE_PARAMETERS`, hetlb.policies.registry), the kernel's
 message counts, serve's ``--signals`` (hetlb.live.config) and the testbed's twin of a live run
@@ -18,8 +19,8 @@ An update specification means the same in every model: comma-separated signals, 
 signals (``exact`` and ``probe`` alone); the slotted model takes one of its strategies, ``push``
 or ``pull``, with its parameters, and ``increment`` (:func:`slotted_update`). The signals that send
 messages take ``delay=X`` (constant, time units) or ``mean_delay=X`` (exponential of mean X) in the
-continuous model. Live, ``hetlb serve --signals inflight,piggyback,push,poll:tau=100ms`` names the
-live forms (docs/reference/serve.md).
+continuous model. Live, ``hetlb serve --signals inflight,piggyback,push,poll:tau=100ms`` or
+``inflight,metrics:vllm:tau=50ms`` names the live forms (docs/reference/serve.md).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ MODELS = (CONTINUOUS, SLOTTED)
 
 DURATION = "a duration such as 100ms or 0.5s"
 """The kind of a live signal's time parameter (seconds; hetlb.live.config.duration reads it)."""
+WORD = "a name"
+"""The kind of a live signal's positional option (metrics' engine; hetlb.live.config checks it)."""
 
 EXAMPLE = "piggyback,push:p_hat=0.1:d=2"
 SLOTTED_EXAMPLE = "pull:p_hat=0.5:trigger=departure"
@@ -65,7 +68,9 @@ class LiveRun:
     the testbed's mean_service_ms), the number of dispatchers, whether the policy decides on local
     estimates only (an LED policy, whose estimates change by updates only), serve's ``--p-hat``
     and ``--d``, and ``unseen_ms``, how long a completion stays unseen by its dispatcher (the
-    forward delay plus the answer lag measured live; None: not measured)."""
+    forward delay plus the answer lag measured live; None: not measured), and ``snapshot_delay_ms``,
+    the mean time from sending a poll or a scrape to reading its answer (measured live; None: not
+    measured)."""
 
     time_unit_ms: float
     dispatchers: int = 1
@@ -73,6 +78,7 @@ class LiveRun:
     p_hat: float = 1.0
     d: int = 2
     unseen_ms: float | None = None
+    snapshot_delay_ms: float | None = None
 
     @property
     def lagged(self) -> bool:
@@ -80,8 +86,20 @@ class LiveRun:
 
     def piggyback(self) -> dict:
         """The piggyback's parameters: the unseen time as its constant delay, in time units."""
-        unseen = self.unseen_ms
-        return {"delay": unseen / self.time_unit_ms} if unseen is not None and unseen > 0 else {}
+        return self.delay(self.unseen_ms)
+
+    def snapshot(self, tau_s: float) -> dict:
+        """A snapshot every ``tau_s`` seconds, each dispatcher at its own phase, its answers late
+        by the measured snapshot delay: the snapshot's parameters in time units."""
+        return {
+            "tau": tau_s * 1000.0 / self.time_unit_ms,
+            "phases": "independent",
+            **self.delay(self.snapshot_delay_ms),
+        }
+
+    def delay(self, ms: float | None) -> dict:
+        """A constant message delay of ``ms`` milliseconds in time units (empty: none)."""
+        return {"delay": ms / self.time_unit_ms} if ms is not None and ms > 0 else {}
 
 
 @dataclass(frozen=True)
@@ -90,17 +108,30 @@ class LiveSignal:
     its options (name -> :class:`Parameter`, e.g. poll's tau), whether it is among the default
     signals, and ``twin(options, run)``: the update signals of the continuous model that simulate
     it in a :class:`LiveRun` (a table of signals; ``exact`` where the dispatcher knows every number
-    at once)."""
+    at once). ``positional``: the option (of kind WORD) given as the first word after the name,
+    without its key (metrics' engine: ``metrics:vllm:tau=50ms``)."""
 
     name: str
     definition: str
     twin: Callable[[dict, LiveRun], dict]
     options: dict = field(default_factory=dict)
     default: bool = False
+    positional: str | None = None
+
+    def __post_init__(self):
+        if self.positional is not None and self.options[self.positional].kind != WORD:
+            raise ValueError(f"live signal {self.name}: its positional option is a word")
+
+    def text(self, options: dict) -> str:
+        """The signal's text with ``options`` (live name -> value; durations in ms)."""
+        parts = [self.name]
+        for key, value in options.items():
+            parts.append(value if key == self.positional else f"{key}={value * 1000:g}ms")
+        return ":".join(parts)
 
     @property
     def example(self) -> str:
-        return ":".join([self.name, *(f"{key}=100ms" for key in self.options)])
+        return self.text({key: option.default for key, option in self.options.items()})
 
 
 @dataclass(frozen=True)
@@ -113,7 +144,7 @@ class Signal:
     continuous model counts its messages (or local updates) per job. ``models``: the models that
     implement it. ``led_flag``: in the slotted model, the LED policies' flag that switches it on
     (for a signal that is not a strategy). ``strategy``: an update strategy of 001's slotted model,
-    of which a run takes exactly one. ``live``: its form in ``hetlb serve`` (None: not live).
+    of which a run takes exactly one. ``live``: its forms in ``hetlb serve`` (none: not live).
     """
 
     name: str
@@ -127,7 +158,7 @@ class Signal:
     strategy: bool = False
     led_flag: str | None = None
     led_description: str = ""
-    live: LiveSignal | None = None
+    live: tuple[LiveSignal, ...] = ()
 
     def __post_init__(self):
         if set(self.models) - set(MODELS):
@@ -186,11 +217,13 @@ SIGNALS: dict[str, Signal] = {
             models=MODELS,
             led_flag="increment_on_dispatch",
             led_description="add the jobs a dispatcher sends to its own estimate (an LSQ variant)",
-            live=LiveSignal(
-                "inflight",
-                "its own in-flight count per backend, exact for its own requests",
-                own_counts,
-                default=True,
+            live=(
+                LiveSignal(
+                    "inflight",
+                    "its own in-flight count per backend, exact for its own requests",
+                    own_counts,
+                    default=True,
+                ),
             ),
         ),
         Signal(
@@ -199,11 +232,15 @@ SIGNALS: dict[str, Signal] = {
             "job's dispatcher the server's number in system",
             "1 per job",
             messages=True,
-            live=LiveSignal(
-                "piggyback",
-                "X-Queue-Length: n on a backend's answer: the number in system after that request left",
-                lambda options, run: {"piggyback": run.piggyback()},
-                default=True,
+            live=(
+                LiveSignal(
+                    "piggyback",
+                    "X-Queue-Length: n on a backend's answer, the number in system after that request left; else "
+                    "the ORCA endpoint-load-metrics header's named metrics num_requests_running + "
+                    "num_requests_waiting",
+                    lambda options, run: {"piggyback": run.piggyback()},
+                    default=True,
+                ),
             ),
         ),
         Signal(
@@ -227,11 +264,13 @@ SIGNALS: dict[str, Signal] = {
             messages=True,
             models=MODELS,
             strategy=True,
-            live=LiveSignal(
-                "push",
-                "with probability p_hat per request (--p-hat), GET /load of d backends (--d) sampled without "
-                "replacement, off the request's path",
-                lambda options, run: {"push": {"p_hat": run.p_hat, "d": run.d}},
+            live=(
+                LiveSignal(
+                    "push",
+                    "with probability p_hat per request (--p-hat), GET /load of d backends (--d) sampled without "
+                    "replacement, off the request's path",
+                    lambda options, run: {"push": {"p_hat": run.p_hat, "d": run.d}},
+                ),
             ),
         ),
         Signal(
@@ -269,13 +308,28 @@ SIGNALS: dict[str, Signal] = {
                 "timing": Parameter("periodic", "periodic polls or a Poisson process of them", ("periodic", "poisson")),
             },
             messages=True,
-            live=LiveSignal(
-                "poll",
-                "GET /load of every backend every tau (a snapshot, what makes replicas herd)",
-                lambda options, run: {
-                    "snapshot": {"tau": options["tau"] * 1000.0 / run.time_unit_ms, "phases": "independent"}
-                },
-                options={"tau": Parameter(0.1, "time between two polls of every backend (seconds)", DURATION)},
+            live=(
+                LiveSignal(
+                    "poll",
+                    "GET /load of every backend every tau (a snapshot, what makes replicas herd)",
+                    lambda options, run: {"snapshot": run.snapshot(options["tau"])},
+                    options={"tau": Parameter(0.1, "time between two polls of every backend (seconds)", DURATION)},
+                ),
+                LiveSignal(
+                    "metrics",
+                    "GET an inference engine's Prometheus metrics of every backend every tau; its number in "
+                    "system is running + waiting (vllm, sglang, or an [engine_metrics] table)",
+                    lambda options, run: {"snapshot": run.snapshot(options["tau"])},
+                    options={
+                        "engine": Parameter("vllm", "the engine whose metric names are read", WORD),
+                        "tau": Parameter(
+                            0.05,
+                            "time between two scrapes of every backend (seconds; the Inference Extension's)",
+                            DURATION,
+                        ),
+                    },
+                    positional="engine",
+                ),
             ),
         ),
     ]
@@ -322,13 +376,16 @@ LED_UPDATE_PARAMETERS = led_update_parameters()
 """Parameters shared by the LED policies: the update strategy of 001 section 5
 (docs/reference/slotted.md)."""
 
-LIVE_SIGNALS: dict[str, Signal] = {signal.live.name: signal for signal in SIGNALS.values() if signal.live}
-"""The signals of ``hetlb serve --signals``, by their live name."""
+LIVE_FORMS: dict[str, LiveSignal] = {live.name: live for signal in SIGNALS.values() for live in signal.live}
+"""The signals of ``hetlb serve --signals``: live name -> its live form, in the entries' order."""
+
+LIVE_SIGNALS: dict[str, Signal] = {live.name: signal for signal in SIGNALS.values() for live in signal.live}
+"""The entry of each live signal, by its live name (several live forms may share an entry)."""
 
 
 def default_live_signals() -> dict:
     """The signals of ``hetlb serve`` without --signals (inflight,piggyback): live name -> options."""
-    return {name: {} for name, signal in LIVE_SIGNALS.items() if signal.live and signal.live.default}
+    return {name: {} for name, live in LIVE_FORMS.items() if live.default}
 
 
 # --- the specification text --------------------------------------------------------------------
@@ -508,18 +565,18 @@ def update_help() -> str:
 
 def live_help() -> str:
     """The help of ``hetlb serve --signals``."""
-    forms = ", ".join(s.live.example for s in LIVE_SIGNALS.values() if s.live)
+    forms = ", ".join(live.example for live in LIVE_FORMS.values())
     return f"load signals among {forms} (default {','.join(default_live_signals())})"
 
 
 def model_twin(chosen: dict, run: LiveRun) -> dict | None:
     """The update signals of the continuous model (a table of signals) that simulate the live
     signals ``chosen`` (live name -> options) in ``run``, each entry's twin in the entries' order;
-    None when a dispatcher knows every number at once (the single-dispatcher model). Probes and
-    polls arrive at once in the twin; only the piggybacked answers carry the unseen time."""
+    None when a dispatcher knows every number at once (the single-dispatcher model). Push probes
+    arrive at once in the twin; the piggybacked answers carry the unseen time, the snapshots (polls
+    and scrapes) the measured snapshot delay."""
     twin: dict = {}
-    for signal in LIVE_SIGNALS.values():
-        assert signal.live is not None
-        if signal.live.name in chosen:
-            twin.update(signal.live.twin(chosen[signal.live.name], run))
+    for name, live in LIVE_FORMS.items():
+        if name in chosen:
+            twin.update(live.twin(chosen[name], run))
     return None if any(SIGNALS[name].truth for name in twin) else twin

@@ -106,6 +106,9 @@ def test_serve_gets_speeds_types_buffers_and_the_policy():
     assert bed.model_update(bed.policies[1]) == "piggyback,push:p_hat=1:d=2"
     # the answers' measured lag (1 ms: 0.2 time units of 5 ms) delays the piggybacked reports only
     assert bed.model_update(bed.policies[1], 1.0) == "piggyback:delay=0.2,push:p_hat=1:d=2"
+    # the polls' measured delay (0.5 ms: 0.1 time units) delays the snapshots
+    assert bed.model_update(bed.policies[0], 1.0, 0.5) == "snapshot:tau=20:phases=independent:delay=0.1"
+    assert testbed_module.mean_delay_ms([{"scrape_delay": {"count": 4, "mean_ms": 0.5}}], "scrape_delay") == 0.5
     one = testbed_module.TestbedScenario.from_mapping(scenario(policies=["jfsq"]))
     assert one.model_update(one.policies[0]) is None  # exact counts: the single-dispatcher model
     lagged = one.model_update(one.policies[0], 2.0)

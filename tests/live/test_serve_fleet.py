@@ -131,6 +131,20 @@ def test_admin_api_adds_drains_removes_and_patches_under_load(processes):
     assert_accounting_clean(port + 1)
 
 
+@pytest.fixture(scope="module")
+def one_backend():
+    """(backend port, listen port) of a dispatcher of one backend, admin on port + 1 (shared: the
+    tests that use it change nothing)."""
+    started = Processes()
+    try:
+        backend, port = free_ports(1), free_ports(2)
+        started.echo_backends([backend])
+        started.serve("--backend", url(backend), port=port, admin=port + 1)
+        yield backend, port
+    finally:
+        started.stop_all()
+
+
 @pytest.mark.parametrize(
     "method,path,body,code,field",
     [
@@ -152,10 +166,8 @@ def test_admin_api_adds_drains_removes_and_patches_under_load(processes):
         ("PATCH", "/backends?url=http://127.0.0.1:9", {"speed": 2}, 404, "url"),
     ],
 )
-def test_bad_admin_input_is_a_4xx_with_one_json_line_and_changes_nothing(method, path, body, code, field, processes):
-    backend, port = free_ports(1), free_ports(2)
-    processes.echo_backends([backend])
-    processes.serve("--backend", url(backend), port=port, admin=port + 1)
+def test_bad_admin_input_is_a_4xx_with_one_json_line_and_changes_nothing(method, path, body, code, field, one_backend):
+    backend, port = one_backend
     existing = url(backend)
     path = path.replace("EXISTING", existing)
     body = {"url": existing} if body == "EXISTING" else body

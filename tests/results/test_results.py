@@ -251,6 +251,26 @@ def load_result():
     return measured.result()
 
 
+def inference_load_result():
+    """An InferenceLoadResult of 20 complete streams of 5 tokens (TTFT 50 ms, gaps 12.5 ms, e2e 100
+    ms; half of model a on backend x, half of model b on y) and one 503, made from the generator's
+    measurements without a network."""
+    from collections import Counter
+
+    from hetlb.live.inference_load import ChatRequest, InferenceLoadSpec, StreamAnswer, StreamMeasurements
+    from hetlb.stats.histogram import bin_of
+
+    spec = InferenceLoadSpec(("http://127.0.0.1:1",), 5.0, 4.0, batches=4, models={"a": 1, "b": 1})
+    measured = StreamMeasurements(spec, window=4.0)
+    for i in range(21):
+        model, backend = ("a", "x") if i % 2 else ("b", "y")
+        request = ChatRequest(model, 10, 5, i)
+        answer = StreamAnswer("ok", backend, 0.05, 0.1, 0.05, 4, Counter({bin_of(0.0125): 4}), 5, 10)
+        measured.count_measured("http://127.0.0.1:1", 0.0)
+        measured.record(answer if i < 20 else StreamAnswer("blocked", backend), "http://127.0.0.1:1", request, 0.2 * i)
+    return measured.result()
+
+
 def made_testbed(tmp_path):
     """A testbed's result with three hetlb runs recorded by hand, two of them agreeing."""
     from hetlb.live.testbed import Testbed, TestbedScenario
@@ -288,7 +308,8 @@ def family(continuous_results, slotted_result, tmp_path_factory):
     )
     continuous = continuous_results[3]
     members = [continuous, continuous.runs[0], slotted_result, slotted_result.runs[0], dispatchers]
-    members += [dispatchers.runs[0], bounding, load_result(), made_testbed(tmp_path_factory.mktemp("testbed"))]
+    members += [dispatchers.runs[0], bounding, load_result(), inference_load_result()]
+    members += [made_testbed(tmp_path_factory.mktemp("testbed"))]
     return {type(member).__name__: member for member in members}
 
 
@@ -301,6 +322,7 @@ FAMILY = (
     "DispatcherRunResult",
     "BoundingResult",
     "LoadResult",
+    "InferenceLoadResult",
     "Testbed",
 )
 
@@ -323,7 +345,7 @@ def test_every_result_keeps_the_familys_contract(family, name):
     for key, value in result.summary.items():
         assert same(data[key], value), key
     seed = data.get("seed", data.get("metadata", {}).get("seed"))  # a replication's metadata is its seed
-    assert name == "Testbed" or name == "LoadResult" or seed is not None
+    assert name in ("Testbed", "LoadResult", "InferenceLoadResult") or seed is not None
     text = repr(result)
     assert text.startswith(f"<{name} ") and text.endswith(">") and "\n" not in text and len(text) < 160, text
     frame = result.to_frame()
@@ -355,6 +377,21 @@ def test_the_load_result_is_the_mapping_it_was_with_metadata():
     assert result.metadata["load"]["rate"] == 10.0 and result.metadata["load"]["targets"] == ("http://127.0.0.1:1",)
     assert result.to_dict() == {**result, "metadata": result.metadata}
     assert repr(result).startswith("<LoadResult 1 target at 10/s: mean response time (ms) 10 ")
+
+
+def test_the_inference_load_result_has_the_figures_of_its_streams():
+    """Every figure of the hand-made streams, overall and per group, from their definitions."""
+    result = inference_load_result()
+    assert (result["requests"], result["answered"], result["blocked"], result["errors"]) == (21, 20, 1, 0)
+    for figures in (result, result["per_model"]["a"], result["per_backend"]["y"]):
+        assert figures["mean_ttft"] == pytest.approx(50.0) and figures["ttft_p99"] == pytest.approx(50.0)
+        assert figures["mean_e2e"] == pytest.approx(100.0) and figures["mean_tbt"] == pytest.approx(12.5)
+        assert figures["tbt_p50"] == pytest.approx(12.5, rel=0.005)  # the histogram's bin, within 0.5%
+    assert result["output_tokens"] == 100 and result["output_tokens_per_s"] == 25.0 and result["prompt_tokens"] == 200
+    assert result["per_model"]["a"]["requests"] == 10 and result["per_model"]["b"]["blocked"] == 1
+    assert result["per_backend"]["x"]["output_tokens"] == 50 and result["per_backend"]["y"]["requests"] == 11
+    assert result["blocking_probability"] == pytest.approx(1 / 21)
+    assert repr(result).startswith("<InferenceLoadResult 2 models at 5/s: mean time to first token (ms) 50 ")
 
 
 def test_the_testbeds_result_counts_the_runs_that_agree(tmp_path):

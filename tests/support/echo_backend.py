@@ -80,7 +80,7 @@ def make_app(port: int) -> web.Application:
                 "port": port,
                 "method": request.method,
                 "path": request.path,
-                "query": request.query_string,
+                "query": request.rel_url.raw_query_string,  # as received, undecoded
                 "body": body.decode("latin-1"),
                 "headers": [[name, value] for name, value in request.headers.items()],
             }

@@ -45,7 +45,7 @@ COMMANDS = {
     "demo": "compare policies on a heterogeneous system: table and plot",
     "serve": "a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
     "backend": "test backends: the model's FIFO servers on HTTP, several on several ports",
-    "loadgen": "open-loop Poisson load on one or several URLs; simulator's keys",
+    "loadgen": "open-loop load on one or several URLs (simulator's keys); --openai: streamed chat completions",
     "testbed": "a scenario live (backends, hetlb serve, loadgen) and simulated, side by side",
 }
 """The commands, in the order ``hetlb --help`` lists them, with the line it shows for each. The

@@ -10,7 +10,8 @@ job types it serves (the compatibility graph; default every type; ``discover``: 
 ``GET /v1/models`` lists) and its buffer (the most requests it may hold, the one in service
 included; default no limit). The backends may come from a file of their own (``backends_file``,
 TOML or JSON with a ``backends`` list, :func:`read_backends_file`). Load signals are listed as
-``inflight,piggyback,push,poll:tau=100ms`` (docs/reference/serve.md).
+``inflight,piggyback,push,poll:tau=100ms`` or ``inflight,metrics:vllm:tau=50ms``; the metric names
+of engines other than vLLM and SGLang are tables ``[engine_metrics.NAME]`` (docs/reference/serve.md).
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ from urllib.parse import urlsplit
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.live.load_reports import ENGINE_METRICS, METRIC_NAME, EngineMetrics
 from hetlb.policies.registry import POLICIES, Policy, make_policy, policies_where
-from hetlb.signals import DURATION, LED_UPDATE_PARAMETERS, LIVE_SIGNALS, SIGNALS, default_live_signals
+from hetlb.signals import (
+    DURATION,
+    LED_UPDATE_PARAMETERS,
+    LIVE_FORMS,
+    LIVE_SIGNALS,
+    SIGNALS,
+    WORD,
+    default_live_signals,
+    joined,
+)
 
 LIVE_POLICIES = policies_where(model="live")
 """The policies ``hetlb serve`` runs: the registry's live model."""
@@ -81,7 +92,8 @@ class Backend:
 @dataclass(frozen=True)
 class Signals:
     """Which load signals a dispatcher uses: ``chosen`` maps the live name of each (an entry of
-    hetlb.signals) to its options (poll's ``tau``, seconds), in the entries' order."""
+    hetlb.signals) to its options (poll's and metrics' ``tau``, seconds; metrics' ``engine``), in
+    the entries' order."""
 
     chosen: dict = field(default_factory=default_live_signals)
 
@@ -102,16 +114,19 @@ class Signals:
         """tau (seconds) of polling, None without."""
         return self.chosen["poll"]["tau"] if "poll" in self.chosen else None
 
+    @cached_property
+    def metrics(self) -> tuple[str, float] | None:
+        """(engine, tau in seconds) of scraping the engines' metrics, None without."""
+        options = self.chosen.get("metrics")
+        return None if options is None else (options["engine"], options["tau"])
+
     @property
     def reports(self) -> bool:
         """Whether any signal reports a backend's number in system (sends messages)."""
         return any(LIVE_SIGNALS[name].messages for name in self.chosen)
 
     def names(self) -> list[str]:
-        return [
-            ":".join([name, *(f"{key}={value * 1000:g}ms" for key, value in options.items())])
-            for name, options in self.chosen.items()
-        ]
+        return [LIVE_FORMS[name].text(options) for name, options in self.chosen.items()]
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,7 @@ class ServeConfig:
     max_body_bytes: int = 16 * 2**20
     max_header_bytes: int = 8190
     max_in_flight: int = 10_000
+    engine_metrics: dict = field(default_factory=dict)
     backends_file: str | None = None
     backends_file_interval: float = 1.0
     discover_interval: float = 5.0
@@ -192,6 +208,10 @@ class ServeConfig:
     def dispatcher_addresses(self, m: int) -> tuple[Address, Address | None]:
         """(listen, admin) of dispatcher m: PORT + m and ADMIN + m."""
         return self.listen.shifted(m), None if self.admin is None else self.admin.shifted(m)
+
+    def engine(self, name: str) -> EngineMetrics:
+        """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one."""
+        return self.engine_metrics.get(name) or ENGINE_METRICS[name]
 
     @property
     def discovers(self) -> bool:
@@ -366,33 +386,82 @@ def read_backends_file(path) -> tuple[Backend, ...]:
 
 
 def parse_signals(name: str, value) -> Signals:
-    """``inflight,piggyback,push,poll:tau=100ms`` (a text or a list of such items): the live forms
-    of the entries of hetlb.signals, each with its options (durations)."""
+    """``inflight,piggyback,push,poll:tau=100ms`` or ``metrics:vllm:tau=50ms`` (a text or a list of
+    such items): the live forms of the entries of hetlb.signals, each with its options (durations,
+    and a word given first without its key). Two live forms of one entry (poll and metrics, both
+    snapshots) are refused: the model has one of each signal."""
     items = value.split(",") if isinstance(value, str) else value
-    known = ", ".join(LIVE_SIGNALS)
+    known = ", ".join(LIVE_FORMS)
     if not isinstance(items, list | tuple) or not items or not all(isinstance(item, str) for item in items):
         raise InputError(name, f"must list signals of {known}, got {validation.shown(value)}")
     chosen: dict = {}
     for item in (item.strip() for item in items):
         kind, _, given = item.partition(":")
-        if kind not in LIVE_SIGNALS:
+        if kind not in LIVE_FORMS:
             raise InputError(name, f"unknown signal {validation.shown(item)}; choose from {known}")
         if kind in chosen:
             raise InputError(name, f"{kind} is listed twice")
-        live = LIVE_SIGNALS[kind].live
-        assert live is not None
-        options = {key: option.default for key, option in live.options.items()}
-        for pair in given.split(":") if given else ():
-            key, sep, text = pair.partition("=")
-            if not live.options:
-                raise InputError(name, f"{kind} takes no option, got {validation.shown(item)}")
-            if not sep or key.strip() not in live.options:
-                keys = ", ".join(f"{key}=DURATION" for key in live.options)
-                raise InputError(name, f"{kind} takes {keys}, e.g. {live.example}, got {validation.shown(item)}")
-            assert live.options[key.strip()].kind == DURATION
-            options[key.strip()] = duration(f"{name} {kind} {key.strip()}", text)
-        chosen[kind] = options
-    return Signals({kind: chosen[kind] for kind in LIVE_SIGNALS if kind in chosen})
+        twin = next((other for other in chosen if LIVE_SIGNALS[other] is LIVE_SIGNALS[kind]), None)
+        if twin is not None:
+            raise InputError(name, f"{twin} and {kind} are both {LIVE_SIGNALS[kind].name}s: give one")
+        chosen[kind] = live_options(name, LIVE_FORMS[kind], item, given.split(":") if given else [])
+    return Signals({kind: chosen[kind] for kind in LIVE_FORMS if kind in chosen})
+
+
+def live_options(name: str, live, item: str, pairs: list[str]) -> dict:
+    """The options of one live signal ``item`` from its ``key=value`` parts (its positional word
+    first, without a key), with the defaults of those not given."""
+    options = {key: option.default for key, option in live.options.items()}
+    if live.positional is not None and pairs and "=" not in pairs[0]:
+        options[live.positional] = engine_name(f"{name} {live.name}", pairs.pop(0))
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not live.options:
+            raise InputError(name, f"{live.name} takes no option, got {validation.shown(item)}")
+        if not sep or key not in live.options or key == live.positional:
+            keys = ", ".join(f"{key}=DURATION" for key in live.options if key != live.positional)
+            raise InputError(name, f"{live.name} takes {keys}, e.g. {live.example}, got {validation.shown(item)}")
+        assert live.options[key].kind == DURATION
+        options[key] = duration(f"{name} {live.name} {key}", text)
+    assert all(option.kind in (DURATION, WORD) for option in live.options.values())
+    return options
+
+
+def engine_name(name: str, value) -> str:
+    text = validation.text(name, value).strip()
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", text):
+        raise InputError(name, f"an engine is 1 to 64 letters, digits, _ or -, got {validation.shown(text)}")
+    return text
+
+
+def parse_engine_metrics(name: str, value) -> dict:
+    """``[engine_metrics.NAME]`` tables: NAME -> {path, running, waiting}, the Prometheus path and
+    gauge names of an engine that ``metrics:NAME`` scrapes."""
+    engines = {}
+    for engine, table in validation.table(name, value).items():
+        where = f"{name}.{engine}"
+        engine = engine_name(where, engine)
+        if engine in ENGINE_METRICS:
+            raise InputError(where, f"{engine} is built in (its names: docs/reference/serve.md); give another name")
+        table = validation.table(where, table)
+        keys = ("path", "running", "waiting")
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise InputError(f"{where}.{unknown[0]}", f"unknown key; an engine has {joined(keys)}")
+        missing = [key for key in keys if key not in table]
+        if missing:
+            raise InputError(f"{where}.{missing[0]}", "missing")
+        names = {}
+        for key in ("running", "waiting"):
+            text = validation.text(f"{where}.{key}", table[key])
+            if not METRIC_NAME.fullmatch(text):
+                raise InputError(f"{where}.{key}", f"must be a Prometheus metric name, got {validation.shown(text)}")
+            names[key] = text
+        if names["running"] == names["waiting"]:
+            raise InputError(f"{where}.waiting", "must differ from running")
+        engines[engine] = EngineMetrics(path_text(f"{where}.path", table["path"]), **names)
+    return engines
 
 
 def parse_prefixes(name: str, value) -> tuple[tuple[str, str], ...]:
@@ -458,7 +527,14 @@ def check_consistency(config: ServeConfig) -> None:
     spec = config.policy.spec
     signals = config.signals
     if spec.on_local_estimates and not signals.reports:
-        raise InputError("signals", f"{spec.id} changes its estimates only by updates: give piggyback, push or poll")
+        reporting = ", ".join(name for name in LIVE_FORMS if LIVE_SIGNALS[name].messages)
+        raise InputError("signals", f"{spec.id} changes its estimates only by updates: give one of {reporting}")
+    if signals.metrics is not None and signals.metrics[0] not in {**ENGINE_METRICS, **config.engine_metrics}:
+        engines = joined([*ENGINE_METRICS, *config.engine_metrics])
+        raise InputError(
+            "signals",
+            f"metrics:{signals.metrics[0]} names no engine: {engines}, or give a table [engine_metrics.{signals.metrics[0]}]",
+        )
     if spec.decides_on_load and not (signals.inflight or signals.reports):
         raise InputError("signals", f"{spec.id} decides on load: give at least one signal")
     if signals.push and config.d > len(config.backends):
@@ -524,6 +600,7 @@ CONFIG_KEYS = {
     "max_body_bytes": positive_int(0, 2**40),
     "max_header_bytes": positive_int(256, 2**20),
     "max_in_flight": positive_int(1, 10_000_000),
+    "engine_metrics": parse_engine_metrics,
     "backends_file": lambda name, value: validation.text(name, value),  # read by from_mapping
     "backends_file_interval": duration,
     "discover_interval": duration,

@@ -96,6 +96,7 @@ class Fleet:
         self.tasks: set[asyncio.Task] = set()
         self.drain_timers: dict[int, asyncio.TimerHandle] = {}
         self.file_seen: tuple[int, int] | None = None  # the first look applies the file (a no-op if unchanged)
+        self.dispatcher.on_retired.append(self.close_connections)
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -191,6 +192,14 @@ class Fleet:
     def retire(self, s: int) -> None:
         self.drain_timers.pop(s, None)
         self.dispatcher.retire(s)
+
+    def close_connections(self, s: int) -> None:
+        """Backend s left the fleet: its kept-alive connections are closed when none of its requests
+        is in flight (else they end with the proxy, or when the backend closes them)."""
+        pools = self.proxy.pools
+        if self.dispatcher.in_flight[s] == 0 and s in pools:
+            pool, _ = pools.pop(s)
+            pool.close()
 
     def cancel_drain(self, s: int) -> None:
         timer = self.drain_timers.pop(s, None)

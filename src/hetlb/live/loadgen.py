@@ -37,6 +37,10 @@ milliseconds, with the counts of requests, errors and per-backend answers (from 
 the target's URL when the answer has none), the achieved rate, and the backends' own share of the
 response time (``X-Sojourn-Ms``) when they report it. A figure that cannot be computed (no answer,
 no report) is None (null in JSON).
+
+The open-loop machinery (the arrivals, the clock, the window, the in-flight bound, the send lag and
+the progress line) is :class:`OpenLoopGenerator`; :class:`LoadGenerator` sends plain requests with
+it, and hetlb.live.inference_load streamed chat completions.
 """
 
 from __future__ import annotations
@@ -74,20 +78,17 @@ default --mean-service-ms)."""
 
 
 @dataclass(frozen=True)
-class LoadSpec:
-    """An open-loop load. Times in seconds, ``rate`` in requests per second (in total, long-run),
-    ``arrivals`` the process (an ArrivalProcess or its text), ``time_unit_ms`` the unit of an
-    MMPP's phase means."""
+class OpenLoopSpec:
+    """What every open-loop load has: where it goes and when. Times in seconds, ``rate`` in requests
+    per second (in total, long-run), ``arrivals`` the process (an ArrivalProcess or its text),
+    ``time_unit_ms`` the unit of an MMPP's phase means."""
 
     targets: tuple[str, ...]
     rate: float
     duration: float
     warmup: float = 0.0
     seed: int = 0
-    job_types: Mapping[str, float] | None = None
     shares: tuple[float, ...] | None = None
-    path: str = "/"
-    method: str = "GET"
     timeout: float = 30.0
     max_in_flight: int = 10_000
     batches: int = 20
@@ -109,34 +110,57 @@ class LoadSpec:
         validation.positive_number("--timeout", self.timeout)
         validation.integer("--max-in-flight", self.max_in_flight, 1)
         validation.integer("--batches", self.batches, 2, 128)
-        if not re.fullmatch(r"[A-Za-z]{1,20}", self.method):
-            raise InputError("--method", f"must be an HTTP method such as GET or POST, got {self.method!r}")
-        if not self.path.startswith("/"):
-            raise InputError("--path", f"must start with /, got {self.path!r}")
         if self.shares is not None:
             if len(self.shares) != len(self.targets):
                 raise InputError("--shares", f"give one share per target ({len(self.targets)}), got {len(self.shares)}")
             validation.positive_finite_array("--shares", self.shares)
+
+    def to_dict(self) -> dict:
+        """The spec as JSON-ready values (a result's metadata)."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {**values, "arrivals": self.arrivals.text}
+
+    def target_probabilities(self) -> np.ndarray:
+        shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
+        return shares / shares.sum()
+
+
+@dataclass(frozen=True)
+class LoadSpec(OpenLoopSpec):
+    """An open-loop load of plain HTTP requests: ``method`` on ``path`` of each target, with the
+    ``X-Job-Type`` header drawn from ``job_types`` (proportions) when given."""
+
+    job_types: Mapping[str, float] | None = None
+    path: str = "/"
+    method: str = "GET"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not re.fullmatch(r"[A-Za-z]{1,20}", self.method):
+            raise InputError("--method", f"must be an HTTP method such as GET or POST, got {self.method!r}")
+        if not self.path.startswith("/"):
+            raise InputError("--path", f"must start with /, got {self.path!r}")
         if self.job_types is not None:
             if not self.job_types:
                 raise InputError("--job-types", "give at least one TYPE=PROPORTION")
             validation.positive_finite_array("--job-types", list(self.job_types.values()))
 
     def to_dict(self) -> dict:
-        """The spec as JSON-ready values (a result's metadata)."""
-        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
         job_types = None if self.job_types is None else dict(self.job_types)
-        return {**values, "job_types": job_types, "arrivals": self.arrivals.text}
-
-    def target_probabilities(self) -> np.ndarray:
-        shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
-        return shares / shares.sum()
+        return {**super().to_dict(), "job_types": job_types}
 
     def type_probabilities(self) -> tuple[list[str | None], np.ndarray]:
         if not self.job_types:
             return [None], np.ones(1)
-        weights = np.asarray(list(self.job_types.values()), float)
-        return list(self.job_types), weights / weights.sum()
+        names, probabilities = proportions_of(self.job_types)
+        labels: list[str | None] = [*names]
+        return labels, probabilities
+
+
+def proportions_of(weights: Mapping[str, float]) -> tuple[list[str], np.ndarray]:
+    """The names of ``weights`` and their probabilities (the weights normalised)."""
+    values = np.asarray(list(weights.values()), float)
+    return list(weights), values / values.sum()
 
 
 def parse_proportions(field: str, items: Sequence[str]) -> dict[str, float]:
@@ -153,68 +177,128 @@ def parse_proportions(field: str, items: Sequence[str]) -> dict[str, float]:
     return proportions
 
 
-@dataclass
-class Measurements:
-    """What the generator saw; the measured requests' (send offset, response time, backend's
-    sojourn) in three float arrays."""
+def mean_and_interval(values: np.ndarray, batches: int) -> tuple[float, list[float]]:
+    """The mean of ``values`` (in the order the requests were sent) and its 95% interval over the
+    means of ``batches`` batches of equal numbers of them; nan and [nan, nan] without values."""
+    if not len(values):
+        return math.nan, [math.nan, math.nan]
+    batch_means = [part.mean() if len(part) else math.nan for part in np.array_split(values, batches)]
+    return float(values.mean()), interval(batch_means)
 
-    spec: LoadSpec
-    send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
-    response_time: array = field(default_factory=lambda: array("d"))  # s, answered 2xx
-    sojourn: array = field(default_factory=lambda: array("d"))  # ms, X-Sojourn-Ms (nan if none)
+
+def percentiles(values: np.ndarray, levels: Sequence[float]) -> list[float]:
+    """The ``levels`` percentiles of ``values`` (numpy's linear interpolation); nan without values."""
+    return [float(np.percentile(values, q)) if len(values) else math.nan for q in levels]
+
+
+@dataclass
+class WindowCounts:
+    """What every open-loop run counts: requests sent, in flight and not sent, and of the measured
+    window's requests their number, targets, send lags, 503s and errors by kind."""
+
+    spec: OpenLoopSpec
     sent: int = 0  # every request sent, warm-up included
     measured: int = 0  # sent in the measured window
-    blocked: int = 0
+    blocked: int = 0  # answered 503
     errors: Counter = field(default_factory=Counter)
-    backends: Counter = field(default_factory=Counter)
-    job_types: Counter = field(default_factory=Counter)
     targets: Counter = field(default_factory=Counter)
     not_sent: int = 0
     in_flight: int = 0
     send_lag: array = field(default_factory=lambda: array("d"))  # s, of the measured requests
     window: float = 0.0  # seconds the measured window lasted
 
+    def count_measured(self, target: str, lag: float) -> None:
+        """A request sent in the window has ended (answered or not)."""
+        self.measured += 1
+        self.targets[target] += 1
+        self.send_lag.append(lag)
+
+    def window_figures(self) -> dict:
+        """The figures of the run as a whole (unrounded; nan where not computed)."""
+        lag = np.frombuffer(self.send_lag, dtype=np.float64) * 1e3
+        return {
+            "blocking_probability": self.blocked / self.measured if self.measured else math.nan,
+            "requests": self.measured,
+            "blocked": self.blocked,
+            "errors": sum(self.errors.values()),
+            "errors_by_kind": dict(sorted(self.errors.items())),
+            "not_sent": self.not_sent,
+            "offered_rate": self.spec.rate,
+            "achieved_rate": self.measured / self.window if self.window > 0 else math.nan,
+            "duration": self.window,
+            "warmup": self.spec.warmup,
+            "send_lag_ms": {
+                "mean": float(lag.mean()) if len(lag) else math.nan,
+                "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
+                "max": float(lag.max()) if len(lag) else math.nan,
+            },
+        }
+
+    def record(self, answer, target: str, mark, offset: float) -> None:
+        """What :meth:`OpenLoopGenerator.exchange` measured of a request to ``target`` sent ``offset``
+        s after the window's start (already counted by :meth:`count_measured`)."""
+        raise NotImplementedError
+
+    def result(self):
+        """The run's result (a member of hetlb.results)."""
+        raise NotImplementedError
+
+    def progress_text(self) -> str:
+        """The run's figures so far, for the progress line."""
+        return f"{self.blocked} blocked, {sum(self.errors.values())} errors"
+
+
+@dataclass
+class Measurements(WindowCounts):
+    """What a plain HTTP load saw: the measured requests' (send offset, response time, backend's
+    sojourn) in three float arrays."""
+
+    send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
+    response_time: array = field(default_factory=lambda: array("d"))  # s, answered 2xx
+    sojourn: array = field(default_factory=lambda: array("d"))  # ms, X-Sojourn-Ms (nan if none)
+    backends: Counter = field(default_factory=Counter)  # answered 2xx, by X-Backend (else the target)
+    job_types: Counter = field(default_factory=Counter)
+
+    def record(self, answer: tuple, target: str, job_type: str | None, offset: float) -> None:
+        """The ``answer`` (outcome, backend, response time in s, sojourn in ms) of a request sent
+        ``offset`` s after the window's start."""
+        outcome, backend, response_time, sojourn = answer
+        if job_type is not None:
+            self.job_types[job_type] += 1
+        if outcome == "ok":
+            self.backends[backend] += 1
+            self.send_offset.append(offset)
+            self.response_time.append(response_time)
+            self.sojourn.append(sojourn)
+        elif outcome == "blocked":
+            self.blocked += 1
+        else:
+            self.errors[outcome] += 1
+
     def result(self) -> LoadResult:
         spec = self.spec
         times = np.frombuffer(self.response_time, dtype=np.float64) * 1e3
         offsets = np.frombuffer(self.send_offset, dtype=np.float64)
         sojourn = np.frombuffer(self.sojourn, dtype=np.float64)
-        lag = np.frombuffer(self.send_lag, dtype=np.float64) * 1e3
-        in_send_order = times[np.argsort(offsets, kind="stable")]
-        batch_means = [part.mean() if len(part) else math.nan for part in np.array_split(in_send_order, spec.batches)]
-        errors = sum(self.errors.values())
+        mean, mean_ci = mean_and_interval(times[np.argsort(offsets, kind="stable")], spec.batches)
         answered = len(times)
         has_sojourn = answered > 0 and bool(np.isfinite(sojourn).all())
-
-        def percentile(q: float) -> float:
-            return float(np.percentile(times, q)) if answered else math.nan
-
+        p50, p95, p99 = percentiles(times, (50, 95, 99))
+        window = self.window_figures()
         figures = finite_or_null(
             {
                 "time_unit": "ms",
-                "mean_response_time": float(times.mean()) if answered else math.nan,
-                "mean_response_time_ci": interval(batch_means) if answered else [math.nan, math.nan],
-                "response_time_p50": percentile(50),
-                "response_time_p95": percentile(95),
-                "response_time_p99": percentile(99),
-                "blocking_probability": self.blocked / self.measured if self.measured else math.nan,
-                "requests": self.measured,
+                "mean_response_time": mean,
+                "mean_response_time_ci": mean_ci,
+                "response_time_p50": p50,
+                "response_time_p95": p95,
+                "response_time_p99": p99,
+                "blocking_probability": window.pop("blocking_probability"),
+                "requests": window.pop("requests"),
                 "answered": answered,
-                "blocked": self.blocked,
-                "errors": errors,
-                "errors_by_kind": dict(sorted(self.errors.items())),
-                "not_sent": self.not_sent,
-                "offered_rate": spec.rate,
-                "achieved_rate": self.measured / self.window if self.window > 0 else math.nan,
-                "duration": self.window,
-                "warmup": spec.warmup,
+                **window,
                 "mean_backend_sojourn": float(sojourn.mean()) if has_sojourn else math.nan,
                 "mean_overhead": float(times.mean() - sojourn.mean()) if has_sojourn else math.nan,
-                "send_lag_ms": {
-                    "mean": float(lag.mean()) if len(lag) else math.nan,
-                    "p99": float(np.percentile(lag, 99)) if len(lag) else math.nan,
-                    "max": float(lag.max()) if len(lag) else math.nan,
-                },
                 "per_backend": dict(sorted(self.backends.items())),
                 "per_target": dict(sorted(self.targets.items())),
                 "per_job_type": dict(sorted(self.job_types.items())),
@@ -222,25 +306,40 @@ class Measurements:
         )
         return LoadResult(figures, {"load": spec.to_dict(), "versions": versions()})
 
+    def progress_text(self) -> str:
+        mean = 1e3 * sum(self.response_time) / len(self.response_time) if self.response_time else math.nan
+        return f"mean {mean:.1f} ms, {super().progress_text()}"
 
-class LoadGenerator:
-    """Runs one LoadSpec in the running event loop: ``await run()`` gives the result mapping.
-    ``on_send(offset_s, target, job_type)`` is told of every request as it goes (for tests)."""
 
-    def __init__(self, spec: LoadSpec, progress: bool = True, on_send: Callable | None = None):
+class OpenLoopGenerator:
+    """The open-loop machinery every load shares: arrival epochs drawn from the spec's process, sent
+    on time by an EpochClock, a warm-up and a measured window, at most ``max_in_flight``
+    outstanding, the send lag and the progress line. A subclass says what one request is:
+    :meth:`marks` draws what each request carries besides its epoch and target, :meth:`exchange`
+    sends one and returns what it measured, and its ``measurements`` record that
+    (``measurements.record(answer, target, mark, offset)``) and give the result.
+    ``on_send(sent, target, mark)`` is told of every request as it goes (for tests)."""
+
+    def __init__(self, spec: OpenLoopSpec, measurements: WindowCounts, progress: bool, on_send: Callable | None):
         self.spec = spec
-        self.measurements = Measurements(spec)
+        self.measurements = measurements
         self.progress = progress
         self.on_send = on_send
         self._tasks: set[asyncio.Task] = set()
         self.started = time.monotonic()
 
+    def marks(self, rng: np.random.Generator, count: int) -> list:
+        """What each of ``count`` successive requests carries (drawn after their epochs and targets)."""
+        raise NotImplementedError
+
+    async def exchange(self, session: aiohttp.ClientSession, target: str, mark, sent: float, measured: bool):
+        """Send one request (``sent``: the monotonic clock at its send) and return what it measured."""
+        raise NotImplementedError
+
     def arrivals(self, rng: np.random.Generator):
-        """(epoch offset, target index, job-type index) of every arrival, in order, forever."""
-        _, types = self.spec.type_probabilities()
+        """(epoch offset, target index, mark) of every arrival, in order, forever."""
         for epochs, target in self.epochs(rng):
-            job_type = rng.choice(len(types), len(epochs), p=types)
-            yield from zip(epochs.tolist(), target.tolist(), job_type.tolist())
+            yield from zip(epochs.tolist(), target.tolist(), self.marks(rng, len(epochs)))
 
     def epochs(self, rng: np.random.Generator):
         """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever."""
@@ -284,9 +383,9 @@ class LoadGenerator:
             if len(epochs):
                 yield epochs, rng.choice(len(targets), len(epochs), p=targets)
 
-    async def run(self) -> LoadResult:
+    async def run(self):
+        """Send the whole load and wait for its answers: the measurements' result."""
         spec = self.spec
-        type_names, _ = spec.type_probabilities()
         self.started = time.monotonic()
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=spec.timeout)
@@ -295,7 +394,7 @@ class LoadGenerator:
         try:
             with frozen_heap():
                 async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-                    await self.send_all(session, clock, type_names)
+                    await self.send_all(session, clock)
         finally:
             clock.stop()
         if progress is not None:
@@ -303,13 +402,13 @@ class LoadGenerator:
             self.draw_progress(final=True)
         return self.measurements.result()
 
-    async def send_all(self, session, clock: EpochClock, type_names) -> None:
+    async def send_all(self, session, clock: EpochClock) -> None:
         """Send every arrival of the run at its epoch (the host's monotonic clock) and wait for all."""
         spec = self.spec
         start = time.monotonic() + START_DELAY_S
         window_start = start + spec.warmup
         end = window_start + spec.duration
-        for offset, target, job_type in self.arrivals(np.random.default_rng(spec.seed)):
+        for offset, target, mark in self.arrivals(np.random.default_rng(spec.seed)):
             scheduled = start + offset
             if scheduled >= end:
                 break
@@ -319,10 +418,9 @@ class LoadGenerator:
             if self.measurements.in_flight >= spec.max_in_flight:
                 self.measurements.not_sent += 1
                 continue
-            name = type_names[job_type]
             self.measurements.in_flight += 1  # counted now: the task may start after the next arrival
             task = asyncio.create_task(
-                self.send(session, spec.targets[target], name, scheduled, window_start if measured else None)
+                self.send(session, spec.targets[target], mark, scheduled, window_start if measured else None)
             )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -330,48 +428,21 @@ class LoadGenerator:
         if self._tasks:
             await asyncio.gather(*self._tasks)
 
-    async def send(self, session, target: str, job_type: str | None, scheduled: float, window_start) -> None:
+    async def send(self, session, target: str, mark, scheduled: float, window_start: float | None) -> None:
         """One request (already counted in flight); measured when ``window_start`` is given (sent in
         the measured window)."""
         m = self.measurements
-        headers = {"X-Job-Type": job_type} if job_type is not None else {}
         m.sent += 1
         sent = time.monotonic()
         if self.on_send is not None:
-            self.on_send(sent, target, job_type)
-        outcome, backend, sojourn = "", target, math.nan
+            self.on_send(sent, target, mark)
         try:
-            async with session.request(self.spec.method, target + self.spec.path, headers=headers) as response:
-                await response.read()
-                status = response.status
-                backend = response.headers.get("X-Backend", target)
-                sojourn = float(response.headers.get("X-Sojourn-Ms", "nan"))
-            outcome = "ok" if 200 <= status < 300 else "blocked" if status == 503 else str(status)
-        except TimeoutError:
-            outcome = "timeout"
-        except aiohttp.ClientError as error:
-            outcome = "connection" if isinstance(error, aiohttp.ClientConnectionError) else "client"
-        except ValueError:  # an X-Sojourn-Ms that is not a number
-            outcome = "bad-header"
+            answer = await self.exchange(session, target, mark, sent, window_start is not None)
         finally:
             m.in_flight -= 1
-        if window_start is None:
-            return
-        done = time.monotonic()
-        m.measured += 1
-        m.targets[target] += 1
-        if job_type is not None:
-            m.job_types[job_type] += 1
-        m.send_lag.append(sent - scheduled)
-        if outcome == "ok":
-            m.backends[backend] += 1
-            m.send_offset.append(scheduled - window_start)
-            m.response_time.append(done - sent)
-            m.sojourn.append(sojourn)
-        elif outcome == "blocked":
-            m.blocked += 1
-        else:
-            m.errors[outcome] += 1
+        if window_start is not None:
+            m.count_measured(target, sent - scheduled)
+            m.record(answer, target, mark, scheduled - window_start)
 
     async def report_progress(self) -> None:
         interval_s = PROGRESS_INTERVAL_S if is_terminal(sys.stderr) else LOG_INTERVAL
@@ -385,16 +456,50 @@ class LoadGenerator:
         elapsed = time.monotonic() - self.started
         total = spec.warmup + spec.duration
         phase = "warm-up" if elapsed < spec.warmup else "measuring"
-        mean = 1e3 * sum(m.response_time) / len(m.response_time) if m.response_time else math.nan
         line = (
             f"loadgen: {min(elapsed, total):.0f}/{total:g} s {phase if not final else 'done'}, {m.sent} sent, "
-            f"{m.in_flight} in flight, mean {mean:.1f} ms, {m.blocked} blocked, {sum(m.errors.values())} errors"
+            f"{m.in_flight} in flight, {m.progress_text()}"
         )
         if is_terminal(sys.stderr):
             sys.stderr.write(f"\r\033[K{line}" + ("\n" if final else ""))
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+
+class LoadGenerator(OpenLoopGenerator):
+    """Runs one LoadSpec (plain HTTP requests) in the running event loop: ``await run()`` gives the
+    result mapping. ``on_send(sent, target, job_type)`` is told of every request as it goes."""
+
+    spec: LoadSpec
+
+    def __init__(self, spec: LoadSpec, progress: bool = True, on_send: Callable | None = None):
+        super().__init__(spec, Measurements(spec), progress, on_send)
+        self.type_names, self.type_probabilities = spec.type_probabilities()
+
+    def marks(self, rng: np.random.Generator, count: int) -> list:
+        """The job type (its name, or None without types) of each request."""
+        return [self.type_names[k] for k in rng.choice(len(self.type_probabilities), count, p=self.type_probabilities)]
+
+    async def exchange(self, session, target: str, job_type: str | None, sent: float, measured: bool) -> tuple:
+        """(outcome, backend, response time in s, X-Sojourn-Ms) of one request."""
+        spec = self.spec
+        headers = {"X-Job-Type": job_type} if job_type is not None else {}
+        outcome, backend, sojourn = "", target, math.nan
+        try:
+            async with session.request(spec.method, target + spec.path, headers=headers) as response:
+                await response.read()
+                status = response.status
+                backend = response.headers.get("X-Backend", target)
+                sojourn = float(response.headers.get("X-Sojourn-Ms", "nan"))
+            outcome = "ok" if 200 <= status < 300 else "blocked" if status == 503 else str(status)
+        except TimeoutError:
+            outcome = "timeout"
+        except aiohttp.ClientError as error:
+            outcome = "connection" if isinstance(error, aiohttp.ClientConnectionError) else "client"
+        except ValueError:  # an X-Sojourn-Ms that is not a number
+            outcome = "bad-header"
+        return outcome, backend, time.monotonic() - sent, sojourn
 
 
 def generate_load(spec: LoadSpec, progress: bool = True) -> LoadResult:

@@ -21,6 +21,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
 LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
+SCRAPE_FAILURES = ("failed", "malformed")
+"""Why a scrape of an engine's metrics gave no report."""
 REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
 """The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
@@ -91,6 +93,13 @@ class Metrics:
             "minus X-Sojourn-Ms, the host's clock): how long a chosen backend waits for its job",
             self.registry,
         )
+        self.scrape_delay = Lag(
+            "hetlb_scrape_delay_seconds",
+            "time from sending a snapshot's GET (a poll of /load, a scrape of an engine's metrics) to "
+            "reading its answer in full: how late a snapshot's numbers are when they are used",
+            self.registry,
+        )
+        self.scrape_failures: Counter = Counter()
         self.registry.register(ArrayCollector(self))
 
     def child(self, histogram: Histogram, s: int):
@@ -204,6 +213,15 @@ class ArrayCollector:
         for signal, value in metrics.messages.items():
             messages.add_metric([signal], value)
         yield messages
+        failures = CounterMetricFamily(
+            "hetlb_scrape_failures",
+            "scrapes of engine metrics that gave no report: failed (no answer, timeout, status other "
+            "than 200, too long) or malformed (the running or waiting gauge missing or unreadable)",
+            labels=["reason"],
+        )
+        for reason in SCRAPE_FAILURES:
+            failures.add_metric([reason], metrics.scrape_failures[reason])
+        yield failures
         violations = CounterMetricFamily(
             "hetlb_accounting_violations", "releases of an in-flight count that was already 0 (never expected)"
         )
@@ -243,7 +261,7 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
             }
         )
     requests = int(dispatcher.requests.sum())
-    probes = metrics.messages["push"] + metrics.messages["poll"]
+    probes = metrics.messages["push"] + metrics.messages["poll"] + metrics.messages["metrics"]
     return {
         "dispatcher": index,
         "policy": config.policy.describe(),
@@ -256,11 +274,15 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
         "messages": {
             "push_probes": metrics.messages["push"],
             "poll_probes": metrics.messages["poll"],
+            "metrics_scrapes": metrics.messages["metrics"],
+            "scrapes_failed": metrics.scrape_failures["failed"],
+            "scrapes_malformed": metrics.scrape_failures["malformed"],
             "health_checks": metrics.messages["health"],
             "probe_messages_per_request": 2 * probes / requests if requests else None,
         },
         "answer_lag": metrics.answer_lag.status(),
         "forward_delay": metrics.forward_delay.status(),
+        "scrape_delay": metrics.scrape_delay.status(),
         "accounting_violations": dispatcher.accounting_violations,
         "backends": backends,
     }

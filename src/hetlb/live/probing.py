@@ -1,11 +1,15 @@
-"""The messages a dispatcher sends off the request's path: LED push probes, periodic polls of
-every backend (a snapshot) and active health checks.
+"""The messages a dispatcher sends off the request's path: LED push probes, periodic snapshots of
+every backend (polls of ``/load``, scrapes of an inference engine's metrics) and active health
+checks.
 
-Each is a GET to a backend: ``/load`` answers ``{"queue_length": n}``, which sets the dispatcher's
-estimate of that backend (:meth:`hetlb.live.dispatcher.Dispatcher.report`); the health path
-answers below 500 for a healthy backend. Push probes run as tasks of their own, at most
-MAX_PENDING_PROBES at once (a push beyond it is skipped and counted); polls and health checks run
-as loops, each at its interval, for the life of the dispatcher.
+Each is a GET to a backend: ``/load`` answers ``{"queue_length": n}``, an engine's Prometheus
+path its running and waiting requests (hetlb.live.load_reports.engine_load); either sets the
+dispatcher's estimate of that backend (:meth:`hetlb.live.dispatcher.Dispatcher.report`); the
+health path answers below 500 for a healthy backend. Push probes run as tasks of their own, at
+most MAX_PENDING_PROBES at once (a push beyond it is skipped and counted); snapshots and health
+checks run as loops, each at its interval, for the life of the dispatcher. A snapshot asks every
+backend at once, each tau from the dispatcher's own phase, drawn uniform in [0, tau) at its start
+(the ``independent`` phases of the model's snapshot, its twin).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from yarl import URL
 
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import Dispatcher
-from hetlb.live.load_reports import reported_number
+from hetlb.live.load_reports import MAX_SCRAPE_BYTES, EngineMetrics, engine_load, reported_number
 from hetlb.live.metrics import Metrics
 
 MAX_PENDING_PROBES = 1024
@@ -44,10 +48,16 @@ class Prober:
         self.probes: set[asyncio.Task] = set()
         self.probe_timeout = aiohttp.ClientTimeout(total=config.probe_timeout)
         self.health_timeout = aiohttp.ClientTimeout(total=max(min(config.health_interval, config.probe_timeout), 0.1))
+        self.engine: EngineMetrics | None = None  # metrics: where the engines report their load
 
     def start(self) -> None:
-        if self.config.signals.poll_interval is not None:
-            self.spawn(self.poll_loop())
+        signals = self.config.signals
+        if signals.poll_interval is not None:
+            self.spawn(self.snapshots(signals.poll_interval, self.poll))
+        if signals.metrics is not None:
+            engine, tau = signals.metrics
+            self.engine = self.config.engine(engine)
+            self.spawn(self.snapshots(tau, self.scrape))
         if self.config.health_interval > 0:
             self.spawn(self.health_loop())
 
@@ -75,26 +85,57 @@ class Prober:
     async def probe_all(self, backends, signal: str) -> None:
         await asyncio.gather(*(self.probe(s, signal) for s in backends), return_exceptions=True)
 
-    async def probe(self, s: int, signal: str) -> None:
-        """GET /load of backend s: {"queue_length": n} sets its estimate."""
+    async def probe(self, s: int, signal: str) -> bool:
+        """GET /load of backend s: {"queue_length": n} sets its estimate; True when it did."""
         self.metrics.messages[signal] += 1
         with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
             async with self.session.get(self.base[s] / "load", timeout=self.probe_timeout) as answer:
                 if answer.status != 200:
-                    return
+                    return False
                 data = json.loads(await answer.read())
                 reported = reported_number(data.get("queue_length") if isinstance(data, dict) else None)
                 if reported is not None:
                     self.dispatcher.report(s, reported)
+                    return True
+        return False
 
-    async def poll_loop(self) -> None:
-        """Poll every backend of the fleet's /load every tau (all at once: the snapshot)."""
-        interval = self.config.signals.poll_interval
-        assert interval is not None
+    async def snapshots(self, interval: float, ask) -> None:
+        """``ask`` every backend every ``interval`` seconds (all at once: the snapshot), from this
+        dispatcher's phase, uniform in [0, interval)."""
+        await asyncio.sleep(self.random.uniform(0.0, interval))
         while True:
             tick = time.monotonic()
-            await self.probe_all(self.dispatcher.current().tolist(), "poll")
+            await asyncio.gather(*(ask(s) for s in self.dispatcher.current().tolist()), return_exceptions=True)
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
+
+    async def poll(self, s: int) -> None:
+        """A poll of backend s, its delay (sending to the report) measured."""
+        sent = time.monotonic()
+        if await self.probe(s, "poll"):
+            self.metrics.scrape_delay.observe(time.monotonic() - sent)
+
+    async def scrape(self, s: int) -> None:
+        """GET the engine's metrics of backend s: running + waiting sets its estimate. No answer, a
+        status other than 200 or a text longer than MAX_SCRAPE_BYTES is a failed scrape; a text
+        without both gauges readable is a malformed one; both are counted, neither is a report."""
+        assert self.engine is not None
+        self.metrics.messages["metrics"] += 1
+        url = self.base[s].with_path(self.base[s].path.rstrip("/") + self.engine.path)
+        sent = time.monotonic()
+        try:
+            async with self.session.get(url, timeout=self.probe_timeout) as answer:
+                text = await read_at_most(answer, MAX_SCRAPE_BYTES) if answer.status == 200 else None
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            text = None
+        if text is None:
+            self.metrics.scrape_failures["failed"] += 1
+            return
+        reported = engine_load(text, self.engine)
+        if reported is None:
+            self.metrics.scrape_failures["malformed"] += 1
+            return
+        self.dispatcher.report(s, reported)
+        self.metrics.scrape_delay.observe(time.monotonic() - sent)
 
     async def health_loop(self) -> None:
         """Active checks: GET health_path of every backend each interval; any answer below 500
@@ -121,3 +162,16 @@ class Prober:
                 return answer.status < 500
         except (TimeoutError, aiohttp.ClientError, OSError):
             return False
+
+
+async def read_at_most(answer: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """An answer's body, or None when it is longer than ``limit`` bytes."""
+    if answer.content_length is not None and answer.content_length > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in answer.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

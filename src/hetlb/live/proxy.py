@@ -27,9 +27,10 @@ from yarl import URL
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
-from hetlb.live.load_reports import QUEUE_LENGTH, reported_number
+from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
+from hetlb.live.upstream import BackendClosed, UpstreamPool
 
 HOP_BY_HOP = frozenset(
     name.lower()
@@ -88,8 +89,11 @@ class StreamedBody:
 
 def end_to_end(headers) -> CIMultiDict:
     """The headers without the hop-by-hop ones (and those the Connection header names)."""
-    named = {token.strip().lower() for value in headers.getall("Connection", []) for token in value.split(",")}
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in named)
+    dropped = HOP_BY_HOP
+    if "Connection" in headers:
+        named = {token.strip().lower() for value in headers.getall("Connection") for token in value.split(",")}
+        dropped = dropped | named
+    return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in dropped])
 
 
 def service_time(headers, found_empty: bool, watch: AnswerWatch, started: float) -> float | None:
@@ -143,8 +147,7 @@ class Proxy:
         self.active = 0
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
-        # the backend may stay silent at most `timeout`: before its answer's headers and between two chunks
-        self.timeout = aiohttp.ClientTimeout(total=None, connect=config.connect_timeout, sock_read=config.timeout)
+        self.pools: dict[int, tuple[UpstreamPool, str]] = {}  # backend -> its connections, its path prefix
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -164,6 +167,8 @@ class Proxy:
             await self.prober.stop()
         if self.session is not None:
             await self.session.close()
+        for pool, _ in self.pools.values():
+            pool.close()
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -254,15 +259,20 @@ class Proxy:
         headers = end_to_end(request.headers)
         headers.popall("Host", None)
         headers.popall("Content-Length", None)
+        headers.popall("Expect", None)  # a 100 Continue is the proxy's to send (it reads the body)
         forwarded_for = request.headers.get("X-Forwarded-For")
         peer = request.remote or ""
         headers["X-Forwarded-For"] = f"{forwarded_for}, {peer}" if forwarded_for else peer
         headers.setdefault("X-Forwarded-Host", request.host)
         headers.setdefault("X-Forwarded-Proto", request.scheme)
+        if self.config.signals.piggyback:
+            headers.setdefault(ORCA_FORMAT, "TEXT")  # an engine with ORCA reports (vLLM) then sends them
         streamed_body = body is None and request.body_exists
         retry = request.method in IDEMPOTENT and not streamed_body  # a streamed body is sent once
         attempts = 1 + (self.config.retries if retry else 0)
-        target = request.rel_url
+        relative = request.rel_url  # an absolute form in the request line never picks the backend
+        query = relative.raw_query_string
+        target = relative.raw_path + ("?" + query if query else "")  # path and query, encoded as sent
         tried: tuple[int, ...] = ()
         for attempt in range(attempts):
             decided = time.perf_counter()
@@ -287,52 +297,69 @@ class Proxy:
         answering and a retry is allowed. The request is in flight (its lease held) until the
         answer's last byte has been relayed, the backend failed, or the client went away."""
         dispatcher = self.dispatcher
-        assert self.session is not None
-        url = self.base[s].with_path(self.base[s].raw_path.rstrip("/") + target.raw_path, encoded=True)
-        url = url.with_query(target.raw_query_string) if target.raw_query_string else url
         if self.config.signals.push and self.random.random() < self.config.p_hat:
             assert self.prober is not None
             self.prober.push()
+        pool, prefix = self.upstream(s)
         response = None
+        upstream = None
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
-            async with self.session.request(
-                request.method, url, headers=headers, data=data, timeout=self.timeout, allow_redirects=False,
-            ) as upstream:  # fmt: skip
-                self.on_response(lease, upstream)
-                if upstream.status >= 500 and not last:
-                    return None
-                response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-                response.headers.extend(end_to_end(upstream.headers))
-                response.headers.popall("Content-Length", None)
-                response.headers[BACKEND] = dispatcher.urls[s]
-                if upstream.content_length is not None:
-                    response.content_length = upstream.content_length
-                watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
-                try:
-                    await response.prepare(request)
-                    if request.method != "HEAD":
-                        async for chunk in upstream.content.iter_any():
-                            watch.passed(chunk)
-                            await response.write(chunk)
-                except ConnectionError:  # the client went away: its answer is cut, the call with it
-                    self.metrics.aborted(s, "client_gone")
-                    return response
+            upstream = await pool.send(request.method, prefix + target, headers.items(), data)
+            self.on_response(lease, upstream)
+            if upstream.status >= 500 and not last:
+                return None
+            answer_headers = end_to_end(upstream.headers)
+            answer_headers.popall("Content-Length", None)
+            answer_headers[BACKEND] = dispatcher.urls[s]
+            watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
+            whole = upstream.body_so_far() if request.method != "HEAD" else None
+            if whole is not None:  # a short answer, arrived with its headers: written in one piece
+                watch.passed(whole)
                 self.answered(lease, upstream, watch, started)
-                with contextlib.suppress(ConnectionError):
-                    await response.write_eof()
+                return web.Response(status=upstream.status, headers=answer_headers, body=whole)
+            response = web.StreamResponse(status=upstream.status, headers=answer_headers)
+            if upstream.content_length is not None:
+                response.content_length = upstream.content_length
+            try:
+                await response.prepare(request)
+                async for chunk in upstream.chunks():
+                    watch.passed(chunk)
+                    await response.write(chunk)
+            except ConnectionError:  # the client went away: its answer is cut, the call with it
+                self.metrics.aborted(s, "client_gone")
                 return response
+            self.answered(lease, upstream, watch, started)
+            with contextlib.suppress(ConnectionError):
+                await response.write_eof()
+            return response
         except asyncio.CancelledError:  # the client went away (its handler is cancelled, the call with it)
             self.metrics.aborted(s, "client_gone")
             raise
         except TimeoutError:
             return self.upstream_failed(request, response, s, 504, "backend timed out", last)
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError, BodyTooLarge) as error:
+        except (BackendClosed, OSError, BodyTooLarge) as error:
             if isinstance(data, StreamedBody) and data.too_large and response is None:
                 return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
             return self.upstream_failed(request, response, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
             lease.release()
+            if upstream is not None:
+                upstream.finish()  # kept alive after a whole answer, else closed (the backend's call ends)
+
+    def upstream(self, s: int) -> tuple[UpstreamPool, str]:
+        """The connections to backend s and the path prefix of its URL."""
+        known = self.pools.get(s)
+        if known is None:
+            base = self.base[s]
+            host = base.raw_host or ""
+            host_header = host if base.explicit_port is None else f"{host}:{base.port}"
+            pool = UpstreamPool(
+                host, base.port or 80, host_header, self.config.connect_timeout, self.config.timeout,
+                tls=base.scheme == "https",
+            )  # fmt: skip
+            known = self.pools[s] = (pool, base.raw_path.rstrip("/"))
+        return known
 
     def upstream_failed(self, request, response, s: int, status: int, text: str, last: bool):
         """The backend failed: before its answer, a 502 or 504 (None when a retry may follow);
@@ -353,9 +380,9 @@ class Proxy:
         dispatcher = self.dispatcher
         s = lease.backend
         if self.config.signals.piggyback:
-            reported = reported_number(upstream.headers.get(QUEUE_LENGTH))
-            if reported is not None:
-                dispatcher.report(s, reported, own_left=1)
+            report = piggybacked_report(upstream.headers)
+            if report is not None:
+                dispatcher.report(s, report[0], own_left=report[1])
         if upstream.status >= 500:
             self.on_failure(s)
             return

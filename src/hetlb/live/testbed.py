@@ -206,12 +206,19 @@ class TestbedScenario:
     def from_toml(cls, path) -> TestbedScenario:
         return cls.from_mapping(read_toml(path, "scenario"))
 
-    def scenario(self, policy: dict, load: float, unseen_ms: float | None = None, run: dict | None = None) -> Scenario:
+    def scenario(
+        self,
+        policy: dict,
+        load: float,
+        unseen_ms: float | None = None,
+        run: dict | None = None,
+        snapshot_delay_ms: float | None = None,
+    ) -> Scenario:
         """The simulator's scenario of one run (checked by hetlb.scenario); ``policy`` a live policy
         (its testbed-only key ``signals`` becomes the model's update signals, see
         :meth:`model_update`); ``run`` replaces [run] (see :meth:`live_length_run`)."""
         run = self.run if run is None else run
-        update = self.model_update(policy, unseen_ms)
+        update = self.model_update(policy, unseen_ms, snapshot_delay_ms)
         parameters = POLICIES[policy["id"]].parameters
         serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
         policy = {name: value for name, value in policy.items() if name not in serve_flags}
@@ -231,13 +238,16 @@ class TestbedScenario:
         jobs = max(1, round(float(self.system_at(load).total_arrival_rate) * self.duration / unit_s))
         return {**self.run, "jobs": jobs, "warmup": self.warmup / unit_s, "replications": self.prediction_runs}
 
-    def model_update(self, policy: dict, unseen_ms: float | None = None) -> str | None:
+    def model_update(
+        self, policy: dict, unseen_ms: float | None = None, snapshot_delay_ms: float | None = None
+    ) -> str | None:
         """The update signals of hetlb.simulate(dispatchers=M) that model the run's live signals,
         in the time unit mean_service_ms: each live signal's simulated twin, an entry of
         hetlb.signals (docs/reference/testbed.md); None when one dispatcher knows every queue at
         once (its own in-flight counts, no delay given: the single-dispatcher model).
         ``unseen_ms`` is how long a completion stays unseen, the piggyback's constant delay in the
-        model: the forward delay plus the answer lag measured live (see :func:`unseen_delay_ms`)."""
+        model: the forward delay plus the answer lag measured live (see :func:`unseen_delay_ms`);
+        ``snapshot_delay_ms`` the snapshots' (polls', scrapes') constant delay, measured live."""
         from hetlb.live.config import parse_signals
 
         field = "testbed.policies.signals" if "signals" in policy else "testbed.signals"
@@ -249,6 +259,7 @@ class TestbedScenario:
             p_hat=policy.get("p_hat", 1.0),  # --p-hat and --d of hetlb serve (defaults 1 and 2)
             d=policy.get("d", 2),
             unseen_ms=unseen_ms,
+            snapshot_delay_ms=snapshot_delay_ms,
         )
         twin = model_twin(chosen, run)
         return None if twin is None else signal_text(twin)
@@ -464,11 +475,12 @@ class Testbed(Result):
         finally:
             child.stop()
         unseen = unseen_delay_ms(status)
+        snapshot_delay = mean_delay_ms(status, "scrape_delay")
         simulated = None
         if testbed.simulated(policy):
-            simulated = self.simulate(testbed.scenario(policy, load, unseen))
+            simulated = self.simulate(testbed.scenario(policy, load, unseen, None, snapshot_delay))
             simulated["live_length_runs"] = self.predict(
-                testbed.scenario(policy, load, unseen, testbed.live_length_run(load))
+                testbed.scenario(policy, load, unseen, testbed.live_length_run(load), snapshot_delay)
             )
         label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
         self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
@@ -673,8 +685,8 @@ class Testbed(Result):
 
 
 def mean_delay_ms(statuses: list, name: str) -> float | None:
-    """The dispatchers' mean ``forward_delay`` or ``answer_lag`` in ms (their /status), weighted by
-    requests; None if none measured it."""
+    """The dispatchers' mean ``forward_delay``, ``answer_lag`` or ``scrape_delay`` in ms (their
+    /status), weighted by the answers measured; None if none measured it."""
     delays = [status[name] for status in statuses if status and status.get(name, {}).get("count")]
     count = sum(delay["count"] for delay in delays)
     return sum(delay["count"] * delay["mean_ms"] for delay in delays) / count if count else None
@@ -693,13 +705,13 @@ def unseen_delay_ms(statuses: list) -> float | None:
 
 
 def messages_per_request(statuses: list) -> float | str:
-    """Probe messages (push and poll: a request and its answer each) per request over the
+    """Probe messages (push, poll and metrics: a request and its answer each) per request over the
     dispatchers' ``GET /status``; "" when they do not say."""
     probes = requests = 0
     for status in statuses:
         if not isinstance(status, dict) or not isinstance(status.get("messages"), dict):
             return ""
-        probes += status["messages"].get("push_probes", 0) + status["messages"].get("poll_probes", 0)
+        probes += sum(status["messages"].get(key, 0) for key in ("push_probes", "poll_probes", "metrics_scrapes"))
         requests += status.get("requests", 0)
     return 2 * probes / requests if requests else ""
 

@@ -8,7 +8,8 @@ value), ``to_json()`` (strict JSON: numpy values as numbers, nan and inf as null
 95% interval, and how much was measured. Its members: one replication of the continuous, slotted
 and many-dispatcher models (RunResult, SlottedRunResult, DispatcherRunResult) and their
 replications (SimulationResult, SlottedResult, DispatchersResult), the bounding systems of 002
-(BoundingResult), the load generator's run (LoadResult) and the testbed's (hetlb.live.testbed.Testbed).
+(BoundingResult), the load generator's runs (LoadResult, InferenceLoadResult) and the testbed's
+(hetlb.live.testbed.Testbed).
 """
 
 from __future__ import annotations

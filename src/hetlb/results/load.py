@@ -1,5 +1,7 @@
-"""The result of a load generator's run (``hetlb loadgen``, hetlb.live.loadgen): its figures as a
-mapping with the simulator's keys, in milliseconds, and its metadata.
+"""The results of a load generator's run: plain HTTP requests (``hetlb loadgen``,
+hetlb.live.loadgen), its figures as a mapping with the simulator's keys, and streamed chat
+completions (``hetlb loadgen --openai``, hetlb.live.inference_load), its figures overall, per model
+and per backend; in milliseconds, with their metadata.
 """
 
 from __future__ import annotations
@@ -20,6 +22,25 @@ LOAD_SUMMARY = (
     "mean_overhead",
 )
 """The headline figures of a load generator's run (its ``summary``)."""
+
+INFERENCE_LOAD_SUMMARY = (
+    "mean_ttft",
+    "mean_ttft_ci",
+    "ttft_p50",
+    "ttft_p99",
+    "mean_tbt",
+    "mean_tbt_ci",
+    "tbt_p99",
+    "mean_e2e",
+    "mean_e2e_ci",
+    "e2e_p99",
+    "output_tokens_per_s",
+    "requests",
+    "answered",
+    "errors",
+    "achieved_rate",
+)
+"""The headline figures of a run of streamed chat completions (its ``summary``)."""
 
 
 class LoadResult(Result, dict):
@@ -48,3 +69,20 @@ class LoadResult(Result, dict):
 
     def extent(self) -> str:
         return f"{self['requests']} requests in {self['duration']:g} s"
+
+
+class InferenceLoadResult(LoadResult):
+    """One open-loop run of streamed chat completions: a mapping of its figures (keys and units in
+    hetlb.live.inference_load's docstring and docs/reference/testbed.md; a figure that cannot be
+    computed is None), with ``metadata`` (the InferenceLoadSpec and the versions)."""
+
+    @property
+    def summary(self) -> dict:
+        return {name: self[name] for name in INFERENCE_LOAD_SUMMARY}
+
+    def headline(self) -> tuple:
+        return "mean time to first token (ms)", self["mean_ttft"], self["mean_ttft_ci"]
+
+    def describe(self) -> str:
+        models = len(self.metadata["load"]["models"])
+        return f"{models} model{'s' if models != 1 else ''} at {self['offered_rate']:g}/s"
