@@ -34,6 +34,7 @@ PAGES_WITH_CODE = [
     "background/batch-servers.md",
     "reference/serve.md",
     "reference/testbed.md",
+    "reference/engine.md",
 ]
 
 

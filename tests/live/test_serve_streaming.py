@@ -11,10 +11,12 @@ fails; every request has a timeout; request counts are bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
 
+import aiohttp
 import pytest
 
 from support.serve_processes import Processes, free_ports, get, status, wait_for
@@ -204,3 +206,38 @@ def test_bad_bodies_get_the_openai_error_shape(by_model, body, code, error_code)
     assert after["requests"] == before["requests"]  # nothing was forwarded
     assert sum(after["rejected"].values()) == sum(before["rejected"].values()) + 1  # counted once
     assert post_json(port, b'{"model": "a"}')[0] == 200  # and the proxy serves on
+
+
+def test_a_thousand_streams_at_once_and_one_client_that_reads_nothing(processes):
+    """1,000 event streams through one dispatcher at once (5 events 100 ms apart each), while one
+    client holds a 64 MiB stream it never reads: every stream ends with its 5 events in order while
+    the stuck one is still open (the relay waits for a slow client's socket alone), and then every
+    count is 0."""
+    backend = free_ports()
+    port, admin = free_ports(), free_ports()
+    processes.echo_backends([backend])
+    processes.serve("--backend", url(backend), "--health-interval", "0", port=port, admin=admin)
+    stuck = socket.create_connection(("127.0.0.1", port), timeout=10)
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.sendall(b"GET /big/64 HTTP/1.1\r\nHost: x\r\n\r\n")
+
+    async def one(session, k: int) -> list[bytes]:
+        async with session.get(url(port, "/tick/5/100")) as answer:
+            assert answer.status == 200
+            return [line async for line in answer.content if line.strip()]
+
+    async def all_of_them() -> list[list[bytes]]:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+            return await asyncio.gather(*(one(session, k) for k in range(1000)))
+
+    try:
+        streams = asyncio.run(all_of_them())
+        assert all(lines == [f'data: {{"event": {k}}}\n'.encode() for k in range(5)] for lines in streams)
+        assert in_flight(admin) == 1  # the stuck stream, and only it, still holds its count
+    finally:
+        stuck.close()
+    assert wait_for(lambda: in_flight(admin) == 0, timeout=30)
+    state = status(admin)
+    assert state["backends"][0]["stream_events"] > 5000  # and those of the cut stream it had relayed
+    assert state["backends"][0]["client_gone"] == 1 and state["accounting_violations"] == 0

@@ -11,6 +11,8 @@ Every path answers with a JSON echo of the request (method, path, query, body, h
 - ``/hold``: answers when ``/admin/release`` is called (requests a test keeps in a backend);
 - ``/stream/N``: a ``text/event-stream`` of N events ``data: {"event": k}`` (chunked): the first
   at once, the others after ``/admin/release``;
+- ``/tick/N/MS``: a ``text/event-stream`` of N events, one every MS milliseconds;
+- ``/big/MB``: MB mebibytes of one event stream, as fast as the client takes them;
 - ``/break/N``: N events of such a stream at once, then the connection reset (a backend that
   fails mid-answer); ``/short``: a ``Content-Length`` of 100 and 10 bytes, then the connection
   closed;
@@ -30,12 +32,20 @@ def make_app(port: int) -> web.Application:
     state = {"held": 0, "count": 0, "cancelled": 0, "healthy": True, "release": asyncio.Event()}
 
     async def stream(request: web.Request, path: str) -> web.StreamResponse:
-        kind, _, count = path.strip("/").partition("/")
+        kind, *numbers = path.strip("/").split("/")
         answer = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await answer.prepare(request)
-        for k in range(int(count)):
+        if kind == "big":
+            event = b"data: " + b"x" * (2**16 - 8) + b"\n\n"
+            for _ in range(16 * int(numbers[0])):
+                await answer.write(event)
+            await answer.write_eof()
+            return answer
+        for k in range(int(numbers[0])):
             if kind == "stream" and k == 1:
                 await state["release"].wait()
+            if kind == "tick" and k > 0:
+                await asyncio.sleep(float(numbers[1]) / 1000.0)
             await answer.write(f'data: {{"event": {k}}}\n\n'.encode())
         if kind == "break":
             request.transport.abort()
@@ -62,7 +72,7 @@ def make_app(port: int) -> web.Application:
         state["held"] += 1
         state["count"] += 1
         try:
-            if path.startswith(("/stream/", "/break/")):
+            if path.startswith(("/stream/", "/break/", "/tick/", "/big/")):
                 return await stream(request, path)
             if path == "/short":
                 answer = web.StreamResponse(headers={"Content-Length": "100"})
@@ -106,7 +116,7 @@ async def main(ports: list[int]) -> None:
     for port in ports:
         runner = web.AppRunner(make_app(port), access_log=None, handler_cancellation=True)
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()  # bursts of new connections
         runners.append(runner)
     print("ready", flush=True)
     await asyncio.Event().wait()

@@ -44,7 +44,8 @@ COMMANDS = {
     "compile": "compile the continuous-time kernel ahead of time, so that short simulations start without numba",
     "demo": "compare policies on a heterogeneous system: table and plot",
     "serve": "a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
-    "backend": "test backends: the model's FIFO servers on HTTP, several on several ports",
+    "backend": "test backends: the model's servers on HTTP, several on several ports; --openai: emulated "
+    "inference engines",
     "loadgen": "open-loop load on one or several URLs (simulator's keys); --openai: streamed chat completions",
     "testbed": "a scenario live (backends, hetlb serve, loadgen) and simulated, side by side",
 }

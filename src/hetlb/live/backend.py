@@ -51,7 +51,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,26 +69,28 @@ SHUTDOWN_GRACE_S = 1.0
 """Seconds a stopping backend gives the jobs in its queue to be answered before it closes them."""
 
 
-LISTEN_OPTIONS = "speed=S, concurrency=C and rate_curve=CURVE"
+LISTEN_OPTIONS = "speed=S, concurrency=C, rate_curve=CURVE and models=A|B"
 
 
 @dataclass(frozen=True)
 class BackendSpec:
     """Where one backend listens (port 0: a free port the system chooses), its speed, and its
     concurrency c_s (UNLIMITED_CONCURRENCY: unlimited) and rate curve phi_s (None: those the
-    fleet gives every backend that names none)."""
+    fleet gives every backend that names none), and, for an emulated inference engine
+    (hetlb.live.engine), the base models it serves (None: those of ``--models``)."""
 
     host: str
     port: int
     speed: float = 1.0
     concurrency: int | None = None
     rate_curve: RateCurve | None = None
+    models: tuple[str, ...] | None = None
 
 
 def parse_listen(text: str) -> list[BackendSpec]:
-    """The backends of one ``--listen HOST:PORT[,speed=S][,concurrency=C][,rate_curve=CURVE]`` (or
-    ``HOST:FIRST-LAST[,...]``, one backend per port of the range, all alike). An item without ``=``
-    continues the option before it: ``rate_curve=table:1,1.8,2.4``."""
+    """The backends of one ``--listen HOST:PORT[,speed=S][,concurrency=C][,rate_curve=CURVE][,models=A|B]``
+    (or ``HOST:FIRST-LAST[,...]``, one backend per port of the range, all alike). An item without
+    ``=`` continues the option before it: ``rate_curve=table:1,1.8,2.4``."""
     address, *items = text.split(",")
     host, ports = host_ports("--listen", address)
     options: dict[str, str] = {}
@@ -98,7 +100,7 @@ def parse_listen(text: str) -> list[BackendSpec]:
         if not equals and key == "rate_curve":
             options[key] += "," + item
             continue
-        if name not in ("speed", "concurrency", "rate_curve") or not equals or name in options:
+        if name not in ("speed", "concurrency", "rate_curve", "models") or not equals or name in options:
             raise InputError("--listen", f"options are {LISTEN_OPTIONS}, each once, got {item!r} in {text!r}")
         key = name
         options[key] = value
@@ -113,7 +115,21 @@ def parse_listen(text: str) -> list[BackendSpec]:
     if "concurrency" in options:
         concurrency = int(concurrency_array(options["concurrency"], 1)[0])
     rate_curve = RateCurve.parse(options["rate_curve"]) if "rate_curve" in options else None
-    return [BackendSpec(host, port, speed, concurrency, rate_curve) for port in ports]
+    models = model_names("--listen models", options["models"], "|") if "models" in options else None
+    return [BackendSpec(host, port, speed, concurrency, rate_curve, models) for port in ports]
+
+
+def model_names(field: str, text: str, separator: str = ",") -> tuple[str, ...]:
+    """The model ids of a list such as ``llama-3-8b,qwen-7b``: each non-empty, without spaces, once."""
+    names = tuple(name.strip() for name in text.split(separator))
+    for name in names:
+        if not name or any(character.isspace() for character in name):
+            raise InputError(
+                field, f"model ids are non-empty and without spaces, separated by {separator!r}, got {text!r}"
+            )
+    if len(set(names)) != len(names):
+        raise InputError(field, f"each model id once, got {text!r}")
+    return names
 
 
 class ServiceTimes:
@@ -165,6 +181,29 @@ class FifoServer:
         return departure
 
 
+class Progress:
+    """The milestones of one job of a MultiSlotServer: the work (seconds alone in service, increasing,
+    each below the job's service) at which the server announces its progress, such as an inference
+    engine's output tokens. Its thresholds, once it enters service with attained work a: a + each
+    milestone, then a + service (its departure)."""
+
+    __slots__ = ("milestones", "service", "entered")
+
+    def __init__(self, milestones: Iterator[float], service: float):
+        self.milestones: Iterator[float] | None = milestones
+        self.service = service
+        self.entered = math.nan
+
+    def threshold(self) -> float:
+        """The next threshold: the next milestone's, then the departure's."""
+        assert self.milestones is not None
+        milestone = next(self.milestones, None)
+        if milestone is None:
+            self.milestones = None  # the departure's threshold is the last
+            return self.entered + self.service
+        return self.entered + milestone
+
+
 class MultiSlotServer:
     """One server of concurrency c and rate curve phi (hetlb.model.servers) on the model's
     timeline: b = min(n, c) of its n jobs in service (the earliest arrived), each advancing at
@@ -177,19 +216,33 @@ class MultiSlotServer:
     to an epoch, departing every job whose computed departure epoch is not after it, in order;
     ``on_departure(job, epoch)`` hears of each. :meth:`serve` (the live step) awaits a job's
     departure: the server then keeps one wake-up on the EpochClock at its next departure epoch and
-    moves it whenever that changes (b changed)."""
+    moves it whenever that changes (b changed).
 
-    def __init__(self, concurrency: int, rate_curve: RateCurve, on_departure: Callable | None = None):
+    A job may also have milestones (:class:`Progress`): the heap then holds its next threshold
+    (a milestone's until the last), and ``on_milestone(job, epoch)`` hears of each milestone at the
+    epoch its attained work reaches it; the one wake-up is at the server's next threshold of any
+    kind, so that every milestone due at a wake-up is announced by it. A job may leave before its
+    departure (:meth:`leave`): its remaining work is dropped."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        rate_curve: RateCurve,
+        on_departure: Callable | None = None,
+        on_milestone: Callable | None = None,
+    ):
         self.concurrency = concurrency
         self.rate_curve = rate_curve
         self.on_departure = on_departure
+        self.on_milestone = on_milestone
         self.attained = 0.0
         self.updated = -math.inf  # the epoch the timeline has reached
         self.in_service: list[tuple[float, int]] = []  # a heap of (threshold, job)
         self.waiting: deque[tuple[float, int]] = deque()  # (service, job), FIFO
+        self.progress: dict[int, Progress] = {}  # of the jobs with milestones
         self.jobs = itertools.count()
         self._per_job_rate: list[float] = [math.nan]  # phi(b) / b at index b, grown on use
-        self.clock: EpochClock | None = None  # set by serve
+        self.clock: EpochClock | None = None  # set by serve, or by the live owner of the server
         self._waiters: dict[int, asyncio.Future] = {}  # job -> its answer's future
         self._wake: asyncio.Future | None = None
         self._wake_epoch = math.inf
@@ -203,20 +256,27 @@ class MultiSlotServer:
         return rates[b]
 
     def next_departure(self) -> float:
-        """The epoch of the next departure if no job arrives before it (inf with none in service)."""
+        """The epoch of the next threshold (a departure or a milestone) if no job arrives or leaves
+        before it (inf with none in service)."""
         if not self.in_service:
             return math.inf
         rate = self.per_job_rate(len(self.in_service))
         return max(self.updated, self.updated + (self.in_service[0][0] - self.attained) / rate)
 
     def advance(self, now: float) -> None:
-        """Move the timeline to ``now``: every job whose departure epoch is not after it departs."""
+        """Move the timeline to ``now``: every job whose departure epoch is not after it departs,
+        every milestone not after it is announced, in order."""
         while self.in_service and (epoch := self.next_departure()) <= now:
             threshold, job = heapq.heappop(self.in_service)
             self.attained, self.updated = threshold, epoch
-            if self.waiting:
-                service, next_job = self.waiting.popleft()
-                heapq.heappush(self.in_service, (self.attained + service, next_job))
+            progress = self.progress.get(job)
+            if progress is not None and progress.milestones is not None:  # a milestone, not the departure
+                heapq.heappush(self.in_service, (progress.threshold(), job))
+                if self.on_milestone is not None:
+                    self.on_milestone(job, epoch)
+                continue
+            self.progress.pop(job, None)
+            self._admit_waiting()
             self._departed(job, epoch)
         if self.in_service:
             self.attained += self.per_job_rate(len(self.in_service)) * (now - self.updated)
@@ -228,16 +288,39 @@ class MultiSlotServer:
         self.advance(now)
         return len(self.in_service) + len(self.waiting)
 
-    def arrive(self, now: float, service: float) -> int:
-        """A job arrives at ``now`` needing ``service`` seconds alone in service: its number."""
+    def arrive(self, now: float, service: float, milestones: Iterator[float] | None = None) -> int:
+        """A job arrives at ``now`` needing ``service`` seconds alone in service (with
+        ``milestones``, those of its :class:`Progress`): its number."""
         self.advance(now)
         job = next(self.jobs)
+        if milestones is not None:
+            self.progress[job] = Progress(milestones, service)
         if len(self.in_service) < self.concurrency:
-            heapq.heappush(self.in_service, (self.attained + service, job))
+            self._start(service, job)
             self._reschedule()
         else:
             self.waiting.append((service, job))
         return job
+
+    def leave(self, job: int, now: float) -> bool:
+        """Job ``job`` leaves at ``now`` before its departure (its client went away), in service or
+        waiting, its remaining work dropped: whether it was still there."""
+        self.advance(now)
+        self.progress.pop(job, None)
+        self._waiters.pop(job, None)
+        for index, (_, other) in enumerate(self.in_service):
+            if other == job:
+                self.in_service[index] = self.in_service[-1]
+                self.in_service.pop()
+                heapq.heapify(self.in_service)
+                self._admit_waiting()
+                self._reschedule()
+                return True
+        for entry in self.waiting:
+            if entry[1] == job:
+                self.waiting.remove(entry)
+                return True
+        return False
 
     async def serve(self, now: float, service: float, clock: EpochClock) -> float:
         """A job arrives at ``now``: its departure epoch, once it has come."""
@@ -247,6 +330,21 @@ class MultiSlotServer:
         self._waiters[job] = future
         return await future
 
+    def _start(self, service: float, job: int) -> None:
+        """Job ``job`` enters service now (attained work ``attained``)."""
+        progress = self.progress.get(job)
+        if progress is None:
+            threshold = self.attained + service
+        else:
+            progress.entered = self.attained
+            threshold = progress.threshold()
+        heapq.heappush(self.in_service, (threshold, job))
+
+    def _admit_waiting(self) -> None:
+        """A slot came free: the first waiting job, if any, enters service."""
+        if self.waiting:
+            self._start(*self.waiting.popleft())
+
     def _departed(self, job: int, epoch: float) -> None:
         future = self._waiters.pop(job, None)
         if future is not None and not future.done():  # done: its client went away
@@ -255,7 +353,7 @@ class MultiSlotServer:
             self.on_departure(job, epoch)
 
     def _reschedule(self) -> None:
-        """Keep the one wake-up at the next departure epoch (live only)."""
+        """Keep the one wake-up at the next threshold's epoch (live only)."""
         epoch = self.next_departure()
         if self.clock is None or epoch == self._wake_epoch:
             return
@@ -284,7 +382,7 @@ class Backend:
     error_probability: float = 0.0
     stall_probability: float = 0.0
     server: FifoServer | MultiSlotServer = field(default_factory=FifoServer)
-    clock: EpochClock | None = None  # set by BackendFleet.start
+    clock: EpochClock | None = None  # set by attach, when the fleet starts
     url: str = ""
     jobs: int = 0
     errors: int = 0
@@ -328,6 +426,15 @@ class Backend:
         response.headers["X-Departure"] = f"{departure:.6f}"  # seconds, the host's monotonic clock
         return response
 
+    def attach(self, clock: EpochClock) -> None:
+        """Serve on ``clock`` (the fleet's, once it starts)."""
+        self.clock = clock
+
+    def announcement(self) -> str:
+        """``URL speed=S`` (and ``concurrency=C rate_curve=CURVE`` when it serves several jobs at once)."""
+        slots = "".join(f" {key}={value}" for key, value in self.slots().items())
+        return f"{self.url} speed={self.spec.speed:g}{slots}"
+
     def slots(self) -> dict:
         """The concurrency and rate curve of a multi-slot backend (for its answers' bodies)."""
         if not isinstance(self.server, MultiSlotServer):
@@ -343,54 +450,14 @@ class Backend:
         return response
 
 
-class BackendFleet:
-    """Backends in this process's event loop: ``await start()`` binds them all (or none), ``await
-    stop()`` closes them; also an async context manager.
+class Fleet:
+    """Backends in this process's event loop, each with a ``spec`` (where it listens), a ``url`` (set
+    once it listens), ``attach(clock)`` and an aiohttp low-level handler ``handle(request)``:
+    ``await start()`` binds them all (or none), ``await stop()`` closes them; also an async context
+    manager. :meth:`announcements` are the lines ``hetlb backend`` prints once all listen."""
 
-    >>> async def demo():
-    ...     async with BackendFleet([BackendSpec("127.0.0.1", 0, speed=2.0)], mean_service_ms=1.0) as fleet:
-    ...         return fleet.urls[0].startswith("http://127.0.0.1:")
-    >>> asyncio.run(demo())
-    True
-
-    ``concurrency`` (the speeds' syntax: 8, "2x8,2x32", "inf") and ``rate_curve`` (a RateCurve or
-    its text, one for all, one per backend) are those of every backend whose spec names none; a
-    backend of concurrency 1 is the FIFO server.
-    """
-
-    def __init__(
-        self,
-        specs: Sequence[BackendSpec],
-        *,
-        mean_service_ms: float = DEFAULT_MEAN_SERVICE_MS,
-        job_sizes: JobSizes | None = None,
-        seed: int = 0,
-        error_probability: float = 0.0,
-        stall_probability: float = 0.0,
-        concurrency=None,
-        rate_curve=None,
-    ):
-        if not specs:
-            raise InputError("--listen", "give at least one backend")
-        slots = concurrency_array(concurrency, len(specs))
-        curves = rate_curve_tuple(rate_curve, len(specs))
-        slots = np.array([c if spec.concurrency is None else spec.concurrency for spec, c in zip(specs, slots)])
-        curves = tuple(c if spec.rate_curve is None else spec.rate_curve for spec, c in zip(specs, curves))
-        check_servers(slots, curves)
-        mean_service_ms = validation.positive_number("--mean-service-ms", mean_service_ms)
-        error_probability = validation.probability("--error-probability", error_probability)
-        stall_probability = validation.probability("--stall-probability", stall_probability)
-        job_sizes = job_sizes or JobSizes()
-        streams = np.random.SeedSequence(validation.seed("--seed", seed)).spawn(len(specs))
-        self.backends = []
-        for spec, stream, c, curve in zip(specs, streams, slots.tolist(), curves):
-            service_stream, fault_stream = stream.spawn(2)
-            service_times = ServiceTimes(
-                job_sizes, mean_service_ms / spec.speed / 1e3, np.random.default_rng(service_stream)
-            )
-            server = FifoServer() if c == 1 else MultiSlotServer(c, curve)
-            faults = np.random.default_rng(fault_stream)
-            self.backends.append(Backend(spec, service_times, faults, error_probability, stall_probability, server))
+    def __init__(self, backends: Sequence):
+        self.backends = list(backends)
         self._runners: list[web.ServerRunner] = []
         self._clock: EpochClock | None = None
 
@@ -398,12 +465,16 @@ class BackendFleet:
     def urls(self) -> list[str]:
         return [backend.url for backend in self.backends]
 
+    def announcements(self) -> list[str]:
+        """One line per backend: ``URL speed=S`` and what else describes it."""
+        return [backend.announcement() for backend in self.backends]
+
     async def start(self) -> list[str]:
         self._clock = EpochClock(asyncio.get_running_loop())
         try:
             for backend in self.backends:
-                backend.clock = self._clock
-                server = web.Server(backend.handle, handler_cancellation=True)  # a gone client's stall ends
+                backend.attach(self._clock)
+                server = web.Server(backend.handle, handler_cancellation=True)  # a gone client's handler ends
                 runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_GRACE_S)
                 await runner.setup()
                 self._runners.append(runner)
@@ -424,7 +495,7 @@ class BackendFleet:
         if clock is not None:
             clock.stop()
 
-    async def __aenter__(self) -> BackendFleet:
+    async def __aenter__(self) -> Fleet:
         await self.start()
         return self
 
@@ -432,9 +503,67 @@ class BackendFleet:
         await self.stop()
 
 
-def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -> int:
-    """Run ``fleet`` until SIGTERM or SIGINT; announce each backend's ``URL speed=S`` (and
-    ``concurrency=C rate_curve=CURVE`` when it serves several jobs at once) once all listen."""
+def fleet_servers(specs: Sequence[BackendSpec], concurrency, rate_curve) -> list[tuple[int, RateCurve]]:
+    """The concurrency c_s and rate curve phi_s of each backend: its spec's, else the fleet's
+    ``concurrency`` (the speeds' syntax: 8, "2x8,2x32", "inf") and ``rate_curve`` (a RateCurve or
+    its text, one for all, one per backend), checked together."""
+    if not specs:
+        raise InputError("--listen", "give at least one backend")
+    slots = concurrency_array(concurrency, len(specs))
+    curves = rate_curve_tuple(rate_curve, len(specs))
+    slots = np.array([c if spec.concurrency is None else spec.concurrency for spec, c in zip(specs, slots)])
+    curves = tuple(c if spec.rate_curve is None else spec.rate_curve for spec, c in zip(specs, curves))
+    check_servers(slots, curves)
+    return list(zip(slots.tolist(), curves))
+
+
+class BackendFleet(Fleet):
+    """The model's servers (:class:`Backend`) as a :class:`Fleet`.
+
+    >>> async def demo():
+    ...     async with BackendFleet([BackendSpec("127.0.0.1", 0, speed=2.0)], mean_service_ms=1.0) as fleet:
+    ...         return fleet.urls[0].startswith("http://127.0.0.1:")
+    >>> asyncio.run(demo())
+    True
+
+    ``concurrency`` and ``rate_curve`` are those of every backend whose spec names none
+    (:func:`fleet_servers`); a backend of concurrency 1 is the FIFO server.
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[BackendSpec],
+        *,
+        mean_service_ms: float = DEFAULT_MEAN_SERVICE_MS,
+        job_sizes: JobSizes | None = None,
+        seed: int = 0,
+        error_probability: float = 0.0,
+        stall_probability: float = 0.0,
+        concurrency=None,
+        rate_curve=None,
+    ):
+        servers = fleet_servers(specs, concurrency, rate_curve)
+        mean_service_ms = validation.positive_number("--mean-service-ms", mean_service_ms)
+        error_probability = validation.probability("--error-probability", error_probability)
+        stall_probability = validation.probability("--stall-probability", stall_probability)
+        job_sizes = job_sizes or JobSizes()
+        streams = np.random.SeedSequence(validation.seed("--seed", seed)).spawn(len(specs))
+        backends = []
+        for spec, stream, (c, curve) in zip(specs, streams, servers):
+            service_stream, fault_stream = stream.spawn(2)
+            service_times = ServiceTimes(
+                job_sizes, mean_service_ms / spec.speed / 1e3, np.random.default_rng(service_stream)
+            )
+            server = FifoServer() if c == 1 else MultiSlotServer(c, curve)
+            faults = np.random.default_rng(fault_stream)
+            backends.append(Backend(spec, service_times, faults, error_probability, stall_probability, server))
+        super().__init__(backends)
+
+
+def run_backends(fleet: Fleet, announce: Callable[[str], None] = print) -> int:
+    """Run ``fleet`` until SIGTERM or SIGINT; announce each backend once all listen (its
+    :meth:`Fleet.announcements` line: ``URL speed=S``, and ``concurrency=C rate_curve=CURVE`` when
+    it serves several jobs at once)."""
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -444,9 +573,8 @@ def run_backends(fleet: BackendFleet, announce: Callable[[str], None] = print) -
         await fleet.start()
         freeze_heap()
         try:
-            for backend in fleet.backends:
-                slots = "".join(f" {key}={value}" for key, value in backend.slots().items())
-                announce(f"{backend.url} speed={backend.spec.speed:g}{slots}")
+            for line in fleet.announcements():
+                announce(line)
             sys.stdout.flush()
             await stop.wait()
         finally:

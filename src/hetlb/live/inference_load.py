@@ -53,6 +53,7 @@ from hetlb.live.loadgen import (
     OpenLoopSpec,
     WindowCounts,
     mean_and_interval,
+    outcome_lines,
     percentiles,
     proportions_of,
     shown,
@@ -450,7 +451,6 @@ def group_line(name: str, figures: Mapping) -> str:
 
 def format_inference_load_result(result: Mapping) -> str:
     """The result as a few readable lines (milliseconds)."""
-    lag = result["send_lag_ms"]
     lines = [
         f"requests            {result['requests']} in {result['duration']:g} s: achieved rate "
         f"{shown(result['achieved_rate'], '.1f')}/s of {result['offered_rate']:g}/s offered, "
@@ -460,13 +460,8 @@ def format_inference_load_result(result: Mapping) -> str:
         latency_line(result, "e2e", "end to end"),
         f"output tokens       {result['output_tokens']} ({shown(result['output_tokens_per_s'], '.1f')}/s); "
         f"prompt tokens {result['prompt_tokens']}",
-        f"blocked (503)       {result['blocked']}  (probability {shown(result['blocking_probability'], '.4f')})",
-        f"errors              {result['errors']}"
-        + (f"  ({', '.join(f'{k}: {v}' for k, v in result['errors_by_kind'].items())})" if result["errors"] else ""),
-        f"send lag            mean {shown(lag['mean'])} ms, p99 {shown(lag['p99'])} ms",
+        *outcome_lines(result),
     ]
-    if result["not_sent"]:
-        lines.append(f"not sent            {result['not_sent']} (more than --max-in-flight outstanding)")
     lines.append("per model:")
     lines += [group_line(name, figures) for name, figures in result["per_model"].items()]
     lines.append("per backend:")

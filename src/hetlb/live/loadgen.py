@@ -513,23 +513,32 @@ def shown(value, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def outcome_lines(result: Mapping) -> list[str]:
+    """The lines of an open-loop run's text that every kind of request shares: blocked, errors,
+    the send lag and the arrivals not sent."""
+    lag = result["send_lag_ms"]
+    kinds = ", ".join(f"{kind}: {count}" for kind, count in result["errors_by_kind"].items())
+    lines = [
+        f"blocked (503)       {result['blocked']}  (probability {shown(result['blocking_probability'], '.4f')})",
+        f"errors              {result['errors']}" + (f"  ({kinds})" if result["errors"] else ""),
+        f"send lag            mean {shown(lag['mean'])} ms, p99 {shown(lag['p99'])} ms",
+    ]
+    if result["not_sent"]:
+        lines.append(f"not sent            {result['not_sent']} (more than --max-in-flight outstanding)")
+    return lines
+
+
 def format_load_result(result: Mapping) -> str:
     """The result as a few readable lines (milliseconds)."""
     low, high = result["mean_response_time_ci"]
-    lag = result["send_lag_ms"]
     lines = [
         f"requests            {result['requests']} in {result['duration']:g} s: achieved rate "
         f"{shown(result['achieved_rate'], '.1f')}/s of {result['offered_rate']:g}/s offered",
         f"mean response time  {shown(result['mean_response_time'])} ms  (95% CI {shown(low)} .. {shown(high)})",
         f"p50 / p95 / p99     {shown(result['response_time_p50'])} / {shown(result['response_time_p95'])} / "
         f"{shown(result['response_time_p99'])} ms",
-        f"blocked (503)       {result['blocked']}  (probability {shown(result['blocking_probability'], '.4f')})",
-        f"errors              {result['errors']}"
-        + (f"  ({', '.join(f'{k}: {v}' for k, v in result['errors_by_kind'].items())})" if result["errors"] else ""),
-        f"send lag            mean {shown(lag['mean'])} ms, p99 {shown(lag['p99'])} ms",
+        *outcome_lines(result),
     ]
-    if result["not_sent"]:
-        lines.append(f"not sent            {result['not_sent']} (more than --max-in-flight outstanding)")
     if result["mean_backend_sojourn"] is not None:
         lines.append(
             f"backends' share     {shown(result['mean_backend_sojourn'])} ms (X-Sojourn-Ms); the rest, "

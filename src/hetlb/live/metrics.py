@@ -119,8 +119,8 @@ class Metrics:
 
     def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
         """An answer of backend s relayed in full, for a request that arrived at ``started``
-        (perf_counter): its times to first and last byte, its events (an answer of a backend that
-        has left the fleet meanwhile counts its events only)."""
+        (perf_counter): its times to first and last byte (none for a backend that has left the fleet
+        meanwhile)."""
         last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
         latency = self.child(self.latency_seconds, s)
         if latency is not None:
@@ -128,7 +128,6 @@ class Metrics:
         first_byte = self.child(self.first_byte_seconds, s)
         if watch.first_byte is not None and first_byte is not None:
             first_byte.observe(watch.first_byte - started)
-        self.events[s] += watch.events
 
     def aborted(self, s: int, reason: str) -> None:
         """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""

@@ -303,6 +303,7 @@ class Proxy:
         pool, prefix = self.upstream(s)
         response = None
         upstream = None
+        watch = None
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
             upstream = await pool.send(request.method, prefix + target, headers.items(), data)
@@ -344,6 +345,8 @@ class Proxy:
             return self.upstream_failed(request, response, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
             lease.release()
+            if watch is not None:
+                self.metrics.events[s] += watch.events  # relayed, also of an answer that was cut
             if upstream is not None:
                 upstream.finish()  # kept alive after a whole answer, else closed (the backend's call ends)
 
