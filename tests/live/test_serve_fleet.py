@@ -22,6 +22,7 @@ import pytest
 
 from hetlb.live.loadgen import LoadGenerator, LoadSpec
 
+from support.live_fleet import backend_process
 from support.serve_processes import Processes, error_text, finish, free_ports, get, status, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -444,3 +445,38 @@ def test_every_dispatcher_sees_an_admin_change_and_a_sighup(tmp_path, processes)
     for m in range(2):
         assert wait_for(lambda m=m: fleet_urls(admin_port + m) == {url(b): "active"}, timeout=5.0)
     assert parent.poll() is None
+
+
+def test_discover_follows_a_lora_adapter_loaded_on_a_running_engine(processes):
+    """Two emulated engines (hetlb backend --openai) hold llama; an adapter loaded on the second
+    (vLLM's /v1/load_lora_adapter) is routed to after the next list, only to that engine: every
+    answer names it in X-Backend (the first engine would answer 404 for a model it does not hold)."""
+    with backend_process(
+        "--openai", "--token-time-ms", "1", "--listen", "127.0.0.1:0,models=llama", "--listen",
+        "127.0.0.1:0,models=llama", count=2,
+    ) as (_, engines):  # fmt: skip
+        port = free_ports(2)
+        processes.serve(
+            "--backend", f"{engines[0]},types=discover", "--backend", f"{engines[1]},types=discover",
+            "--type-body-field", "model", "--discover-interval", "200ms", "--policy", "random",
+            port=port, admin=port + 1,
+        )  # fmt: skip
+
+        def complete(model: str):
+            body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+            code, headers, answer = get(
+                url(port, "/v1/chat/completions"), {"Content-Type": "application/json"}, "POST", body.encode()
+            )
+            return code, headers.get("X-Backend"), json.loads(answer)
+
+        code, _, answer = complete("sql")
+        assert code == 404 and answer["error"]["code"] == "model_not_found"  # no engine lists it yet
+        adapter = {"lora_name": "sql", "lora_path": "/adapters/sql", "base_model": "llama"}
+        loaded = get(engines[1] + "/v1/load_lora_adapter", {"Content-Type": "application/json"}, "POST",
+                     json.dumps(adapter).encode())  # fmt: skip
+        assert loaded[0] == 200
+        assert wait_for(lambda: complete("sql")[0] == 200, timeout=5.0)
+        answers = [complete("sql") for _ in range(60)]
+        assert {(code, backend) for code, backend, _ in answers} == {(200, engines[1])}
+        assert {complete("llama")[1] for _ in range(60)} == set(engines)  # the base model on both
+        assert_accounting_clean(port + 1)
