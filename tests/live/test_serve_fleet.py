@@ -31,15 +31,6 @@ LOAD_RATE = 150.0  # requests per second
 LOAD_SECONDS = 5.0
 
 
-@pytest.fixture
-def processes():
-    started = Processes()
-    try:
-        yield started
-    finally:
-        started.stop_all()
-
-
 def url(port: int, path: str = "") -> str:
     return f"http://127.0.0.1:{port}{path}"
 
