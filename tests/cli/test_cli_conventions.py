@@ -511,7 +511,7 @@ def documented_commands(pages=PAGES):
         for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.split("#")[0].strip()
-                words = line.split()
+                words = line.removesuffix("&").split()  # a command sent to the background
                 if words[:1] in (["hetlb"], [".venv/bin/hetlb"]) and " [--" not in line:
                     commands.append((page.relative_to(ROOT).as_posix(), words[1:]))
     return commands

@@ -120,15 +120,6 @@ def vllm_text(running: int, waiting: int) -> bytes:
 
 
 @pytest.fixture
-def processes():
-    started = Processes()
-    try:
-        yield started
-    finally:
-        started.stop_all()
-
-
-@pytest.fixture
 def engines():
     started: list[StubEngine] = []
 

@@ -28,15 +28,6 @@ from support.serve_processes import Processes, finish, free_ports, get, listenin
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
-@pytest.fixture
-def processes():
-    started = Processes()
-    try:
-        yield started
-    finally:
-        started.stop_all()
-
-
 def url(port: int, path: str = "") -> str:
     return f"http://127.0.0.1:{port}{path}"
 

@@ -19,18 +19,9 @@ import socket
 import aiohttp
 import pytest
 
-from support.serve_processes import Processes, free_ports, get, status, wait_for
+from support.serve_processes import free_ports, get, status, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
-
-@pytest.fixture
-def processes():
-    started = Processes()
-    try:
-        yield started
-    finally:
-        started.stop_all()
 
 
 def url(port: int, path: str = "") -> str:

@@ -14,10 +14,23 @@ def add_flags(parser) -> None:
         "--backend",
         action="append",
         metavar="SPEC",
-        help="URL[,speed=S|auto][,types=A|B][,buffer=B] (repeatable; defaults: speed 1, every type, no buffer)",
+        help="URL[,speed=S|auto][,types=A|B|discover][,buffer=B] (repeatable; defaults: speed 1, every type, "
+        "no buffer; discover: the ids its GET /v1/models lists)",
+    )
+    group.add_argument(
+        "--backends-file",
+        metavar="FILE",
+        help="TOML or JSON file with a backends list, applied again each time it changes (instead of --backend)",
+    )
+    group.add_argument(
+        "--discover-interval",
+        metavar="DURATION",
+        help="how often types=discover backends' GET /v1/models is read again (default 5s)",
     )
     group.add_argument("--listen", metavar="HOST:PORT", help="where dispatcher 0 listens (default 127.0.0.1:8000)")
-    group.add_argument("--admin", metavar="HOST:PORT", help="admin listener of dispatcher 0: /metrics, /status, /ready")
+    group.add_argument(
+        "--admin", metavar="HOST:PORT", help="admin listener of dispatcher 0: /metrics, /status, /ready, /backends"
+    )
     group.add_argument("--policy", metavar="ID", help="a live policy (hetlb policies lists them); default jsq")
     group.add_argument("--set", action="append", metavar="NAME=VALUE", help="a policy parameter (repeatable)")
     group.add_argument(
@@ -74,6 +87,7 @@ def add_flags(parser) -> None:
 def run(args) -> int:
     """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
     from hetlb.live import load_config, serve
+    from hetlb.live.fleet import ConfigSource
 
     if args.set and args.policy is None:
         raise InputError("--set", "give the policy with --policy ID")
@@ -81,6 +95,8 @@ def run(args) -> int:
     policy = None if args.policy is None else {"id": args.policy, **parameters}
     overrides = {
         "backends": args.backend,
+        "backends_file": args.backends_file,
+        "discover_interval": args.discover_interval,
         "policy": policy,
         "listen": args.listen,
         "admin": args.admin,
@@ -104,4 +120,5 @@ def run(args) -> int:
         "max_in_flight": args.max_in_flight,
     }
     config = load_config(args.config, **overrides)
-    return serve(config, announce=None if not quiet(args) else lambda line: None)
+    source = ConfigSource(args.config, {key: value for key, value in overrides.items() if value is not None})
+    return serve(config, announce=None if not quiet(args) else lambda line: None, source=source)

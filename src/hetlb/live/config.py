@@ -4,10 +4,12 @@
 command line's flags, which override the file's keys), and every value is checked here, before
 anything listens: a bad value raises :class:`hetlb.errors.InputError` naming its key.
 
-A backend is written ``URL[,speed=S|auto][,types=A|B][,buffer=B]`` (or as a table with those keys):
-its speed mu_s (a number > 0, or ``auto``: estimated online from observed service times), the job
-types it serves (the compatibility graph; default every type) and its buffer (the most requests it
-may hold, the one in service included; default no limit). Load signals are listed as
+A backend is written ``URL[,speed=S|auto][,types=A|B|discover][,buffer=B]`` (or as a table with those
+keys): its speed mu_s (a number > 0, or ``auto``: estimated online from observed service times), the
+job types it serves (the compatibility graph; default every type; ``discover``: the ids its
+``GET /v1/models`` lists) and its buffer (the most requests it may hold, the one in service
+included; default no limit). The backends may come from a file of their own (``backends_file``,
+TOML or JSON with a ``backends`` list, :func:`read_backends_file`). Load signals are listed as
 ``inflight,piggyback,push,poll:tau=100ms`` or ``inflight,metrics:vllm:tau=50ms``; the metric names
 of engines other than vLLM and SGLang are tables ``[engine_metrics.NAME]`` (docs/reference/serve.md).
 """
@@ -18,6 +20,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from hetlb import validation
@@ -50,18 +53,40 @@ MAX_BACKENDS = 4096
 TYPE_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,64}$")
 
 
+DISCOVER = "discover"
+"""``types = "discover"``: a backend's types are the ids its ``GET /v1/models`` lists."""
+BACKEND_KEYS = ("url", "speed", "types", "buffer")
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend: ``url`` as configured (the X-Backend header repeats it), ``speed`` (mu_s; None
-    for ``auto``), ``types`` (None: every type) and ``buffer`` (None: no limit)."""
+    for ``auto``), ``types`` (None: every type) and ``buffer`` (None: no limit). With ``discover``
+    its types are those its ``GET /v1/models`` listed last (none before the first answer)."""
 
     url: str
     speed: float | None = 1.0
     types: tuple[str, ...] | None = None
     buffer: int | None = None
+    discover: bool = False
 
     def serves(self, job_type: str) -> bool:
         return self.types is None or job_type in self.types
+
+    def spec(self) -> dict:
+        """The backend as a table of the configuration's keys (JSON-ready)."""
+        types = DISCOVER if self.discover else None if self.types is None else list(self.types)
+        return {
+            "url": self.url,
+            "speed": "auto" if self.speed is None else self.speed,
+            "types": types,
+            "buffer": self.buffer,
+        }
+
+    def configured_as(self, other: Backend) -> bool:
+        """Whether ``other`` has the same configured speed, types and buffer (discovered types aside)."""
+        same_types = self.discover == other.discover and (self.discover or self.types == other.types)
+        return same_types and self.speed == other.speed and self.buffer == other.buffer
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,9 @@ class ServeConfig:
     max_header_bytes: int = 8190
     max_in_flight: int = 10_000
     engine_metrics: dict = field(default_factory=dict)
+    backends_file: str | None = None
+    backends_file_interval: float = 1.0
+    discover_interval: float = 5.0
 
     @classmethod
     def from_mapping(cls, data: dict) -> ServeConfig:
@@ -158,9 +186,19 @@ class ServeConfig:
         unknown = sorted(set(data) - set(CONFIG_KEYS))
         if unknown:
             raise InputError(unknown[0], f"unknown key; the keys are: {', '.join(CONFIG_KEYS)}")
-        if "backends" not in data:
+        from_file = None
+        if "backends_file" in data:
+            if "backends" in data:
+                raise InputError(
+                    "backends_file", "the backends come from the file: give no backends (--backend) with it"
+                )
+            data["backends_file"] = str(Path(validation.text("backends_file", data["backends_file"])).resolve())
+            from_file = read_backends_file(data["backends_file"])
+        elif "backends" not in data:
             raise InputError("backends", "give at least one backend (--backend URL[,speed=S][,types=A|B][,buffer=B])")
         values = {key: check(key, data[key]) for key, check in CONFIG_KEYS.items() if key in data}
+        if from_file is not None:
+            values["backends"] = from_file
         policy = policy_from(data.get("policy", "jsq"), values.get("d"), values.get("p_hat"))
         values["policy"] = policy
         config = cls(**values)
@@ -174,6 +212,11 @@ class ServeConfig:
     def engine(self, name: str) -> EngineMetrics:
         """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one."""
         return self.engine_metrics.get(name) or ENGINE_METRICS[name]
+
+    @property
+    def discovers(self) -> bool:
+        """Whether some backend's types come from its GET /v1/models."""
+        return any(backend.discover for backend in self.backends)
 
     @property
     def job_types(self) -> tuple[str, ...]:
@@ -242,7 +285,9 @@ def parse_backend(name: str, value) -> Backend:
         for option in options:
             key, sep, text = option.partition("=")
             if not sep or key.strip() not in ("speed", "types", "buffer"):
-                raise InputError(name, f"options are speed=S|auto, types=A|B, buffer=B; got {validation.shown(option)}")
+                raise InputError(
+                    name, f"options are speed=S|auto, types=A|B|discover, buffer=B; got {validation.shown(option)}"
+                )
             if key.strip() in table:
                 raise InputError(name, f"{key.strip()} given twice")
             table[key.strip()] = text.strip()
@@ -251,11 +296,11 @@ def parse_backend(name: str, value) -> Backend:
             raw["speed"] = number_text(f"{name}.speed", raw["speed"])
         if "buffer" in raw:
             raw["buffer"] = integer_text(f"{name}.buffer", raw["buffer"])
-        if "types" in raw:
+        if "types" in raw and raw["types"] != DISCOVER:
             raw["types"] = raw["types"].split("|")
     else:
         raw = dict(validation.table(name, value))
-        unknown = sorted(set(raw) - {"url", "speed", "types", "buffer"})
+        unknown = sorted(set(raw) - set(BACKEND_KEYS))
         if unknown:
             raise InputError(f"{name}.{unknown[0]}", "unknown key; a backend has url, speed, types, buffer")
     if "url" not in raw:
@@ -266,16 +311,21 @@ def parse_backend(name: str, value) -> Backend:
         speed = validation.number(f"{name}.speed", speed, 0.0, strict=True)
         validation.positive_finite_array(f"{name}.speed", [speed], within=validation.RATE_RANGE)
     types = raw.get("types")
-    if types is not None:
+    discover = types == DISCOVER
+    if discover:
+        types = ()  # none until its GET /v1/models answers
+    elif types is not None:
         if not isinstance(types, list) or not types:
-            raise InputError(f"{name}.types", f"must be a list of job types, got {validation.shown(types)}")
+            raise InputError(
+                f"{name}.types", f'must be a list of job types or "discover", got {validation.shown(types)}'
+            )
         types = tuple(job_type(f"{name}.types", item) for item in types)
         if len(set(types)) != len(types):
             raise InputError(f"{name}.types", "a job type is listed twice")
     buffer = raw.get("buffer")
     if buffer is not None:
         buffer = validation.count(f"{name}.buffer", buffer)
-    return Backend(url, None if speed == "auto" else speed, types, buffer)
+    return Backend(url, None if speed == "auto" else speed, types, buffer, discover)
 
 
 def number_text(name: str, text: str) -> float:
@@ -305,6 +355,34 @@ def parse_backends(name: str, value) -> tuple[Backend, ...]:
         if url in urls[:i]:
             raise InputError(f"backend {i + 1}", f"{validation.shorten(url)} is configured twice")
     return backends
+
+
+def read_backends_file(path) -> tuple[Backend, ...]:
+    """The backends of a TOML or JSON file with a top-level ``backends`` list (the configuration's
+    syntax); a file ending in .json is JSON, any other TOML. InputError naming ``backends_file``."""
+    import json
+    import tomllib
+
+    name = "backends_file"
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(
+            name, f"cannot read {validation.shown(str(path))}: {getattr(error, 'strerror', None) or error}"
+        ) from None
+    try:
+        data = json.loads(text) if str(path).endswith(".json") else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as error:
+        raise InputError(
+            name,
+            f"{validation.shown(str(path))} is not valid {'JSON' if str(path).endswith('.json') else 'TOML'}: {error}",
+        ) from None
+    if not isinstance(data, dict) or "backends" not in data:
+        raise InputError(name, f'{validation.shown(str(path))} must have a top-level "backends" list')
+    unknown = sorted(set(data) - {"backends"})
+    if unknown:
+        raise InputError(f"{name} {unknown[0]}", "unknown key; the file has one key, backends")
+    return parse_backends("backends", data["backends"])
 
 
 def parse_signals(name: str, value) -> Signals:
@@ -461,10 +539,10 @@ def check_consistency(config: ServeConfig) -> None:
         raise InputError("signals", f"{spec.id} decides on load: give at least one signal")
     if signals.push and config.d > len(config.backends):
         raise InputError("d", f"push probes d distinct backends: at most {len(config.backends)}, got {config.d}")
-    if config.default_type is not None and not any(b.serves(config.default_type) for b in config.backends):
+    if config.default_type is not None and not served_by_some(config, config.default_type):
         raise InputError("default_type", f"no backend serves {validation.shown(config.default_type)}")
     for prefix, kind in config.type_prefixes:
-        if not any(b.serves(kind) for b in config.backends):
+        if not served_by_some(config, kind):
             raise InputError("type_prefixes", f"no backend serves {validation.shown(kind)} (prefix {prefix})")
     top = config.listen.port + config.dispatchers - 1
     if top > MAX_PORT:
@@ -479,6 +557,11 @@ def check_consistency(config: ServeConfig) -> None:
             listen = set(range(config.listen.port, top + 1))
             if listen & set(range(config.admin.port, top_admin + 1)):
                 raise InputError("admin", f"the admin ports overlap the listen ports {config.listen.port}..{top}")
+
+
+def served_by_some(config: ServeConfig, kind: str) -> bool:
+    """Whether some backend serves job type ``kind`` (any may, while some discover their types)."""
+    return config.discovers or any(backend.serves(kind) for backend in config.backends)
 
 
 def same_host(first: str, second: str) -> bool:
@@ -518,6 +601,9 @@ CONFIG_KEYS = {
     "max_header_bytes": positive_int(256, 2**20),
     "max_in_flight": positive_int(1, 10_000_000),
     "engine_metrics": parse_engine_metrics,
+    "backends_file": lambda name, value: validation.text(name, value),  # read by from_mapping
+    "backends_file_interval": duration,
+    "discover_interval": duration,
 }
 """Every key of a serve configuration and its check (docs/reference/serve.md)."""
 

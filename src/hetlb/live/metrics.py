@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hetlb.live.answers import AnswerWatch
-from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.dispatcher import DRAINING, RETIRED, STATE_NAMES, Dispatcher
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3)
@@ -52,12 +52,12 @@ class Metrics:
         self.dispatcher = dispatcher
         self.registry = CollectorRegistry(auto_describe=True)
         self.rejections: Counter = Counter()
-        self.ejections = [0] * dispatcher.n_backends
-        self.readmissions = [0] * dispatcher.n_backends
+        self.ejections: Counter = Counter()  # by slot
+        self.readmissions: Counter = Counter()
         self.messages: Counter = Counter()
-        self.events = [0] * dispatcher.n_backends
-        self.client_gone = [0] * dispatcher.n_backends
-        self.backend_broken = [0] * dispatcher.n_backends
+        self.events: Counter = Counter()  # by slot
+        self.client_gone: Counter = Counter()
+        self.backend_broken: Counter = Counter()
         self.latency_seconds = Histogram(
             "hetlb_request_duration_seconds",
             "time from a request's arrival at the dispatcher to the last byte of its answer relayed, per backend",
@@ -65,7 +65,6 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.latency_children = [self.latency_seconds.labels(url) for url in dispatcher.urls]
         self.first_byte_seconds = Histogram(
             "hetlb_time_to_first_byte_seconds",
             "time from a request's arrival at the dispatcher to the first byte of its answer's body relayed "
@@ -74,7 +73,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.first_byte_children = [self.first_byte_seconds.labels(url) for url in dispatcher.urls]
+        self.children: dict = {}  # (histogram, slot): its labelled child, for the backends in the fleet
+        dispatcher.on_retired.append(self.forget)
         self.decision_seconds = Histogram(
             "hetlb_decision_seconds",
             "time of one decision of the policy (the compiled rule on the estimates)",
@@ -102,13 +102,32 @@ class Metrics:
         self.scrape_failures: Counter = Counter()
         self.registry.register(ArrayCollector(self))
 
+    def child(self, histogram: Histogram, s: int):
+        """The child of ``histogram`` for backend s, or None once s has left the fleet."""
+        key = (histogram, s)
+        found = self.children.get(key)
+        if found is None and self.dispatcher.state[s] != RETIRED:
+            found = self.children[key] = histogram.labels(self.dispatcher.urls[s])
+        return found
+
+    def forget(self, s: int) -> None:
+        """Backend s left the fleet: its histograms' children go (the per-backend arrays are read for
+        the current backends only)."""
+        for histogram in (self.latency_seconds, self.first_byte_seconds):
+            if self.children.pop((histogram, s), None) is not None:
+                histogram.remove(self.dispatcher.urls[s])
+
     def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
         """An answer of backend s relayed in full, for a request that arrived at ``started``
-        (perf_counter): its times to first and last byte."""
+        (perf_counter): its times to first and last byte (none for a backend that has left the fleet
+        meanwhile)."""
         last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
-        self.latency_children[s].observe(last - started)
-        if watch.first_byte is not None:
-            self.first_byte_children[s].observe(watch.first_byte - started)
+        latency = self.child(self.latency_seconds, s)
+        if latency is not None:
+            latency.observe(last - started)
+        first_byte = self.child(self.first_byte_seconds, s)
+        if watch.first_byte is not None and first_byte is not None:
+            first_byte.observe(watch.first_byte - started)
 
     def aborted(self, s: int, reason: str) -> None:
         """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
@@ -140,7 +159,8 @@ class ArrayCollector:
     def collect(self):
         metrics = self.metrics
         dispatcher = metrics.dispatcher
-        urls = dispatcher.urls
+        current = dispatcher.current()
+        urls = [dispatcher.urls[s] for s in current]
         counters = [
             ("hetlb_requests", "requests sent to the backend", dispatcher.requests),
             ("hetlb_blocked", "requests answered 503 because the chosen backend held its buffer", dispatcher.blocked),
@@ -157,8 +177,8 @@ class ArrayCollector:
         ]
         for name, text, values in counters:
             family = CounterMetricFamily(name, text, labels=["backend"])
-            for url, value in zip(urls, values):
-                family.add_metric([url], int(value))
+            for url, s in zip(urls, current):
+                family.add_metric([url], int(values[s]))
             yield family
         ages = dispatcher.estimate_age()
         gauges = [
@@ -167,6 +187,11 @@ class ArrayCollector:
             ("hetlb_estimate_age_seconds", "seconds since the backend's last load report", ages),
             ("hetlb_backend_ejected", "1 while the backend is ejected", dispatcher.ejected),
             (
+                "hetlb_backend_draining",
+                "1 while the backend drains (no new requests) before it leaves",
+                dispatcher.state == DRAINING,
+            ),
+            (
                 "hetlb_backend_speed",
                 "the backend's speed mu (configured, or estimated with speed=auto)",
                 dispatcher.speed,
@@ -174,8 +199,8 @@ class ArrayCollector:
         ]
         for name, text, values in gauges:
             family = GaugeMetricFamily(name, text, labels=["backend"])
-            for url, value in zip(urls, values):
-                family.add_metric([url], float(value))
+            for url, s in zip(urls, current):
+                family.add_metric([url], float(values[s]))
             yield family
         rejected = CounterMetricFamily(
             "hetlb_rejected", "requests answered without a backend, by reason", labels=["reason"]
@@ -208,14 +233,17 @@ def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float)
     config = dispatcher.config
     ages = dispatcher.estimate_age()
     backends = []
-    for s, backend in enumerate(config.backends):
+    for s in dispatcher.current():
+        backend = dispatcher.backends[s]
         backends.append(
             {
                 "url": dispatcher.urls[s],
+                "state": STATE_NAMES[dispatcher.state[s]],
                 "speed": float(dispatcher.speed[s]),
                 "speed_source": "auto" if dispatcher.speed_auto[s] else "configured",
                 "speed_samples": int(dispatcher.speed_samples[s]),
-                "types": list(backend.types) if backend.types is not None else None,
+                "types": "discover" if backend.discover else None if backend.types is None else list(backend.types),
+                "served_types": None if backend.types is None else list(backend.types),
                 "buffer": backend.buffer,
                 "in_flight": int(dispatcher.in_flight[s]),
                 "requests": int(dispatcher.requests[s]),

@@ -76,7 +76,8 @@ class Prober:
         if len(self.probes) >= MAX_PENDING_PROBES:
             self.metrics.rejected("probe_skipped")
             return
-        sampled = self.random.sample(range(self.dispatcher.n_backends), self.config.d)
+        current = self.dispatcher.current().tolist()
+        sampled = self.random.sample(current, min(self.config.d, len(current)))
         task = asyncio.get_running_loop().create_task(self.probe_all(sampled, "push"))
         self.probes.add(task)
         task.add_done_callback(self.probes.discard)
@@ -104,7 +105,7 @@ class Prober:
         await asyncio.sleep(self.random.uniform(0.0, interval))
         while True:
             tick = time.monotonic()
-            await asyncio.gather(*(ask(s) for s in range(self.dispatcher.n_backends)), return_exceptions=True)
+            await asyncio.gather(*(ask(s) for s in self.dispatcher.current().tolist()), return_exceptions=True)
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
 
     async def poll(self, s: int) -> None:
@@ -141,8 +142,9 @@ class Prober:
         re-admits an ejected backend, a failure ejects an admitted one."""
         while True:
             tick = time.monotonic()
-            results = await asyncio.gather(*(self.healthy(s) for s in range(self.dispatcher.n_backends)))
-            for s, healthy in enumerate(results):
+            checked = self.dispatcher.current().tolist()
+            results = await asyncio.gather(*(self.healthy(s) for s in checked))
+            for s, healthy in zip(checked, results):
                 if healthy and self.dispatcher.ejected[s]:
                     self.dispatcher.set_ejected(s, False)
                     self.metrics.readmission(s)

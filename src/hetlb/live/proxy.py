@@ -183,7 +183,7 @@ class Proxy:
             name = next((kind for prefix, kind in self.config.type_prefixes if path.startswith(prefix)), None)
         if name is None:
             name = self.config.default_type
-        if not dispatcher.job_types:
+        if not dispatcher.typed:
             return 0  # no backend declares types: every request may go to every backend
         if name is None:
             where = f"the body's {self.config.type_body_field!r} field or " if self.config.type_body_field else ""
@@ -217,7 +217,7 @@ class Proxy:
             return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
         body: bytes | None = None
         body_type: str | None = None
-        if self.config.type_body_field is not None and self.dispatcher.job_types and request.body_exists:
+        if self.config.type_body_field is not None and self.dispatcher.typed and request.body_exists:
             body = await request.read()  # at most max_body_bytes (client_max_size), else 413
             named = self.body_type(body)
             if isinstance(named, web.Response):

@@ -5,12 +5,17 @@ then binds every listening socket (a port that cannot be bound is a one-line err
 dispatcher runs), then runs dispatcher 0 in this process, or forks M dispatcher processes that
 inherit their sockets and share nothing else. SIGTERM or SIGINT stops accepting, lets the requests
 in flight finish (at most ``drain`` seconds) and exits 0; the parent passes the signal on to its
-children and waits for them.
+children and waits for them. SIGHUP reloads the configuration (hetlb.live.fleet); the parent passes
+it on too, and relays each admin API change that one dispatcher made to the others over a pipe per
+dispatcher (the parent is what they share; a change reaches every dispatcher with no port or peer
+list to keep, and a dispatcher that is gone is simply not written to).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -23,8 +28,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from hetlb.errors import InputError
+from hetlb.live.admin import add_fleet_routes
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.fleet import ConfigSource, Fleet
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
 from hetlb.live.runtime import freeze_heap, loop_factory
@@ -80,38 +87,45 @@ def bind_all(config: ServeConfig) -> list[Sockets]:
     return result
 
 
-def serve(config: ServeConfig, *, announce=None) -> int:
+def serve(config: ServeConfig, *, announce=None, source: ConfigSource | None = None) -> int:
     """Run the dispatcher(s) of ``config`` until SIGTERM or SIGINT; the exit status (0 after a
-    clean stop). ``announce`` (a function of one line) is told where each dispatcher listens."""
+    clean stop). ``announce`` (a function of one line) is told where each dispatcher listens and
+    of the fleet's changes; ``source`` is read again at SIGHUP (None: only the backends file)."""
     say = announce or (lambda line: print(line, file=sys.stderr, flush=True))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until a dispatcher (or the parent) takes it
     Dispatcher(config, config.seed).warm_up()  # compile, or load the cached rule, before listening
     sockets = bind_all(config)
     if config.dispatchers == 1:
-        return run_dispatcher(config, 0, sockets[0], say)
-    return supervise(config, sockets, say)
+        return run_dispatcher(config, 0, sockets[0], say, source)
+    return supervise(config, sockets, say, source)
 
 
 def dispatcher_seed(config: ServeConfig, m: int) -> int | None:
     return None if config.seed is None else config.seed + m
 
 
-def run_dispatcher(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
-    """Run dispatcher m on its sockets until a stop signal (uvloop when installed)."""
+def run_dispatcher(config: ServeConfig, m: int, sockets: Sockets, say, source=None, pipe=None) -> int:
+    """Run dispatcher m on its sockets until a stop signal (uvloop when installed); ``pipe``: its
+    connection to the parent, which relays admin API changes between dispatchers."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(dispatch(config, m, sockets, say))
+        return runner.run(dispatch(config, m, sockets, say, source, pipe))
 
 
-async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
+async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=None, pipe=None) -> int:
     dispatcher = Dispatcher(config, dispatcher_seed(config, m))
     dispatcher.warm_up()
     metrics = Metrics(dispatcher)
     proxy = Proxy(config, dispatcher, metrics, m)
+    fleet = Fleet(proxy, m, source, say)
     freeze_heap()
     started = time.monotonic()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for number in STOP_SIGNALS:
         loop.add_signal_handler(number, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, fleet.reload)
+    if pipe is not None:
+        relay_through(pipe, fleet, loop)
 
     app = web.Application(client_max_size=config.max_body_bytes, handler_args=header_limits(config))
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
@@ -121,6 +135,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
     await runner.setup()
     admin_runner = None
     await proxy.start()
+    await fleet.start()  # the discovered types known before the first request
     await web.SockSite(runner, sockets.listen).start()
     if sockets.admin is not None:
         admin_app = web.Application()
@@ -139,6 +154,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
         admin_app.router.add_get("/metrics", metrics_page)
         admin_app.router.add_get("/status", status_page)
         admin_app.router.add_get("/ready", ready_page)
+        add_fleet_routes(admin_app, fleet)
         admin_runner = web.AppRunner(admin_app, handle_signals=False, access_log=None)
         await admin_runner.setup()
         await web.SockSite(admin_runner, sockets.admin).start()
@@ -146,11 +162,12 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say) -> int:
     say(
         f"hetlb serve: dispatcher {m} listening on http://{listen}"
         + (f", admin http://{admin}" if admin is not None else "")
-        + f"; policy {config.policy.id}, {dispatcher.n_backends} backends, signals {','.join(config.signals.names())}"
+        + f"; policy {config.policy.id}, {len(dispatcher.current())} backends, signals {','.join(config.signals.names())}"
     )
     await stop.wait()
     say(f"hetlb serve: dispatcher {m} stopping (draining at most {config.drain:g} s)")
     await runner.cleanup()  # stops accepting, waits for the requests in flight, at most `drain`
+    await fleet.stop()
     await proxy.stop()
     if admin_runner is not None:
         await admin_runner.cleanup()
@@ -162,40 +179,70 @@ def header_limits(config: ServeConfig) -> dict:
     return {"max_line_size": config.max_header_bytes, "max_field_size": config.max_header_bytes}
 
 
+def relay_through(pipe, fleet: Fleet, loop) -> None:
+    """Admin API changes go to the parent over ``pipe``, and those of the other dispatchers come
+    back on it (one JSON message each)."""
+    fleet.relay = lambda change: pipe.send_bytes(json.dumps(change).encode())
+
+    def receive() -> None:
+        try:
+            message = pipe.recv_bytes()
+        except (EOFError, OSError):
+            loop.remove_reader(pipe.fileno())
+            return
+        fleet.relayed(message)
+
+    loop.add_reader(pipe.fileno(), receive)
+
+
 # --- several dispatchers ---------------------------------------------------------------------------
 
 
-def child_main(config: ServeConfig, m: int, sockets: Sockets) -> None:
+def child_main(config: ServeConfig, m: int, sockets: Sockets, source, pipe) -> None:
     die_with_parent(signal.SIGTERM)  # Linux: no orphaned dispatcher, and it drains on the way out
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_DFL)
-    code = run_dispatcher(config, m, sockets, lambda line: print(line, file=sys.stderr, flush=True))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the dispatcher's loop reloads on it
+    code = run_dispatcher(config, m, sockets, lambda line: print(line, file=sys.stderr, flush=True), source, pipe)
     sys.stdout.flush()
     os._exit(code)
 
 
-def supervise(config: ServeConfig, sockets: list[Sockets], say) -> int:
-    """Fork one process per dispatcher, pass stop signals on, and stop all when one dies."""
+def supervise(config: ServeConfig, sockets: list[Sockets], say, source=None) -> int:
+    """Fork one process per dispatcher, pass stop signals and SIGHUP on, relay admin API changes
+    between them, and stop all when one dies."""
     context = multiprocessing.get_context("fork")
     stopping = False
+    children: list = []
 
     def on_signal(number, frame):
         nonlocal stopping
         stopping = True
 
+    def on_hangup(number, frame):
+        for child in children:
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(child.pid, signal.SIGHUP)
+
     previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
-    children = []
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
+    pipes = [context.Pipe() for _ in sockets]  # (the parent's end, the child's end)
     try:
         for m, own in enumerate(sockets):
-            child = context.Process(target=child_main, args=(config, m, own), name=f"hetlb-dispatcher-{m}")
+            child = context.Process(
+                target=child_main, args=(config, m, own, source, pipes[m][1]), name=f"hetlb-dispatcher-{m}"
+            )
             child.start()
             children.append(child)
         for own in sockets:
             own.listen.close()
             if own.admin is not None:
                 own.admin.close()
+        ends = [parent for parent, _ in pipes]
         while not stopping and all(child.is_alive() for child in children):
-            multiprocessing.connection.wait([child.sentinel for child in children], timeout=0.2)
+            for ready in multiprocessing.connection.wait([*ends, *(child.sentinel for child in children)], timeout=0.2):
+                if ready in ends:
+                    relay(ready, ends)
         failed = [child for child in children if not child.is_alive() and child.exitcode != 0]
         stop_processes(children, config.drain + STOP_GRACE_S)  # each drains, at most `drain` seconds
         if failed and not stopping:
@@ -208,3 +255,19 @@ def supervise(config: ServeConfig, sockets: list[Sockets], say) -> int:
                 child.kill()
         for number, handler in previous.items():
             signal.signal(number, handler)
+        for parent, child_end in pipes:
+            parent.close()
+            child_end.close()
+
+
+def relay(source, ends: list) -> None:
+    """Pass one dispatcher's admin API change (from its pipe ``source``) on to every other one."""
+    try:
+        message = source.recv_bytes()
+    except (EOFError, OSError):
+        ends.remove(source)  # its dispatcher is gone (the loop sees its sentinel)
+        return
+    for end in ends:
+        if end is not source:
+            with contextlib.suppress(OSError):
+                end.send_bytes(message)
