@@ -5,6 +5,7 @@ examples/testbed-inference.toml (every process stopped at the end)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import tomllib
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from hetlb.errors import InputError
 from hetlb.kernels.dispatchers import record_herd
 from hetlb.live import testbed as testbed_module
+from hetlb.live.addresses import free_port_block
 from hetlb.live.inference_load import herd_fraction
 from hetlb.live.peers import PEERS, ROUTE_HEADER, haproxy_config, nginx_config, program_path
 from hetlb.live.testbed import backend_specs, listen_arguments, serve_arguments
@@ -24,7 +26,7 @@ from support.serve_processes import leftover_processes
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "testbed-inference.toml"
 SEVERAL = ROOT / "examples" / "testbed-inference-dispatchers.toml"
-PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]
+PROGRAMS = [program for program in ("haproxy", "nginx", "vllm-router") if program_path(program)]
 
 
 def engine_scenario(**testbed) -> dict:
@@ -159,6 +161,27 @@ def test_the_live_herd_counts_as_the_continuous_model_does():
     assert herd_fraction(times[order], dispatchers[order], servers[order], window) == other.sum() / n
 
 
+def test_each_request_goes_to_its_models_target_with_the_same_draws():
+    """target_per_model: every request is sent to the target of its model's place in ``models``, and
+    the epochs and marks are those of the same seed without it (the drawn targets still drawn)."""
+    from hetlb.live.inference_load import InferenceLoadGenerator, InferenceLoadSpec
+
+    first = free_port_block(3)
+    targets = tuple(f"http://127.0.0.1:{first + m}" for m in range(3))  # nothing listens there
+    common = {"rate": 200.0, "duration": 0.3, "seed": 4, "models": {"a": 1.0, "b": 2.0, "c": 1.0}, "timeout": 2.0}
+    sent: list = []
+    spec = InferenceLoadSpec(targets=targets, target_per_model=True, **common)
+    asyncio.run(
+        InferenceLoadGenerator(spec, progress=False, on_send=lambda t, target, r: sent.append((target, r))).run()
+    )
+    assert sent and all(target == targets["abc".index(request.model)] for target, request in sent)
+    plain = InferenceLoadGenerator(InferenceLoadSpec(targets=targets, **common), progress=False)
+    arrivals = plain.arrivals(np.random.default_rng(4))
+    assert [next(arrivals)[2] for _ in sent] == [request for _, request in sent]
+    with pytest.raises(InputError, match="target_per_model: needs one target per model"):
+        InferenceLoadSpec(targets=targets[:2], target_per_model=True, **common)
+
+
 def test_the_example_scenarios_are_the_documented_ones():
     bed = testbed_module.TestbedScenario.from_toml(EXAMPLE)
     system = bed.system_at(0.6)
@@ -174,10 +197,10 @@ def test_the_example_scenarios_are_the_documented_ones():
 
 
 def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_path):
-    """examples/testbed-inference.toml cut to jfsq and the installed balancers, 2 s measured: no
-    request errs (an engine answers 404 to a model it does not hold, so 0 errors is 0 misrouted), the
-    streams carry tokens, and jfsq's end-to-end mean lies in its prediction interval; every process
-    stopped."""
+    """examples/testbed-inference.toml cut to jfsq and the installed balancers and routers, 2 s
+    measured: no request errs (an engine answers 404 to a model it does not hold, so 0 errors is 0
+    misrouted), the streams carry tokens, and jfsq's end-to-end mean lies in its prediction
+    interval; each router got exactly its model's requests; every process stopped."""
     data = tomllib.loads(EXAMPLE.read_text())
     data["testbed"] |= {"policies": ["jfsq"], "compare": PROGRAMS, "warmup": 0.5, "duration": 2.0}
     data["testbed"] |= {"prediction_runs": 40}
@@ -191,6 +214,9 @@ def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_
             live["errors_by_kind"],
         )
         assert live["output_tokens"] >= live["answered"] and 0 < live["mean_ttft"] < live["mean_e2e"]
+        if detail["row"]["balancer"].startswith("vllm-router"):  # target m is model m's router
+            per_model = [live["per_model"][name]["requests"] for name in data["testbed"]["models"]]
+            assert sorted(live["per_target"].values()) == sorted(per_model)
     (jfsq,) = [row for row in bed.rows if row["balancer"] == "hetlb"]
     assert jfsq["agrees"], jfsq
     assert (tmp_path / "testbed.png").stat().st_size > 0
@@ -198,3 +224,4 @@ def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_
         assert set(bed.against_peers()["0.6"]["best"]) == set(PROGRAMS)
     assert leftover_processes(" backend --listen 127.0.0.1:0") == [] and leftover_processes("hetlb-nginx") == []
     assert leftover_processes(" backend --openai") == [] and leftover_processes("hetlb-haproxy") == []
+    assert leftover_processes("vllm-router --host") == []

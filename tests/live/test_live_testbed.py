@@ -60,7 +60,8 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"loads": []}}, "testbed.loads: must be a non-empty list"),
         ({"testbed": {"loads": [1.2]}}, "arrival_rate"),
         ({"testbed": {"rate": 3}}, "testbed.rate: unknown key"),
-        ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx"),
+        ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx, vllm-router"),
+        ({"testbed": {"compare": ["vllm-router"]}}, "testbed.compare: vllm-router routes inference engines only"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
         ({"testbed": {"policies": ["jsq-lisf"]}}, "testbed.policies: 'jsq-lisf' is not a live policy"),
         ({"testbed": {"policies": ["random"], "loads": [0.7]}}, "policy: random is unstable here: server 2"),
@@ -168,7 +169,9 @@ def test_policies_that_need_the_curves_are_refused_on_multi_slot_backends(policy
 
 def test_compare_names_known_balancers(tmp_path, capsys):
     assert main(["testbed", str(EXAMPLE), "--compare", "haproxy,envoy", "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == "hetlb: error: --compare: must be one of haproxy, nginx, got 'envoy'\n"
+    assert (
+        capsys.readouterr().err == "hetlb: error: --compare: must be one of haproxy, nginx, vllm-router, got 'envoy'\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -184,7 +187,7 @@ def test_peer_configs_weigh_by_speed():
     assert "server 127.0.0.1:9002 weight=64;" in config and "pid /tmp/x/nginx.pid;" in config
 
 
-PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]
+PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]  # the plain backends' peers
 
 
 @pytest.mark.skipif(not PROGRAMS, reason="neither haproxy nor nginx is installed")

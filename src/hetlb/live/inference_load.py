@@ -118,7 +118,9 @@ class InferenceLoadSpec(OpenLoopSpec):
     prompt length and ``max_tokens`` (tokens) and their mean-1 laws (a JobSizes or its text, see
     :func:`parse_law`). Times in seconds; ``timeout`` bounds a whole stream. ``model_header``: a
     header that also carries the model, for balancers that cannot read the body; ``herd_window``:
-    the result then has the live ``herd_fraction`` of the targets' decisions (:func:`herd_fraction`)."""
+    the result then has the live ``herd_fraction`` of the targets' decisions (:func:`herd_fraction`);
+    ``target_per_model``: target m serves model m of ``models`` (a router per model), and each
+    request goes to its model's (the arrivals and marks as without it)."""
 
     timeout: float = 300.0
     models: Mapping[str, float] | None = None
@@ -128,6 +130,7 @@ class InferenceLoadSpec(OpenLoopSpec):
     output_law: JobSizes | str = "deterministic"
     model_header: str | None = None
     herd_window: float | None = None
+    target_per_model: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -135,6 +138,10 @@ class InferenceLoadSpec(OpenLoopSpec):
             validation.text("model_header", self.model_header)
         if self.herd_window is not None:
             validation.positive_number("herd_window", self.herd_window)
+        if self.target_per_model and len(self.targets) != len(self.models):
+            raise InputError(
+                "target_per_model", f"needs one target per model ({len(self.models)}), got {len(self.targets)}"
+            )
         if not self.models:
             raise InputError("--models", "give the models to ask for, MODEL=PROPORTION each (e.g. a=3 b=1)")
         validation.positive_finite_array("--models", list(self.models.values()))
@@ -387,6 +394,16 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         self.prompt_law = parse_law("--prompt-law", spec.prompt_law)  # the spec's JobSizes
         self.output_law = parse_law("--output-law", spec.output_law)
         self.drawn = 0
+
+    def arrivals(self, rng: np.random.Generator):
+        """The open-loop arrivals; with ``target_per_model`` each to its model's target (the drawn
+        target is still drawn, so that the epochs and marks are those of the same seed without it)."""
+        if not self.spec.target_per_model:
+            yield from super().arrivals(rng)
+            return
+        index = {name: m for m, name in enumerate(self.model_names)}
+        for offset, _, request in super().arrivals(rng):
+            yield offset, index[request.model], request
 
     def marks(self, rng: np.random.Generator, count: int) -> list[ChatRequest]:
         """The model, prompt length and ``max_tokens`` of each request."""

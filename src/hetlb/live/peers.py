@@ -22,11 +22,20 @@ it, weights by speed within the pool) and picks the pool by the request header R
 the load generator sets to the body's model. Each pool then has its own connection counts, as a
 model's upstream of an nginx or HAProxy in front of such a fleet has; answers are relayed as they
 arrive (nginx with ``proxy_buffering off``, HAProxy by default).
+
+``vllm-router`` (PyPI) routes OpenAI engines but not on the model in its regular mode: one router
+per model is started (:func:`start_routers`) and each request is sent to its model's.
+
+- ``vllm-router-round_robin`` (``--policy round_robin``): blind to the load and the speeds;
+- ``vllm-router-cache_aware`` (``--policy cache_aware``): a prompt's longest cached prefix picks
+  the worker, unless the loads (its own counts of requests in flight) are imbalanced beyond its
+  thresholds, then the least loaded; hetlb's prompts share no prefix.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -58,14 +67,47 @@ PEERS = {
         Peer("haproxy-roundrobin", "haproxy", "roundrobin", "weighted round robin"),
         Peer("nginx-least_conn", "nginx", "least_conn", "argmin n/w, ties by weighted round robin"),
         Peer("nginx-random-two", "nginx", "random two least_conn", "pod(2) drawn by weight, least n/w of the two"),
+        Peer("vllm-router-round_robin", "vllm-router", "round_robin", "round robin over the model's engines"),
+        Peer("vllm-router-cache_aware", "vllm-router", "cache_aware", "prefix affinity, else its least own count"),
     )
 }
-PROGRAMS = ("haproxy", "nginx")
+PROGRAMS = ("haproxy", "nginx", "vllm-router")
+ROUTERS = ("vllm-router",)
+"""The inference routers among PROGRAMS (PyPI's vllm-router): OpenAI engines only, one process per
+model (each knows one pool of workers), since they do not route on the model (docs/background/
+inference-fleets.md)."""
 
 
 def program_path(program: str) -> str | None:
-    """Where ``program`` is installed (on PATH, or Debian's /usr/sbin), or None."""
-    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/local/sbin")
+    """Where ``program`` is installed (on PATH, beside this Python, or Debian's /usr/sbin), or None."""
+    beside = str(Path(sys.executable).parent)
+    return shutil.which(program) or shutil.which(program, path=f"{beside}:/usr/sbin:/usr/local/sbin")
+
+
+def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], folder: Path) -> list[ChildProcess]:
+    """One ``vllm-router`` per pool (model: its engines' URLs) on 127.0.0.1:``ports[2m]``, its
+    Prometheus listener on ``ports[2m + 1]``, with the peer's policy, started in the foreground (its
+    log in ``folder``), each waited for until it listens; on a failure the ones started are stopped.
+    ChildFailed if it is not installed or fails."""
+    binary = program_path(peer.program)
+    if binary is None:
+        raise ChildFailed(f"{peer.program} is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    children: list[ChildProcess] = []
+    try:
+        for m, (name, urls) in enumerate(pools.items()):
+            port = ports[2 * m]
+            command = [binary, "--host", "127.0.0.1", "--port", str(port), "--policy", peer.method]
+            command += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports[2 * m + 1])]
+            command += ["--worker-urls", *urls, "--log-level", "warning", "--log-dir", str(folder / name)]
+            child = ChildProcess(f"{peer.id} ({name})", command, cwd=str(folder))
+            children.append(child)
+            wait_listening("127.0.0.1", port, child, timeout=60)
+    except BaseException:
+        for child in children:
+            child.stop()
+        raise
+    return children
 
 
 def weight_of(speeds) -> list[int]:

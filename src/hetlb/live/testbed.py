@@ -64,7 +64,7 @@ from hetlb.errors import InputError
 from hetlb.live.addresses import free_port_block, free_ports
 from hetlb.live.inference_load import TOKEN_LIMIT, InferenceLoadSpec, generate_inference_load, parse_law, token_counts
 from hetlb.live.loadgen import LoadSpec, generate_load
-from hetlb.live.peers import PEERS, PROGRAMS, ROUTE_HEADER, program_path, start_peer
+from hetlb.live.peers import PEERS, PROGRAMS, ROUTE_HEADER, ROUTERS, program_path, start_peer, start_routers
 from hetlb.model import System
 from hetlb.model.job_sizes import SCV_KINDS, JobSizes
 from hetlb.model.servers import RateCurve, concurrency_text
@@ -414,6 +414,9 @@ class TestbedScenario:
                 if self.simulated(policy):
                     check_policy_stability(system, self.scenario(policy, load).policy)
                     self.scenario(policy, load, None, self.live_length_run(load))
+        routers = [program for program in self.compare if program in ROUTERS]
+        if routers and self.engine is None:
+            raise InputError("testbed.compare", f"{routers[0]} routes inference engines only: it needs testbed.engine")
         if self.compare and self.engine is None and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
 
@@ -618,15 +621,19 @@ class Testbed(Result):
         self.say(f"hetlb testbed: {system.n_servers} backends listening ({urls[0]} ...)")
         return urls
 
-    def load_spec(self, targets: list[str], system, route_header: bool = False) -> LoadSpec | InferenceLoadSpec:
+    def load_spec(
+        self, targets: list[str], system, route_header: bool = False, per_model: bool = False
+    ) -> LoadSpec | InferenceLoadSpec:
         """The load of one run: ``hetlb loadgen``'s, or ``--openai``'s for engines (``route_header``:
-        the model also in ROUTE_HEADER, for the balancers' pools; the live herd with several targets)."""
+        the model also in ROUTE_HEADER, for the balancers' pools; ``per_model``: target m serves
+        model m, for the routers; the live herd with several dispatchers)."""
         testbed = self.scenario
         rate = system.total_arrival_rate / testbed.mean_service_ms * 1e3
         proportions = {name: float(r) for name, r in zip(testbed.type_names(), system.arrival_rate)}
         if testbed.engine is not None:
             engine = testbed.engine
-            window = default_herd_window(system) * testbed.mean_service_ms / 1e3 if len(targets) > 1 else None
+            several = len(targets) > 1 and not per_model
+            window = default_herd_window(system) * testbed.mean_service_ms / 1e3 if several else None
             return InferenceLoadSpec(
                 targets=tuple(targets),
                 rate=rate,
@@ -642,6 +649,7 @@ class Testbed(Result):
                 output_law=engine.output_law,
                 model_header=ROUTE_HEADER if route_header else None,
                 herd_window=window,
+                target_per_model=per_model,
             )
         return LoadSpec(
             targets=tuple(targets),
@@ -691,11 +699,20 @@ class Testbed(Result):
         pools = None
         if testbed.engine is not None:  # one pool per model, chosen by a header (hetlb.live.peers)
             pools = {name: system.graph.servers_of(k).tolist() for k, name in enumerate(testbed.type_names())}
-        child = start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder, pools=pools)
+        if peer.program in ROUTERS:  # a router per model, each request sent to its model's
+            assert pools is not None
+            ports = free_ports(2 * len(pools))
+            urls = {name: [backends[s] for s in members] for name, members in pools.items()}
+            children = start_routers(peer, ports, urls, folder)
+            spec = self.load_spec([f"http://127.0.0.1:{p}" for p in ports[::2]], system, per_model=True)
+        else:
+            children = [start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder, pools=pools)]
+            spec = self.load_spec([f"http://127.0.0.1:{port}"], system, route_header=True)
         try:
-            live = self.generate(self.load_spec([f"http://127.0.0.1:{port}"], system, route_header=True))
+            live = self.generate(spec)
         finally:
-            child.stop()
+            for child in children:
+                child.stop()
         # no registered policy is a balancer's rule (benchmarks/balancer_rules.py simulates them)
         self.record(peer.id, peer.method, load, live, "", None, [])
 
