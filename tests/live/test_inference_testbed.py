@@ -197,19 +197,19 @@ def test_the_example_scenarios_are_the_documented_ones():
 
 
 def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_path):
-    """examples/testbed-inference.toml cut to jfsq and the installed balancers and routers, 2 s
+    """examples/testbed-inference.toml cut to jfsq and the installed balancers and routers, 1 s
     measured: no request errs (an engine answers 404 to a model it does not hold, so 0 errors is 0
     misrouted), the streams carry tokens, and jfsq's end-to-end mean lies in its prediction
     interval; each router got exactly its model's requests; every process stopped."""
     data = tomllib.loads(EXAMPLE.read_text())
-    data["testbed"] |= {"policies": ["jfsq"], "compare": PROGRAMS, "warmup": 0.5, "duration": 2.0}
+    data["testbed"] |= {"policies": ["jfsq"], "compare": PROGRAMS, "warmup": 0.3, "duration": 1.0}
     data["testbed"] |= {"prediction_runs": 40}
     data["run"] = {"jobs": 20_000, "replications": 2, "warmup": 100.0}
     bed = testbed_module.run_testbed_mapping(data, tmp_path, say=lambda _: None)
     assert {row["balancer"] for row in bed.rows} == {"hetlb"} | {p.id for p in PEERS.values() if p.program in PROGRAMS}
     for detail in bed.details:
         live, row = detail["live"], detail["row"]
-        assert live["errors"] == 0 and live["answered"] == live["requests"] > 50, (
+        assert live["errors"] == 0 and live["answered"] == live["requests"] > 20, (
             row["balancer"],
             live["errors_by_kind"],
         )
