@@ -23,11 +23,12 @@ the load generator sets to the body's model. Each pool then has its own connecti
 model's upstream of an nginx or HAProxy in front of such a fleet has; answers are relayed as they
 arrive (nginx with ``proxy_buffering off``, HAProxy by default).
 
-``vllm-router`` (PyPI) routes OpenAI engines but not on the model in its regular mode: one router
-per model is started (:func:`start_routers`) and each request is sent to its model's.
+``vllm-router`` and ``sglang-router`` (PyPI) route OpenAI engines but not on the model in their
+regular mode: one router per model is started (:func:`start_routers`) and each request is sent to
+its model's.
 
-- ``vllm-router-round_robin`` (``--policy round_robin``): blind to the load and the speeds;
-- ``vllm-router-cache_aware`` (``--policy cache_aware``): a prompt's longest cached prefix picks
+- ``*-round_robin`` (``--policy round_robin``): blind to the load and the speeds;
+- ``*-cache_aware`` (``--policy cache_aware``): a prompt's longest cached prefix picks
   the worker, unless the loads (its own counts of requests in flight) are imbalanced beyond its
   thresholds, then the least loaded; hetlb's prompts share no prefix.
 """
@@ -69,13 +70,15 @@ PEERS = {
         Peer("nginx-random-two", "nginx", "random two least_conn", "pod(2) drawn by weight, least n/w of the two"),
         Peer("vllm-router-round_robin", "vllm-router", "round_robin", "round robin over the model's engines"),
         Peer("vllm-router-cache_aware", "vllm-router", "cache_aware", "prefix affinity, else its least own count"),
+        Peer("sglang-router-round_robin", "sglang-router", "round_robin", "round robin over the model's engines"),
+        Peer("sglang-router-cache_aware", "sglang-router", "cache_aware", "prefix affinity, else its least own count"),
     )
 }
-PROGRAMS = ("haproxy", "nginx", "vllm-router")
-ROUTERS = ("vllm-router",)
-"""The inference routers among PROGRAMS (PyPI's vllm-router): OpenAI engines only, one process per
-model (each knows one pool of workers), since they do not route on the model (docs/background/
-inference-fleets.md)."""
+PROGRAMS = ("haproxy", "nginx", "vllm-router", "sglang-router")
+ROUTERS = {"vllm-router": (), "sglang-router": ("launch",)}
+"""The inference routers among PROGRAMS (PyPI's vllm-router and sglang-router) and the subcommand
+that runs a router alone: OpenAI engines only, one process per model (each knows one pool of
+workers), since they do not route on the model (docs/background/inference-fleets.md)."""
 
 
 def program_path(program: str) -> str | None:
@@ -85,7 +88,7 @@ def program_path(program: str) -> str | None:
 
 
 def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], folder: Path) -> list[ChildProcess]:
-    """One ``vllm-router`` per pool (model: its engines' URLs) on 127.0.0.1:``ports[2m]``, its
+    """One router (``vllm-router``, ``sglang-router launch``) per pool (model: its engines' URLs) on 127.0.0.1:``ports[2m]``, its
     Prometheus listener on ``ports[2m + 1]``, with the peer's policy, started in the foreground (its
     log in ``folder``), each waited for until it listens; on a failure the ones started are stopped.
     ChildFailed if it is not installed or fails."""
@@ -97,9 +100,10 @@ def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], fol
     try:
         for m, (name, urls) in enumerate(pools.items()):
             port = ports[2 * m]
-            command = [binary, "--host", "127.0.0.1", "--port", str(port), "--policy", peer.method]
+            command = [binary, *ROUTERS[peer.program], "--host", "127.0.0.1", "--port", str(port)]
+            command += ["--policy", peer.method]
             command += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports[2 * m + 1])]
-            command += ["--worker-urls", *urls, "--log-level", "warning", "--log-dir", str(folder / name)]
+            command += ["--worker-urls", *urls, "--log-level", "error", "--log-dir", str(folder / name)]
             child = ChildProcess(f"{peer.id} ({name})", command, cwd=str(folder))
             children.append(child)
             wait_listening("127.0.0.1", port, child, timeout=60)
