@@ -18,7 +18,7 @@ from hetlb.kernels.dispatchers import record_herd
 from hetlb.live import testbed as testbed_module
 from hetlb.live.addresses import free_port_block
 from hetlb.live.inference_load import herd_fraction
-from hetlb.live.peers import PEERS, ROUTE_HEADER, haproxy_config, nginx_config, program_path
+from hetlb.live.peers import PEERS, ROUTE_HEADER, ROUTERS, haproxy_config, nginx_config, program_path
 from hetlb.live.testbed import backend_specs, listen_arguments, serve_arguments
 
 from support.serve_processes import leftover_processes
@@ -26,7 +26,7 @@ from support.serve_processes import leftover_processes
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "testbed-inference.toml"
 SEVERAL = ROOT / "examples" / "testbed-inference-dispatchers.toml"
-PROGRAMS = [program for program in ("haproxy", "nginx", "vllm-router") if program_path(program)]
+PROGRAMS = [program for program in ("haproxy", "nginx", "vllm-router", "sglang-router") if program_path(program)]
 
 
 def engine_scenario(**testbed) -> dict:
@@ -214,7 +214,8 @@ def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_
             live["errors_by_kind"],
         )
         assert live["output_tokens"] >= live["answered"] and 0 < live["mean_ttft"] < live["mean_e2e"]
-        if detail["row"]["balancer"].startswith("vllm-router"):  # target m is model m's router
+        balancer = detail["row"]["balancer"]
+        if balancer != "hetlb" and PEERS[balancer].program in ROUTERS:  # target m is model m's router
             per_model = [live["per_model"][name]["requests"] for name in data["testbed"]["models"]]
             assert sorted(live["per_target"].values()) == sorted(per_model)
     (jfsq,) = [row for row in bed.rows if row["balancer"] == "hetlb"]
@@ -224,4 +225,4 @@ def test_a_reduced_example_run_streams_routes_on_the_model_and_is_predicted(tmp_
         assert set(bed.against_peers()["0.6"]["best"]) == set(PROGRAMS)
     assert leftover_processes(" backend --listen 127.0.0.1:0") == [] and leftover_processes("hetlb-nginx") == []
     assert leftover_processes(" backend --openai") == [] and leftover_processes("hetlb-haproxy") == []
-    assert leftover_processes("vllm-router --host") == []
+    assert leftover_processes("vllm-router --host") == [] and leftover_processes("sglang-router launch") == []
