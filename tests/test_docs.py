@@ -104,10 +104,10 @@ def test_scenario_reference_lists_every_key():
 
 
 def test_testbed_reference_lists_every_key():
-    from hetlb.live.testbed import CSV_COLUMNS, TESTBED_DEFAULTS
+    from hetlb.live.testbed import CSV_COLUMNS, ENGINE_DEFAULTS, TESTBED_DEFAULTS
 
     text = (DOCS / "reference" / "testbed.md").read_text()
-    for key in TESTBED_DEFAULTS:
+    for key in [*TESTBED_DEFAULTS, *ENGINE_DEFAULTS]:
         assert f"`testbed.{key}`" in text
     for column in CSV_COLUMNS:
         assert f"`{column}`" in text

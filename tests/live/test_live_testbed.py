@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ from hetlb.live import testbed as testbed_module
 from hetlb.live.peers import PEERS, haproxy_config, nginx_config, program_path, weight_of
 from hetlb.live.testbed import backend_specs, serve_arguments
 from hetlb.processes import ChildFailed
+
+from support.serve_processes import leftover_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "testbed.toml"
@@ -59,7 +60,11 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"loads": []}}, "testbed.loads: must be a non-empty list"),
         ({"testbed": {"loads": [1.2]}}, "arrival_rate"),
         ({"testbed": {"rate": 3}}, "testbed.rate: unknown key"),
-        ({"testbed": {"compare": ["envoy"]}}, "testbed.compare: must be one of haproxy, nginx"),
+        (
+            {"testbed": {"compare": ["envoy"]}},
+            "testbed.compare: must be one of haproxy, nginx, vllm-router, sglang-router",
+        ),
+        ({"testbed": {"compare": ["vllm-router"]}}, "testbed.compare: vllm-router routes inference engines only"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
         ({"testbed": {"policies": ["jsq-lisf"]}}, "testbed.policies: 'jsq-lisf' is not a live policy"),
         ({"testbed": {"policies": ["random"], "loads": [0.7]}}, "policy: random is unstable here: server 2"),
@@ -150,19 +155,27 @@ def test_multi_slot_backends_and_bursts_reach_the_backends_and_the_load():
     assert math.isclose(spec.rate, 0.5 * (8 / 2.75 + 0.5 * 1.8333333333333333) / 5.0 * 1e3)
 
 
-@pytest.mark.parametrize("policy", ["jfsq", "jiq", "sed", "weighted-random"])
+@pytest.mark.parametrize("policy", ["jfsq", "jiq", "sed", "weighted-random", "l-jba"])
 def test_policies_that_need_the_curves_are_refused_on_multi_slot_backends(policy):
     system = {"speeds": "2x1,2x0.5", "concurrency": "2x8,2x4", "rate_curve": "saturating:alpha=0.2"}
     with pytest.raises(InputError, match=f"testbed.policies: '{policy}' decides on the backends' concurrency"):
         testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": system})
-    same_curve = {**system, "concurrency": 8}  # capacity = speed x phi(8) for all: weighted-random decides alike
-    if policy == "weighted-random":
+    # one concurrency and curve: capacity = speed x phi(8) for all (weights alike), and at equal n the
+    # rate mu phi(b')/b' of jfsq's ties is in the speeds' order; jiq's idle and sed's delay still differ
+    same_curve = {**system, "concurrency": 8}
+    if policy in ("weighted-random", "l-jba", "jfsq"):
         testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": same_curve})
+    else:
+        with pytest.raises(InputError, match=f"'{policy}' decides on the backends' concurrency"):
+            testbed_module.TestbedScenario.from_mapping({**scenario(policies=[policy]), "system": same_curve})
 
 
 def test_compare_names_known_balancers(tmp_path, capsys):
     assert main(["testbed", str(EXAMPLE), "--compare", "haproxy,envoy", "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == "hetlb: error: --compare: must be one of haproxy, nginx, got 'envoy'\n"
+    assert (
+        capsys.readouterr().err
+        == "hetlb: error: --compare: must be one of haproxy, nginx, vllm-router, sglang-router, got 'envoy'\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -178,32 +191,7 @@ def test_peer_configs_weigh_by_speed():
     assert "server 127.0.0.1:9002 weight=64;" in config and "pid /tmp/x/nginx.pid;" in config
 
 
-def leftover_processes(marker: str) -> list[str]:
-    """Command lines of running processes started by this test process (its descendants) that
-    contain ``marker``: another test run on the same machine does not count."""
-    parents, commands = {}, {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        parents[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
-        commands[int(pid)] = command
-
-    def descends(pid: int) -> bool:
-        seen = set()
-        while pid > 1 and pid not in seen:
-            seen.add(pid)
-            pid = parents.get(pid, 0)
-            if pid == os.getpid():
-                return True
-        return False
-
-    return [command for pid, command in commands.items() if marker in command and descends(pid)]
-
-
-PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]
+PROGRAMS = [program for program in ("haproxy", "nginx") if program_path(program)]  # the plain backends' peers
 
 
 @pytest.mark.skipif(not PROGRAMS, reason="neither haproxy nor nginx is installed")

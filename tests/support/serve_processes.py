@@ -154,3 +154,28 @@ def wait_for(condition, timeout: float = 10.0, step: float = 0.02):
             return value
         time.sleep(step)
     return None
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Command lines of running processes started by this test process (its descendants) that
+    contain ``marker``: another test run on the same machine does not count."""
+    parents, commands = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
+        commands[int(pid)] = command
+
+    def descends(pid: int) -> bool:
+        seen = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [command for pid, command in commands.items() if marker in command and descends(pid)]

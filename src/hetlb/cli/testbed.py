@@ -31,6 +31,6 @@ def run(args) -> int:
     except ChildFailed as failure:
         print(f"hetlb: testbed failed: {one_line(str(failure))}", file=sys.stderr)
         return 1
-    print(testbed.format_table(bed.rows, bed.order_agreement()))
+    print(testbed.format_table(bed.rows, bed.order_agreement(), bed.against_peers()))
     print(f"written: {out / 'testbed.csv'}, {out / 'testbed.json'}, {out / 'testbed.png'}")
     return 0

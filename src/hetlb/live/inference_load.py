@@ -116,7 +116,11 @@ def token_counts(sizes: JobSizes, mean: float, rng: np.random.Generator, count: 
 class InferenceLoadSpec(OpenLoopSpec):
     """An open-loop load of streamed chat completions: ``models`` (name: proportion), the mean
     prompt length and ``max_tokens`` (tokens) and their mean-1 laws (a JobSizes or its text, see
-    :func:`parse_law`). Times in seconds; ``timeout`` bounds a whole stream."""
+    :func:`parse_law`). Times in seconds; ``timeout`` bounds a whole stream. ``model_header``: a
+    header that also carries the model, for balancers that cannot read the body; ``herd_window``:
+    the result then has the live ``herd_fraction`` of the targets' decisions (:func:`herd_fraction`);
+    ``target_per_model``: target m serves model m of ``models`` (a router per model), and each
+    request goes to its model's (the arrivals and marks as without it)."""
 
     timeout: float = 300.0
     models: Mapping[str, float] | None = None
@@ -124,9 +128,20 @@ class InferenceLoadSpec(OpenLoopSpec):
     prompt_law: JobSizes | str = "deterministic"
     output_tokens: float = 128.0
     output_law: JobSizes | str = "deterministic"
+    model_header: str | None = None
+    herd_window: float | None = None
+    target_per_model: bool = False
 
     def __post_init__(self):
         super().__post_init__()
+        if self.model_header is not None:
+            validation.text("model_header", self.model_header)
+        if self.herd_window is not None:
+            validation.positive_number("herd_window", self.herd_window)
+        if self.target_per_model and len(self.targets) != len(self.models):
+            raise InputError(
+                "target_per_model", f"needs one target per model ({len(self.models)}), got {len(self.targets)}"
+            )
         if not self.models:
             raise InputError("--models", "give the models to ask for, MODEL=PROPORTION each (e.g. a=3 b=1)")
         validation.positive_finite_array("--models", list(self.models.values()))
@@ -216,6 +231,7 @@ class StreamMeasurements(WindowCounts):
     """What a load of streamed chat completions saw: per measured complete stream a few numbers in
     typed arrays (64 bytes); outcome counts by (model, backend, outcome); TBT histograms by group."""
 
+    spec: InferenceLoadSpec
     send_offset: array = field(default_factory=lambda: array("d"))  # s from the window's start
     ttft: array = field(default_factory=lambda: array("d"))  # s
     e2e: array = field(default_factory=lambda: array("d"))  # s
@@ -225,7 +241,8 @@ class StreamMeasurements(WindowCounts):
     prompt_tokens: array = field(default_factory=lambda: array("q"))
     model: array = field(default_factory=lambda: array("i"))  # index in names["model"]
     backend: array = field(default_factory=lambda: array("i"))  # index in names["backend"]
-    names: dict = field(default_factory=lambda: {"model": {}, "backend": {}})  # name -> index, by group
+    target: array = field(default_factory=lambda: array("i"))  # index in names["target"]
+    names: dict = field(default_factory=lambda: {"model": {}, "backend": {}, "target": {}})  # name -> index, by group
     outcomes: Counter = field(default_factory=Counter)  # (model, backend, outcome) -> requests
     tbt: dict = field(default_factory=dict)  # ("all", "") | ("model", name) | ("backend", name) -> LogHistogram
 
@@ -248,6 +265,7 @@ class StreamMeasurements(WindowCounts):
             (self.prompt_tokens, answer.prompt_tokens),
             (self.model, self.index("model", request.model)),
             (self.backend, self.index("backend", backend)),
+            (self.target, self.index("target", target)),
         ):
             values.append(value)
         for group in (("all", ""), ("model", request.model), ("backend", backend)):
@@ -318,13 +336,39 @@ class StreamMeasurements(WindowCounts):
                 "per_model": self.split(0),
                 "per_backend": self.split(1),
                 "per_target": dict(sorted(self.targets.items())),
+                **self.herd_figures(),
             }
         )
         return InferenceLoadResult(figures, {"load": self.spec.to_dict(), "versions": versions()})
 
+    def herd_figures(self) -> dict:
+        """``herd_fraction`` of the complete streams' decisions (the spec's ``herd_window``), if asked."""
+        window = self.spec.herd_window
+        if window is None:
+            return {}
+        times = np.frombuffer(self.send_offset, dtype=np.float64)
+        targets = np.frombuffer(self.target, dtype=np.int32)
+        backends = np.frombuffer(self.backend, dtype=np.int32)
+        return {"herd_fraction": herd_fraction(times, targets, backends, window)}
+
     def progress_text(self) -> str:
         mean = 1e3 * sum(self.ttft) / len(self.ttft) if self.ttft else math.nan
         return f"mean TTFT {mean:.1f} ms, {super().progress_text()}"
+
+
+def herd_fraction(times: np.ndarray, dispatchers: np.ndarray, servers: np.ndarray, window: float) -> float:
+    """The fraction of decisions that herd: whose server's previous decision (by any dispatcher)
+    came less than ``window`` before and from another dispatcher, as the continuous model counts
+    its ``herd_fraction`` (hetlb.kernels.dispatchers.record_herd). Decision i sent dispatcher
+    ``dispatchers[i]``'s request to ``servers[i]`` at ``times[i]`` (any order; seconds or any unit
+    of ``window``); nan without decisions. Live, a request's send time stands for its decision's."""
+    if len(times) == 0:
+        return math.nan
+    order = np.lexsort((times, servers))  # by server, then by time
+    server, time_, dispatcher = servers[order], times[order], dispatchers[order]
+    follows = server[1:] == server[:-1]
+    herded = follows & (time_[1:] - time_[:-1] < window) & (dispatcher[1:] != dispatcher[:-1])
+    return float(herded.sum() / len(times))
 
 
 def ratio_and_interval(numerators: np.ndarray, denominators: np.ndarray, batches: int) -> tuple[float, list]:
@@ -351,6 +395,16 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         self.output_law = parse_law("--output-law", spec.output_law)
         self.drawn = 0
 
+    def arrivals(self, rng: np.random.Generator):
+        """The open-loop arrivals; with ``target_per_model`` each to its model's target (the drawn
+        target is still drawn, so that the epochs and marks are those of the same seed without it)."""
+        if not self.spec.target_per_model:
+            yield from super().arrivals(rng)
+            return
+        index = {name: m for m, name in enumerate(self.model_names)}
+        for offset, _, request in super().arrivals(rng):
+            yield offset, index[request.model], request
+
     def marks(self, rng: np.random.Generator, count: int) -> list[ChatRequest]:
         """The model, prompt length and ``max_tokens`` of each request."""
         models = rng.choice(len(self.model_names), count, p=self.model_probabilities)
@@ -366,7 +420,8 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         """Send ``request`` and read its stream to the end."""
         backend = target
         try:
-            async with session.post(target + CHAT_PATH, json=request.body()) as response:
+            headers = {self.spec.model_header: request.model} if self.spec.model_header else None
+            async with session.post(target + CHAT_PATH, json=request.body(), headers=headers) as response:
                 backend = response.headers.get("X-Backend", target)
                 if not 200 <= response.status < 300:
                     await response.read()

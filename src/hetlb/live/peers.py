@@ -15,11 +15,28 @@ as its own count of open connections to it, as in production:
 
 With one worker (the default here) each balancer's counts are exact, as hetlb serve's own in-flight
 counts are with one dispatcher.
+
+In front of inference engines that hold only some models, neither balancer reads the model in a
+request's JSON body: each gets one pool of servers per model (``pools``: the backends that hold
+it, weights by speed within the pool) and picks the pool by the request header ROUTE_HEADER, which
+the load generator sets to the body's model. Each pool then has its own connection counts, as a
+model's upstream of an nginx or HAProxy in front of such a fleet has; answers are relayed as they
+arrive (nginx with ``proxy_buffering off``, HAProxy by default).
+
+``vllm-router`` and ``sglang-router`` (PyPI) route OpenAI engines but not on the model in their
+regular mode: one router per model is started (:func:`start_routers`) and each request is sent to
+its model's.
+
+- ``*-round_robin`` (``--policy round_robin``): blind to the load and the speeds;
+- ``*-cache_aware`` (``--policy cache_aware``): a prompt's longest cached prefix picks
+  the worker, unless the loads (its own counts of requests in flight) are imbalanced beyond its
+  thresholds, then the least loaded; hetlb's prompts share no prefix.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -30,6 +47,8 @@ MAX_WEIGHT = 256
 """HAProxy's largest server weight; the fastest backend gets it, the others in proportion (at least 1)."""
 TIMEOUT_S = 60
 """Seconds either balancer waits for a backend (or a client) before it gives up."""
+ROUTE_HEADER = "X-Model"
+"""The request header that names a request's pool (its model) when the balancer has pools."""
 
 
 @dataclass(frozen=True)
@@ -49,14 +68,50 @@ PEERS = {
         Peer("haproxy-roundrobin", "haproxy", "roundrobin", "weighted round robin"),
         Peer("nginx-least_conn", "nginx", "least_conn", "argmin n/w, ties by weighted round robin"),
         Peer("nginx-random-two", "nginx", "random two least_conn", "pod(2) drawn by weight, least n/w of the two"),
+        Peer("vllm-router-round_robin", "vllm-router", "round_robin", "round robin over the model's engines"),
+        Peer("vllm-router-cache_aware", "vllm-router", "cache_aware", "prefix affinity, else its least own count"),
+        Peer("sglang-router-round_robin", "sglang-router", "round_robin", "round robin over the model's engines"),
+        Peer("sglang-router-cache_aware", "sglang-router", "cache_aware", "prefix affinity, else its least own count"),
     )
 }
-PROGRAMS = ("haproxy", "nginx")
+PROGRAMS = ("haproxy", "nginx", "vllm-router", "sglang-router")
+ROUTERS = {"vllm-router": (), "sglang-router": ("launch",)}
+"""The inference routers among PROGRAMS (PyPI's vllm-router and sglang-router) and the subcommand
+that runs a router alone: OpenAI engines only, one process per model (each knows one pool of
+workers), since they do not route on the model (docs/background/inference-fleets.md)."""
 
 
 def program_path(program: str) -> str | None:
-    """Where ``program`` is installed (on PATH, or Debian's /usr/sbin), or None."""
-    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/local/sbin")
+    """Where ``program`` is installed (on PATH, beside this Python, or Debian's /usr/sbin), or None."""
+    beside = str(Path(sys.executable).parent)
+    return shutil.which(program) or shutil.which(program, path=f"{beside}:/usr/sbin:/usr/local/sbin")
+
+
+def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], folder: Path) -> list[ChildProcess]:
+    """One router (``vllm-router``, ``sglang-router launch``) per pool (model: its engines' URLs) on 127.0.0.1:``ports[2m]``, its
+    Prometheus listener on ``ports[2m + 1]``, with the peer's policy, started in the foreground (its
+    log in ``folder``), each waited for until it listens; on a failure the ones started are stopped.
+    ChildFailed if it is not installed or fails."""
+    binary = program_path(peer.program)
+    if binary is None:
+        raise ChildFailed(f"{peer.program} is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    children: list[ChildProcess] = []
+    try:
+        for m, (name, urls) in enumerate(pools.items()):
+            port = ports[2 * m]
+            command = [binary, *ROUTERS[peer.program], "--host", "127.0.0.1", "--port", str(port)]
+            command += ["--policy", peer.method]
+            command += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports[2 * m + 1])]
+            command += ["--worker-urls", *urls, "--log-level", "error", "--log-dir", str(folder / name)]
+            child = ChildProcess(f"{peer.id} ({name})", command, cwd=str(folder))
+            children.append(child)
+            wait_listening("127.0.0.1", port, child, timeout=60)
+    except BaseException:
+        for child in children:
+            child.stop()
+        raise
+    return children
 
 
 def weight_of(speeds) -> list[int]:
@@ -70,14 +125,36 @@ def host_port(url: str) -> str:
     return parts.netloc
 
 
-def haproxy_config(listen_port: int, backends: list[tuple[str, float]], method: str, workers: int = 1) -> str:
+def pool_of(backends: list[tuple[str, float]], pools: dict[str, list[int]] | None) -> dict[str, list[int]]:
+    """The pools (name: indices of ``backends``): one pool ``fleet`` of every backend without ``pools``."""
+    return {"fleet": list(range(len(backends)))} if pools is None else pools
+
+
+def haproxy_config(
+    listen_port: int,
+    backends: list[tuple[str, float]],
+    method: str,
+    workers: int = 1,
+    pools: dict[str, list[int]] | None = None,
+) -> str:
     """An HAProxy configuration: one frontend on 127.0.0.1:``listen_port``, one backend section whose
-    servers are ``backends`` ((url, speed) pairs) with weights in proportion to speed; every answer
+    servers are ``backends`` ((url, speed) pairs) with weights in proportion to speed, or with
+    ``pools`` one section per pool chosen by ROUTE_HEADER (none for another value: 503); every answer
     carries ``X-Backend: http://IP:PORT`` of the server that produced it."""
-    servers = "\n".join(
-        f"    server s{index} {host_port(url)} weight {weight}"
-        for index, ((url, _), weight) in enumerate(zip(backends, weight_of([speed for _, speed in backends])))
-    )
+    sections = []
+    for name, members in pool_of(backends, pools).items():
+        weights = weight_of([backends[s][1] for s in members])
+        servers = "\n".join(
+            f"    server s{s} {host_port(backends[s][0])} weight {weight}" for s, weight in zip(members, weights)
+        )
+        sections.append(
+            f"""backend pool_{name}
+    balance {method}
+    http-response set-header X-Backend "http://%si:%sp"
+{servers}
+"""
+        )
+    route = "default_backend pool_fleet" if pools is None else f"use_backend pool_%[req.hdr({ROUTE_HEADER})]"
     return f"""global
     nbthread {workers}
     maxconn 8000
@@ -91,25 +168,47 @@ defaults
 
 frontend balancer
     bind 127.0.0.1:{listen_port}
-    default_backend fleet
+    {route}
 
-backend fleet
-    balance {method}
-    http-response set-header X-Backend "http://%si:%sp"
-{servers}
-"""
+{"".join(sections)}"""
 
 
 def nginx_config(
-    listen_port: int, backends: list[tuple[str, float]], method: str, folder: Path, workers: int = 1
+    listen_port: int,
+    backends: list[tuple[str, float]],
+    method: str,
+    folder: Path,
+    workers: int = 1,
+    pools: dict[str, list[int]] | None = None,
 ) -> str:
     """An nginx configuration (everything it writes goes to ``folder``): one server on
     127.0.0.1:``listen_port`` proxying to an upstream of ``backends`` with weights in proportion to
-    speed, kept-alive connections, and ``X-Backend: http://IP:PORT`` on every answer."""
-    servers = "\n".join(
-        f"        server {host_port(url)} weight={weight};"
-        for (url, _), weight in zip(backends, weight_of([speed for _, speed in backends]))
-    )
+    speed, or with ``pools`` to one upstream per pool chosen by ROUTE_HEADER (another value: 502),
+    answers relayed unbuffered; kept-alive connections, and ``X-Backend: http://IP:PORT`` on every
+    answer."""
+    upstreams = []
+    for name, members in pool_of(backends, pools).items():
+        weights = weight_of([backends[s][1] for s in members])
+        servers = "\n".join(
+            f"        server {host_port(backends[s][0])} weight={weight};" for s, weight in zip(members, weights)
+        )
+        upstreams.append(
+            f"""    upstream pool_{name} {{
+        zone pool_{name} 1m;
+        {method};
+{servers}
+        keepalive 1024;
+    }}
+"""
+        )
+    if pools is None:
+        route, target = "", "http://pool_fleet"
+    else:
+        variable = "$http_" + ROUTE_HEADER.lower().replace("-", "_")
+        route = f"    map {variable} $pool {{\n        default pool_none;\n"
+        route += "".join(f"        {name} pool_{name};\n" for name in pools) + "    }\n"
+        target = "http://$pool"
+    buffering = "" if pools is None else "\n            proxy_buffering off;"
     return f"""daemon off;
 worker_processes {workers};
 pid {folder}/nginx.pid;
@@ -124,16 +223,10 @@ http {{
     fastcgi_temp_path {folder}/fastcgi;
     uwsgi_temp_path {folder}/uwsgi;
     scgi_temp_path {folder}/scgi;
-    upstream fleet {{
-        zone fleet 1m;
-        {method};
-{servers}
-        keepalive 1024;
-    }}
-    server {{
+{"".join(upstreams)}{route}    server {{
         listen 127.0.0.1:{listen_port};
         location / {{
-            proxy_pass http://fleet;
+            proxy_pass {target};{buffering}
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_next_upstream off;
@@ -146,20 +239,26 @@ http {{
 
 
 def start_peer(
-    peer: Peer, listen_port: int, backends: list[tuple[str, float]], folder: Path, workers: int = 1
+    peer: Peer,
+    listen_port: int,
+    backends: list[tuple[str, float]],
+    folder: Path,
+    workers: int = 1,
+    pools: dict[str, list[int]] | None = None,
 ) -> ChildProcess:
-    """Write ``peer``'s configuration into ``folder``, start it in the foreground and wait until it
-    listens on 127.0.0.1:``listen_port``. ChildFailed if its program is not installed or it fails."""
+    """Write ``peer``'s configuration into ``folder`` (``pools``: one pool per model, see the module's
+    docstring), start it in the foreground and wait until it listens on 127.0.0.1:``listen_port``.
+    ChildFailed if its program is not installed or it fails."""
     binary = program_path(peer.program)
     if binary is None:
         raise ChildFailed(f"{peer.program} is not installed")
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"{peer.id}.conf"
     if peer.program == "haproxy":
-        config.write_text(haproxy_config(listen_port, backends, peer.method, workers))
+        config.write_text(haproxy_config(listen_port, backends, peer.method, workers, pools))
         command = [binary, "-db", "-f", str(config)]
     else:
-        config.write_text(nginx_config(listen_port, backends, peer.method, folder, workers))
+        config.write_text(nginx_config(listen_port, backends, peer.method, folder, workers, pools))
         command = [binary, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(config)]
     child = ChildProcess(peer.id, command, cwd=str(folder))
     try:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import itertools
 import json
 import math
@@ -61,10 +62,11 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.addresses import free_port_block, free_ports
+from hetlb.live.inference_load import TOKEN_LIMIT, InferenceLoadSpec, generate_inference_load, parse_law, token_counts
 from hetlb.live.loadgen import LoadSpec, generate_load
-from hetlb.live.peers import PEERS, PROGRAMS, program_path, start_peer
+from hetlb.live.peers import PEERS, PROGRAMS, ROUTE_HEADER, ROUTERS, program_path, start_peer, start_routers
 from hetlb.model import System
-from hetlb.model.job_sizes import SCV_KINDS
+from hetlb.model.job_sizes import SCV_KINDS, JobSizes
 from hetlb.model.servers import RateCurve, concurrency_text
 from hetlb.policies import POLICIES
 from hetlb.policies.registry import WEIGHTED_RANDOM, policies_where
@@ -73,6 +75,7 @@ from hetlb.results.base import Result, versions
 from hetlb.scenario import Scenario, read_toml
 from hetlb.signals import LiveRun, model_twin
 from hetlb.signals import text as signal_text
+from hetlb.simulation.dispatchers import default_herd_window
 
 AGREEMENT_MARGIN = 0.05
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the
@@ -90,7 +93,23 @@ TESTBED_DEFAULTS = {
     "compare": [],
     "seed": 1,
     "prediction_runs": 100,
+    "engine": None,
 }
+ENGINES = ("openai",)
+"""testbed.engine: the backends are emulated inference engines (``hetlb backend --openai``)."""
+ENGINE_DEFAULTS = {
+    "models": None,
+    "token_time_ms": 20.0,
+    "prefill_cost": 0.02,
+    "prompt_tokens": 128.0,
+    "prompt_law": "deterministic",
+    "output_tokens": 64.0,
+    "output_law": "deterministic",
+}
+"""The [testbed] keys of an engine scenario: the models (one per job type) and the token laws of
+``hetlb loadgen --openai``, the token time and prefill cost of ``hetlb backend --openai``."""
+WORK_SAMPLE = 100_000
+"""Draws of a request's work that make the simulator's empirical job sizes when a token law is random."""
 QUEUE_LENGTH_POLICIES = policies_where(speed_blind=True)
 """The policies that decide on queue lengths alone (or on nothing). hetlb serve knows its
 backends' speeds, not their concurrency and rate curves, so on backends that serve several
@@ -112,6 +131,13 @@ CSV_COLUMNS = [
     "live_p50_ms",
     "live_p95_ms",
     "live_p99_ms",
+    "live_ttft_mean_ms",
+    "live_ttft_ci_low_ms",
+    "live_ttft_ci_high_ms",
+    "live_ttft_p50_ms",
+    "live_ttft_p99_ms",
+    "tokens_per_s",
+    "live_herd_fraction",
     "live_blocking",
     "errors",
     "messages_per_request",
@@ -132,6 +158,83 @@ CSV_COLUMNS = [
 ]
 
 
+@dataclass(frozen=True)
+class EngineSettings:
+    """The emulated engines of ``[testbed] engine = "openai"``: ``models`` names job type k of
+    [system] (its graph is the placement), ``token_time_ms`` is tau, ``prefill_cost`` the prefill
+    work per prompt token (token times), and the prompt lengths and ``max_tokens`` are the means
+    times the mean-1 laws of hetlb.live.inference_load (rounded, at least 1)."""
+
+    models: tuple[str, ...]
+    token_time_ms: float
+    prefill_cost: float
+    prompt_tokens: float
+    prompt_law: JobSizes
+    output_tokens: float
+    output_law: JobSizes
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> EngineSettings:
+        models = settings["models"]
+        if not isinstance(models, list) or not models or not all(isinstance(m, str) and m for m in models):
+            raise InputError("testbed.models", f"must be a list of model names, one per job type, got {models!r}")
+        if len(set(models)) != len(models) or any(" " in m or "|" in m or "," in m for m in models):
+            raise InputError("testbed.models", "each model once, without spaces, '|' or ','")
+        for name in ("prompt_tokens", "output_tokens"):
+            validation.number(f"testbed.{name}", settings[name], 1.0, high=TOKEN_LIMIT)
+        return cls(
+            models=tuple(models),
+            token_time_ms=validation.positive_number("testbed.token_time_ms", settings["token_time_ms"]),
+            prefill_cost=validation.number("testbed.prefill_cost", settings["prefill_cost"], 0.0),
+            prompt_tokens=float(settings["prompt_tokens"]),
+            prompt_law=parse_law("testbed.prompt_law", settings["prompt_law"]),
+            output_tokens=float(settings["output_tokens"]),
+            output_law=parse_law("testbed.output_law", settings["output_law"]),
+        )
+
+    def work(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` requests' work W = P x prefill_cost + n in token times, P and n drawn as the
+        load generator draws them (hetlb.live.inference_load.token_counts)."""
+        prompts = token_counts(self.prompt_law, self.prompt_tokens, rng, count)
+        outputs = token_counts(self.output_law, self.output_tokens, rng, count)
+        return prompts * self.prefill_cost + outputs
+
+    def job_sizes(self, seed: int) -> tuple[str, float]:
+        """The simulator's job sizes and its time unit (ms) = tau x E[W]: deterministic when both
+        laws are (W is then one number), else the empirical law of WORK_SAMPLE draws of W (a file
+        in the temporary folder named by its content) and their mean."""
+        deterministic = self.prompt_law.kind == self.output_law.kind == "deterministic"
+        work = self.work(np.random.default_rng(seed), 1 if deterministic else WORK_SAMPLE)
+        mean_ms = float(work.mean()) * self.token_time_ms
+        if deterministic:
+            return "deterministic", mean_ms
+        text = "\n".join(repr(float(w)) for w in work) + "\n"
+        path = Path(tempfile.gettempdir()) / f"hetlb-work-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
+        if not path.exists():
+            path.write_text(text)
+        return f"empirical:{path}", mean_ms
+
+    def backend_arguments(self) -> list[str]:
+        """The engine flags of ``hetlb backend --openai`` (its --listen flags apart): every request the
+        load generator can draw fits the model length."""
+        return [
+            "--openai",
+            "--token-time-ms",
+            repr(self.token_time_ms),
+            "--prefill-cost",
+            repr(self.prefill_cost),
+            "--max-model-len",
+            str(2 * TOKEN_LIMIT),
+        ]
+
+    def to_dict(self) -> dict:
+        from hetlb.live.inference_load import law_text
+
+        values = {name: getattr(self, name) for name in ("token_time_ms", "prefill_cost", "prompt_tokens")}
+        values |= {"output_tokens": self.output_tokens, "models": list(self.models)}
+        return values | {name: law_text(getattr(self, name)) for name in ("prompt_law", "output_law")}
+
+
 @dataclass
 class TestbedScenario:
     """A testbed scenario: the simulator's tables (``system`` without a load, ``run``) and the
@@ -149,6 +252,8 @@ class TestbedScenario:
     compare: list[str]
     seed: int
     prediction_runs: int
+    engine: EngineSettings | None = None
+    live_only: dict = field(default_factory=dict)  # policy id -> why the simulator does not model it
     scenarios: dict = field(default_factory=dict)  # (policy, update, load, run) -> Scenario
 
     @classmethod
@@ -166,9 +271,22 @@ class TestbedScenario:
             if key in system:
                 raise InputError(f"system.{key}", "the testbed sets the load: give testbed.loads")
         settings = dict(validation.table("testbed", data.get("testbed", {})))
-        unknown = sorted(set(settings) - set(TESTBED_DEFAULTS))
+        engine = None
+        if settings.get("engine") is not None:
+            validation.choice("testbed.engine", settings["engine"], ENGINES)
+            allowed = set(TESTBED_DEFAULTS) - {"mean_service_ms"} | set(ENGINE_DEFAULTS)
+            for key in ("job_sizes", "scv"):
+                if key in system:
+                    raise InputError(f"system.{key}", "an engine's job sizes follow from the token laws of [testbed]")
+            if "mean_service_ms" in settings:
+                raise InputError("testbed.mean_service_ms", "an engine's time unit is token_time_ms x the mean work")
+            engine = EngineSettings.from_settings({**ENGINE_DEFAULTS, **settings})
+            system["job_sizes"], settings["mean_service_ms"] = engine.job_sizes(settings.get("seed", 1))
+        else:
+            allowed = set(TESTBED_DEFAULTS)
+        unknown = sorted(set(settings) - allowed - {"mean_service_ms"})
         if unknown:
-            raise InputError(f"testbed.{unknown[0]}", f"unknown key; allowed: {', '.join(TESTBED_DEFAULTS)}")
+            raise InputError(f"testbed.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
         settings = {**TESTBED_DEFAULTS, **settings}
         run = {**RUN_DEFAULTS, **validation.table("run", data.get("run", {}))}
         loads = settings["loads"]
@@ -198,6 +316,7 @@ class TestbedScenario:
             compare=list(compare),
             seed=validation.seed("testbed.seed", settings["seed"]),
             prediction_runs=validation.integer("testbed.prediction_runs", settings["prediction_runs"], 40, 100_000),
+            engine=engine,
         )
         testbed.check()
         return testbed
@@ -283,14 +402,42 @@ class TestbedScenario:
             system = self.system_at(load)
             assert isinstance(system, System)  # system.model is continuous
             system.check_stability()
+            if self.engine is not None:
+                self.check_engines(system)
             for policy in self.policies:
-                check_decides_as_simulated(policy["id"], system)
+                difference = decision_difference(policy["id"], system)
+                if difference is not None and self.engine is None:
+                    raise InputError("testbed.policies", difference)
+                if difference is not None:
+                    self.live_only[policy["id"]] = difference
             for policy in self.policies:
                 if self.simulated(policy):
                     check_policy_stability(system, self.scenario(policy, load).policy)
                     self.scenario(policy, load, None, self.live_length_run(load))
-        if self.compare and not self.system_at(self.loads[0]).graph.is_complete():
+        routers = [program for program in self.compare if program in ROUTERS]
+        if routers and self.engine is None:
+            raise InputError("testbed.compare", f"{routers[0]} routes inference engines only: it needs testbed.engine")
+        if self.compare and self.engine is None and not self.system_at(self.loads[0]).graph.is_complete():
             raise InputError("testbed.compare", "HAProxy and nginx know no job types: compare needs the complete graph")
+
+    def check_engines(self, system) -> None:
+        """One model per job type, and every engine holds one at least."""
+        assert self.engine is not None
+        if len(self.engine.models) != system.n_types:
+            raise InputError(
+                "testbed.models",
+                f"name one model per job type of [system]: {system.n_types}, got {len(self.engine.models)}",
+            )
+        held = {int(s) for k in range(system.n_types) for s in system.graph.servers_of(k)}
+        if len(held) != system.n_servers:
+            missing = min(set(range(system.n_servers)) - held)
+            raise InputError("system.graph", f"server {missing} holds no model: every engine serves one at least")
+
+    def type_names(self) -> list[str]:
+        """The job types' names: the models of an engine scenario, else t0, t1, ..."""
+        if self.engine is not None:
+            return list(self.engine.models)
+        return [type_name(k) for k in range(self.system_at(self.loads[0]).n_types)]
 
     def system_at(self, load: float):
         """The system at ``load`` (the same for every policy)."""
@@ -304,22 +451,31 @@ class TestbedScenario:
         """Whether the simulator models this run: a policy of the continuous-time model, decided
         by one dispatcher with exact counts or by M dispatchers on their estimates."""
         spec = POLICIES.get(policy["id"])
+        if policy["id"] in self.live_only:
+            return False
         return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
 
 
-def check_decides_as_simulated(policy_id: str, system: System) -> None:
-    """Refuse a policy whose live decisions on multi-slot backends would differ from the
-    simulator's (QUEUE_LENGTH_POLICIES)."""
+def decision_difference(policy_id: str, system: System) -> str | None:
+    """Why a policy's live decisions on multi-slot backends differ from the simulator's, or None
+    when they are the same. hetlb serve knows speeds, not concurrencies and rate curves: the
+    QUEUE_LENGTH_POLICIES decide alike; weighted-random and l-jba (weights by capacity mu phi(c) in
+    the simulator, by speed live) where every backend has one phi(c); jfsq (ties to the fastest
+    rate mu phi(b')/b', b' = min(n + 1, c), live to the fastest speed) where every backend has
+    one concurrency and one rate curve, so that at equal n the rates are in the speeds' order."""
     if system.has_single_slots or policy_id in QUEUE_LENGTH_POLICIES:
-        return
+        return None
     factors = system.server_capacity / system.speed
-    if POLICIES[policy_id].code == WEIGHTED_RANDOM and np.allclose(factors, factors[0], rtol=1e-12):
-        return
-    raise InputError(
-        "testbed.policies",
+    one_capacity_factor = np.allclose(factors, factors[0], rtol=1e-12)
+    if one_capacity_factor and (POLICIES[policy_id].code == WEIGHTED_RANDOM or policy_id == "l-jba"):
+        return None
+    one_server_law = len(set(system.concurrency.tolist())) == 1 and len(set(system.rate_curve)) == 1
+    if policy_id == "jfsq" and one_server_law:
+        return None
+    return (
         f"{policy_id!r} decides on the backends' concurrency and rate curves, which hetlb serve does not know; "
         f"on backends that serve several requests at once use {', '.join(QUEUE_LENGTH_POLICIES)} "
-        "(or weighted-random with one phi(c) for all)",
+        "(or weighted-random and l-jba with one phi(c) for all, jfsq with one concurrency and rate curve)"
     )
 
 
@@ -332,9 +488,10 @@ def curve_argument(curve: RateCurve) -> str:
     return curve.kind
 
 
-def listen_arguments(system) -> list[str]:
+def listen_arguments(system, models: list[str] | None = None) -> list[str]:
     """``hetlb backend --listen`` of each server: its speed, and its concurrency and rate curve when
-    it serves several requests at once."""
+    it serves several requests at once; with ``models`` (one per job type) the models it holds."""
+    held = types_of_servers(system, models) if models is not None else None
     arguments = []
     for s, speed in enumerate(system.speed.tolist()):
         spec = f"127.0.0.1:0,speed={speed!r}"
@@ -342,8 +499,19 @@ def listen_arguments(system) -> list[str]:
             concurrency = concurrency_text(system.concurrency[s])
             spec += f",concurrency={'inf' if concurrency == 'unlimited' else concurrency}"
             spec += f",rate_curve={curve_argument(system.rate_curve[s])}"
+        if held is not None:
+            spec += ",models=" + "|".join(held[s])
         arguments += ["--listen", spec]
     return arguments
+
+
+def types_of_servers(system, names: list[str]) -> list[list[str]]:
+    """The names of the job types each server may serve (the compatibility graph)."""
+    types_of: list[list[str]] = [[] for _ in range(system.n_servers)]
+    for k in range(system.n_types):
+        for s in system.graph.servers_of(k):
+            types_of[s].append(names[k])
+    return types_of
 
 
 def job_size_arguments(job_sizes) -> list[str]:
@@ -356,20 +524,18 @@ def type_name(job_type: int) -> str:
     return f"t{job_type}"
 
 
-def backend_specs(system, urls: list[str]) -> list[str]:
+def backend_specs(system, urls: list[str], names: list[str] | None = None) -> list[str]:
     """``hetlb serve --backend`` specs of the system's servers at ``urls``: speed, job types (when
-    the graph is not complete) and buffer (when finite)."""
+    the graph is not complete, or always when ``names`` names them: an engine's models) and buffer
+    (when finite)."""
     from hetlb.constants import INFINITE_BUFFER
 
-    complete = system.graph.is_complete()
-    types_of: list[list[str]] = [[] for _ in urls]
-    for k in range(system.n_types):
-        for s in system.graph.servers_of(k):
-            types_of[s].append(type_name(k))
+    always = names is not None
+    types_of = types_of_servers(system, names if names is not None else [type_name(k) for k in range(system.n_types)])
     specs = []
     for s, url in enumerate(urls):
         spec = f"{url},speed={system.speed[s]:g}"
-        if not complete:
+        if always or not system.graph.is_complete():
             spec += ",types=" + "|".join(types_of[s])
         if system.buffer[s] != INFINITE_BUFFER:
             spec += f",buffer={int(system.buffer[s])}"
@@ -383,6 +549,8 @@ def serve_arguments(policy: dict, listen_port: int, admin_port: int, specs: list
     arguments += ["--policy", policy["id"], "--dispatchers", str(testbed.dispatchers)]
     arguments += ["--signals", testbed.signals_of(policy)]
     arguments += ["--seed", str(testbed.seed), "--quiet"]
+    if testbed.engine is not None:
+        arguments += ["--type-body-field", "model"]
     for name, value in policy.items():
         if name == "d":
             arguments += ["--d", str(value)]
@@ -413,6 +581,8 @@ class Testbed(Result):
         testbed = self.scenario
         system = testbed.system_at(testbed.loads[0])
         peers = self.available_peers()
+        for policy_id, why in testbed.live_only.items():
+            self.say(f"hetlb testbed: note: {policy_id} runs live only, without a prediction: {why}")
         with contextlib.ExitStack() as stack:
             backends = self.start_backends(system, stack)
             for load in testbed.loads:
@@ -434,8 +604,16 @@ class Testbed(Result):
 
     def start_backends(self, system, stack: contextlib.ExitStack) -> list[str]:
         testbed = self.scenario
-        arguments = ["backend", *listen_arguments(system), "--mean-service-ms", repr(testbed.mean_service_ms)]
-        arguments += [*job_size_arguments(system.job_sizes), "--seed", str(testbed.seed)]
+        if testbed.engine is not None:
+            arguments = [
+                "backend",
+                *listen_arguments(system, testbed.type_names()),
+                *testbed.engine.backend_arguments(),
+            ]
+        else:
+            arguments = ["backend", *listen_arguments(system), "--mean-service-ms", repr(testbed.mean_service_ms)]
+            arguments += job_size_arguments(system.job_sizes)
+        arguments += ["--seed", str(testbed.seed)]
         child = ChildProcess("hetlb backend", hetlb_command(*arguments))
         stack.callback(child.stop)
         urls = [line.split()[0] for line in child.read_lines(system.n_servers)]
@@ -443,10 +621,36 @@ class Testbed(Result):
         self.say(f"hetlb testbed: {system.n_servers} backends listening ({urls[0]} ...)")
         return urls
 
-    def load_spec(self, targets: list[str], system) -> LoadSpec:
+    def load_spec(
+        self, targets: list[str], system, route_header: bool = False, per_model: bool = False
+    ) -> LoadSpec | InferenceLoadSpec:
+        """The load of one run: ``hetlb loadgen``'s, or ``--openai``'s for engines (``route_header``:
+        the model also in ROUTE_HEADER, for the balancers' pools; ``per_model``: target m serves
+        model m, for the routers; the live herd with several dispatchers)."""
         testbed = self.scenario
         rate = system.total_arrival_rate / testbed.mean_service_ms * 1e3
-        proportions = {type_name(k): float(r) for k, r in enumerate(system.arrival_rate)}
+        proportions = {name: float(r) for name, r in zip(testbed.type_names(), system.arrival_rate)}
+        if testbed.engine is not None:
+            engine = testbed.engine
+            several = len(targets) > 1 and not per_model
+            window = default_herd_window(system) * testbed.mean_service_ms / 1e3 if several else None
+            return InferenceLoadSpec(
+                targets=tuple(targets),
+                rate=rate,
+                duration=testbed.duration,
+                warmup=testbed.warmup,
+                seed=testbed.seed,
+                arrivals=system.arrivals,
+                time_unit_ms=testbed.mean_service_ms,
+                models=proportions,
+                prompt_tokens=engine.prompt_tokens,
+                prompt_law=engine.prompt_law,
+                output_tokens=engine.output_tokens,
+                output_law=engine.output_law,
+                model_header=ROUTE_HEADER if route_header else None,
+                herd_window=window,
+                target_per_model=per_model,
+            )
         return LoadSpec(
             targets=tuple(targets),
             rate=rate,
@@ -463,14 +667,15 @@ class Testbed(Result):
         system = testbed.system_at(load)
         listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
         admin = listen + testbed.dispatchers
-        arguments = serve_arguments(policy, listen, admin, backend_specs(system, backends), testbed)
+        names = testbed.type_names() if testbed.engine is not None else None
+        arguments = serve_arguments(policy, listen, admin, backend_specs(system, backends, names), testbed)
         self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
         child = ChildProcess("hetlb serve", hetlb_command(*arguments))
         try:
             for m in range(testbed.dispatchers):
                 wait_listening("127.0.0.1", listen + m, child)
             targets = [f"http://127.0.0.1:{listen + m}" for m in range(testbed.dispatchers)]
-            live = generate_load(self.load_spec(targets, system), progress=self.progress)
+            live = self.generate(self.load_spec(targets, system))
             status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
         finally:
             child.stop()
@@ -491,13 +696,42 @@ class Testbed(Result):
         (port,) = free_ports(1)
         system = testbed.system_at(load)
         self.say(f"hetlb testbed: load {load:g}, {peer.id} ...")
-        child = start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder)
+        pools = None
+        if testbed.engine is not None:  # one pool per model, chosen by a header (hetlb.live.peers)
+            pools = {name: system.graph.servers_of(k).tolist() for k, name in enumerate(testbed.type_names())}
+        if peer.program in ROUTERS:  # a router per model, each request sent to its model's
+            assert pools is not None
+            ports = free_ports(2 * len(pools))
+            urls = {name: [backends[s] for s in members] for name, members in pools.items()}
+            children = start_routers(peer, ports, urls, folder)
+            spec = self.load_spec([f"http://127.0.0.1:{p}" for p in ports[::2]], system, per_model=True)
+        else:
+            children = [start_peer(peer, port, list(zip(backends, system.speed.tolist())), folder, pools=pools)]
+            spec = self.load_spec([f"http://127.0.0.1:{port}"], system, route_header=True)
         try:
-            live = generate_load(self.load_spec([f"http://127.0.0.1:{port}"], system), progress=self.progress)
+            live = self.generate(spec)
         finally:
-            child.stop()
+            for child in children:
+                child.stop()
         # no registered policy is a balancer's rule (benchmarks/balancer_rules.py simulates them)
         self.record(peer.id, peer.method, load, live, "", None, [])
+
+    def generate(self, spec: LoadSpec | InferenceLoadSpec) -> dict:
+        """Run one load; of streamed completions, the end-to-end latency under the keys of a plain
+        load's response time (its percentiles p50 and p99; the path is not subtracted: a stream's
+        answer carries no sojourn), beside the TTFT, the tokens per second and the herd."""
+        if isinstance(spec, InferenceLoadSpec):
+            result = dict(generate_inference_load(spec, progress=self.progress))
+            return result | {
+                "mean_response_time": result["mean_e2e"],
+                "mean_response_time_ci": result["mean_e2e_ci"],
+                "mean_backend_sojourn": result["mean_e2e"],
+                "mean_overhead": None,
+                "response_time_p50": result["e2e_p50"],
+                "response_time_p95": None,
+                "response_time_p99": result["e2e_p99"],
+            }
+        return dict(generate_load(spec, progress=self.progress))
 
     @staticmethod
     def admin_status(port: int) -> dict | None:
@@ -539,12 +773,23 @@ class Testbed(Result):
             "live_p95_ms": live["response_time_p95"],
             "live_p99_ms": live["response_time_p99"],
             "live_blocking": live["blocking_probability"],
+            "live_herd_fraction": live.get("herd_fraction", math.nan),
             "errors": live["errors"],
             "messages_per_request": messages_per_request(status),
             "forward_delay_ms": mean_delay_ms(status, "forward_delay") or math.nan,
             "answer_lag_ms": mean_delay_ms(status, "answer_lag") or math.nan,
             "sim_policy": sim_policy,
         }
+        if "mean_ttft" in live:
+            ttft_low, ttft_high = [math.nan if v is None else v for v in live["mean_ttft_ci"]]
+            row |= {
+                "live_ttft_mean_ms": live["mean_ttft"],
+                "live_ttft_ci_low_ms": ttft_low,
+                "live_ttft_ci_high_ms": ttft_high,
+                "live_ttft_p50_ms": live["ttft_p50"],
+                "live_ttft_p99_ms": live["ttft_p99"],
+                "tokens_per_s": live["output_tokens_per_s"],
+            }
         if simulated is not None:
             low, high = simulated["mean_response_time_ci"]
             row |= {
@@ -603,17 +848,43 @@ class Testbed(Result):
         bed = self.scenario
         names = ("mean_service_ms", "loads", "policies", "warmup", "duration", "dispatchers", "signals", "compare")
         settings = {name: getattr(bed, name) for name in (*names, "seed", "prediction_runs")}
+        if bed.engine is not None:
+            settings |= {"engine": "openai", **bed.engine.to_dict()}
         return {"testbed": settings, "system": bed.system, "run": bed.run, "versions": versions()}
+
+    def against_peers(self) -> dict:
+        """Per load: each hetlb policy's mean (end-to-end latency, or response time) over that of the
+        best rule of each balancer program (its least live mean at that load), with the best rule."""
+        comparison = {}
+        for load in self.scenario.loads:
+            rows = [r for r in self.rows if r["load"] == load]
+            best = {}
+            for program in PROGRAMS:
+                runs = [r for r in rows if r["balancer"] != "hetlb" and PEERS[r["balancer"]].program == program]
+                if runs:
+                    best[program] = min(runs, key=lambda r: r["live_mean_ms"])
+            if best:
+                comparison[f"{load:g}"] = {
+                    "best": {program: row["balancer"] for program, row in best.items()},
+                    "ratio": {
+                        r["policy"]: {program: r["live_mean_ms"] / row["live_mean_ms"] for program, row in best.items()}
+                        for r in rows
+                        if r["balancer"] == "hetlb"
+                    },
+                }
+        return comparison
 
     @property
     def summary(self) -> dict:
         """The time unit, the agreement margin, the policies' order at each load
-        (:meth:`order_agreement`), and how many hetlb runs were held to a prediction and agree."""
+        (:meth:`order_agreement`), how many hetlb runs were held to a prediction and agree, and the
+        policies against the balancers' best rules (:meth:`against_peers`)."""
         compared = [row["agrees"] for row in self.rows if "agrees" in row]
         return {
             "mean_service_ms": self.scenario.mean_service_ms,
             "agreement_margin": AGREEMENT_MARGIN,
             "order": self.order_agreement(),
+            "against_peers": self.against_peers(),
             "compared": len(compared),
             "agreeing": sum(compared),
         }
@@ -649,9 +920,29 @@ class Testbed(Result):
         self.plot(self.out / "testbed.png")
 
     def plot(self, path: Path) -> None:
-        from hetlb.plots.figures import plot_panels
+        """testbed.png: the means against the load, live and simulated, on one y scale; with one
+        load, each run's live mean with its interval and each prediction interval, by run."""
+        from hetlb.plots.figures import plot_intervals, plot_panels
 
         loads = self.scenario.loads
+        measure = "mean end-to-end latency (ms)" if self.scenario.engine is not None else "mean response time (ms)"
+        if len(loads) == 1 and self.rows:
+            live_rows = [
+                (run_label(r), r["live_minus_overhead_ms"], *live_interval_minus_overhead(r)) for r in self.rows
+            ]
+            predicted = [
+                (run_label(r), r["sim_run_mean_ms"], r["sim_run_low_ms"], r["sim_run_high_ms"])
+                for r in self.rows
+                if "sim_run_mean_ms" in r
+            ]
+            by_run: list[dict] = [
+                {"title": f"live, load {loads[0]:g} (minus the path where known)", "ylabel": measure, "rows": live_rows}
+            ]
+            if predicted:
+                title = "simulated runs of the live run's length (95% of the runs)"
+                by_run.append({"title": title, "ylabel": measure, "rows": predicted})
+            plot_intervals(by_run, path)
+            return
         live: dict = {}
         simulated: dict = {}
         peers: dict = {}
@@ -672,16 +963,29 @@ class Testbed(Result):
                     series(simulated, label, rows, "sim_run_mean_ms", "sim_run_low_ms", "sim_run_high_ms")
             series(peers, label, rows, "live_mean_ms", "live_ci_low_ms", "live_ci_high_ms")
         panels = []
-        common = {"xlabel": "system.load", "ylabel": "mean response time (ms)"}
+        engine = self.scenario.engine is not None
+        common = {"xlabel": "system.load", "ylabel": measure}
         if live:
-            panels.append({"x": loads, "series": live, "title": "hetlb serve, live minus path overhead", **common})
+            title = "hetlb serve, live (streams' end to end)" if engine else "hetlb serve, live minus path overhead"
+            panels.append({"x": loads, "series": live, "title": title, **common})
         if simulated:
             title, band = "simulated runs of the live run's length", "shaded: 95% of the runs"
             panels.append({"x": loads, "series": simulated, "title": title, "band_label": band, **common})
         if any(r["balancer"] != "hetlb" for r in self.rows):
             panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
         if panels:
-            plot_panels(panels, path)
+            plot_panels(panels, path, sharey=True)
+
+
+def run_label(row: dict) -> str:
+    """A run's name in a figure: the hetlb policy (with its signals), or the balancer."""
+    return row["policy"] if row["balancer"] == "hetlb" else row["balancer"]
+
+
+def live_interval_minus_overhead(row: dict) -> tuple[float, float]:
+    """The live mean's interval, shifted by the path's mean overhead as the mean is (none: unshifted)."""
+    shift = row["live_mean_ms"] - row["live_minus_overhead_ms"]
+    return row["live_ci_low_ms"] - shift, row["live_ci_high_ms"] - shift
 
 
 def mean_delay_ms(statuses: list, name: str) -> float | None:
@@ -723,6 +1027,13 @@ def row_line(row: dict) -> str:
         f"[{row['live_ci_low_ms']:.2f}, {row['live_ci_high_ms']:.2f}]  minus overhead "
         f"{row['live_minus_overhead_ms']:8.2f}"
     )
+    if row.get("live_ttft_mean_ms", math.nan) == row.get("live_ttft_mean_ms"):
+        text += f"  TTFT {row['live_ttft_mean_ms']:.2f} ms (p99 {row['live_ttft_p99_ms']:.2f})"
+        text += f"  {row['tokens_per_s']:.0f} tokens/s"
+    if row.get("live_herd_fraction", math.nan) == row.get("live_herd_fraction"):
+        text += f"  herd {row['live_herd_fraction']:.3f} live"
+        if "sim_herd_fraction" in row:
+            text += f", {row['sim_herd_fraction']:.3f} simulated"
     if "sim_mean_ms" in row:
         text += (
             f"  simulated {row['sim_policy']} {row['sim_mean_ms']:8.2f} [{row['sim_ci_low_ms']:.2f}, "
@@ -740,9 +1051,15 @@ def row_line(row: dict) -> str:
     return text
 
 
-def format_table(rows: list[dict], orders: dict) -> str:
-    """The side-by-side table of a testbed's runs and the policies' order at each load."""
+def format_table(rows: list[dict], orders: dict, against_peers: dict | None = None) -> str:
+    """The side-by-side table of a testbed's runs, the policies' order at each load, and the policies
+    against the balancers' best rules (Testbed.against_peers)."""
     lines = [row_line(row) for row in rows]
+    for load, comparison in (against_peers or {}).items():
+        best = ", ".join(f"{program} {balancer}" for program, balancer in comparison["best"].items())
+        for policy, ratios in comparison["ratio"].items():
+            shares = ", ".join(f"{ratio:.3f} x {program}'s" for program, ratio in ratios.items())
+            lines.append(f"at load {load}: {policy} mean {shares} (best rules: {best})")
     for load, order in orders.items():
         if order["live"]:
             verdict = "same" if order["same"] else "DIFFERENT"

@@ -115,6 +115,28 @@ def draw_metric(
     axes.legend(handles, labels, fontsize=8, title=axis_label(legend_title) if legend_title else None)
 
 
+def plot_intervals(panels: list, path, *, sharey: bool = True) -> None:
+    """Write a PNG of panels side by side, each a dict with ``title``, ``ylabel`` and ``rows``: a list
+    of (label, mean, low, high), drawn as points with interval bars at one category each (nan:
+    left out); on one y scale with ``sharey``."""
+    width = max(6.4, 0.55 * max(len(panel["rows"]) for panel in panels) + 2)
+    figure, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 4.8), squeeze=False, sharey=sharey)
+    for panel, ax in zip(panels, axes[0]):
+        labels = [row[0] for row in panel["rows"]]
+        mean, low, high = (np.array([row[i] for row in panel["rows"]], dtype=float) for i in (1, 2, 3))
+        position = np.arange(len(labels))
+        errors = np.vstack([mean - low, high - mean])
+        shown = np.isfinite(mean)
+        ax.errorbar(position[shown], mean[shown], yerr=np.nan_to_num(errors[:, shown]), fmt="o", capsize=4)
+        ax.set_xticks(position, labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(panel["ylabel"])
+        ax.set_title(panel["title"], fontsize=10)
+        ax.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
 def image_formats() -> tuple:
     """The file extensions matplotlib writes (png, pdf, svg, ...), without dots."""
     from matplotlib.backend_bases import FigureCanvasBase
@@ -128,9 +150,10 @@ def plot_metric(x, series: dict, path, **options) -> None:
     plot_panels([dict(x=x, series=series, **options)], path)
 
 
-def plot_panels(panels: list, path, *, title: str = "") -> None:
-    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments."""
-    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
+def plot_panels(panels: list, path, *, title: str = "", sharey: bool = False) -> None:
+    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments
+    (``sharey``: on one y scale)."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)
         draw_metric(ax, panel.pop("x"), panel.pop("series"), **panel)
