@@ -69,7 +69,7 @@ from hetlb.model import System
 from hetlb.model.job_sizes import SCV_KINDS, JobSizes
 from hetlb.model.servers import RateCurve, concurrency_text
 from hetlb.policies import POLICIES
-from hetlb.policies.registry import WEIGHTED_RANDOM, policies_where
+from hetlb.policies.registry import JFSQ, L_JBA, WEIGHTED_RANDOM, policies_where
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening
 from hetlb.results.base import Result, versions
 from hetlb.scenario import Scenario, read_toml
@@ -467,10 +467,11 @@ def decision_difference(policy_id: str, system: System) -> str | None:
         return None
     factors = system.server_capacity / system.speed
     one_capacity_factor = np.allclose(factors, factors[0], rtol=1e-12)
-    if one_capacity_factor and (POLICIES[policy_id].code == WEIGHTED_RANDOM or policy_id == "l-jba"):
+    code = POLICIES[policy_id].code
+    if one_capacity_factor and code in (WEIGHTED_RANDOM, L_JBA):
         return None
     one_server_law = len(set(system.concurrency.tolist())) == 1 and len(set(system.rate_curve)) == 1
-    if policy_id == "jfsq" and one_server_law:
+    if code == JFSQ and one_server_law:
         return None
     return (
         f"{policy_id!r} decides on the backends' concurrency and rate curves, which hetlb serve does not know; "
