@@ -50,7 +50,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from hetlb import validation
 from hetlb.constants import UNLIMITED_CONCURRENCY
 from hetlb.errors import InputError
+from hetlb.live.answers import EVENT_STREAM
 from hetlb.live.backend import BackendSpec, Fleet, MultiSlotServer, fleet_servers, model_names
+from hetlb.live.load_reports import ENGINE_METRICS, ORCA_FORMAT, ORCA_LOAD, ORCA_RUNNING, ORCA_WAITING, QUEUE_LENGTH
 from hetlb.live.runtime import EpochClock
 from hetlb.model.servers import concurrency_text
 
@@ -60,8 +62,6 @@ DEFAULT_MAX_TOKENS = 16
 DEFAULT_MAX_MODEL_LEN = 8192
 ENGINES = ("vllm", "sglang")
 LOAD_METRICS_FORMATS = ("TEXT", "JSON")
-LOAD_METRICS_FORMAT_HEADER = "endpoint-load-metrics-format"
-LOAD_METRICS_HEADER = "endpoint-load-metrics"
 FINISHED_REASONS = ("length", "abort", "error")
 """How a request ends: all its tokens out (``length``), its client gone or the abort fault
 (``abort``), the error fault (``error``)."""
@@ -82,8 +82,8 @@ class MetricNames:
 
 METRIC_NAMES = {
     "vllm": MetricNames(
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
+        ENGINE_METRICS["vllm"].running,
+        ENGINE_METRICS["vllm"].waiting,
         "vllm:kv_cache_usage_perc",
         "vllm:prompt_tokens",
         "vllm:generation_tokens",
@@ -91,8 +91,8 @@ METRIC_NAMES = {
         None,
     ),
     "sglang": MetricNames(
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
+        ENGINE_METRICS["sglang"].running,
+        ENGINE_METRICS["sglang"].waiting,
         "sglang:token_usage",
         "sglang:prompt_tokens",
         "sglang:generation_tokens",
@@ -452,7 +452,7 @@ class Engine:
     ) -> web.StreamResponse:
         """The answer as server-sent events: one per output token as it is emitted, then the usage
         (when asked) and ``[DONE]``."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"})
         self.load_headers(request, response, generation)
         await response.prepare(request)
         sent = 0
@@ -497,15 +497,15 @@ class Engine:
         """``X-Queue-Length`` (the other requests in the engine now) and, when the request asks for it
         in ``endpoint-load-metrics-format``, the ORCA header ``endpoint-load-metrics``."""
         running, waiting = self.running_waiting()
-        response.headers["X-Queue-Length"] = str(running + waiting - (not generation.finished))
-        wanted = request.headers.get(LOAD_METRICS_FORMAT_HEADER, "").strip().upper()
+        response.headers[QUEUE_LENGTH] = str(running + waiting - (not generation.finished))
+        wanted = request.headers.get(ORCA_FORMAT, "").strip().upper()
         if wanted in LOAD_METRICS_FORMATS:
-            response.headers[LOAD_METRICS_HEADER] = orca_header(
+            response.headers[ORCA_LOAD] = orca_header(
                 wanted,
                 {
                     "kv_cache_usage_perc": self.cache_usage(running),
-                    "num_requests_waiting": float(waiting),
-                    "num_requests_running": float(running),
+                    ORCA_WAITING: float(waiting),
+                    ORCA_RUNNING: float(running),
                 },
             )
 

@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from hetlb.live.answers import EVENT_STREAM
+
 QUEUE_LENGTH = "X-Queue-Length"
 ORCA_LOAD = "endpoint-load-metrics"
 """The ORCA load report on an answer: ``TEXT k=v, named_metrics.x=v`` or ``JSON {...}``."""
@@ -23,7 +25,6 @@ ORCA_FORMAT = "endpoint-load-metrics-format"
 """The request header that asks an engine (vLLM) for ORCA load reports in that format."""
 ORCA_RUNNING, ORCA_WAITING = "num_requests_running", "num_requests_waiting"
 """The ORCA named metrics whose sum is a backend's number in system (both required)."""
-EVENT_STREAM = "text/event-stream"
 MAX_REPORT = 10**9
 MAX_SCRAPE_BYTES = 8 * 2**20
 """The largest metrics answer read; a longer one is malformed (a real vLLM answer is ~100 KB)."""

@@ -125,9 +125,12 @@ def host_port(url: str) -> str:
     return parts.netloc
 
 
-def pool_of(backends: list[tuple[str, float]], pools: dict[str, list[int]] | None) -> dict[str, list[int]]:
-    """The pools (name: indices of ``backends``): one pool ``fleet`` of every backend without ``pools``."""
-    return {"fleet": list(range(len(backends)))} if pools is None else pools
+def weighted_pools(backends: list[tuple[str, float]], pools: dict[str, list[int]] | None):
+    """Each pool's name and its servers as (index in ``backends``, HOST:PORT, weight), the weights in
+    proportion to the speeds within the pool; one pool ``fleet`` of every backend without ``pools``."""
+    for name, members in ({"fleet": list(range(len(backends)))} if pools is None else pools).items():
+        weights = weight_of([backends[s][1] for s in members])
+        yield name, [(s, host_port(backends[s][0]), weight) for s, weight in zip(members, weights)]
 
 
 def haproxy_config(
@@ -142,11 +145,8 @@ def haproxy_config(
     ``pools`` one section per pool chosen by ROUTE_HEADER (none for another value: 503); every answer
     carries ``X-Backend: http://IP:PORT`` of the server that produced it."""
     sections = []
-    for name, members in pool_of(backends, pools).items():
-        weights = weight_of([backends[s][1] for s in members])
-        servers = "\n".join(
-            f"    server s{s} {host_port(backends[s][0])} weight {weight}" for s, weight in zip(members, weights)
-        )
+    for name, members in weighted_pools(backends, pools):
+        servers = "\n".join(f"    server s{s} {where} weight {weight}" for s, where, weight in members)
         sections.append(
             f"""backend pool_{name}
     balance {method}
@@ -187,11 +187,8 @@ def nginx_config(
     answers relayed unbuffered; kept-alive connections, and ``X-Backend: http://IP:PORT`` on every
     answer."""
     upstreams = []
-    for name, members in pool_of(backends, pools).items():
-        weights = weight_of([backends[s][1] for s in members])
-        servers = "\n".join(
-            f"        server {host_port(backends[s][0])} weight={weight};" for s, weight in zip(members, weights)
-        )
+    for name, members in weighted_pools(backends, pools):
+        servers = "\n".join(f"        server {where} weight={weight};" for _, where, weight in members)
         upstreams.append(
             f"""    upstream pool_{name} {{
         zone pool_{name} 1m;

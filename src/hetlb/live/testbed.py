@@ -631,36 +631,29 @@ class Testbed(Result):
         testbed = self.scenario
         rate = system.total_arrival_rate / testbed.mean_service_ms * 1e3
         proportions = {name: float(r) for name, r in zip(testbed.type_names(), system.arrival_rate)}
-        if testbed.engine is not None:
-            engine = testbed.engine
-            several = len(targets) > 1 and not per_model
-            window = default_herd_window(system) * testbed.mean_service_ms / 1e3 if several else None
-            return InferenceLoadSpec(
-                targets=tuple(targets),
-                rate=rate,
-                duration=testbed.duration,
-                warmup=testbed.warmup,
-                seed=testbed.seed,
-                arrivals=system.arrivals,
-                time_unit_ms=testbed.mean_service_ms,
-                models=proportions,
-                prompt_tokens=engine.prompt_tokens,
-                prompt_law=engine.prompt_law,
-                output_tokens=engine.output_tokens,
-                output_law=engine.output_law,
-                model_header=ROUTE_HEADER if route_header else None,
-                herd_window=window,
-                target_per_model=per_model,
-            )
-        return LoadSpec(
-            targets=tuple(targets),
-            rate=rate,
-            duration=testbed.duration,
-            warmup=testbed.warmup,
-            seed=testbed.seed,
-            job_types=proportions,
-            arrivals=system.arrivals,
-            time_unit_ms=testbed.mean_service_ms,
+        common = {
+            "targets": tuple(targets),
+            "rate": rate,
+            "duration": testbed.duration,
+            "warmup": testbed.warmup,
+            "seed": testbed.seed,
+            "arrivals": system.arrivals,
+            "time_unit_ms": testbed.mean_service_ms,
+        }
+        if testbed.engine is None:
+            return LoadSpec(job_types=proportions, **common)
+        engine = testbed.engine
+        several = len(targets) > 1 and not per_model
+        return InferenceLoadSpec(
+            models=proportions,
+            prompt_tokens=engine.prompt_tokens,
+            prompt_law=engine.prompt_law,
+            output_tokens=engine.output_tokens,
+            output_law=engine.output_law,
+            model_header=ROUTE_HEADER if route_header else None,
+            herd_window=default_herd_window(system) * testbed.mean_service_ms / 1e3 if several else None,
+            target_per_model=per_model,
+            **common,
         )
 
     def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:

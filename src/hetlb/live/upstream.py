@@ -290,8 +290,8 @@ class UpstreamPool:
         Host and the framing headers; ``body``: bytes, None, or an async iterator of chunks, sent
         chunked) and await its answer's headers: the :class:`Answer` to read the body from, then
         to :meth:`Answer.finish`."""
-        held = body is None or type(body) is bytes
-        head = self.head(method, target, headers, body, held)
+        whole = body is None or type(body) is bytes  # else an async iterator of chunks
+        head = self.head(method, target, headers, body, whole)
         for attempt in (0, 1):
             answer = self.idle_connection() if attempt == 0 else None
             reused = answer is not None
@@ -301,7 +301,7 @@ class UpstreamPool:
             answer.expects_body = method != "HEAD"
             assert answer.transport is not None
             try:
-                if held:
+                if whole:
                     answer.transport.write(head + body if body else head)
                 else:
                     answer.transport.write(head)
@@ -315,20 +315,20 @@ class UpstreamPool:
                 return answer
             except BackendClosed:
                 answer.close()
-                if not (reused and held and not answer.received):  # else: a stale kept-alive connection
+                if not (reused and whole and not answer.received):  # else: a stale kept-alive connection
                     raise
             except BaseException:
                 answer.close()
                 raise
         raise AssertionError("the second attempt returns or raises")
 
-    def head(self, method: str, target: str, headers, body, held: bool) -> bytes:
-        """The request line and headers, with Host and the body's framing (``held``: the body is
+    def head(self, method: str, target: str, headers, body, whole: bool) -> bytes:
+        """The request line and headers, with Host and the body's framing (``whole``: the body is
         bytes or None, else it streams, chunked)."""
         text = f"{method} {target} HTTP/1.1\r\nHost: {self.host_header}\r\n" + "".join(
             f"{name}: {value}\r\n" for name, value in headers
         )
-        if not held:
+        if not whole:
             text += "Transfer-Encoding: chunked\r\n"
         elif body or (body is not None and method not in BODILESS):
             text += f"Content-Length: {len(body)}\r\n"
