@@ -481,11 +481,11 @@ class Fleet:
                 site = web.TCPSite(runner, backend.spec.host, backend.spec.port)
                 await site.start()
                 backend.url = url(backend.spec.host, runner.addresses[0][1])
-        except OSError as error:
+        except (OSError, UnicodeError, ValueError, OverflowError) as error:  # UnicodeError: a name IDNA refuses
             await self.stop()
-            raise InputError(
-                "--listen", f"cannot listen on {backend.spec.host}:{backend.spec.port}: {error.strerror or error}"
-            ) from None
+            where = validation.shorten(f"{backend.spec.host}:{backend.spec.port}")
+            reason = getattr(error, "strerror", None) or error
+            raise InputError("--listen", f"cannot listen on {where}: {reason}") from None
         return self.urls
 
     async def stop(self) -> None:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.live.addresses import check_host, http_url
 from hetlb.live.load_reports import ENGINE_METRICS, METRIC_NAME, EngineMetrics
 from hetlb.policies.registry import POLICIES, Policy, make_policy, policies_where
 from hetlb.signals import (
@@ -247,6 +248,7 @@ def address(name: str, value) -> Address:
     if match is None:
         raise InputError(name, f"must be HOST:PORT, got {validation.shown(text)}")
     host = match[1] or match[3]
+    check_host(name, host)
     port = int(match[2] or match[4])
     if not 1 <= port <= MAX_PORT:
         raise InputError(name, f"the port must be in 1..{MAX_PORT}, got {port}")
@@ -262,17 +264,9 @@ def job_type(name: str, value) -> str:
 
 def backend_url(name: str, value) -> str:
     """An http:// or https:// URL with a host and a port (a path prefix allowed), nothing else."""
-    text = validation.text(name, value)
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError as error:
-        raise InputError(name, f"not a URL ({error}): {validation.shown(text)}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(name, f"must be an http:// or https:// URL with a host, got {validation.shown(text)}")
-    if port is None:
-        raise InputError(name, f"must name its port, e.g. http://127.0.0.1:9001, got {validation.shown(text)}")
-    if parts.query or parts.fragment or parts.username or parts.password or " " in text:
+    text = http_url(name, validation.text(name, value), port=True)
+    parts = urlsplit(text)
+    if parts.query or parts.fragment or parts.username or parts.password:
         raise InputError(name, f"must have no query, fragment or user, got {validation.shown(text)}")
     return text
 
@@ -505,6 +499,7 @@ def policy_from(value, d: int | None, p_hat: float | None) -> Policy:
     policy_id = table.pop("id", None)
     if policy_id is None:
         raise InputError("policy.id", "missing")
+    policy_id = validation.text("policy.id", policy_id)
     if policy_id not in LIVE_POLICIES:
         hint = "" if policy_id not in POLICIES else f" ({policy_id} does not run live)"
         raise InputError(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.admin import add_fleet_routes
 from hetlb.live.config import Address, ServeConfig
@@ -53,7 +54,9 @@ def bind(name: str, address: Address) -> socket.socket:
     try:
         infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise InputError(name, f"cannot resolve {address.host}: {error.strerror}") from None
+        raise InputError(name, f"cannot resolve {validation.shorten(address.host)}: {error.strerror}") from None
+    except (UnicodeError, ValueError, OverflowError) as error:  # a name IDNA refuses, a port out of range
+        raise InputError(name, f"cannot resolve {validation.shorten(address.host)}: {error}") from None
     family, kind, protocol, _, where = infos[0]
     sock = socket.socket(family, kind, protocol)
     try:
