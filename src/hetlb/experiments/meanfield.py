@@ -15,6 +15,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import POLICIES
+from hetlb.simulation.continuous import EVENTS_PER_S_AT_MOST
 from hetlb.simulation.simulate import simulate
 from hetlb.theory.meanfield import MeanFieldLimit, mean_field_settling_time
 from hetlb.theory.meanfield.classes import fleet
@@ -91,9 +92,6 @@ def compare_with_simulation(
 SIMULATED_BYTES_PER_SERVER_AT_LEAST = 400
 """Bytes a simulation holds per server at the least (hetlb.simulation.continuous.run_memory: its
 records, trees, key buckets and row of the graph), with the fleet's arrays built for it."""
-EVENTS_PER_S_AT_MOST = 1e8
-"""More events than the continuous kernel simulates in a second on any machine (about 1e7 measured,
-benchmarks/floor_ratio.py): the time estimate is a lower bound."""
 
 
 def check_comparison_cost(limit: MeanFieldLimit, n_servers: int, jobs: int, replications: int, warmup: float) -> None:
