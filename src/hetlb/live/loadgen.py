@@ -123,10 +123,12 @@ class OpenLoopSpec:
             validation.positive_finite_array("--shares", self.shares)
 
     def check_cost(self) -> None:
-        """Refuse a load whose arrivals one process cannot draw in the run's time (at most
-        ARRIVALS_PER_S_AT_MOST a second) or whose measurements do not fit in memory."""
+        """Refuse a load longer than a day (validation.TIME_LIMIT_S), one whose arrivals one process
+        cannot draw in the run's time (at most ARRIVALS_PER_S_AT_MOST a second), or one whose
+        measurements do not fit in memory."""
         total = self.warmup + self.duration
         arrivals = self.rate * total
+        validation.check_cost("--duration", f"a load of {total:g} s", seconds=total, advice="run it in parts")
         validation.check_cost(
             "--rate",
             f"{validation.quantity(arrivals)} requests in {total:g} s",
