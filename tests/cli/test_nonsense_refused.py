@@ -95,7 +95,8 @@ def test_a_policy_id_that_is_not_a_text_is_refused(tmp_path):
         (["--method", "CONNECT"], "--method: CONNECT asks for a tunnel"),
         (["--method", "connect"], "--method: CONNECT asks for a tunnel"),
         (["--rate", "1e9", "--duration", "0.5"], "--rate: 5e+08 requests in 0.5 s would take at least 50 s"),
-        (["--rate", "1e308", "--duration", "1e308"], "--rate: inf requests"),
+        (["--rate", "1e308", "--duration", "1"], "--rate: 1e+308 requests in 1 s needs about inf GiB"),
+        (["--rate", "1", "--duration", "1e308"], "--duration: a load of 1e+308 s would take at least"),
     ],
 )
 def test_loadgen_refuses_what_no_request_can_carry(argv, message, capsys):
@@ -199,3 +200,20 @@ def test_testbed_checks_its_output_folder_before_the_run(monkeypatch, tmp_path, 
     assert one_error_line(capsys).startswith("hetlb: error: --out: cannot use /proc/nope")
     made = validation.output_folder("--out", tmp_path / "a" / "b", make=True)
     assert made.is_dir() and not list(made.iterdir())
+
+
+def test_snapshots_to_many_dispatchers_are_estimated_first():
+    """100 servers x 10,000 dispatchers / tau = 1e-4: 1e10 messages a time unit over the 2e3 time
+    units of 1e5 jobs at arrival rate 50: 2e13 messages, beyond a day at 1e8 a second."""
+    import hetlb
+
+    system = hetlb.System.from_speeds([1.0] * 100, load=0.5)
+    with pytest.raises(InputError, match=r"\(2e\+13 messages\) would take at least") as error:
+        hetlb.simulate(system, "jsq", dispatchers=10_000, update="snapshot:tau=0.0001", jobs=100_000)
+    assert error.value.field == "update"
+
+
+def test_loadgen_refuses_a_run_longer_than_a_day(capsys):
+    argv = ["loadgen", "--target", "http://127.0.0.1:9", "--rate", "1", "--duration", "90000"]
+    assert main(argv) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: --duration: a load of 90000 s would take at least 25.0 h, more than 24.0 h")
