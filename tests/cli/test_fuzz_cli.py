@@ -56,6 +56,14 @@ def test_outcomes_are_classified(result, invalid, status):
     assert fuzz_cli.classify(fake_case(invalid=invalid), result)[0] == status
 
 
+def test_a_valid_enormous_run_out_of_time_is_too_slow_not_a_hang():
+    timed_out = outcome(timeout=True, where="hetlb/simulation/continuous.py:1 in run")
+    enormous = fuzz_cli.Case(0, 0, "simulate", "simulate", ["simulate"], {}, [], [], ["run.jobs 2147483648"])
+    assert fuzz_cli.classify(enormous, timed_out)[0] == "too-slow"
+    unread = fuzz_cli.Case(0, 0, "simulate", "simulate", ["simulate"], {}, [], [], ["the judge could not read"])
+    assert fuzz_cli.classify(unread, timed_out)[0] == "hang"
+
+
 def test_a_verdict_is_exit_1_of_policies_check_and_reproduce():
     assert fuzz_cli.classify(fake_case("policies"), outcome(1, stdout="jsq FAILS"))[0] == "verdict"
     assert fuzz_cli.classify(fake_case("bound"), outcome(1, stdout="?"))[0] == "bad-exit"

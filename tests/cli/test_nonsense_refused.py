@@ -216,4 +216,6 @@ def test_snapshots_to_many_dispatchers_are_estimated_first():
 def test_loadgen_refuses_a_run_longer_than_a_day(capsys):
     argv = ["loadgen", "--target", "http://127.0.0.1:9", "--rate", "1", "--duration", "90000"]
     assert main(argv) == 2
-    assert one_error_line(capsys).startswith("hetlb: error: --duration: a load of 90000 s would take at least 25.0 h, more than 24.0 h")
+    assert one_error_line(capsys).startswith(
+        "hetlb: error: --duration: a load of 90000 s would take at least 25.0 h, more than 24.0 h"
+    )

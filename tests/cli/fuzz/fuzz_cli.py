@@ -81,7 +81,18 @@ SERVING = ("serve", "backend")
 (or after STOP_AFTER_S), and is fine when it then exits 0."""
 STOP_AFTER_S = 5.0
 """Seconds after which a server that has not said it listens is stopped all the same."""
-FAILURES = ("traceback", "hang", "crash", "nonsense-accepted", "long-error", "unclean-error", "bad-exit")
+FAILURES = (
+    "traceback",
+    "hang",
+    "too-slow",
+    "crash",
+    "nonsense-accepted",
+    "long-error",
+    "unclean-error",
+    "bad-exit",
+)
+"""What a case may fail with; "too-slow" is a valid input that asks for a long run (the judge's
+reason given: a billion jobs) and did not finish in the time limit, told apart from a hang."""
 FINE = ("ok", "verdict", "error")
 VERDICT_COMMANDS = ("policies", "reproduce")
 """Commands whose exit status 1 is a verdict (a failed conformance check or claim), not an error."""
@@ -1432,7 +1443,7 @@ class Judge:
             if system.get("ties", "independent") not in ("independent", "shared"):
                 self.bad("system.ties: unknown", repr(system.get("ties"))[:40])
         if command in ("simulate", "sweep", "exact", "bound", "graph", "tune"):
-            self.policy(policy, model, command)
+            self.policy(policy, model, command, with_dispatchers="dispatchers" in system)
         if command in ("simulate", "sweep"):
             self.run_table(run, model, system)
 
@@ -1543,14 +1554,17 @@ class Judge:
         elif trials:
             self.bad(f"{name}: only a binomial has trials", value[:40])
 
-    def policy(self, policy, model, command):
+    def policy(self, policy, model, command, with_dispatchers: bool = False):
+        """``with_dispatchers``: the continuous model's dispatchers, which run the policies on
+        estimates (the LED policies of the slotted model included)."""
         pid = policy.get("id", "jsq")
         policies = registry()["policies"]
         if not isinstance(pid, str) or pid not in policies:
             self.bad("policy: unknown id", repr(pid)[:40])
             return
         spec = policies[pid]
-        if command in ("simulate", "sweep") and model not in spec["models"]:
+        on_dispatchers = with_dispatchers and model == "continuous" and spec["on_estimates"]
+        if command in ("simulate", "sweep") and model not in spec["models"] and not on_dispatchers:
             self.bad(f"policy: {pid} has no rule in the {model} model")
         if command == "exact" and not spec["exact"]:
             self.bad(f"policy: {pid} has no exact rule")
@@ -2375,13 +2389,13 @@ def noise_key(line: str) -> str:
 def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
     """(status, cause, detail) of an outcome: a fine one (FINE) or a failure (FAILURES)."""
     command = f"hetlb {case.command}".strip() if case.command in command_flags() else "hetlb"
-    enormous = case.costly and not case.invalid
+    enormous = not case.invalid and any(not why.startswith("the judge could not") for why in case.costly)
     if outcome.get("killed") or outcome.get("timeout"):
         at = f"time limit at {outcome['where']}" if outcome.get("timeout") else "no answer in time, killed"
         after = outcome.get("after")
         then = f"then {'killed' if after.get('killed') else 'died: ' + after.get('crashed', '?')}" if after else ""
         if enormous:
-            return "hang", f"{at} ({command}, valid but enormous input)", f"{case.costly[0]} {then}".strip()
+            return "too-slow", f"{at} ({command}, valid but enormous input)", f"{case.costly[0]} {then}".strip()
         return "hang", f"{at} ({command})", then
     if outcome.get("crashed"):
         return "crash", f"the process died ({outcome['crashed']}): {command}", ""
