@@ -8,6 +8,9 @@ TOML files (wrong types, missing or unknown tables and keys, binary, UTF-16, dee
 (missing, a directory, /dev/null, /dev/zero, a file where a folder is expected) and combinations.
 These inputs, and the options of the small valid invocations, are data in corpus.toml beside this
 file (its header explains the notation for values TOML cannot hold); this module holds the logic.
+The live commands are among them: serve (flags, --config, a backends file) and backend are sent
+SIGTERM as soon as they listen and must exit 0; loadgen sends to the discard port; a valid
+testbed runs only in campaigns.
 
 Cases run in-process through ``hetlb.cli.main`` in child processes, a fresh child per batch, each
 child with a capped address space and each case under a time limit; a child that does not answer
@@ -27,6 +30,7 @@ slow (a million jobs, a process pool, the paper scale) run only in campaigns, no
     python tests/cli/fuzz/fuzz_cli.py --cases 3000 --seed 1   # a campaign: failures grouped by cause
     python tests/cli/fuzz/fuzz_cli.py --fixed                  # the set tests/cli/test_fuzz_cli.py runs
     python tests/cli/fuzz/fuzz_cli.py --replay 1:417           # one case again, with its full output
+    python tests/cli/fuzz/fuzz_cli.py --cases 2000 --seed 26 --templates live   # the live commands and the newer ones
 """
 
 from __future__ import annotations
@@ -1879,7 +1883,8 @@ class Judge:
         if doc is not None and (set(doc) - {"system", "testbed", "run"}):
             self.bad("testbed: unknown table", repr(sorted(set(doc) - {"system", "testbed", "run"}))[:40])
         self.output_folder("--out", ns.out)
-        self.slow("a testbed starts backends, a dispatcher and a load generator for seconds")
+        if not self.invalid:  # refused, it is cheap: the fixed set has it
+            self.slow("a testbed starts backends, a dispatcher and a load generator for seconds")
 
     def command_policies(self, ns):
         if ns.check == []:  # a bare --check checks every policy: tens of seconds
