@@ -219,3 +219,19 @@ def test_loadgen_refuses_a_run_longer_than_a_day(capsys):
     assert one_error_line(capsys).startswith(
         "hetlb: error: --duration: a load of 90000 s would take at least 25.0 h, more than 24.0 h"
     )
+
+
+@pytest.mark.parametrize("kind", ["loop", "fifo", "/dev/zero"])
+def test_a_backends_file_that_is_no_regular_file_is_refused_without_reading(kind, tmp_path, monkeypatch, capsys):
+    """A loop of symbolic links (RuntimeError of Path.resolve), a FIFO (open blocks) and /dev/zero
+    (reading never ends): one line each, before anything listens."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    path = kind
+    if kind == "loop":
+        os.symlink("loop", "loop")
+    elif kind == "fifo":
+        os.mkfifo("fifo")
+    assert main(["serve", "--listen", "127.0.0.1:8000", "--backends-file", path]) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: backends_file: ")

@@ -193,7 +193,11 @@ class ServeConfig:
                 raise InputError(
                     "backends_file", "the backends come from the file: give no backends (--backend) with it"
                 )
-            data["backends_file"] = str(Path(validation.text("backends_file", data["backends_file"])).resolve())
+            path = validation.path("backends_file", data["backends_file"])
+            try:
+                data["backends_file"] = str(path.resolve())
+            except (OSError, RuntimeError) as error:  # RuntimeError: a loop of symbolic links
+                raise InputError("backends_file", f"cannot use {validation.shown(str(path))}: {error}") from None
             from_file = read_backends_file(data["backends_file"])
         elif "backends" not in data:
             raise InputError("backends", "give at least one backend (--backend URL[,speed=S][,types=A|B][,buffer=B])")
@@ -351,6 +355,10 @@ def parse_backends(name: str, value) -> tuple[Backend, ...]:
     return backends
 
 
+MAX_BACKENDS_FILE_BYTES = 8 * 2**20
+"""The largest backends file read (a larger one is refused rather than read into memory)."""
+
+
 def read_backends_file(path) -> tuple[Backend, ...]:
     """The backends of a TOML or JSON file with a top-level ``backends`` list (the configuration's
     syntax); a file ending in .json is JSON, any other TOML. InputError naming ``backends_file``."""
@@ -358,8 +366,17 @@ def read_backends_file(path) -> tuple[Backend, ...]:
     import tomllib
 
     name = "backends_file"
+    found = Path(path)
     try:
-        text = Path(path).read_text()
+        if not found.is_file():  # a FIFO would block, /dev/zero never end
+            raise InputError(name, f"{validation.shown(str(path))} is not a regular file")
+        with found.open("rb") as handle:
+            raw = handle.read(MAX_BACKENDS_FILE_BYTES + 1)
+        if len(raw) > MAX_BACKENDS_FILE_BYTES:
+            raise InputError(
+                name, f"{validation.shown(str(path))} is larger than {MAX_BACKENDS_FILE_BYTES // 2**20} MiB"
+            )
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(
             name, f"cannot read {validation.shown(str(path))}: {getattr(error, 'strerror', None) or error}"
