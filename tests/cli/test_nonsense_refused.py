@@ -235,3 +235,26 @@ def test_a_backends_file_that_is_no_regular_file_is_refused_without_reading(kind
         os.mkfifo("fifo")
     assert main(["serve", "--listen", "127.0.0.1:8000", "--backends-file", path]) == 2
     assert one_error_line(capsys).startswith("hetlb: error: backends_file: ")
+
+
+def test_a_scenario_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "scenario.toml"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        assert main(["simulate", "--config", path]) == 2
+        assert one_error_line(capsys).endswith("is not a regular file")
+
+
+def test_a_testbed_value_json_cannot_write_is_refused_by_the_scenario_check(tmp_path, capsys):
+    bed = tmp_path / "bed.toml"
+    bed.write_text('[system]\nspeeds = "2x1"\n[testbed]\nloads = [0.3]\nduration = 0.5\n[run]\njobs = 1979-05-27\n')
+    assert main(["testbed", str(bed), "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: run.jobs: ")
+
+
+def test_an_engine_context_beyond_a_count_is_refused(capsys):
+    argv = ["backend", "--listen", "127.0.0.1:0", "--openai", "--models", "a", "--max-model-len", str(2**64)]
+    assert main(argv) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: --max-model-len: must be an integer <= 2^62")
