@@ -368,7 +368,7 @@ def read_backends_file(path) -> tuple[Backend, ...]:
     name = "backends_file"
     found = Path(path)
     try:
-        if not found.is_file():  # a FIFO would block, /dev/zero never end
+        if found.exists() and not found.is_file():  # a FIFO would block, /dev/zero never end
             raise InputError(name, f"{validation.shown(str(path))} is not a regular file")
         with found.open("rb") as handle:
             raw = handle.read(MAX_BACKENDS_FILE_BYTES + 1)
