@@ -64,6 +64,18 @@ def test_a_valid_enormous_run_out_of_time_is_too_slow_not_a_hang():
     assert fuzz_cli.classify(unread, timed_out)[0] == "hang"
 
 
+def test_servers_are_stopped_as_soon_as_they_take_sigterm_and_exit_0():
+    """SIGTERM as soon as the server has its handler: with several dispatchers that is while the
+    parent forks them (a stop then must reach every child, which exits 0 before it serves)."""
+    port = fuzz_cli.serve_port(fuzz_cli.random.Random(5))
+    serve = ["serve", "--listen", f"127.0.0.1:{port}", "--backend", "http://127.0.0.1:9"]
+    argvs = [serve, [*serve, "--dispatchers", "3"], ["backend", "--listen", "127.0.0.1:0"]]
+    cases = [fuzz_cli.Case(0, index, argv[0], argv[0], argv, {}, [], [], []) for index, argv in enumerate(argvs)]
+    report = fuzz_cli.run_cases(cases)
+    assert [report.outcomes[case.id]["status"] for case in cases] == ["ok", "ok", "ok"], report.summary()
+    assert all(report.outcomes[case.id]["stopped"] for case in cases)
+
+
 def test_a_verdict_is_exit_1_of_policies_check_and_reproduce():
     assert fuzz_cli.classify(fake_case("policies"), outcome(1, stdout="jsq FAILS"))[0] == "verdict"
     assert fuzz_cli.classify(fake_case("bound"), outcome(1, stdout="?"))[0] == "bad-exit"

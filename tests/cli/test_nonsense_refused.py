@@ -258,3 +258,9 @@ def test_an_engine_context_beyond_a_count_is_refused(capsys):
     argv = ["backend", "--listen", "127.0.0.1:0", "--openai", "--models", "a", "--max-model-len", str(2**64)]
     assert main(argv) == 2
     assert one_error_line(capsys).startswith("hetlb: error: --max-model-len: must be an integer <= 2^62")
+
+
+def test_model_ids_are_printable_utf8(capsys):
+    for models in ["a,\udcff\udcfe", "a,b\x07"]:  # bytes that are not UTF-8 (as argv gives them), a control
+        assert main(["backend", "--listen", "127.0.0.1:0", "--openai", "--models", models]) == 2
+        assert one_error_line(capsys).startswith("hetlb: error: --models: ")

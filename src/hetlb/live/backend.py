@@ -120,15 +120,19 @@ def parse_listen(text: str) -> list[BackendSpec]:
 
 
 def model_names(field: str, text: str, separator: str = ",") -> tuple[str, ...]:
-    """The model ids of a list such as ``llama-3-8b,qwen-7b``: each non-empty, without spaces, once."""
+    """The model ids of a list such as ``llama-3-8b,qwen-7b``: each non-empty, printable UTF-8
+    without spaces, once."""
+    validation.utf8(field, text)
     names = tuple(name.strip() for name in text.split(separator))
     for name in names:
-        if not name or any(character.isspace() for character in name):
+        if not name or not name.isprintable() or any(character.isspace() for character in name):
             raise InputError(
-                field, f"model ids are non-empty and without spaces, separated by {separator!r}, got {text!r}"
+                field,
+                f"model ids are non-empty, printable and without spaces, separated by {separator!r}, "
+                f"got {validation.shown(text)}",
             )
     if len(set(names)) != len(names):
-        raise InputError(field, f"each model id once, got {text!r}")
+        raise InputError(field, f"each model id once, got {validation.shown(text)}")
     return names
 
 
