@@ -264,3 +264,27 @@ def test_model_ids_are_printable_utf8(capsys):
     for models in ["a,\udcff\udcfe", "a,b\x07"]:  # bytes that are not UTF-8 (as argv gives them), a control
         assert main(["backend", "--listen", "127.0.0.1:0", "--openai", "--models", models]) == 2
         assert one_error_line(capsys).startswith("hetlb: error: --models: ")
+
+
+def test_an_mmpp_of_a_tiny_rate_ends_at_the_run_s_horizon():
+    """At 1e-300 a second no phase draws an arrival: the generator stops once a phase starts
+    past the horizon (it looped for ever), and what it yields before is what the unbounded one yields."""
+    import itertools
+
+    from hetlb.live.loadgen import LoadGenerator
+
+    tiny = LoadSpec(("http://127.0.0.1:9",), 1e-300, 0.5, arrivals="mmpp:ratio=2,on=5,off=5")
+    assert list(LoadGenerator(tiny, progress=False).arrivals(np.random.default_rng(0), horizon=0.5)) == []
+    spec = LoadSpec(("http://127.0.0.1:9",), 200.0, 2.0, seed=3, arrivals="mmpp:ratio=4,on=5,off=10")
+    bounded = list(LoadGenerator(spec, progress=False).arrivals(np.random.default_rng(3), horizon=2.0))
+    unbounded = LoadGenerator(spec, progress=False).arrivals(np.random.default_rng(3))
+    assert bounded and [a[:2] for a in bounded] == [a[:2] for a in itertools.islice(unbounded, len(bounded))]
+
+
+def test_loadgen_and_speed_laws_refuse_values_beyond_their_type(capsys):
+    argv = ["loadgen", "--target", "http://127.0.0.1:9", "--rate", "1", "--duration", "1"]
+    assert main([*argv, "--max-in-flight", "99999999999999999999"]) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: --max-in-flight: must be an integer <= 2^62")
+    law = "discrete:speeds=[1,2],probabilities=[0.5,0.5]\udcff"
+    assert main(["simulate", "--n-servers", "3", "--speed-distribution", law, "--load", "0.5"]) == 2
+    assert one_error_line(capsys).startswith("hetlb: error: system.speed_distribution.probabilities: must be numbers")

@@ -115,7 +115,7 @@ class OpenLoopSpec:
         self.check_cost()
         validation.seed("--seed", self.seed)
         validation.positive_number("--timeout", self.timeout)
-        validation.integer("--max-in-flight", self.max_in_flight, 1)
+        validation.count("--max-in-flight", self.max_in_flight)
         validation.integer("--batches", self.batches, 2, 128)
         if self.shares is not None:
             if len(self.shares) != len(self.targets):
@@ -373,18 +373,20 @@ class OpenLoopGenerator:
         """Send one request (``sent``: the monotonic clock at its send) and return what it measured."""
         raise NotImplementedError
 
-    def arrivals(self, rng: np.random.Generator):
-        """(epoch offset, target index, mark) of every arrival, in order, forever."""
-        for epochs, target in self.epochs(rng):
+    def arrivals(self, rng: np.random.Generator, horizon: float = math.inf):
+        """(epoch offset, target index, mark) of every arrival, in order, forever (or, for an MMPP,
+        until its phases pass ``horizon`` seconds: one of tiny rates may draw no arrival for ever)."""
+        for epochs, target in self.epochs(rng, horizon):
             yield from zip(epochs.tolist(), target.tolist(), self.marks(rng, len(epochs)))
 
-    def epochs(self, rng: np.random.Generator):
-        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever."""
+    def epochs(self, rng: np.random.Generator, horizon: float = math.inf):
+        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever (an
+        MMPP's until ``horizon``)."""
         spec = self.spec
         process = spec.arrivals
         targets = spec.target_probabilities()
         if process.kind == "mmpp":
-            yield from self.mmpp_epochs(rng, targets)
+            yield from self.mmpp_epochs(rng, targets, horizon)
             return
         batch = process.mean_batch if process.kind == "batch" else 1.0
         offset = 0.0
@@ -397,9 +399,10 @@ class OpenLoopGenerator:
                 yield starts, rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
             offset = float(starts[-1])
 
-    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray):
+    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray, horizon: float = math.inf):
         """The MMPP's chunks: from its stationary phase, exponential phase sojourns (means T1 and
-        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each."""
+        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each, until a phase
+        starts after ``horizon`` seconds."""
         spec = self.spec
         process = spec.arrivals
         unit_s = spec.time_unit_ms / 1e3
@@ -407,7 +410,7 @@ class OpenLoopGenerator:
         means = (process.on * unit_s, process.off * unit_s)
         phase = 0 if rng.random() < process.on_probability() else 1
         start, end = 0.0, rng.exponential(means[phase])
-        while True:
+        while start < horizon:
             expected = rates[phase] * (end - start)  # draw about what the phase needs, at most a chunk
             count = int(min(ARRIVAL_CHUNK, 2 * expected + 16))
             epochs = start + np.cumsum(rng.exponential(1.0 / rates[phase], count))
@@ -445,7 +448,7 @@ class OpenLoopGenerator:
         start = time.monotonic() + START_DELAY_S
         window_start = start + spec.warmup
         end = window_start + spec.duration
-        for offset, target, mark in self.arrivals(np.random.default_rng(spec.seed)):
+        for offset, target, mark in self.arrivals(np.random.default_rng(spec.seed), spec.warmup + spec.duration):
             scheduled = start + offset
             if scheduled >= end:
                 break
