@@ -174,6 +174,10 @@ class ServeConfig:
     max_body_bytes: int = 16 * 2**20
     max_header_bytes: int = 8190
     max_in_flight: int = 10_000
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keep_alive_timeout: float = 75.0
+    trust_forwarded: bool = False
     engine_metrics: dict = field(default_factory=dict)
     backends_file: str | None = None
     backends_file_interval: float = 1.0
@@ -600,6 +604,10 @@ CONFIG_KEYS = {
     "max_body_bytes": positive_int(0, 2**40),
     "max_header_bytes": positive_int(256, 2**20),
     "max_in_flight": positive_int(1, 10_000_000),
+    "header_timeout": duration,
+    "body_timeout": duration,
+    "keep_alive_timeout": duration,
+    "trust_forwarded": validation.flag,
     "engine_metrics": parse_engine_metrics,
     "backends_file": lambda name, value: validation.text(name, value),  # read by from_mapping
     "backends_file_interval": duration,

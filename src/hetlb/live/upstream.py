@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httptools
 from multidict import CIMultiDict
@@ -70,6 +70,7 @@ class Answer(asyncio.Protocol):
         self.expects_body = True
         self.chunked = False
         self.reusable = False
+        self.exchanging = False  # between a request's sending and the end of its answer's reading
         self.drained: asyncio.Future | None = None
 
     # --- the connection --------------------------------------------------------------------------
@@ -78,6 +79,9 @@ class Answer(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.complete or not self.exchanging:  # more than the answer announced, or bytes unasked
+            self.broken()
+            return
         self.received = True
         try:
             self.parser.feed_data(data)
@@ -107,7 +111,20 @@ class Answer(asyncio.Protocol):
         if self.drained is not None:
             await self.drained
 
+    def broken(self) -> None:
+        """The backend sent bytes outside an answer: the connection cannot be framed any more; it
+        is closed and the pool told (a failure of the backend, though the answer was whole)."""
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.abort()
+        if self.pool.on_broken is not None:
+            self.pool.on_broken()
+
     # --- the parser's callbacks ----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise BackendClosed("bytes beyond the answer")  # (the parser's caller takes it as malformed)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw_headers.append((name, value))
@@ -158,6 +175,9 @@ class Answer(asyncio.Protocol):
             waiter.set_result(None)
 
     def fail(self, error: BaseException) -> None:
+        if self.complete:
+            self.broken()
+            return
         if self.error is None:
             self.error = error
         waiter = self.waiter
@@ -237,7 +257,14 @@ class UpstreamPool:
     """The kept-alive connections to one backend (``host``, ``port``, ``host_header``)."""
 
     def __init__(
-        self, host: str, port: int, host_header: str, connect_timeout: float, read_timeout: float, tls: bool = False
+        self,
+        host: str,
+        port: int,
+        host_header: str,
+        connect_timeout: float,
+        read_timeout: float,
+        tls: bool = False,
+        on_broken: Callable[[], None] | None = None,
     ):
         self.loop = asyncio.get_running_loop()
         self.ssl = ssl.create_default_context() if tls else None
@@ -247,6 +274,7 @@ class UpstreamPool:
         self.host_header = host_header
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.on_broken = on_broken  # told when a connection breaks the protocol outside an answer
         self.idle: list[Answer] = []
         self.busy: set[Answer] = set()
 
@@ -254,6 +282,7 @@ class UpstreamPool:
         self.busy.discard(answer)
         if len(self.idle) < MAX_IDLE_PER_BACKEND:
             answer.reset()
+            answer.exchanging = False
             self.idle.append(answer)
         else:
             answer.close()
@@ -298,6 +327,7 @@ class UpstreamPool:
             if answer is None:
                 answer = await self.new_connection()
             answer.reset()
+            answer.exchanging = True
             answer.expects_body = method != "HEAD"
             assert answer.transport is not None
             try:
