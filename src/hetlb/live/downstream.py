@@ -61,13 +61,16 @@ class ClientGone(ConnectionError):
 class Limits:
     """What the server side allows: sizes in bytes, timeouts in seconds."""
 
-    __slots__ = ("max_header_bytes", "header_timeout", "body_timeout", "keep_alive_timeout")
+    __slots__ = ("max_header_bytes", "header_timeout", "body_timeout", "keep_alive_timeout", "check_every")
 
     def __init__(self, max_header_bytes: int, header_timeout: float, body_timeout: float, keep_alive_timeout: float):
         self.max_header_bytes = max_header_bytes
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.keep_alive_timeout = keep_alive_timeout
+        # a connection's timer fires at least this often while a deadline is set (seconds): then a
+        # deadline moved earlier is never missed, and no request re-arms a timer
+        self.check_every = min(header_timeout, keep_alive_timeout)
 
 
 class Request:
@@ -189,24 +192,20 @@ class Request:
 
     # --- the answer --------------------------------------------------------------------------------
 
-    def head(self, status: int, headers, framing: bytes) -> bytes:
+    def head(self, status: int, lines: bytes, framing: bytes) -> bytes:
         if not self.keep_alive or not self.connection.keep_alive:
             framing += b"Connection: close\r\n"
-        return (
-            b"HTTP/1.1 %d %b\r\n" % (status, REASONS.get(status, b"Unknown"))
-            + "".join([f"{name}: {value}\r\n" for name, value in headers]).encode("latin-1")
-            + framing
-            + b"\r\n"
-        )
+        return b"HTTP/1.1 %d %b\r\n%b%b\r\n" % (status, REASONS.get(status, b"Unknown"), lines, framing)
 
-    def respond(self, status: int, headers, body: bytes = b"") -> None:
-        """A whole answer, written at once (``headers``: pairs of str without the framing headers)."""
+    def respond(self, status: int, lines: bytes, body: bytes = b"") -> None:
+        """A whole answer, written at once (``lines``: its header lines, :func:`header_lines`,
+        without the framing headers)."""
         self.answer_started = self.answer_complete = True
         framing = b"" if status in NO_BODY_STATUS else b"Content-Length: %d\r\n" % len(body)
-        head = self.head(status, headers, framing)
+        head = self.head(status, lines, framing)
         self.connection.write(head if self.method == "HEAD" or status in NO_BODY_STATUS else head + body)
 
-    def start(self, status: int, headers, content_length: int | None) -> None:
+    def start(self, status: int, lines: bytes, content_length: int | None) -> None:
         """The status and headers of an answer whose body follows by :meth:`write` (with its
         length, or else chunked)."""
         self.answer_started = True
@@ -221,7 +220,7 @@ class Request:
         else:  # an HTTP/1.0 client: the body ends with the connection
             self.keep_alive = False
             framing = b""
-        self.connection.write(self.head(status, headers, framing))
+        self.connection.write(self.head(status, lines, framing))
 
     async def write(self, chunk: bytes) -> None:
         """A chunk of the body, after the connection's buffer drained (ClientGone if it closed)."""
@@ -264,6 +263,8 @@ class ClientConnection(asyncio.Protocol):
         self.requests: collections.deque[Request] = collections.deque()
         self.task: asyncio.Task | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0  # loop time
+        self.on_deadline: Callable[[], None] | None = None
         self.reading_paused = False
         self.drained: asyncio.Future | None = None
         self.parsing: Request | None = None  # the request whose body the parser reads
@@ -300,6 +301,8 @@ class ClientConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.disarm()
+        if self.timer is not None:
+            self.timer.cancel()
         self.live.discard(self)
         for request in self.requests:
             request.fail(ClientGone())
@@ -347,24 +350,35 @@ class ClientConnection(asyncio.Protocol):
     # --- timers --------------------------------------------------------------------------------------
 
     def arm(self, seconds: float, callback) -> None:
-        self.disarm()
-        self.timer = self.loop.call_later(seconds, callback)
+        """Call ``callback`` in ``seconds`` unless disarmed or armed again before: the deadline is a
+        number; the one timer of the connection checks it (no timer is made per request)."""
+        self.deadline = self.loop.time() + seconds
+        self.on_deadline = callback
+        if self.timer is None:
+            self.timer = self.loop.call_at(min(self.deadline, self.loop.time() + self.limits.check_every), self.check)
 
     def disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.on_deadline = None
+
+    def check(self) -> None:
+        self.timer = None
+        if self.closed or self.on_deadline is None:
+            return
+        now = self.loop.time()
+        if now < self.deadline:
+            self.timer = self.loop.call_at(min(self.deadline, now + self.limits.check_every), self.check)
+            return
+        callback, self.on_deadline = self.on_deadline, None
+        callback()
 
     def headers_timed_out(self) -> None:
         """No complete header section within header_timeout: 408 if a request had begun."""
-        self.timer = None
         if self.begun:
             self.refuse(408, "the request's headers took too long")
         else:
             self.close()
 
     def idle_timed_out(self) -> None:
-        self.timer = None
         if self.task is None and not self.requests:
             self.close()
 
@@ -447,7 +461,7 @@ class ClientConnection(asyncio.Protocol):
             except Exception as error:  # noqa: BLE001 (any failure of the handler is this request's, not the server's)
                 self.on_error(error)
                 if not request.answer_started:
-                    request.respond(500, (("Content-Type", "text/plain"),), b"internal error\n")
+                    request.respond(500, b"Content-Type: text/plain\r\n", b"internal error\n")
                 else:
                     request.abort()
             if self.closed:
@@ -515,6 +529,11 @@ class Downstream:
             await asyncio.sleep(0.05)
         for connection in list(self.connections):
             connection.abort()
+
+
+def header_lines(pairs) -> bytes:
+    """Header lines from pairs of str."""
+    return "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
 
 
 def http_date() -> str:

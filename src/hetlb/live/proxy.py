@@ -27,7 +27,15 @@ from yarl import URL
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
-from hetlb.live.downstream import BodyTimeout, BodyTooLarge, ClientGone, Request, RequestRefused, http_date
+from hetlb.live.downstream import (
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    Request,
+    RequestRefused,
+    header_lines,
+    http_date,
+)
 from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
@@ -61,15 +69,15 @@ backend sends it): the dispatcher measures how late it learns a completion (its 
 CHUNK = 64 * 1024
 """A request body of at most this many bytes with a Content-Length is read at once (so that a
 retry can send it again); a longer one, or one without a length, streams to the backend."""
-FRAMING = HOP_BY_HOP | {"content-length"}
+FRAMING = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length"})
 """Of an answer's headers, those not relayed (the proxy sets its own length, or chunks it)."""
 DROPPED = HOP_BY_HOP | {"host", "content-length", "expect"}
 """Of a request's headers, those not forwarded (the proxy sets Host, the backend's, and the body's
 framing; a 100 Continue is the proxy's to send, since it reads the body)."""
 UNTRUSTED = frozenset(("x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded"))
 """A client's own forwarding headers, dropped unless trust_forwarded (a trusted front proxy sets them)."""
-PLAIN_TEXT = (("Content-Type", "text/plain; charset=utf-8"),)
-BACKEND_FULL_HEADERS = (*PLAIN_TEXT, ("Retry-After", "1"))
+PLAIN_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
+BACKEND_FULL_HEADERS = PLAIN_TEXT + b"Retry-After: 1\r\n"
 BODY_TIMED_OUT = Refusal(408, "body_timeout", "the request's body stayed silent too long")
 SERVER_REFUSALS = {400: "malformed", 408: "header_timeout", 414: "header_too_large", 431: "header_too_large"}
 """The reasons of the server side's own refusals (:class:`hetlb.live.downstream.RequestRefused`), by status."""
@@ -163,7 +171,7 @@ class Proxy:
         self.active = 0
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
-        self.pools: dict[int, tuple[UpstreamPool, str]] = {}  # backend -> its connections, its path prefix
+        self.pools: dict[int, tuple[UpstreamPool, str, bytes]] = {}  # backend s -> upstream(s)
         self.dropped = DROPPED if config.trust_forwarded else DROPPED | UNTRUSTED
         self.errors_logged: set[str] = set()
         self.too_large = Refusal(413, "too_large", f"a body of at most {config.max_body_bytes} bytes")
@@ -186,7 +194,7 @@ class Proxy:
             await self.prober.stop()
         if self.session is not None:
             await self.session.close()
-        for pool, _ in self.pools.values():
+        for pool, _, _ in self.pools.values():
             pool.close()
 
     # --- requests --------------------------------------------------------------------------------
@@ -209,7 +217,7 @@ class Proxy:
         self.metrics.rejected(refusal.reason)
         headers, body = refusal.answer(self.config)
         headers.append(("Date", http_date()))
-        request.respond(refusal.status, headers, body)
+        request.respond(refusal.status, header_lines(headers), body)
 
     async def handle(self, request: Request) -> None:
         started = time.perf_counter()
@@ -297,7 +305,7 @@ class Proxy:
         if self.config.signals.push and self.random.random() < self.config.p_hat:
             assert self.prober is not None
             self.prober.push()
-        pool, prefix = self.upstream(s)
+        pool, prefix, backend_line = self.upstream(s)
         upstream = None
         watch = None
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
@@ -306,8 +314,7 @@ class Proxy:
             self.on_response(lease, upstream)
             if upstream.status >= 500 and not last:
                 return False
-            answer_headers = forwardable(upstream.headers, FRAMING)
-            answer_headers.append((BACKEND, dispatcher.urls[s]))
+            answer_headers = upstream.header_lines(FRAMING, backend_line)
             watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
             whole = upstream.body_so_far() if request.method != "HEAD" else None
             if whole is not None:  # a short answer, arrived with its headers: written in one piece
@@ -353,8 +360,9 @@ class Proxy:
             self.refuse(request, refusal)
         return True
 
-    def upstream(self, s: int) -> tuple[UpstreamPool, str]:
-        """The connections to backend s and the path prefix of its URL."""
+    def upstream(self, s: int) -> tuple[UpstreamPool, str, bytes]:
+        """The connections to backend s, the path prefix of its URL, and the header line that names
+        it in its answers (X-Backend)."""
         known = self.pools.get(s)
         if known is None:
             base = self.base[s]
@@ -364,8 +372,15 @@ class Proxy:
                 host, base.port or 80, host_header, self.config.connect_timeout, self.config.timeout,
                 tls=base.scheme == "https", on_broken=lambda: self.on_failure(s),
             )  # fmt: skip
-            known = self.pools[s] = (pool, base.raw_path.rstrip("/"))
+            named = header_lines(((BACKEND, self.dispatcher.urls[s]),))
+            known = self.pools[s] = (pool, base.raw_path.rstrip("/"), named)
         return known
+
+    def close_connections(self, s: int) -> None:
+        """Close the kept-alive connections to backend s (it left the fleet)."""
+        known = self.pools.pop(s, None)
+        if known is not None:
+            known[0].close()
 
     def upstream_failed(self, request: Request, s: int, status: int, text: str, last: bool) -> bool:
         """The backend failed: before its answer, a 502 or 504 (False when a retry may follow);

@@ -149,6 +149,16 @@ class Answer(asyncio.Protocol):
             self.complete = True
         self.wake()
 
+    def header_lines(self, dropped: frozenset[bytes], extra: bytes) -> bytes:
+        """The answer's header lines as received, but those named in ``dropped`` (lower case) and
+        in its Connection header, then ``extra`` (lines to add)."""
+        raw = self.raw_headers
+        named = dropped
+        for name, value in raw:
+            if name.lower() == b"connection":
+                named = named | {token.strip().lower() for token in value.split(b",")}
+        return b"".join([b"%b: %b\r\n" % pair for pair in raw if pair[0].lower() not in named]) + extra
+
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
         self.held += len(body)
