@@ -23,8 +23,8 @@ keeps its connections alive. The last segment of a request's path picks what it 
 - ``trickle``: a ``Content-Length`` of 2000 sent 100 bytes every 50 ms.
 
 ``/admin/count`` answers ``{"count": n}``, the requests received (all but ``/admin/...`` and
-``healthz``); ``/admin/seen`` the list of their ``{"target", "headers"}`` (headers as received,
-in order).
+``healthz``); ``/admin/seen`` the list of their ``{"target", "headers", "head"}`` (headers in
+order, and the whole head as received).
 """
 
 import asyncio
@@ -58,8 +58,9 @@ def reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def read_request(reader: asyncio.StreamReader) -> tuple[str, list[tuple[str, str]]] | None:
-    """(target, headers) of the next request, its body read and dropped; None at the end of the stream."""
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, list[tuple[str, str]], str] | None:
+    """(target, headers, head as received) of the next request, its body read and dropped; None at
+    the end of the stream."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -75,14 +76,14 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, list[tuple[st
             pass
     else:
         await reader.readexactly(int(fields.get("content-length", "0")))
-    return target, headers
+    return target, headers, head.decode("latin-1")
 
 
 def make_handler(port: int, state: dict):
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while request := await read_request(reader):
-                target, headers = request
+                target, headers, head = request
                 path = target.split("?")[0]
                 mode = path.rsplit("/", 1)[-1]
                 if path.startswith("/admin/"):
@@ -95,7 +96,7 @@ def make_handler(port: int, state: dict):
                     await writer.drain()
                     continue
                 state["count"] += 1
-                state["seen"].append({"target": target, "headers": headers})
+                state["seen"].append({"target": target, "headers": headers, "head": head})
                 outcome = await misbehave(mode, writer)
                 if outcome == "closed":
                     return

@@ -208,22 +208,28 @@ def start_broken_backends(processes: Processes, ports: list[int]):
 
 
 def seen(port: int) -> list[dict]:
-    """The requests the broken backend on ``port`` received: ``{"target", "headers"}``."""
+    """The requests the broken backend on ``port`` received: ``{"target", "headers", "head"}``."""
     return json.loads(get(url(port, "/admin/seen"))[2])
 
 
-def check_recovered(fleet: Fleet, marks: list[int], ejected: dict[str, int] | None = None) -> None:
-    """The checks after every fault: each backend serves a normal request again, every in-flight
-    count is 0, no accounting violation, no traceback on any watched process's standard error and,
-    for each URL of ``ejected`` (its ejection count before the fault), at least one more ejection."""
-    for backend_url, before in (ejected or {}).items():
-        assert fleet.backend(backend_url)["ejections"] > before, f"{backend_url} was not ejected"
+def serve_normal_requests(fleet: Fleet) -> None:
+    """Each backend of the fleet, once back in it, serves a normal request (which also ends any run
+    of failures that its ejection counts)."""
     for backend_url, job_type in zip(fleet.urls, ("broken", "ok"), strict=False):
         assert wait_for(lambda u=backend_url: not fleet.backend(u)["ejected"], timeout=5), f"{backend_url} stays out"
         code, headers, body = get(url(fleet.port, "/after/ok"), {"X-Job-Type": job_type, "X-Request-Id": "after"})
         assert code == 200 and headers["X-Backend"] == backend_url, (code, body[:200])
         if job_type == "broken":
             assert json.loads(body)["target"] == PREFIX + "/after/ok"
+
+
+def check_recovered(fleet: Fleet, marks: list[int], ejected: dict[str, int] | None = None) -> None:
+    """The checks after every fault: for each URL of ``ejected`` (its ejection count before the
+    fault), at least one more ejection; each backend serves a normal request again; every in-flight
+    count is 0; no accounting violation; no traceback on any watched process's standard error."""
+    for backend_url, before in (ejected or {}).items():
+        assert fleet.backend(backend_url)["ejections"] > before, f"{backend_url} was not ejected"
+    serve_normal_requests(fleet)
     assert wait_for(lambda: all(b["in_flight"] == 0 for b in status(fleet.admin)["backends"]), timeout=5), status(
         fleet.admin
     )["backends"]
