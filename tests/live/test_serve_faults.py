@@ -109,6 +109,7 @@ BACKEND_FAULTS = {
     "stall": (504, False),
     "bad-chunked": (502, True),
     "cut-stream": (502, True),
+    "stall-stream": (504, True),
 }
 """What a client may see of each fault: the proxy's whole answer of this status and, when the
 backend's answer may have begun before it failed, that answer cut (fewer bytes than announced, or
@@ -362,7 +363,6 @@ TRAVERSALS = [
     "/%2E%2E%2F%2E%2E%2Fetc/passwd",
     "/..%2f..%2fetc/passwd",
     "/.%2e/.%2e/etc/passwd",
-    "/..%5c..%5cetc/passwd",
     "http://proxy.test/../../etc/passwd",
 ]
 

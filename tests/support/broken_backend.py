@@ -18,6 +18,7 @@ keeps its connections alive. The last segment of a request's path picks what it 
 - ``hold``: nothing until the process is killed (requests a test keeps in flight);
 - ``bad-chunked``: a chunked answer whose second chunk size is not hexadecimal, then closed;
 - ``cut-stream``: three events of a chunked ``text/event-stream``, then closed without the last chunk;
+- ``stall-stream``: three such events, then nothing (the connection stays open);
 - ``bad-events``: a complete chunked ``text/event-stream`` whose content is not well-formed
   server-sent events (``BAD_EVENTS``);
 - ``trickle``: a ``Content-Length`` of 2000 sent 100 bytes every 50 ms.
@@ -146,12 +147,14 @@ async def misbehave(mode: str, writer: asyncio.StreamWriter) -> str:
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(b"hello") + b"zz\r\nnope\r\n")
         await writer.drain()
         writer.close()
-    elif mode == "cut-stream":
+    elif mode in ("cut-stream", "stall-stream"):
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         for k in range(3):
             writer.write(chunk(b'data: {"event": %d}\n\n' % k))
             await writer.drain()
             await asyncio.sleep(0.02)
+        if mode == "stall-stream":
+            await asyncio.Event().wait()
         writer.close()
     elif mode == "bad-events":
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")

@@ -153,10 +153,14 @@ def slow_clients(port: int, count: int, request: bytes, seconds_per_byte: float,
 
 
 def resolved_path(target: str) -> str:
-    """The path a backend that decodes ``%2e``, ``%2f`` and ``%5c`` and removes dot segments
-    (RFC 3986, 5.2.4) would serve for ``target``."""
+    """The path a backend that decodes ``%2e`` and ``%2f`` and removes dot segments (RFC 3986,
+    5.2.4) would serve for ``target``.
+
+    >>> resolved_path("/prefix/..%2f..%2Fetc/passwd"), resolved_path("/prefix/a/%2E/../b/?q=/../")
+    ('/etc/passwd', '/prefix/b/')
+    """
     path = target.split("?", 1)[0]
-    for encoded, plain in (("%2e", "."), ("%2f", "/"), ("%5c", "/"), ("\\", "/")):
+    for encoded, plain in (("%2e", "."), ("%2f", "/")):
         path = re.sub(re.escape(encoded), plain, path, flags=re.IGNORECASE)
     segments: list[str] = []
     for segment in path.split("/")[1:]:
