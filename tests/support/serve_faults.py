@@ -259,10 +259,14 @@ class SoakResult:
 
 
 def resident_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
+    """The resident memory of process ``pid`` and its children (the dispatchers a parent forked), in bytes."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for process in [pid, *map(int, children)]:
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 def soak(port: int, serve_pid: int, requests: int, abort_every: int, workers: int = 8) -> SoakResult:
