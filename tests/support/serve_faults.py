@@ -3,6 +3,7 @@ backend behind one dispatcher, the checks made after every fault, and the soak w
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import http.client
 import json
@@ -254,6 +255,8 @@ class SoakResult:
     aborted: int = 0
     mismatched: int = 0
     failed: int = 0
+    failures: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    """The failed answers by (status, complete, hung): what went wrong, for the assertion's message."""
     rss_bytes: list[int] = dataclasses.field(default_factory=list)
     """The dispatcher's resident memory after each tenth of the requests."""
 
@@ -310,6 +313,7 @@ def soak(port: int, serve_pid: int, requests: int, abort_every: int, workers: in
                 with lock:
                     if echo is None:
                         result.failed += 1
+                        result.failures[answer.status, answer.complete, answer.hung] += 1
                     elif echo["path"] != path or sent_id != str(n):
                         result.mismatched += 1
                     else:

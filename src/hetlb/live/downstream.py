@@ -54,6 +54,10 @@ class BodyTimeout(Exception):
     """A request body stayed silent longer than body_timeout."""
 
 
+class BodyMalformed(Exception):
+    """A request body's framing broke (a bad chunk): the proxy's 400, and the connection closes."""
+
+
 class ClientGone(ConnectionError):
     """The client closed its connection."""
 
@@ -384,11 +388,15 @@ class ClientConnection(asyncio.Protocol):
 
     def refuse(self, status: int, text: str) -> None:
         """Answer a request the parser could not take and close: the rest of the stream cannot be
-        framed. A request whose answer is under way is cut instead."""
+        framed. A request whose body broke is the handler's to answer (:class:`BodyMalformed`)."""
         self.disarm()
-        self.on_error(RequestRefused(status))
+        self.keep_alive = False
         if self.parsing is not None:
-            self.parsing.fail(ClientGone())
+            self.parsing.fail(BodyMalformed())
+            self.parsing = None
+            self.pause_reading()
+            return
+        self.on_error(RequestRefused(status))
         if self.task is None:
             body = text.encode() + b"\n"
             self.write(

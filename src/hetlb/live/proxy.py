@@ -28,6 +28,7 @@ from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
 from hetlb.live.downstream import (
+    BodyMalformed,
     BodyTimeout,
     BodyTooLarge,
     ClientGone,
@@ -40,7 +41,7 @@ from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
-from hetlb.live.upstream import BackendClosed, UpstreamPool
+from hetlb.live.upstream import BackendClosed, ProtocolViolation, UpstreamPool
 
 HOP_BY_HOP = frozenset(
     name.lower()
@@ -81,6 +82,7 @@ BACKEND_FULL_HEADERS = PLAIN_TEXT + b"Retry-After: 1\r\n"
 BODY_TIMED_OUT = Refusal(408, "body_timeout", "the request's body stayed silent too long")
 SERVER_REFUSALS = {400: "malformed", 408: "header_timeout", 414: "header_too_large", 431: "header_too_large"}
 """The reasons of the server side's own refusals (:class:`hetlb.live.downstream.RequestRefused`), by status."""
+BODY_MALFORMED = Refusal(400, "malformed", "the request's body is malformed")
 BAD_PATH = Refusal(400, "bad_path", "the path is not a path below the root")
 
 
@@ -172,7 +174,7 @@ class Proxy:
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
         self.pools: dict[int, tuple[UpstreamPool, str, bytes]] = {}  # backend s -> upstream(s)
-        self.dropped = DROPPED if config.trust_forwarded else DROPPED | UNTRUSTED
+        self.dropped = DROPPED | {"x-forwarded-for"} if config.trust_forwarded else DROPPED | UNTRUSTED  # (for: set again)
         self.errors_logged: set[str] = set()
         self.too_large = Refusal(413, "too_large", f"a body of at most {config.max_body_bytes} bytes")
 
@@ -244,6 +246,10 @@ class Proxy:
             return self.refuse(request, self.too_large)
         except BodyTimeout:
             return self.refuse(request, BODY_TIMED_OUT)
+        except BodyMalformed:
+            return self.refuse(request, BODY_MALFORMED)
+        except ClientGone:
+            return  # the client went away while its body was read: nobody to answer
         k = job_type(config, self.dispatcher, request.headers, path, named)
         if isinstance(k, Refusal):
             return self.refuse(request, k)
@@ -340,8 +346,13 @@ class Proxy:
             return self.refused_body(request, self.too_large)
         except BodyTimeout:
             return self.refused_body(request, BODY_TIMED_OUT)
+        except BodyMalformed:
+            return self.refused_body(request, BODY_MALFORMED)
         except TimeoutError:
             return self.upstream_failed(request, s, 504, "backend timed out", last)
+        except ProtocolViolation:
+            self.on_violation(s)
+            return self.upstream_failed(request, s, 502, "backend broke the protocol", last)
         except (BackendClosed, OSError) as error:
             return self.upstream_failed(request, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
@@ -370,7 +381,7 @@ class Proxy:
             host_header = host if base.explicit_port is None else f"{host}:{base.port}"
             pool = UpstreamPool(
                 host, base.port or 80, host_header, self.config.connect_timeout, self.config.timeout,
-                tls=base.scheme == "https", on_broken=lambda: self.on_failure(s),
+                tls=base.scheme == "https", on_broken=lambda: self.on_violation(s),
             )  # fmt: skip
             named = header_lines(((BACKEND, self.dispatcher.urls[s]),))
             known = self.pools[s] = (pool, base.raw_path.rstrip("/"), named)
@@ -431,4 +442,10 @@ class Proxy:
 
     def on_failure(self, s: int) -> None:
         if self.dispatcher.failed(s):
+            self.metrics.ejection(s)
+
+    def on_violation(self, s: int) -> None:
+        """Backend s broke the protocol: ejected at once (an active check re-admits it), since its
+        next answer on any connection may be framed as wrongly."""
+        if self.dispatcher.failed(s, at_once=True):
             self.metrics.ejection(s)

@@ -38,6 +38,11 @@ class BackendClosed(Exception):
     """The backend closed the connection (or broke the protocol) before the answer's end."""
 
 
+class ProtocolViolation(BackendClosed):
+    """The backend's bytes are no HTTP/1.1 answer (malformed, an upgrade nobody asked for, bytes
+    beyond the end the answer announced): the connection cannot be framed any more."""
+
+
 class BackendUnreachable(OSError):
     """No connection to the backend within connect_timeout, or refused."""
 
@@ -86,9 +91,9 @@ class Answer(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self.fail(BackendClosed("the backend upgraded the connection"))
+            self.fail(ProtocolViolation("the backend upgraded the connection"))
         except httptools.HttpParserError as error:
-            self.fail(BackendClosed(f"malformed answer ({error})"))
+            self.fail(ProtocolViolation(f"malformed answer ({error})"))
 
     def connection_lost(self, exc) -> None:
         self.reusable = False
@@ -112,8 +117,8 @@ class Answer(asyncio.Protocol):
             await self.drained
 
     def broken(self) -> None:
-        """The backend sent bytes outside an answer: the connection cannot be framed any more; it
-        is closed and the pool told (a failure of the backend, though the answer was whole)."""
+        """The backend sent bytes outside an answer (a protocol violation): the connection cannot be
+        framed any more; it is closed and the pool told (though the answer was whole)."""
         self.reusable = False
         if self.transport is not None:
             self.transport.abort()
@@ -124,7 +129,7 @@ class Answer(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         if self.complete:
-            raise BackendClosed("bytes beyond the answer")  # (the parser's caller takes it as malformed)
+            raise ProtocolViolation("bytes beyond the answer")  # (the parser's caller takes it as malformed)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw_headers.append((name, value))
@@ -284,7 +289,7 @@ class UpstreamPool:
         self.host_header = host_header
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        self.on_broken = on_broken  # told when a connection breaks the protocol outside an answer
+        self.on_broken = on_broken  # told when a connection breaks the protocol after an answer's end
         self.idle: list[Answer] = []
         self.busy: set[Answer] = set()
 
