@@ -42,6 +42,9 @@ HIGH_WATER = 256 * 1024
 """Bytes of a request body held before the connection stops reading (resumed below a quarter)."""
 HEADER_LINES_HELD = 8
 """The header section may hold this many times max_header_bytes in all."""
+BACKLOG = 1024
+"""Connections the kernel completes before the dispatcher accepts them (beyond, clients wait for a
+SYN retransmission, 1 s and more)."""
 REASONS = {status.value: status.phrase.encode() for status in http.HTTPStatus}
 NO_BODY_STATUS = frozenset((204, 304))
 
@@ -80,27 +83,33 @@ class Limits:
 class Request:
     """One request: ``method``, ``target`` (the request line's target as sent), ``path`` and
     ``query`` (its raw parts; for an absolute-form target those of its URL), ``headers``
-    (CIMultiDict of str), ``content_length`` (None without), ``chunked``, ``peer`` (the client's
+    (CIMultiDict of str) and ``raw_headers`` (pairs of bytes as received), ``content_length`` (None without), ``chunked``, ``peer`` (the client's
     address); its body by :meth:`read` or :meth:`chunks`; its answer by :meth:`respond`, or by
     :meth:`start`, :meth:`write` and :meth:`end`."""
 
     __slots__ = (
-        "connection", "method", "target", "path", "query", "headers", "version", "keep_alive",
+        "connection", "method", "target", "path", "query", "headers", "raw_headers", "version", "keep_alive",
         "content_length", "chunked", "body", "held", "body_complete", "error", "waiter", "continue_sent",
         "answer_started", "answer_complete", "answer_chunked", "answer_has_body",
     )  # fmt: skip
 
-    def __init__(self, connection: ClientConnection, method: str, target: bytes, headers: CIMultiDict, version: str):
+    def __init__(self, connection: ClientConnection, method: str, target: bytes, raw_headers: list, version: str):
         self.connection = connection
         self.method = method
         self.target = target.decode("latin-1")
-        try:
-            url = httptools.parse_url(target)
-            self.path = (url.path or b"").decode("latin-1")
-            self.query = (url.query or b"").decode("latin-1")
-        except httptools.HttpParserInvalidURLError:
-            self.path, self.query = self.target, ""  # refused by the proxy: no path it can forward
-        self.headers = headers
+        if target.startswith(b"/") and b"#" not in target:  # the origin form, as nearly every client sends
+            self.path, _, self.query = self.target.partition("?")
+        else:
+            try:
+                url = httptools.parse_url(target)
+                self.path = (url.path or b"").decode("latin-1")
+                self.query = (url.query or b"").decode("latin-1")
+            except httptools.HttpParserInvalidURLError:
+                self.path, self.query = self.target, ""  # refused by the proxy: no path it can forward
+        self.raw_headers = raw_headers  # pairs of bytes, as received: what the proxy relays
+        self.headers = headers = CIMultiDict(
+            [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw_headers]
+        )
         self.version = version
         self.keep_alive = True
         length = headers.get("Content-Length")
@@ -202,8 +211,8 @@ class Request:
         return b"HTTP/1.1 %d %b\r\n%b%b\r\n" % (status, REASONS.get(status, b"Unknown"), lines, framing)
 
     def respond(self, status: int, lines: bytes, body: bytes = b"") -> None:
-        """A whole answer, written at once (``lines``: its header lines, :func:`header_lines`,
-        without the framing headers)."""
+        """A whole answer, written at once (``lines``: its header lines, without the framing
+        headers)."""
         self.answer_started = self.answer_complete = True
         framing = b"" if status in NO_BODY_STATUS else b"Content-Length: %d\r\n" % len(body)
         head = self.head(status, lines, framing)
@@ -415,7 +424,8 @@ class ClientConnection(asyncio.Protocol):
         self.url = b""
         self.raw_headers = []
         self.header_bytes = 0
-        self.arm(self.limits.header_timeout, self.headers_timed_out)
+        if self.on_deadline != self.headers_timed_out:  # (a new connection's runs from its opening)
+            self.arm(self.limits.header_timeout, self.headers_timed_out)
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -431,8 +441,9 @@ class ClientConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self.parser
-        headers = CIMultiDict([(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.raw_headers])
-        request = Request(self, parser.get_method().decode("latin-1"), self.url, headers, parser.get_http_version())
+        request = Request(
+            self, parser.get_method().decode("latin-1"), self.url, self.raw_headers, parser.get_http_version()
+        )
         request.keep_alive = parser.should_keep_alive()
         self.begun = False
         self.disarm()
@@ -515,7 +526,9 @@ class Downstream:
     async def start(self, sock) -> None:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
-            lambda: ClientConnection(self.handler, self.limits, self.on_error, self.connections), sock=sock
+            lambda: ClientConnection(self.handler, self.limits, self.on_error, self.connections),
+            sock=sock,
+            backlog=BACKLOG,  # (the loop listens again with its own, 100 by default)
         )
 
     async def stop(self, drain: float) -> None:
@@ -537,11 +550,6 @@ class Downstream:
             await asyncio.sleep(0.05)
         for connection in list(self.connections):
             connection.abort()
-
-
-def header_lines(pairs) -> bytes:
-    """Header lines from pairs of str."""
-    return "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
 
 
 def http_date() -> str:

@@ -34,31 +34,14 @@ from hetlb.live.downstream import (
     ClientGone,
     Request,
     RequestRefused,
-    header_lines,
     http_date,
 )
+from hetlb.live.header_lines import HOP_BY_HOP, encoded, relayed
 from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
 from hetlb.live.upstream import BackendClosed, ProtocolViolation, UpstreamPool
-
-HOP_BY_HOP = frozenset(
-    name.lower()
-    for name in (
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-        "Proxy-Connection",
-        "TE",
-        "Trailer",
-        "Trailers",
-        "Transfer-Encoding",
-        "Upgrade",
-    )
-)
-"""Headers of one connection (RFC 9110 section 7.6.1), never forwarded; nor those named in Connection."""
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"))
 SOJOURN = "X-Sojourn-Ms"
@@ -70,12 +53,12 @@ backend sends it): the dispatcher measures how late it learns a completion (its 
 CHUNK = 64 * 1024
 """A request body of at most this many bytes with a Content-Length is read at once (so that a
 retry can send it again); a longer one, or one without a length, streams to the backend."""
-FRAMING = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length"})
+FRAMING = HOP_BY_HOP | {b"content-length"}
 """Of an answer's headers, those not relayed (the proxy sets its own length, or chunks it)."""
-DROPPED = HOP_BY_HOP | {"host", "content-length", "expect"}
+DROPPED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 """Of a request's headers, those not forwarded (the proxy sets Host, the backend's, and the body's
 framing; a 100 Continue is the proxy's to send, since it reads the body)."""
-UNTRUSTED = frozenset(("x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded"))
+UNTRUSTED = frozenset((b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"forwarded"))
 """A client's own forwarding headers, dropped unless trust_forwarded (a trusted front proxy sets them)."""
 PLAIN_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
 BACKEND_FULL_HEADERS = PLAIN_TEXT + b"Retry-After: 1\r\n"
@@ -84,15 +67,6 @@ SERVER_REFUSALS = {400: "malformed", 408: "header_timeout", 414: "header_too_lar
 """The reasons of the server side's own refusals (:class:`hetlb.live.downstream.RequestRefused`), by status."""
 BODY_MALFORMED = Refusal(400, "malformed", "the request's body is malformed")
 BAD_PATH = Refusal(400, "bad_path", "the path is not a path below the root")
-
-
-def forwardable(headers, dropped: frozenset) -> list[tuple[str, str]]:
-    """The headers that are neither in ``dropped`` (lower-case names, the hop-by-hop ones among
-    them) nor named in Connection, as pairs."""
-    if "Connection" in headers:
-        named = {token.strip().lower() for value in headers.getall("Connection") for token in value.split(",")}
-        dropped = dropped | named
-    return [(name, value) for name, value in headers.items() if name.lower() not in dropped]
 
 
 def normalised_path(path: str) -> str | None:
@@ -174,7 +148,8 @@ class Proxy:
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
         self.pools: dict[int, tuple[UpstreamPool, str, bytes]] = {}  # backend s -> upstream(s)
-        self.dropped = DROPPED | {"x-forwarded-for"} if config.trust_forwarded else DROPPED | UNTRUSTED  # (for: set again)
+        # a client's X-Forwarded-For is set again (appended to, with trust_forwarded)
+        self.dropped = DROPPED | {b"x-forwarded-for"} if config.trust_forwarded else DROPPED | UNTRUSTED
         self.errors_logged: set[str] = set()
         self.too_large = Refusal(413, "too_large", f"a body of at most {config.max_body_bytes} bytes")
 
@@ -219,7 +194,7 @@ class Proxy:
         self.metrics.rejected(refusal.reason)
         headers, body = refusal.answer(self.config)
         headers.append(("Date", http_date()))
-        request.respond(refusal.status, header_lines(headers), body)
+        request.respond(refusal.status, encoded(headers), body)
 
     async def handle(self, request: Request) -> None:
         started = time.perf_counter()
@@ -261,11 +236,11 @@ class Proxy:
         finally:
             self.active -= 1
 
-    def forwarded_headers(self, request: Request) -> list[tuple[str, str]]:
-        """The request's end-to-end headers for the backend, with the proxy's X-Forwarded-For,
+    def forwarded_headers(self, request: Request) -> bytes:
+        """The request's end-to-end header lines for the backend, with the proxy's X-Forwarded-For,
         -Host and -Proto (a client's own are dropped, or kept and appended to with
         trust_forwarded)."""
-        headers = forwardable(request.headers, self.dropped)
+        headers: list[tuple[str, str]] = []
         peer = request.peer
         claimed = request.headers.get("X-Forwarded-For") if self.config.trust_forwarded else None
         headers.append(("X-Forwarded-For", f"{claimed}, {peer}" if claimed else peer))
@@ -275,7 +250,7 @@ class Proxy:
             headers.append(("X-Forwarded-Proto", "http"))
         if self.config.signals.piggyback and ORCA_FORMAT not in request.headers:
             headers.append((ORCA_FORMAT, "TEXT"))  # an engine with ORCA reports (vLLM) then sends them
-        return headers
+        return relayed(request.raw_headers, self.dropped) + encoded(headers)
 
     async def forward(self, request: Request, k: int, path: str, started: float, body: bytes | None) -> None:
         dispatcher = self.dispatcher
@@ -320,7 +295,7 @@ class Proxy:
             self.on_response(lease, upstream)
             if upstream.status >= 500 and not last:
                 return False
-            answer_headers = upstream.header_lines(FRAMING, backend_line)
+            answer_headers = upstream.header_lines(FRAMING) + backend_line
             watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
             whole = upstream.body_so_far() if request.method != "HEAD" else None
             if whole is not None:  # a short answer, arrived with its headers: written in one piece
@@ -383,7 +358,7 @@ class Proxy:
                 host, base.port or 80, host_header, self.config.connect_timeout, self.config.timeout,
                 tls=base.scheme == "https", on_broken=lambda: self.on_violation(s),
             )  # fmt: skip
-            named = header_lines(((BACKEND, self.dispatcher.urls[s]),))
+            named = encoded(((BACKEND, self.dispatcher.urls[s]),))
             known = self.pools[s] = (pool, base.raw_path.rstrip("/"), named)
         return known
 

@@ -31,7 +31,7 @@ from hetlb.errors import InputError
 from hetlb.live.admin import add_fleet_routes
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
-from hetlb.live.downstream import Downstream, Limits
+from hetlb.live.downstream import BACKLOG, Downstream, Limits
 from hetlb.live.fleet import ConfigSource, Fleet
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
@@ -60,7 +60,7 @@ def bind(name: str, address: Address) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(where)
-        sock.listen(1024)
+        sock.listen(BACKLOG)
     except OSError as error:
         sock.close()
         raise InputError(name, f"cannot listen on {address}: {error.strerror or error}") from None

@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Callable
 import httptools
 from multidict import CIMultiDict
 
+from hetlb.live.header_lines import relayed
+
 HIGH_WATER = 256 * 1024
 """Bytes of an answer's body held before the connection stops reading (resumed below a quarter)."""
 MAX_IDLE_PER_BACKEND = 1024
@@ -142,7 +144,7 @@ class Answer(asyncio.Protocol):
             self.informational = True
             return
         self.headers = CIMultiDict(
-            (name.decode("latin-1"), value.decode("latin-1")) for name, value in self.raw_headers
+            [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.raw_headers]
         )
         length = self.headers.get("Content-Length")
         self.content_length = int(length) if length is not None and length.isdigit() else None
@@ -154,15 +156,10 @@ class Answer(asyncio.Protocol):
             self.complete = True
         self.wake()
 
-    def header_lines(self, dropped: frozenset[bytes], extra: bytes) -> bytes:
+    def header_lines(self, dropped: frozenset[bytes]) -> bytes:
         """The answer's header lines as received, but those named in ``dropped`` (lower case) and
-        in its Connection header, then ``extra`` (lines to add)."""
-        raw = self.raw_headers
-        named = dropped
-        for name, value in raw:
-            if name.lower() == b"connection":
-                named = named | {token.strip().lower() for token in value.split(b",")}
-        return b"".join([b"%b: %b\r\n" % pair for pair in raw if pair[0].lower() not in named]) + extra
+        in its Connection header."""
+        return relayed(self.raw_headers, dropped)
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -329,13 +326,13 @@ class UpstreamPool:
         self.busy.add(answer)
         return answer
 
-    async def send(self, method: str, target: str, headers, body) -> Answer:
-        """Send a request (``target``: path and query as sent; ``headers``: pairs of str without
+    async def send(self, method: str, target: str, lines: bytes, body) -> Answer:
+        """Send a request (``target``: path and query as sent; ``lines``: its header lines, without
         Host and the framing headers; ``body``: bytes, None, or an async iterator of chunks, sent
         chunked) and await its answer's headers: the :class:`Answer` to read the body from, then
         to :meth:`Answer.finish`."""
         whole = body is None or type(body) is bytes  # else an async iterator of chunks
-        head = self.head(method, target, headers, body, whole)
+        head = self.head(method, target, lines, body, whole)
         for attempt in (0, 1):
             answer = self.idle_connection() if attempt == 0 else None
             reused = answer is not None
@@ -367,17 +364,17 @@ class UpstreamPool:
                 raise
         raise AssertionError("the second attempt returns or raises")
 
-    def head(self, method: str, target: str, headers, body, whole: bool) -> bytes:
+    def head(self, method: str, target: str, lines: bytes, body, whole: bool) -> bytes:
         """The request line and headers, with Host and the body's framing (``whole``: the body is
         bytes or None, else it streams, chunked)."""
-        text = f"{method} {target} HTTP/1.1\r\nHost: {self.host_header}\r\n" + "".join(
-            f"{name}: {value}\r\n" for name, value in headers
-        )
         if not whole:
-            text += "Transfer-Encoding: chunked\r\n"
+            framing = b"Transfer-Encoding: chunked\r\n"
         elif body or (body is not None and method not in BODILESS):
-            text += f"Content-Length: {len(body)}\r\n"
-        return (text + "\r\n").encode("latin-1")
+            framing = b"Content-Length: %d\r\n" % len(body)
+        else:
+            framing = b""
+        start = f"{method} {target} HTTP/1.1\r\nHost: {self.host_header}\r\n".encode("latin-1")
+        return start + lines + framing + b"\r\n"
 
     def close(self) -> None:
         for answer in [*self.idle, *self.busy]:
