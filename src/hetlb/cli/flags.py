@@ -14,6 +14,7 @@ import sys
 
 from hetlb import validation
 from hetlb.cli.text import result_line
+from hetlb.documentation import page
 from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
@@ -136,7 +137,7 @@ def add_plugin_flag(parser) -> None:
         "--plugin",
         action="append",
         metavar="MODULE",
-        help="import a module or a .py file that registers policies (repeatable; docs/how-to/your-own-policy.md)",
+        help=f"import a module or a .py file that registers policies (repeatable; {page('how-to/your-own-policy.md')})",
     )
 
 
