@@ -98,7 +98,7 @@ def build_parser(flags_of=tuple(COMMANDS)) -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hetlb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name, summary in COMMANDS.items():
-        command = commands.add_parser(name, help=summary, epilog=f"documentation: {page(COMMAND_PAGES[name])}")
+        command = commands.add_parser(name, help=summary, documentation=page(COMMAND_PAGES[name]))
         if name in flags_of:
             command_module(name).add_flags(command)
     return parser
