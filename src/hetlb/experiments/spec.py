@@ -149,6 +149,18 @@ class SweepSpec:
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
+        """A sweep spec from the tables of its TOML file, checked.
+
+        Parameters
+        ----------
+        data
+            The spec's tables: [base] (a scenario), [axes], and the other keys of SPEC_KEYS.
+
+        Returns
+        -------
+        SweepSpec
+            The checked spec.
+        """
         validation.table("spec", data)
         unknown = sorted(set(data) - SPEC_KEYS)
         if unknown:
@@ -167,6 +179,18 @@ class SweepSpec:
 
     @classmethod
     def from_toml(cls, path) -> SweepSpec:
+        """A sweep spec read from a TOML file, checked.
+
+        Parameters
+        ----------
+        path
+            The file (its resolved path is kept as the spec's ``source``).
+
+        Returns
+        -------
+        SweepSpec
+            The checked spec.
+        """
         spec = cls.from_mapping(read_toml(path, field="spec"))
         return dataclasses.replace(spec, source=str(Path(path).resolve()))
 

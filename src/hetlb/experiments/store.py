@@ -82,6 +82,7 @@ class ResultStore:
             raise
 
     def close(self) -> None:
+        """Close the store's database connection (again: nothing)."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
@@ -123,6 +124,20 @@ class ResultStore:
         return f"{self.name}: {validation.shorten(message)}"
 
     def damaged(self, what: str, hint: str = DAMAGED_HINT) -> InputError:
+        """The error that says the store's file is damaged, naming the store.
+
+        Parameters
+        ----------
+        what
+            What is wrong with it (SQLite's message, shortened).
+        hint
+            What to do about it.
+
+        Returns
+        -------
+        InputError
+            The error, on the field ``store``, for the caller to raise.
+        """
         what = validation.shorten(what.replace("*** in database main ***", "").strip(), 60)
         return InputError("store", f"{self.name} is damaged ({what}); {hint}")
 

@@ -79,10 +79,29 @@ def sweep(
 ) -> SweepResult:
     """Run every (point, replication) of ``spec`` not already in ``store`` and return the tables.
 
-    executor: see :func:`hetlb.experiments.executors.resolve_executor` (default: all local cores).
-    store: path of the result store (None keeps nothing); finished runs are written as they
-        complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
-    out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
+    Parameters
+    ----------
+    spec
+        A ``SweepSpec``, or the path of its TOML file.
+    executor
+        See ``hetlb.experiments.executors.resolve_executor`` (default: all local cores).
+    store
+        Path of the result store (None keeps nothing); finished runs are written as they complete,
+        so an interrupted sweep resumes where it stopped.
+    out
+        A folder for runs.csv, runs.parquet, summary.csv and summary.parquet (None writes none).
+    force
+        Recompute the runs the store already holds.
+    progress
+        Draw a progress bar on standard error.
+    events_per_task
+        The simulated events a task of the executor holds at most (tasks shrink as the work left
+        does, so that every worker stays busy to the end).
+
+    Returns
+    -------
+    SweepResult
+        The tables of runs and of points.
     """
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
     started = time.perf_counter()

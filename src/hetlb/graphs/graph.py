@@ -23,10 +23,12 @@ class CompatibilityGraph:
 
     @property
     def n_types(self) -> int:
+        """The number of job types K (rows of the graph)."""
         return len(self.indptr) - 1
 
     @property
     def n_edges(self) -> int:
+        """The number of edges: (job type, server) pairs that may serve each other."""
         return int(self.indptr[-1])
 
     def degree(self) -> np.ndarray:
@@ -38,9 +40,22 @@ class CompatibilityGraph:
         return np.bincount(self.indices, minlength=self.n_servers)
 
     def servers_of(self, job_type: int) -> np.ndarray:
+        """The servers compatible with one job type, in increasing order.
+
+        Parameters
+        ----------
+        job_type
+            k, the job type's index (0 <= k < n_types).
+
+        Returns
+        -------
+        numpy.ndarray
+            The server indices s with an edge (k, s): a view of ``indices``.
+        """
         return self.indices[self.indptr[job_type] : self.indptr[job_type + 1]]
 
     def is_complete(self) -> bool:
+        """Whether every job type may go to every server (the complete bipartite graph)."""
         return bool(np.all(self.degree() == self.n_servers))
 
     def complete_types(self) -> np.ndarray:
@@ -48,6 +63,7 @@ class CompatibilityGraph:
         return self.degree() == self.n_servers
 
     def to_lists(self) -> list[list[int]]:
+        """The graph as one list of compatible servers per job type (the form ``from_lists`` reads)."""
         return [self.servers_of(k).tolist() for k in range(self.n_types)]
 
     def describe(self) -> dict:

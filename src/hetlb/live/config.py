@@ -71,6 +71,18 @@ class Backend:
     discover: bool = False
 
     def serves(self, job_type: str) -> bool:
+        """Whether this backend serves the job type ``job_type``.
+
+        Parameters
+        ----------
+        job_type
+            A job type's name (the body's ``model`` field in front of inference engines).
+
+        Returns
+        -------
+        bool
+            True when the backend lists the type, or lists none (it serves every type).
+        """
         return self.types is None or job_type in self.types
 
     def spec(self) -> dict:
@@ -126,6 +138,7 @@ class Signals:
         return any(LIVE_SIGNALS[name].messages for name in self.chosen)
 
     def names(self) -> list[str]:
+        """The chosen signals as their texts in the configuration, e.g. ['inflight', 'piggyback']."""
         return [LIVE_FORMS[name].text(options) for name, options in self.chosen.items()]
 
 

@@ -92,6 +92,7 @@ class JobSizes:
 
     @property
     def code(self) -> int:
+        """The law's integer code, as the kernels read it (hetlb.constants)."""
         return SIZE_KINDS[self.kind]
 
     def phase_parameters(self) -> np.ndarray:
@@ -164,6 +165,8 @@ class JobSizes:
         return float(max(min(n, 1.0) * (math.log(max(n, 1.0)) + 0.58) / rate for n, rate in zip(drawn, (rate1, rate2))))
 
     def describe(self) -> dict:
+        """The law as the result's metadata records it: kind, mean (1), squared coefficient of variation, and the
+        trace file if any."""
         return {"kind": self.kind, "mean": 1.0, "scv": self.scv, **({"path": self.path} if self.path else {})}
 
 

@@ -69,10 +69,12 @@ class CountDistribution:
 
     @property
     def code(self) -> int:
+        """The law's integer code, as the slotted kernel reads it (hetlb.constants)."""
         return COUNT_KINDS[self.kind]
 
     @property
     def max_mean(self) -> float:
+        """The largest mean count per slot the law allows: 1 for Bernoulli, K for binomial:K, infinite for Poisson."""
         return {"poisson": math.inf, "bernoulli": 1.0, "binomial": float(self.trials)}[self.kind]
 
     def variance(self, mean):
@@ -82,6 +84,7 @@ class CountDistribution:
         return mean * (1.0 - mean / self.trials)
 
     def describe(self) -> dict:
+        """The law as the result's metadata records it: its kind, and the trials K of a binomial law."""
         return {"kind": self.kind, **({"trials": self.trials} if self.kind == "binomial" else {})}
 
 
@@ -114,16 +117,32 @@ class SlottedSystem(ServerSpeeds):
     ) -> SlottedSystem:
         """Build and validate a slotted system.
 
-        speed: mu_n, mean offered service of each server per slot (jobs per slot).
-        dispatchers: M, the number of dispatchers.
-        arrival_rate: lambda_Sigma, mean arrivals per slot over all dispatchers; or instead
-            load: lambda_Sigma / mu_Sigma, which must be < 1.
-        dispatcher_share: p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1);
-            default equal, p_m = 1/M. Dispatchers draw their arrivals independently.
-        arrivals, service: "poisson" (default), "bernoulli" or "binomial:K" (or a CountDistribution).
-        routing: "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
-        ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
-            uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
+        Parameters
+        ----------
+        speed
+            mu_n, the mean offered service of each server per slot (jobs per slot).
+        dispatchers
+            M, the number of dispatchers.
+        arrival_rate
+            lambda_Sigma, the mean arrivals per slot over all dispatchers.
+        load
+            Instead of ``arrival_rate``, lambda_Sigma / mu_Sigma, which must be < 1.
+        dispatcher_share
+            p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1); default equal,
+            p_m = 1/M. Dispatchers draw their arrivals independently.
+        arrivals, service
+            The law of the per-slot counts: "poisson" (default), "bernoulli" or "binomial:K" (or a
+            CountDistribution).
+        routing
+            "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
+        ties
+            How least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a uniform
+            draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
+
+        Returns
+        -------
+        SlottedSystem
+            The validated system.
         """
         speed = validation.positive_finite_array("speed", speed, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
         dispatchers = validation.count("dispatchers", dispatchers)

@@ -128,27 +128,44 @@ class System(ServerSpeeds):
     ) -> System:
         """Build and validate a system.
 
-        speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
+        Parameters
+        ----------
+        speed
+            One speed per server (mu_s, jobs per unit time), or a text such as "50x1.0,50x0.5"
             (:func:`parse_speeds`).
-        arrival_rate: the total rate, split equally over the job types, or one rate per job type
-            (lambda_l).
-        load: instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed)
-            with one job at a time; sum of mu_s phi_s(c_s) in general), split equally over the
-            job types.
-        excess_capacity: or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
-        buffer: None (infinite), one int for all servers, or one per server (b, counts the job
-            in service).
-        graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
-        n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
-        job_sizes: a :class:`JobSizes` or its kind name.
-        graph_construction: the report of the construction that built ``graph``
-            (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
-        concurrency: c_s, the jobs a server serves at once: None (1), one value for all, one per
-            server, or a text such as "50x8,50x32" (``inf`` for unlimited).
-        rate_curve: phi_s (:class:`hetlb.model.servers.RateCurve` or its text, e.g.
-            "saturating:alpha=0.2"): one for all servers, one per server, or [count, curve] pairs.
-        arrivals: the arrival process (:class:`hetlb.model.arrivals.ArrivalProcess` or its text:
-            "poisson", "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+        arrival_rate
+            The total rate, split equally over the job types, or one rate per job type (lambda_l, jobs
+            per unit time).
+        load
+            Instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed) with one job
+            at a time; sum of mu_s phi_s(c_s) in general), split equally over the job types.
+        excess_capacity
+            Or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
+        buffer
+            b: None (infinite), one int for all servers, or one per server (counts the jobs in service).
+        graph
+            None (complete), a ``CompatibilityGraph``, or one list of servers per type.
+        n_types
+            Number of job types when neither ``graph`` nor a rate vector fixes it.
+        job_sizes
+            A ``JobSizes`` or its kind name (mean 1).
+        graph_construction
+            The report of the construction that built ``graph`` (``hetlb.graphs.constructions``),
+            kept in the result's metadata.
+        concurrency
+            c_s, the jobs a server serves at once: None (1), one value for all, one per server, or a
+            text such as "50x8,50x32" (``inf`` for unlimited).
+        rate_curve
+            phi_s (``hetlb.model.servers.RateCurve`` or its text, e.g. "saturating:alpha=0.2"): one
+            for all servers, one per server, or [count, curve] pairs.
+        arrivals
+            The arrival process (``hetlb.model.arrivals.ArrivalProcess`` or its text: "poisson",
+            "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+
+        Returns
+        -------
+        System
+            The validated system.
         """
         speed = validation.positive_finite_array(
             "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
@@ -193,6 +210,7 @@ class System(ServerSpeeds):
 
     @property
     def n_types(self) -> int:
+        """The number of job types K (one arrival rate each)."""
         return len(self.arrival_rate)
 
     @property
@@ -214,6 +232,7 @@ class System(ServerSpeeds):
 
     @property
     def has_multi_slot_servers(self) -> bool:
+        """Whether some server serves more than one job at a time (some c_s > 1) or has a rate curve."""
         return not self.has_single_slots
 
     def rate_curve_classes(self) -> tuple[tuple, np.ndarray]:
@@ -235,6 +254,7 @@ class System(ServerSpeeds):
 
     @property
     def has_infinite_buffers(self) -> bool:
+        """Whether every buffer is infinite (no job is ever lost)."""
         return bool(np.all(self.buffer == INFINITE_BUFFER))
 
     def max_routable_scale(self) -> float:

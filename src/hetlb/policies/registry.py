@@ -175,6 +175,8 @@ class MeanFieldRule:
 
     @property
     def ranking(self) -> bool:
+        """Whether the rule ranks servers (a deterministic choice among classes, MEAN_FIELD_RANKING_RULES) rather
+        than sampling them."""
         return self.rule in MEAN_FIELD_RANKING_RULES
 
 
@@ -204,13 +206,16 @@ class Policy:
 
     @property
     def spec(self) -> PolicySpec:
+        """The registry entry of the policy's id (a PolicySpec: its definition, code and parameters)."""
         return POLICIES[self.id]
 
     @property
     def code(self) -> int:
+        """The integer code the kernels branch on (the registry entry's)."""
         return self.spec.code
 
     def describe(self) -> dict:
+        """The policy as the result's metadata records it: its id and its parameters."""
         return {"id": self.id, **self.params}
 
 

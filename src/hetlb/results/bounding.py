@@ -90,6 +90,8 @@ class BoundingResult(Result):
 
     @property
     def summary(self) -> dict:
+        """The headline figures: each measure's mean and 95% interval, the replications, the events and the events
+        per second."""
         out = with_intervals(MEASURES, lambda name: (self.estimates[name].mean, self.estimates[name].interval))
         out.update(replications=self.replications, events=self.events, events_per_second=self.events_per_second)
         return out

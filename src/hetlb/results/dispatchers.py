@@ -90,10 +90,14 @@ class DispatchersResult(SimulationResult):
 
     @property
     def herd_by_dispatcher(self) -> list:
+        """Per dispatcher, the fraction of its decisions onto another dispatcher's recent choice, averaged over the
+        replications."""
         return np.mean([run.herd_by_dispatcher for run in self.runs], axis=0).tolist()
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the simulation with those of the dispatchers: estimate error, bias and age, the
+        herd, messages per job."""
         out = {**super().summary, **self.figures(DISPATCHER_FIGURES)}
         out["messages_per_job"] = self.messages_per_job
         out["herd_by_dispatcher"] = self.herd_by_dispatcher

@@ -54,6 +54,7 @@ class LoadResult(Result, dict):
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the load (LOAD_SUMMARY of hetlb.results.load)."""
         return {name: self[name] for name in LOAD_SUMMARY}
 
     def to_dict(self) -> dict:
@@ -78,6 +79,7 @@ class InferenceLoadResult(LoadResult):
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the streamed load (INFERENCE_LOAD_SUMMARY of hetlb.results.load)."""
         return {name: self[name] for name in INFERENCE_LOAD_SUMMARY}
 
     def headline(self) -> tuple:

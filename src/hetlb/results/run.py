@@ -92,6 +92,7 @@ class RunResult(ReplicationResult):
 
     @property
     def events_per_second(self) -> float:
+        """Simulated events per second of wall-clock time (infinite for a run too short to time)."""
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -265,6 +266,7 @@ class SimulationResult(ReplicatedResult):
 
     @property
     def n_servers(self) -> int:
+        """The number of servers N."""
         return len(self.runs[0].utilisation)
 
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
@@ -284,6 +286,7 @@ class SimulationResult(ReplicatedResult):
 
     @property
     def histogram(self) -> np.ndarray:
+        """The response-time counts summed over the replications (hetlb.results.response_time_quantile reads them)."""
         return np.sum([run.histogram for run in self.runs], axis=0)
 
     @property

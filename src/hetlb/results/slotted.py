@@ -62,6 +62,7 @@ class SlottedRunResult(ReplicationResult):
 
     @property
     def slots_per_second(self) -> float:
+        """Simulated slots per second of wall-clock time (infinite for a run too short to time)."""
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -81,6 +82,7 @@ class SlottedRunResult(ReplicationResult):
 
     @property
     def events_per_second(self) -> float:
+        """Simulated events per second of wall-clock time (infinite for a run too short to time)."""
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     def to_dict(self, per_server: bool = True) -> dict:
@@ -158,6 +160,7 @@ class SlottedResult(ReplicatedResult):
 
     @property
     def slots_per_second(self) -> float:
+        """Simulated slots per second of wall-clock time, over all replications."""
         return sum(run.slots_run for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -196,6 +199,7 @@ class SlottedResult(ReplicatedResult):
 
     @property
     def n_servers(self) -> int:
+        """The number of servers N."""
         return len(self.runs[0].mean_queue_length)
 
     def details(self) -> dict:

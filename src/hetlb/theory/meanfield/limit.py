@@ -50,6 +50,7 @@ class MeanFieldLimit:
 
     @property
     def classes(self) -> ServerClasses:
+        """The server classes of the limit: speeds mu_m, fractions alpha_m, concurrencies c_m and rate curves phi_m."""
         return ServerClasses(self.class_speed, self.class_fraction, self.class_concurrency, self.class_rate_curve)
 
     @property

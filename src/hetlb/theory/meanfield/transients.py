@@ -29,6 +29,7 @@ class MeanFieldTrajectory:
 
     @property
     def mean_number_in_system(self) -> np.ndarray:
+        """The mean jobs per server at each time of the trajectory, sum_m alpha_m sum_i x_{m,i}(t)."""
         return np.einsum("m,tmi->t", self.class_fraction, self.occupancy)
 
 
