@@ -15,7 +15,17 @@ from hetlb.errors import InputError
 
 @dataclass(frozen=True, eq=False)
 class CompatibilityGraph:
-    """Bipartite graph job types x servers in CSR form; see the module docstring."""
+    """Bipartite graph job types x servers in CSR form; see the module docstring.
+
+    Parameters
+    ----------
+    indptr
+        Row pointers, length K + 1: job type k's servers are indices[indptr[k]:indptr[k + 1]].
+    indices
+        The compatible servers of every job type, each row sorted.
+    n_servers
+        N, the number of servers.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -84,14 +94,30 @@ class CompatibilityGraph:
 
     @classmethod
     def complete(cls, n_types: int, n_servers: int) -> CompatibilityGraph:
-        """Every job type may use every server."""
+        """Every job type may use every server.
+
+        Parameters
+        ----------
+        n_types
+            K, the number of job types.
+        n_servers
+            N, the number of servers.
+        """
         indptr = np.arange(n_types + 1, dtype=np.int64) * n_servers
         indices = np.tile(np.arange(n_servers, dtype=np.int64), n_types)
         return cls(indptr, indices, n_servers)
 
     @classmethod
     def from_lists(cls, servers_by_type, n_servers: int) -> CompatibilityGraph:
-        """From one list of server indices per job type."""
+        """From one list of server indices per job type.
+
+        Parameters
+        ----------
+        servers_by_type
+            For each job type k, the indices of the servers it may use.
+        n_servers
+            N, the number of servers.
+        """
         lists = [np.asarray(servers, dtype=np.int64).ravel() for servers in servers_by_type]
         return cls.from_csr(
             np.concatenate([[0], np.cumsum([len(s) for s in lists])]).astype(np.int64),
@@ -101,7 +127,17 @@ class CompatibilityGraph:
 
     @classmethod
     def from_edges(cls, edges, n_types: int, n_servers: int) -> CompatibilityGraph:
-        """From (job type, server) pairs."""
+        """From (job type, server) pairs.
+
+        Parameters
+        ----------
+        edges
+            (job type, server) pairs.
+        n_types
+            K, the number of job types.
+        n_servers
+            N, the number of servers.
+        """
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         check_index_range("graph.edges job type", edges[:, 0], n_types)
         order = np.lexsort((edges[:, 1], edges[:, 0]))
@@ -112,7 +148,17 @@ class CompatibilityGraph:
 
     @classmethod
     def from_csr(cls, indptr, indices, n_servers: int) -> CompatibilityGraph:
-        """From CSR arrays; checks them and sorts each type's servers."""
+        """From CSR arrays; checks them and sorts each type's servers.
+
+        Parameters
+        ----------
+        indptr
+            Row pointers, length K + 1.
+        indices
+            The servers of each job type, row after row.
+        n_servers
+            N, the number of servers.
+        """
         indptr = np.asarray(indptr, dtype=np.int64)
         indices = np.asarray(indices, dtype=np.int64)
         if indptr.ndim != 1 or len(indptr) < 2 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):

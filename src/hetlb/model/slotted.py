@@ -36,7 +36,15 @@ TIES = ("independent", "shared")
 @dataclass(frozen=True)
 class CountDistribution:
     """Law of a per-slot count with a given mean: ``poisson`` (any mean), ``bernoulli`` (mean <= 1),
-    or ``binomial`` with ``trials`` trials of success probability mean / trials (mean <= trials)."""
+    or ``binomial`` with ``trials`` trials of success probability mean / trials (mean <= trials).
+
+    Parameters
+    ----------
+    kind
+        "poisson", "bernoulli" or "binomial".
+    trials
+        K, the trials of a binomial law.
+    """
 
     kind: str = "poisson"
     trials: int = 1
@@ -51,7 +59,13 @@ class CountDistribution:
 
     @classmethod
     def parse(cls, value) -> CountDistribution:
-        """A CountDistribution, or its kind name, with "binomial:K" for K trials."""
+        """A CountDistribution, or its kind name, with "binomial:K" for K trials.
+
+        Parameters
+        ----------
+        value
+            A CountDistribution, "poisson", "bernoulli" or "binomial:K".
+        """
         if isinstance(value, cls):
             return value
         kind, colon, trials = str(value).partition(":")
@@ -78,7 +92,13 @@ class CountDistribution:
         return {"poisson": math.inf, "bernoulli": 1.0, "binomial": float(self.trials)}[self.kind]
 
     def variance(self, mean):
-        """Variance of a count with this law and mean ``mean`` (scalar or array)."""
+        """Variance of a count with this law and mean ``mean`` (scalar or array).
+
+        Parameters
+        ----------
+        mean
+            The mean count per slot.
+        """
         if self.kind == "poisson":
             return mean
         return mean * (1.0 - mean / self.trials)
@@ -90,7 +110,25 @@ class CountDistribution:
 
 @dataclass(frozen=True, eq=False)
 class SlottedSystem(ServerSpeeds):
-    """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
+    """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`.
+
+    Parameters
+    ----------
+    speed
+        mu_n, the mean offered service of each server per slot (jobs per slot).
+    dispatchers
+        M, the number of dispatchers.
+    total_arrival_rate
+        lambda_Sigma, the mean arrivals per slot over all dispatchers.
+    dispatcher_share
+        p_m, the fraction of lambda_Sigma at each dispatcher (summing to 1).
+    arrivals, service
+        The laws of the per-slot arrival and service counts.
+    routing
+        "slot" or "job" (see from_speeds).
+    ties
+        "independent" or "shared" (see from_speeds).
+    """
 
     speed: np.ndarray  # mu_n: mean offered service per slot (jobs per slot)
     dispatchers: int  # M

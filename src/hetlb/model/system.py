@@ -91,6 +91,27 @@ class System(ServerSpeeds):
     concurrency and rate curves, and the arrival process.
 
     Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
+
+    Parameters
+    ----------
+    speed
+        mu_s, one speed per server (jobs per unit time).
+    arrival_rate
+        lambda_l, one arrival rate per job type (jobs per unit time).
+    graph
+        The compatibility graph between job types and servers.
+    buffer
+        b_s, one per server, the jobs in service included (INFINITE_BUFFER: none).
+    job_sizes
+        The law of the job sizes (mean 1).
+    graph_construction
+        The report of the construction that built the graph, for the metadata.
+    concurrency
+        c_s, the jobs each server serves at once.
+    rate_curve
+        phi_s, each server's rate curve.
+    arrivals
+        The arrival process (Poisson, batch or MMPP).
     """
 
     speed: np.ndarray
@@ -280,7 +301,22 @@ class System(ServerSpeeds):
 
     def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None) -> None:
         """Refuse, in one line naming the field, what ``model`` (e.g. "the mean-field limit") does
-        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any)."""
+        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any).
+
+        Parameters
+        ----------
+        model
+            What is asked of the system, as the error says it (e.g. "the mean-field limit").
+        arrivals
+            The arrival processes it supports.
+        job_sizes
+            The job-size kinds it supports (None: any).
+
+        Raises
+        ------
+        InputError
+            Naming the field the system has and the model does not support.
+        """
         if self.arrivals.kind not in arrivals:
             raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
         if job_sizes is not None and self.job_sizes.kind not in job_sizes:
@@ -388,7 +424,18 @@ def server_count(name: str, n_servers) -> int:
 
 
 def parse_speeds(text: str) -> np.ndarray:
-    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
+    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed).
+
+    Parameters
+    ----------
+    text
+        Comma-separated speeds (jobs per unit time), each optionally "COUNTxSPEED".
+
+    Returns
+    -------
+    numpy.ndarray
+        One speed per server, in the order written.
+    """
     counts, speeds = speed_groups(text)
     server_count("speeds", sum(counts))
     return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))

@@ -199,7 +199,15 @@ class DiffusionRule:
 
 @dataclass(frozen=True)
 class Policy:
-    """A policy with its parameter values, e.g. ``Policy("pod", {"d": 2})``."""
+    """A policy with its parameter values, e.g. ``Policy("pod", {"d": 2})``.
+
+    Parameters
+    ----------
+    id
+        The policy's id in the registry.
+    params
+        Its parameters' values by name (make_policy fills in the defaults and checks them).
+    """
 
     id: str
     params: dict = field(default_factory=dict)
@@ -542,7 +550,25 @@ def policies_where(**fields) -> tuple[str, ...]:
 
 
 def make_policy(policy_id: str, **params) -> Policy:
-    """Validate a policy id and its parameters; unspecified parameters take their defaults."""
+    """Validate a policy id and its parameters; unspecified parameters take their defaults.
+
+    Parameters
+    ----------
+    policy_id
+        A registered policy id (``hetlb policies`` lists them).
+    **params
+        The policy's parameters by name, e.g. ``d=2`` for ``pod``.
+
+    Returns
+    -------
+    Policy
+        The policy with every parameter's value.
+
+    Raises
+    ------
+    InputError
+        For an unknown id, an unknown parameter or a value out of its range.
+    """
     if policy_id not in POLICIES:
         raise InputError("policy", f"unknown policy {policy_id!r}; choose one of: {', '.join(POLICIES)}")
     spec = POLICIES[policy_id]
@@ -672,7 +698,13 @@ def register_policy(
 
 
 def unregister_policy(policy_id: str) -> None:
-    """Remove a policy of :func:`register_policy` (a built-in one stays)."""
+    """Remove a policy of :func:`register_policy` (a built-in one stays).
+
+    Parameters
+    ----------
+    policy_id
+        The id given to register_policy.
+    """
     spec = POLICIES.get(policy_id)
     if spec is None or spec.selection_key is None:
         raise InputError("policy id", f"{policy_id!r} is no policy registered with register_policy")

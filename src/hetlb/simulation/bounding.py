@@ -290,6 +290,26 @@ def check_sandwich(
     buffers, and check Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t) for every level i after every
     clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
+
+    Parameters
+    ----------
+    speeds
+        mu_k of the n servers (jobs per time unit).
+    arrival_rate
+        The total Poisson rate n lambda^n (jobs per time unit).
+    buffer
+        b, the jobs a buffer holds (None: infinite).
+    tie_breaks
+        The JSQ tie-breaking policies held between the two bounds.
+    horizon, warmup
+        Time units: the check runs to ``horizon``, from ``warmup`` on.
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    SandwichCheck
+        The levels and ticks checked and the first violation, if any.
     """
     speed, arrival_rate = _rates(speeds, arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)

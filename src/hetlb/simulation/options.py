@@ -145,7 +145,13 @@ class RunOptions(Options):
 
     def replace(self, **changes) -> RunOptions:
         """A copy with ``changes`` (checked as the constructor checks them); a new ``jobs`` drops
-        the horizon, a new ``horizon`` the jobs."""
+        the horizon, a new ``horizon`` the jobs.
+
+        Parameters
+        ----------
+        **changes
+            New values of the options, by name.
+        """
         if "jobs" in changes and "horizon" not in changes:
             changes["horizon"] = None
         elif "horizon" in changes and "jobs" not in changes:

@@ -50,11 +50,24 @@ class SpeedLowerBound:
 def speed_lower_bound(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
     """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma.
 
-    ``speed[s]`` is the service rate of server s (mu_{t_s} in 000); servers of equal speed form
-    one type. Requires lambda_Sigma < the total capacity (sum_s speed[s] with one job at a time).
-    ``concurrency`` and ``rate_curve``: c_s and phi_s as in hetlb.System.from_speeds; with any
-    c_s > 1 the bound is :func:`slot_lower_bound`'s (types are then the distinct (speed,
-    concurrency, curve), fastest first, and K is the last type with a job in service).
+    Servers of equal speed form one type. With any c_s > 1 the bound is ``slot_lower_bound``'s
+    (types are then the distinct (speed, concurrency, curve), fastest first, and K is the last type
+    with a job in service).
+
+    Parameters
+    ----------
+    speed
+        ``speed[s]``, the service rate of server s (mu_{t_s} in 000, jobs per unit time).
+    total_arrival_rate
+        lambda_Sigma (jobs per unit time), below the total capacity (sum_s speed[s] with one job at
+        a time).
+    concurrency, rate_curve
+        c_s and phi_s as in ``hetlb.System.from_speeds``.
+
+    Returns
+    -------
+    SpeedLowerBound
+        K, C* and the lower bound C*/lambda on the mean response time (lambda = lambda_Sigma / N; time units).
     """
     if concurrency is not None and np.any(concurrency_array(concurrency, np.size(speed)) > 1):
         return slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve)

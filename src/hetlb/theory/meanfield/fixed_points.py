@@ -113,9 +113,21 @@ def mean_field(
 
 
 def system_mean_field(system: System, policy: str = "jsq", **params) -> MeanFieldLimit:
-    """:func:`mean_field` of ``system``'s server classes (System.server_groups(): speed,
-    concurrency, rate curve), load and buffer. The limit is for the complete graph, one buffer
-    size, Poisson arrivals and exponential sizes on servers that serve several jobs at once."""
+    """``mean_field`` of ``system``'s server classes (System.server_groups(): speed, concurrency,
+    rate curve), load and buffer.
+
+    The limit is for the complete graph, one buffer size, Poisson arrivals and exponential sizes
+    on servers that serve several jobs at once.
+
+    Parameters
+    ----------
+    system
+        A ``hetlb.System``.
+    policy
+        A policy id of MEANFIELD_POLICIES.
+    **params
+        The policy's parameters, as in ``mean_field``.
+    """
     system.check_supported(
         "the mean-field limit",
         job_sizes=None if system.has_single_slots else ("exponential",),
