@@ -57,7 +57,21 @@ scheduling and transfer costs."""
 @dataclass
 class SweepResult:
     """``runs``: one row per point and replication; ``summary``: one row per point with 95%
-    intervals (over replications, or the batch-means interval of a single replication)."""
+    intervals (over replications, or the batch-means interval of a single replication).
+
+    Parameters
+    ----------
+    runs
+        One row per point and replication.
+    summary
+        One row per point, with 95% intervals.
+    computed
+        Runs computed by this sweep.
+    reused
+        Runs taken from the store.
+    wall_seconds
+        The sweep's wall-clock time (seconds).
+    """
 
     runs: pd.DataFrame
     summary: pd.DataFrame
@@ -298,13 +312,31 @@ def write_tables(out: Path, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
 
 
 def comparable(table: pd.DataFrame) -> pd.DataFrame:
-    """The table without the columns that measure the machine (for comparing executors)."""
+    """The table without the columns that measure the machine (for comparing executors).
+
+    Parameters
+    ----------
+    table
+        A runs or summary table of a sweep.
+    """
     return table.drop(columns=[c for c in TIMING_COLUMNS if c in table.columns])
 
 
 def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) -> pd.DataFrame:
     """Per point (all axes but ``by``), the mean of ``metric`` under ``first`` minus ``second``
-    over paired replications, with its 95% interval (common random numbers make pairs)."""
+    over paired replications, with its 95% interval (common random numbers make pairs).
+
+    Parameters
+    ----------
+    runs
+        The runs table of a sweep (common random numbers).
+    metric
+        A column of it, e.g. ``mean_response_time``.
+    by
+        The axis whose two values are compared, e.g. ``policy.id``.
+    first, second
+        Its two values.
+    """
     import pandas as pd
 
     keys = [c for c in runs.columns if c not in (by, "point", "key", "replication") and "." in c]

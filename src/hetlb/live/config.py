@@ -62,7 +62,21 @@ BACKEND_KEYS = ("url", "speed", "types", "buffer")
 class Backend:
     """One backend: ``url`` as configured (the X-Backend header repeats it), ``speed`` (mu_s; None
     for ``auto``), ``types`` (None: every type) and ``buffer`` (None: no limit). With ``discover``
-    its types are those its ``GET /v1/models`` listed last (none before the first answer)."""
+    its types are those its ``GET /v1/models`` listed last (none before the first answer).
+
+    Parameters
+    ----------
+    url
+        The backend's base URL.
+    speed
+        mu_s (None: ``auto``, measured).
+    types
+        The job types it serves (None: every type).
+    buffer
+        b, the most requests it may hold, the one in service included (None: no limit).
+    discover
+        Take its types from ``GET /v1/models``.
+    """
 
     url: str
     speed: float | None = 1.0
@@ -96,7 +110,13 @@ class Backend:
         }
 
     def configured_as(self, other: Backend) -> bool:
-        """Whether ``other`` has the same configured speed, types and buffer (discovered types aside)."""
+        """Whether ``other`` has the same configured speed, types and buffer (discovered types aside).
+
+        Parameters
+        ----------
+        other
+            Another backend.
+        """
         same_types = self.discover == other.discover and (self.discover or self.types == other.types)
         return same_types and self.speed == other.speed and self.buffer == other.buffer
 
@@ -105,7 +125,13 @@ class Backend:
 class Signals:
     """Which load signals a dispatcher uses: ``chosen`` maps the live name of each (an entry of
     hetlb.signals) to its options (poll's and metrics' ``tau``, seconds; metrics' ``engine``), in
-    the entries' order."""
+    the entries' order.
+
+    Parameters
+    ----------
+    chosen
+        Live name -> its options.
+    """
 
     chosen: dict = field(default_factory=default_live_signals)
 
@@ -194,7 +220,13 @@ class ServeConfig:
 
     @classmethod
     def from_mapping(cls, data: dict) -> ServeConfig:
-        """A checked configuration from a mapping of :data:`CONFIG_KEYS` (e.g. a parsed TOML file)."""
+        """A checked configuration from a mapping of :data:`CONFIG_KEYS` (e.g. a parsed TOML file).
+
+        Parameters
+        ----------
+        data
+            The keys of CONFIG_KEYS and their values.
+        """
         data = dict(validation.table("config", data))
         unknown = sorted(set(data) - set(CONFIG_KEYS))
         if unknown:
@@ -219,11 +251,23 @@ class ServeConfig:
         return config
 
     def dispatcher_addresses(self, m: int) -> tuple[Address, Address | None]:
-        """(listen, admin) of dispatcher m: PORT + m and ADMIN + m."""
+        """(listen, admin) of dispatcher m: PORT + m and ADMIN + m.
+
+        Parameters
+        ----------
+        m
+            The dispatcher's index, from 0.
+        """
         return self.listen.shifted(m), None if self.admin is None else self.admin.shifted(m)
 
     def engine(self, name: str) -> EngineMetrics:
-        """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one."""
+        """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one.
+
+        Parameters
+        ----------
+        name
+            The engine's name (e.g. ``vllm``).
+        """
         return self.engine_metrics.get(name) or ENGINE_METRICS[name]
 
     @property
@@ -630,7 +674,15 @@ def path_text(name: str, value) -> str:
 
 def load_config(path=None, **overrides) -> ServeConfig:
     """A ServeConfig from a TOML file (its top-level keys are those of :data:`CONFIG_KEYS`) with
-    ``overrides`` (None values ignored) taking precedence, as the command line's flags do."""
+    ``overrides`` (None values ignored) taking precedence, as the command line's flags do.
+
+    Parameters
+    ----------
+    path
+        The TOML file (None: the overrides alone).
+    **overrides
+        Keys of CONFIG_KEYS and their values.
+    """
     from hetlb.scenario import read_toml
 
     data = read_toml(path, field="config") if path is not None else {}

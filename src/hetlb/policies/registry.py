@@ -168,7 +168,15 @@ DIFFUSION_MEASURES = ("slowest", "fastest", "size-biased", "law")
 class MeanFieldRule:
     """A policy's N -> infinity limit on the complete graph: ``rule`` (one of
     MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES) and the ``description`` its
-    MeanFieldLimit carries."""
+    MeanFieldLimit carries.
+
+    Parameters
+    ----------
+    rule
+        One of MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES.
+    description
+        The text its MeanFieldLimit carries.
+    """
 
     rule: str
     description: str

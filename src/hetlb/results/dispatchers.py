@@ -51,6 +51,11 @@ class DispatcherRunResult(RunResult):
         return {**super().summary, **self.figures(DISPATCHER_FIGURES), "messages_per_job": self.messages_per_job}
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = super().to_dict(per_server)
         out.update({name: getattr(self, name) for name in DISPATCHER_FIGURES})
         out.update(

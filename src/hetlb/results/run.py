@@ -137,6 +137,11 @@ class RunResult(ReplicationResult):
         return (self.mean_number_in_system - little) / self.mean_number_in_system
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             "mean_response_time": self.mean_response_time,
@@ -408,7 +413,15 @@ def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
 
 
 def response_time_quantile(histogram: np.ndarray, q: float) -> float:
-    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%)."""
+    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%).
+
+    Parameters
+    ----------
+    histogram
+        Response-time counts, in the bins of the kernels.
+    q
+        The probability, in [0, 1].
+    """
     total = histogram.sum()
     if total == 0:
         return math.nan

@@ -86,6 +86,11 @@ class SlottedRunResult(ReplicationResult):
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             **{name: getattr(self, name) for name in SLOTTED_METRICS},

@@ -562,14 +562,30 @@ class DiffusionStationary:
     horizon: float
 
     def ccdf(self, measure: str, grid):
-        """P(measure > y) for y in ``grid``, with standard errors across paths: (probability, standard_error)."""
+        """P(measure > y) for y in ``grid``, with standard errors across paths: (probability, standard_error).
+
+        Parameters
+        ----------
+        measure
+            The stationary measure's name (e.g. ``x1``).
+        grid
+            The values y.
+        """
         paths = self._samples(measure)
         grid = np.asarray(grid, dtype=float)
         per_path = (paths[:, :, None] > grid.reshape(1, 1, -1)).mean(axis=1)
         return per_path.mean(axis=0), per_path.std(axis=0, ddof=1) / np.sqrt(self.n_paths)
 
     def quantile(self, measure: str, probability):
-        """Quantiles of the stationary ``measure`` from the pooled snapshots."""
+        """Quantiles of the stationary ``measure`` from the pooled snapshots.
+
+        Parameters
+        ----------
+        measure
+            The stationary measure's name (e.g. ``x1``).
+        probability
+            The probabilities, in (0, 1).
+        """
         return np.quantile(self._samples(measure), probability)
 
     def _samples(self, measure: str) -> np.ndarray:
