@@ -187,6 +187,71 @@ class ServeConfig:
 
     Build it with :meth:`from_mapping` (checks every value) or :func:`load_config`; run it with
     :func:`hetlb.live.serve`.
+
+    Parameters
+    ----------
+    backends
+        The backends (docs/reference/serve.md).
+    policy
+        A live policy; in TOML an id, or a table ``[policy]`` with ``id`` and parameters.
+    listen
+        Where dispatcher 0 listens.
+    admin
+        The admin listener of dispatcher 0 (none unless asked for).
+    signals
+        The load signals (docs/reference/serve.md); in TOML a text or a list.
+    p_hat
+        Probability of a push probe per request, in (0, 1].
+    d
+        Backends a push probes; also the sample size of ``pod`` and ``l-pod`` (unless ``--set
+        d=...`` gives theirs).
+    default_type
+        The job type of a request without the type header.
+    type_header
+        The header that names the job type.
+    type_body_field
+        The top-level field of a JSON request body that names the job type, before the header
+        (``model`` for OpenAI-compatible APIs).
+    type_prefixes
+        Path prefixes that give the job type; in TOML a table ``{"/llama/" = "llama"}``.
+    dispatchers
+        Independent dispatcher processes, at most 64.
+    seed
+        Seed of the decisions: dispatcher m uses seed + m (None: from the system).
+    timeout
+        The longest a backend may stay silent: before its answer's headers (504 beyond) and between
+        two chunks of its body (the answer is cut beyond); a stream may last longer (seconds).
+    connect_timeout
+        Connecting to a backend; 502 beyond (seconds).
+    probe_timeout
+        A push or poll probe of ``GET /load``, a scrape of an engine's metrics (seconds).
+    drain
+        Time the requests in flight get at a stop (seconds).
+    health_interval
+        The interval of the active checks of every backend (seconds); 0 turns them off.
+    health_path
+        The path of the active check.
+    eject_after
+        Consecutive failures (connection failures, timeouts, 5xx) that eject a backend.
+    retries
+        Retries of an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) after a failure,
+        each to a backend it has not tried.
+    max_body_bytes
+        The largest request body; 413 beyond.
+    max_header_bytes
+        The longest request line and header field; 400 beyond.
+    max_in_flight
+        Concurrent requests of a dispatcher; 503 beyond (bounded memory).
+    engine_metrics
+        The metric names of engines other than vLLM and SGLang, for ``metrics:NAME``
+        (docs/reference/serve.md).
+    backends_file
+        A TOML or JSON file with the ``backends`` list, applied again each time it changes; refused
+        together with ``backends``.
+    backends_file_interval
+        How often the backends file's modification time and size are looked at (seconds).
+    discover_interval
+        How often the ``types = "discover"`` backends' ``GET /v1/models`` is read again (seconds).
     """
 
     backends: tuple[Backend, ...]

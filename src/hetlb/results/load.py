@@ -46,7 +46,15 @@ INFERENCE_LOAD_SUMMARY = (
 class LoadResult(Result, dict):
     """One open-loop run of the load generator: a mapping of its figures (keys and units in
     hetlb.live.loadgen's docstring; a figure that cannot be computed is None), so that it is read,
-    compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions)."""
+    compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions).
+
+    Parameters
+    ----------
+    figures
+        The run's figures by name.
+    metadata
+        The LoadSpec and the versions.
+    """
 
     def __init__(self, figures: dict, metadata: dict):
         dict.__init__(self, figures)
@@ -75,7 +83,15 @@ class LoadResult(Result, dict):
 class InferenceLoadResult(LoadResult):
     """One open-loop run of streamed chat completions: a mapping of its figures (keys and units in
     hetlb.live.inference_load's docstring and docs/reference/testbed.md; a figure that cannot be
-    computed is None), with ``metadata`` (the InferenceLoadSpec and the versions)."""
+    computed is None), with ``metadata`` (the InferenceLoadSpec and the versions).
+
+    Parameters
+    ----------
+    figures
+        The run's figures by name.
+    metadata
+        The InferenceLoadSpec and the versions.
+    """
 
     @property
     def summary(self) -> dict:

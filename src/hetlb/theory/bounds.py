@@ -29,12 +29,24 @@ needs about (1 - alpha) / (alpha^2 (1 / alpha - phi)) of them); beyond, it refus
 class SpeedLowerBound:
     """K, C* and the lower bound C*/lambda of Proposition 1 (000).
 
-    ``K`` is the number of server types needed to carry the load (1-based, as in 000);
-    ``type_speeds`` are the distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time);
-    ``type_fractions`` are alpha_m = N_m / N; ``c_star_by_type`` are C*_m, the fraction of all
-    servers that are busy servers of type m; ``c_star`` is C* = sum_m C*_m;
-    ``arrival_rate_per_server`` is lambda = lambda_Sigma / N; ``lower_bound`` is C*/lambda, a
-    lower bound on the mean response time (time units); ``load`` is lambda_Sigma / sum_r mu_r.
+    Parameters
+    ----------
+    K
+        The number of server types needed to carry the load (1-based, as in 000).
+    c_star
+        C* = sum_m C*_m.
+    c_star_by_type
+        C*_m, the fraction of all servers that are busy servers of type m.
+    type_speeds
+        The distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time).
+    type_fractions
+        alpha_m = N_m / N.
+    arrival_rate_per_server
+        lambda = lambda_Sigma / N.
+    lower_bound
+        C*/lambda, a lower bound on the mean response time (time units).
+    load
+        lambda_Sigma / sum_r mu_r.
     """
 
     K: int

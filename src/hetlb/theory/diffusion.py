@@ -77,9 +77,15 @@ far apart for an explicit scheme (a fine step over a long relaxation), and the r
 class SpeedLaw:
     """The limiting speed distribution F of Assumption 3.1 (002) as weighted nodes.
 
-    ``rate[j]`` are service rates mu_j (jobs per time unit), ``weight[j]`` >= 0 their masses
-    (summing to 1): the pools gamma_j of Corollary 4.6, or a quadrature rule for a continuous F.
-    ``rate_min`` and ``rate_max`` are mu_min and mu_max, the ends of the support S.
+    Parameters
+    ----------
+    rate
+        ``rate[j]``, the service rates mu_j (jobs per time unit).
+    weight
+        ``weight[j]`` >= 0, their masses (summing to 1): the pools gamma_j of Corollary 4.6, or a
+        quadrature rule for a continuous F.
+    rate_min, rate_max
+        mu_min and mu_max, the ends of the support S.
     """
 
     rate: np.ndarray
@@ -183,6 +189,27 @@ class DiffusionLimit:
     With the pool basis Y_j = xi_2({mu_j}): routing = alpha_1's masses, level_matrix = -diag(mu_j),
     departure_weight = mu_j, count_weight = 1. ``buffer`` = 1 is the loss system (Prop 5.2 with
     b = 1): m = 0 and U_1 counts lost jobs.
+
+    Parameters
+    ----------
+    excess_capacity
+        c = varsigma + nu.
+    idle_rate
+        <iota, eta^pi> (per time unit).
+    noise_variance
+        2 mu_bar.
+    routing
+        Where U_1 moves jobs among the coordinates Y.
+    level_matrix
+        The drift matrix of Y.
+    departure_weight
+        The weights of Y in the drift of X_1.
+    count_weight
+        The weights that give X_2 from Y.
+    buffer
+        b (None: infinite; 1: the loss system).
+    policy
+        The policy's id ("custom" for a limit built by hand).
     """
 
     excess_capacity: float
@@ -296,9 +323,17 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
 class ReflectedOUStationary:
     """Stationary law of dX = (-c - kappa X) dt + sigma dW - dU, X <= 0 (the loss system's X_1).
 
-    X is N(-c / kappa, sigma^2 / (2 kappa)) conditioned on X <= 0 (``law``, a frozen scipy
-    distribution); ``loss_rate`` is E[dU / dt] = (sigma^2 / 2) p(0), the scaled rate of lost jobs:
-    n^{1/2} times the Erlang-B blocking probability in the limit (Jagerman).
+    X is N(-c / kappa, sigma^2 / (2 kappa)) conditioned on X <= 0.
+
+    Parameters
+    ----------
+    mean_x1, std_x1
+        The mean and standard deviation of X.
+    loss_rate
+        E[dU / dt] = (sigma^2 / 2) p(0), the scaled rate of lost jobs: n^{1/2} times the Erlang-B
+        blocking probability in the limit (Jagerman).
+    law
+        The law of X, a frozen scipy distribution.
     """
 
     mean_x1: float
@@ -548,6 +583,25 @@ class DiffusionStationary:
     units after ``burn_in``. ``mean_level`` are the means of the coordinates Y of xi_2 (per pool
     with the pool basis). ``samples[name]`` (paths x snapshots) for x1, x2 and x_plus1 feed
     :meth:`ccdf` and :meth:`quantile`.
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit.
+    mean, standard_error
+        See above.
+    mean_level, standard_error_level
+        The means of the coordinates Y, and their standard errors.
+    samples
+        See above.
+    n_paths
+        Independent paths.
+    step
+        The Euler step (time units).
+    burn_in
+        Time discarded at the start of each path (time units).
+    horizon
+        The time each path is averaged over (time units).
     """
 
     limit: DiffusionLimit
@@ -670,9 +724,18 @@ def stationary_diffusion(
 
 @dataclass(frozen=True, eq=False)
 class DiffusionPaths:
-    """Sample paths of a :class:`DiffusionLimit` at ``time`` (time units): arrays (n_paths, n_times).
+    """Sample paths of a ``DiffusionLimit``: arrays (n_paths, n_times).
 
-    ``x1`` is X_1 <= 0, ``x2`` is X_2 = <1, xi_2>, ``u1`` the regulator U_1 (nondecreasing).
+    Parameters
+    ----------
+    time
+        The recorded times (time units).
+    x1
+        X_1 <= 0.
+    x2
+        X_2 = <1, xi_2>.
+    u1
+        The regulator U_1 (nondecreasing).
     """
 
     time: np.ndarray

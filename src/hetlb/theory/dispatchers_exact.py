@@ -40,7 +40,26 @@ MAX_DISPATCHER_STATES = 400_000
 
 @dataclass(frozen=True)
 class DispatcherSolution:
-    """Stationary figures of the chain; response times by Little's law over the admitted jobs."""
+    """Stationary figures of the chain; response times by Little's law over the admitted jobs.
+
+    Parameters
+    ----------
+    n_states
+        The states of the chain.
+    mean_number_in_system
+        The mean jobs in the system.
+    blocking_probability
+        The fraction of jobs lost at a full server.
+    mean_response_time
+        The mean response time of admitted jobs (time units).
+    mean_estimate_error
+        The time-average |Q~^m_s - Q_s| over dispatchers and servers.
+    message_rate
+        Messages sent per unit time.
+    lost_message_rate
+        Messages per unit time beyond ``max_in_flight``, which the chain drops (0: the chain is
+        the model exactly).
+    """
 
     n_states: int
     mean_number_in_system: float

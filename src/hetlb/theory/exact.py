@@ -304,6 +304,40 @@ class ExactSolution:
     ``n_states`` counts the states of the chain, which for ``jsq-lisf`` also hold the idle order,
     and are twice the queue states for mmpp (the phase) and batch arrivals (the routing states);
     ``stationary`` is the law of the queue lengths alone in time; ``residual`` is that chain's.
+
+    Parameters
+    ----------
+    policy
+        The policy's id.
+    mean_response_time
+        E[T] of admitted jobs (time units).
+    mean_waiting_time
+        The mean time before a slot is free (time units).
+    mean_service_time
+        The mean service time of admitted jobs (time units).
+    blocking_probability
+        The fraction of arrivals lost.
+    blocking_probability_by_type
+        The same per job type.
+    p_wait
+        See above.
+    mean_number_in_system
+        L.
+    throughput
+        Admitted jobs per unit time.
+    utilisation
+        See above.
+    mean_in_service
+        See above.
+    admitted_rate_by_server
+        Jobs admitted to each server per unit time.
+    states, stationary
+        See above.
+    n_states
+        See above.
+    residual
+        max |pi Q| of the solved chain relative to the largest total rate out of a state (a check of
+        the solve).
     """
 
     policy: str

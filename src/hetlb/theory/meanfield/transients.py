@@ -19,8 +19,20 @@ from hetlb.theory.meanfield.sampling import FIRST_LEVELS, MAX_LEVELS, sampling_m
 
 @dataclass(frozen=True, eq=False)
 class MeanFieldTrajectory:
-    """The ODE solution: ``occupancy[t, m, i-1]`` = s_{m,i}(times[t]); ``mean_number_in_system[t]``
-    jobs per server."""
+    """The ODE solution; ``mean_number_in_system[t]`` is the jobs per server at ``times[t]``.
+
+    Parameters
+    ----------
+    times
+        The output times (time units).
+    occupancy
+        ``occupancy[t, m, i-1]`` = s_{m,i}(times[t]), the fraction of class-m servers with at
+        least i jobs.
+    class_speed
+        mu_m of each class (jobs per unit time).
+    class_fraction
+        alpha_m, the share of servers in each class.
+    """
 
     times: np.ndarray
     occupancy: np.ndarray
