@@ -84,6 +84,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A tab that runs the site's scripts (search, navigation); a script error fails the test."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(15_000)
     errors = []
@@ -91,6 +92,17 @@ def page(browser):
     yield page
     page.close()
     assert errors == [], f"scripts failed on the page: {errors}"
+
+
+@pytest.fixture
+def static_page(browser):
+    """A tab without scripts: the pages' content is static HTML, which renders without them (and
+    several times faster)."""
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
 
 
 def url_of(base: str, markdown_path: str) -> str:
@@ -104,20 +116,31 @@ def title_of(markdown_path: str) -> str:
     return first_line[2:].replace("`", "").strip()
 
 
-def test_every_page_shows_its_title_and_figures(site, page):
+def shows_title_and_figures(page, path: str) -> None:
+    heading = page.locator("article h1").first.inner_text().removesuffix("¶").strip()  # the permalink
+    assert heading == title_of(path), path
+    broken = page.eval_on_selector_all(
+        "article img", "images => images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+    )
+    assert broken == [], f"{path}: figures that do not load"
+
+
+def test_every_page_shows_its_title_and_figures(site, static_page):
+    for _, pages in nav_sections():
+        for path in pages:
+            response = static_page.goto(url_of(site, path))
+            assert response is not None and response.ok, path
+            shows_title_and_figures(static_page, path)
+
+
+def test_each_section_opens_with_its_scripts(site, page):
+    """The first page of each section, as a reader's browser shows it; its screenshot is kept."""
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     for section, pages in nav_sections():
-        for index, path in enumerate(pages):
-            response = page.goto(url_of(site, path))
-            assert response is not None and response.ok, path
-            heading = page.locator("article h1").first.inner_text().removesuffix("¶").strip()  # the permalink
-            assert heading == title_of(path), path
-            broken = page.eval_on_selector_all(
-                "article img", "images => images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
-            )
-            assert broken == [], f"{path}: figures that do not load"
-            if index == 0:
-                page.screenshot(path=str(ARTEFACTS / f"{re.sub(r'[^a-z0-9]+', '-', section.lower())}.png"))
+        page.goto(url_of(site, pages[0]))
+        shows_title_and_figures(page, pages[0])
+        assert page.locator("nav.md-nav--primary").count() >= 1, pages[0]  # the navigation is drawn
+        page.screenshot(path=str(ARTEFACTS / f"{re.sub(r'[^a-z0-9]+', '-', section.lower())}.png"))
 
 
 def test_every_page_is_in_the_navigation():
