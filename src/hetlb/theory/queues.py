@@ -54,9 +54,9 @@ def mm1_mean_response_time(arrival_rate, service_rate) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
 
     Raises
@@ -73,9 +73,9 @@ def mm1_mean_waiting_time(arrival_rate, service_rate) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
 
     Raises
@@ -92,9 +92,9 @@ def mm1_p_wait(arrival_rate, service_rate) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
 
     Raises
@@ -111,9 +111,9 @@ def mm1_mean_number_in_system(arrival_rate, service_rate) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
 
     Raises
@@ -130,11 +130,11 @@ def mm1_response_time_quantile(arrival_rate, service_rate, probability) -> float
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    probability
+    probability : float
         p in (0, 1).
 
     Raises
@@ -160,11 +160,11 @@ def mm1k_stationary_distribution(arrival_rate, service_rate, buffer) -> np.ndarr
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    buffer
+    buffer : int
         K, the most jobs the station holds, the one in service included (b in 000).
     """
     lam = validation.positive_number("arrival_rate", arrival_rate)
@@ -180,11 +180,11 @@ def mm1k_blocking_probability(arrival_rate, service_rate, buffer) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    buffer
+    buffer : int
         K, the most jobs the station holds, the one in service included (b in 000).
     """
     return float(mm1k_stationary_distribution(arrival_rate, service_rate, buffer)[-1])
@@ -195,11 +195,11 @@ def mm1k_mean_number_in_system(arrival_rate, service_rate, buffer) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    buffer
+    buffer : int
         K, the most jobs the station holds, the one in service included (b in 000).
     """
     pi = mm1k_stationary_distribution(arrival_rate, service_rate, buffer)
@@ -211,11 +211,11 @@ def mm1k_mean_response_time(arrival_rate, service_rate, buffer) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    buffer
+    buffer : int
         K, the most jobs the station holds, the one in service included (b in 000).
     """
     pi = mm1k_stationary_distribution(arrival_rate, service_rate, buffer)
@@ -228,11 +228,11 @@ def mm1k_p_wait(arrival_rate, service_rate, buffer) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    buffer
+    buffer : int
         K, the most jobs the station holds, the one in service included (b in 000).
     """
     pi = mm1k_stationary_distribution(arrival_rate, service_rate, buffer)
@@ -249,9 +249,9 @@ def erlang_b(n_servers, offered_load) -> float:
 
     Parameters
     ----------
-    n_servers
+    n_servers : int
         c, the number of servers.
-    offered_load
+    offered_load : float
         a = lambda / mu, in Erlangs.
     """
     c = validation.integer("n_servers", n_servers, low=1)
@@ -267,11 +267,11 @@ def erlang_c(n_servers, arrival_rate, service_rate) -> float:
 
     Parameters
     ----------
-    n_servers
+    n_servers : int
         c, the number of servers.
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
 
     Raises
@@ -291,11 +291,11 @@ def mmc_p_wait(arrival_rate, service_rate, n_servers) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    n_servers
+    n_servers : int
         c, the number of servers.
 
     Raises
@@ -311,11 +311,11 @@ def mmc_mean_waiting_time(arrival_rate, service_rate, n_servers) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    n_servers
+    n_servers : int
         c, the number of servers.
 
     Raises
@@ -332,11 +332,11 @@ def mmc_mean_response_time(arrival_rate, service_rate, n_servers) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    n_servers
+    n_servers : int
         c, the number of servers.
 
     Raises
@@ -352,11 +352,11 @@ def mmc_mean_number_in_system(arrival_rate, service_rate, n_servers) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    n_servers
+    n_servers : int
         c, the number of servers.
 
     Raises
@@ -375,11 +375,11 @@ def mxm1_mean_number_in_system(arrival_rate, service_rate, mean_batch) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    mean_batch
+    mean_batch : float
         B >= 1, the mean batch size (geometric on {1, 2, ...}).
 
     Raises
@@ -397,11 +397,11 @@ def mxm1_mean_response_time(arrival_rate, service_rate, mean_batch) -> float:
 
     Parameters
     ----------
-    arrival_rate
+    arrival_rate : float
         lambda, the Poisson arrival rate of jobs (jobs per unit time).
-    service_rate
+    service_rate : float
         mu, the service rate of one server (jobs per unit time).
-    mean_batch
+    mean_batch : float
         B >= 1, the mean batch size (geometric on {1, 2, ...}).
 
     Raises
