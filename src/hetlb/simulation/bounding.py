@@ -302,7 +302,7 @@ def check_sandwich(
     tie_breaks
         The JSQ tie-breaking policies held between the two bounds.
     horizon, warmup
-        Time units: the check runs to ``horizon``, from ``warmup`` on.
+        As in simulate_bounding_system (time units); the order is checked at every tick.
     seed
         An integer >= 0 or a SeedSequence.
 
