@@ -149,7 +149,7 @@ def test_reproduce_help_lists_every_registered_reproduction(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", "--help"])
     assert stop.value.code == 0
-    listed = capsys.readouterr().out.split("reproductions:")[1]
+    listed = capsys.readouterr().out.split("reproductions:")[1].split("\n\n")[0]  # the documentation line follows
     lines = listed.strip().splitlines()
     assert [line.split()[0] for line in lines] == list(REPRODUCTIONS) and len(lines) >= 10
     for line, reproduction in zip(lines, REPRODUCTIONS.values()):

@@ -23,6 +23,7 @@ import os
 import sys
 
 from hetlb.cli.flags import EXIT_INPUT_ERROR, ArgumentParser
+from hetlb.documentation import page
 from hetlb.errors import InputError
 from hetlb.version import __version__
 
@@ -43,7 +44,7 @@ COMMANDS = {
     "in the Halfin-Whitt regime",
     "compile": "compile the continuous-time kernel ahead of time, so that short simulations start without numba",
     "demo": "compare policies on a heterogeneous system: table and plot",
-    "serve": "a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
+    "serve": "a reverse proxy that routes HTTP requests to backends with a policy",
     "backend": "test backends: the model's servers on HTTP, several on several ports; --openai: emulated "
     "inference engines",
     "loadgen": "open-loop load on one or several URLs (simulator's keys); --openai: streamed chat completions",
@@ -52,6 +53,31 @@ COMMANDS = {
 """The commands, in the order ``hetlb --help`` lists them, with the line it shows for each. The
 command NAME is the module hetlb.cli.NAME: its ``add_flags(parser)`` gives the command its flags,
 its ``run(args)`` carries it out."""
+
+
+COMMAND_PAGES = {
+    "simulate": "reference/model.md",
+    "exact": "reference/exact.md",
+    "bound": "reference/model.md",
+    "meanfield": "background/mean-field.md",
+    "place": "how-to/placement.md",
+    "policies": "reference/policies.md",
+    "sweep": "how-to/sweeps.md",
+    "store": "how-to/sweeps.md",
+    "plot": "how-to/sweeps.md",
+    "reproduce": "reproductions/claims.md",
+    "graph": "how-to/placement.md",
+    "tune": "reference/policies.md",
+    "diffusion": "reference/diffusion.md",
+    "compile": "background/performance.md",
+    "demo": "tutorial.md",
+    "serve": "reference/serve.md",
+    "backend": "reference/testbed.md",
+    "loadgen": "reference/testbed.md",
+    "testbed": "reference/testbed.md",
+}
+"""The page of the docs that documents each command (a path inside docs/): the last line of
+``hetlb COMMAND --help`` names its file (hetlb.documentation.page), in the checkout or as installed."""
 
 
 def command_module(name: str):
@@ -72,7 +98,7 @@ def build_parser(flags_of=tuple(COMMANDS)) -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hetlb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name, summary in COMMANDS.items():
-        command = commands.add_parser(name, help=summary)
+        command = commands.add_parser(name, help=summary, documentation=page(COMMAND_PAGES[name]))
         if name in flags_of:
             command_module(name).add_flags(command)
     return parser

@@ -14,6 +14,7 @@ import sys
 
 from hetlb import validation
 from hetlb.cli.text import result_line
+from hetlb.documentation import page
 from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
@@ -22,12 +23,14 @@ EXIT_INPUT_ERROR = 2
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line, takes flags only as written (no prefixes:
-    ``--b`` is not ``--buffer``), and whose ``epilog`` may be a function called when the help is
-    shown (to read a registry only then)."""
+    ``--b`` is not ``--buffer``), whose ``epilog`` may be a function called when the help is
+    shown (to read a registry only then), and whose help ends with the file of the command's page
+    of the docs, ``documentation``, on a line of its own (not wrapped, so that it can be copied)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, documentation: str | None = None, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.documentation = documentation
 
     def error(self, message):
         head = f"{self.prog}: error: "
@@ -36,7 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         if callable(self.epilog):
             self.epilog = self.epilog()
-        return super().format_help()
+        text = super().format_help()
+        return f"{text}\ndocumentation: {self.documentation}\n" if self.documentation else text
 
 
 def add_scenario_flags(
@@ -136,7 +140,7 @@ def add_plugin_flag(parser) -> None:
         "--plugin",
         action="append",
         metavar="MODULE",
-        help="import a module or a .py file that registers policies (repeatable; docs/how-to/your-own-policy.md)",
+        help=f"import a module or a .py file that registers policies (repeatable; {page('how-to/your-own-policy.md')})",
     )
 
 

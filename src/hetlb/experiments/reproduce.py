@@ -370,7 +370,25 @@ def reproduce(
     (default ``reproductions/NAME``). Options override the scale's defaults (see
     ``REPRODUCTIONS[name].options``). Returns the content of claims.json: ``passes`` is true
     when no claim fails (each holds, deviates with its documented cause, or is a refuted inferred
-    corollary), ``all_claims_hold`` when each holds as worded."""
+    corollary), ``all_claims_hold`` when each holds as worded.
+
+    Parameters
+    ----------
+    name
+        A reproduction of REPRODUCTIONS (``hetlb reproduce --help`` lists them).
+    scale
+        "quick" or "paper".
+    out
+        The folder (default ``reproductions/NAME``).
+    executor
+        As in ``sweep``.
+    store
+        The result store's path, as in ``sweep``.
+    progress
+        Draw a progress bar on standard error.
+    **options
+        Overrides of the scale's options.
+    """
     if name not in REPRODUCTIONS:
         raise InputError("name", f"unknown reproduction {name!r}; choose one of: {', '.join(REPRODUCTIONS)}")
     if scale not in SCALES:

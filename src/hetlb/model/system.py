@@ -91,6 +91,27 @@ class System(ServerSpeeds):
     concurrency and rate curves, and the arrival process.
 
     Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
+
+    Parameters
+    ----------
+    speed
+        mu_s, one speed per server (jobs per unit time).
+    arrival_rate
+        lambda_l, one arrival rate per job type (jobs per unit time).
+    graph
+        The compatibility graph between job types and servers.
+    buffer
+        b_s, one per server, the jobs in service included (INFINITE_BUFFER: none).
+    job_sizes
+        The law of the job sizes (mean 1).
+    graph_construction
+        The report of the construction that built the graph, for the metadata.
+    concurrency
+        c_s, the jobs each server serves at once.
+    rate_curve
+        phi_s, each server's rate curve.
+    arrivals
+        The arrival process (Poisson, batch or MMPP).
     """
 
     speed: np.ndarray
@@ -128,27 +149,44 @@ class System(ServerSpeeds):
     ) -> System:
         """Build and validate a system.
 
-        speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
+        Parameters
+        ----------
+        speed
+            One speed per server (mu_s, jobs per unit time), or a text such as "50x1.0,50x0.5"
             (:func:`parse_speeds`).
-        arrival_rate: the total rate, split equally over the job types, or one rate per job type
-            (lambda_l).
-        load: instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed)
-            with one job at a time; sum of mu_s phi_s(c_s) in general), split equally over the
-            job types.
-        excess_capacity: or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
-        buffer: None (infinite), one int for all servers, or one per server (b, counts the job
-            in service).
-        graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
-        n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
-        job_sizes: a :class:`JobSizes` or its kind name.
-        graph_construction: the report of the construction that built ``graph``
-            (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
-        concurrency: c_s, the jobs a server serves at once: None (1), one value for all, one per
-            server, or a text such as "50x8,50x32" (``inf`` for unlimited).
-        rate_curve: phi_s (:class:`hetlb.model.servers.RateCurve` or its text, e.g.
-            "saturating:alpha=0.2"): one for all servers, one per server, or [count, curve] pairs.
-        arrivals: the arrival process (:class:`hetlb.model.arrivals.ArrivalProcess` or its text:
-            "poisson", "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+        arrival_rate
+            The total rate, split equally over the job types, or one rate per job type (lambda_l, jobs
+            per unit time).
+        load
+            Instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed) with one job
+            at a time; sum of mu_s phi_s(c_s) in general), split equally over the job types.
+        excess_capacity
+            Or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
+        buffer
+            b: None (infinite), one int for all servers, or one per server (counts the jobs in service).
+        graph
+            None (complete), a ``CompatibilityGraph``, or one list of servers per type.
+        n_types
+            Number of job types when neither ``graph`` nor a rate vector fixes it.
+        job_sizes
+            A ``JobSizes`` or its kind name (mean 1).
+        graph_construction
+            The report of the construction that built ``graph`` (``hetlb.graphs.constructions``),
+            kept in the result's metadata.
+        concurrency
+            c_s, the jobs a server serves at once: None (1), one value for all, one per server, or a
+            text such as "50x8,50x32" (``inf`` for unlimited).
+        rate_curve
+            phi_s (``hetlb.model.servers.RateCurve`` or its text, e.g. "saturating:alpha=0.2"): one
+            for all servers, one per server, or [count, curve] pairs.
+        arrivals
+            The arrival process (``hetlb.model.arrivals.ArrivalProcess`` or its text: "poisson",
+            "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+
+        Returns
+        -------
+        System
+            The validated system.
         """
         speed = validation.positive_finite_array(
             "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
@@ -193,6 +231,7 @@ class System(ServerSpeeds):
 
     @property
     def n_types(self) -> int:
+        """The number of job types K (one arrival rate each)."""
         return len(self.arrival_rate)
 
     @property
@@ -214,6 +253,7 @@ class System(ServerSpeeds):
 
     @property
     def has_multi_slot_servers(self) -> bool:
+        """Whether some server serves more than one job at a time (some c_s > 1) or has a rate curve."""
         return not self.has_single_slots
 
     def rate_curve_classes(self) -> tuple[tuple, np.ndarray]:
@@ -235,6 +275,7 @@ class System(ServerSpeeds):
 
     @property
     def has_infinite_buffers(self) -> bool:
+        """Whether every buffer is infinite (no job is ever lost)."""
         return bool(np.all(self.buffer == INFINITE_BUFFER))
 
     def max_routable_scale(self) -> float:
@@ -260,7 +301,22 @@ class System(ServerSpeeds):
 
     def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None) -> None:
         """Refuse, in one line naming the field, what ``model`` (e.g. "the mean-field limit") does
-        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any)."""
+        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any).
+
+        Parameters
+        ----------
+        model
+            What is asked of the system, as the error says it (e.g. "the mean-field limit").
+        arrivals
+            The arrival processes it supports.
+        job_sizes
+            The job-size kinds it supports (None: any).
+
+        Raises
+        ------
+        InputError
+            Naming the field the system has and the model does not support.
+        """
         if self.arrivals.kind not in arrivals:
             raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
         if job_sizes is not None and self.job_sizes.kind not in job_sizes:
@@ -368,7 +424,18 @@ def server_count(name: str, n_servers) -> int:
 
 
 def parse_speeds(text: str) -> np.ndarray:
-    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
+    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed).
+
+    Parameters
+    ----------
+    text
+        Comma-separated speeds (jobs per unit time), each optionally "COUNTxSPEED".
+
+    Returns
+    -------
+    numpy.ndarray
+        One speed per server, in the order written.
+    """
     counts, speeds = speed_groups(text)
     server_count("speeds", sum(counts))
     return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))

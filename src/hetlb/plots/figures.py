@@ -145,14 +145,36 @@ def image_formats() -> tuple:
 
 
 def plot_metric(x, series: dict, path, **options) -> None:
-    """Write an image of one panel (the options of :func:`draw_metric`); its format follows the
-    extension of ``path`` (:func:`image_formats`)."""
+    """Write an image of one panel; its format follows the extension of ``path`` (``image_formats``).
+
+    Parameters
+    ----------
+    x
+        The values of the x axis.
+    series
+        The curves: label -> values (one per x), as ``draw_metric`` takes them.
+    path
+        The file to write.
+    **options
+        The other options of ``draw_metric`` (axis labels, intervals, a bound, scales).
+    """
     plot_panels([dict(x=x, series=series, **options)], path)
 
 
 def plot_panels(panels: list, path, *, title: str = "", sharey: bool = False) -> None:
-    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments
-    (``sharey``: on one y scale)."""
+    """Write a PNG of panels side by side.
+
+    Parameters
+    ----------
+    panels
+        One dict of ``draw_metric``'s arguments per panel.
+    path
+        The file to write.
+    title
+        The figure's title.
+    sharey
+        Draw every panel on one y scale.
+    """
     figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)

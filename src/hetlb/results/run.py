@@ -52,7 +52,83 @@ def interval_property(name: str) -> property:
 class RunResult(ReplicationResult):
     """Statistics of one replication. Response times are those of the jobs that arrived in the
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
-    ends at ``end_time``, when the last of them has left); time averages cover the window."""
+    ends at ``end_time``, when the last of them has left); time averages cover the window.
+
+    Parameters
+    ----------
+    seed_entropy
+        The root seed's entropy.
+    seed_key
+        The replication's spawn key (its index r).
+    mean_response_time
+        E[T], the mean response time of the measured jobs (time units).
+    mean_response_time_ci
+        Its 95% interval [low, high] (batch means of this run).
+    response_time_std
+        The standard deviation of their response times (time units).
+    mean_waiting_time
+        The mean time before service (time units).
+    mean_waiting_time_ci
+        Its 95% interval [low, high] (batch means of this run).
+    p_wait
+        The fraction of admitted jobs that wait.
+    blocking_probability
+        The fraction of arrivals lost at a full buffer.
+    blocking_probability_ci
+        Its 95% interval [low, high] (batch means of this run).
+    mean_number_in_system
+        L, the time-average jobs in the system.
+    mean_number_in_system_ci
+        Its 95% interval [low, high] (batch means of this run).
+    number_in_system_growth
+        The mean number in system over the second half of the batches over that over the first half,
+        minus 1 (about 0 when stable).
+    utilisation
+        Per server, the fraction of time busy.
+    mean_queue_length
+        Per server, the time-average jobs, those in service included.
+    peak_queue_length
+        Per server, the most jobs it ever held (whole run).
+    class_speed
+        mu_m of each speed class, decreasing.
+    class_count
+        N_m, the servers of each class.
+    occupancy
+        s_{m,i} of 000: [m, i-1] is the time-average fraction of all N servers that are of class m
+        with >= i jobs.
+    class_jobs
+        C_m of 000: the time-average jobs at class-m servers over N.
+    histogram
+        Response-time counts (response_time_quantile reads them).
+    measured_time
+        The length of the measurement window (time units).
+    end_time
+        When the last measured job left (time units).
+    arrivals
+        Jobs that arrived in the window.
+    completed_jobs
+        Measured jobs that completed.
+    counters
+        Whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system.
+    events
+        Simulated events.
+    wall_seconds
+        The run's wall-clock time (seconds).
+    batch_response_means
+        The mean response time of each batch (time units).
+    trace
+        The first routing decisions, when asked for.
+    jobs_distribution
+        The time fraction with j jobs in the system (state_distribution).
+    waiting_distribution
+        The time fraction with j waiting jobs (state_distribution).
+    speed_profile
+        eta and xi_2 of 002 by speed bin (speed_bins).
+    mean_in_service
+        Per server, the time-average jobs in service E[b] (servers of several slots).
+    slot_utilisation
+        Per server, E[b] / c_s (nan for unlimited c; servers of several slots).
+    """
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -92,6 +168,7 @@ class RunResult(ReplicationResult):
 
     @property
     def events_per_second(self) -> float:
+        """Simulated events per second of wall-clock time (infinite for a run too short to time)."""
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -136,6 +213,11 @@ class RunResult(ReplicationResult):
         return (self.mean_number_in_system - little) / self.mean_number_in_system
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             "mean_response_time": self.mean_response_time,
@@ -261,10 +343,18 @@ class SimulationResult(ReplicatedResult):
     the intervals are batch-means intervals of that run; with several they are Student-t
     intervals over the replications. An interval a single run does not measure (``p_wait_ci``,
     ``response_time_p99_ci``) is None.
+
+    Parameters
+    ----------
+    runs
+        The replications' results (RunResult), in order.
+    metadata
+        The system, policy, seed, stopping rule and versions.
     """
 
     @property
     def n_servers(self) -> int:
+        """The number of servers N."""
         return len(self.runs[0].utilisation)
 
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
@@ -284,6 +374,7 @@ class SimulationResult(ReplicatedResult):
 
     @property
     def histogram(self) -> np.ndarray:
+        """The response-time counts summed over the replications (hetlb.results.response_time_quantile reads them)."""
         return np.sum([run.histogram for run in self.runs], axis=0)
 
     @property
@@ -405,7 +496,15 @@ def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
 
 
 def response_time_quantile(histogram: np.ndarray, q: float) -> float:
-    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%)."""
+    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%).
+
+    Parameters
+    ----------
+    histogram
+        Response-time counts, in the bins of the kernels.
+    q
+        The probability, in [0, 1].
+    """
     total = histogram.sum()
     if total == 0:
         return math.nan

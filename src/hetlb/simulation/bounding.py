@@ -158,12 +158,31 @@ def simulate_bounding_system(
 ) -> BoundingResult:
     """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) from empty buffers.
 
-    speeds: mu_k of the n servers (jobs per time unit). arrival_rate: n lambda^n, the total Poisson
-    rate (for the Halfin-Whitt scaling of 002 take sum(speeds) - c sqrt(n)). buffer: b, the jobs a
-    buffer holds; None (or math.inf) for infinite buffers, which need arrival_rate < sum(speeds).
-    horizon, warmup: time units; averages are exact time integrals over [warmup, horizon].
-    replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     Cost per event O(log n + log of the longest buffer).
+
+    Parameters
+    ----------
+    speeds
+        mu_k of the n servers (jobs per time unit).
+    arrival_rate
+        n lambda^n, the total Poisson rate (for the Halfin-Whitt scaling of 002 take
+        sum(speeds) - c sqrt(n)).
+    kind
+        "fsl" (faster servers serve longer buffers) or "ssl" (slower servers serve longer buffers).
+    buffer
+        b, the jobs a buffer holds; None (or math.inf) for infinite buffers, which need
+        arrival_rate < sum(speeds).
+    horizon, warmup
+        Time units; averages are exact time integrals over [warmup, horizon].
+    replications
+        Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    BoundingResult
+        The time averages of Q_{+1} and Q_{+2} with their intervals.
     """
     speed, arrival_rate = _rates(speeds, arrival_rate)
     rates = served_rate(speed, kind)
@@ -271,6 +290,26 @@ def check_sandwich(
     buffers, and check Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t) for every level i after every
     clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
+
+    Parameters
+    ----------
+    speeds
+        mu_k of the n servers (jobs per time unit).
+    arrival_rate
+        The total Poisson rate n lambda^n (jobs per time unit).
+    buffer
+        b, the jobs a buffer holds (None: infinite).
+    tie_breaks
+        The JSQ tie-breaking policies held between the two bounds.
+    horizon, warmup
+        As in simulate_bounding_system (time units); the order is checked at every tick.
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    SandwichCheck
+        The levels and ticks checked and the first violation, if any.
     """
     speed, arrival_rate = _rates(speeds, arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)

@@ -48,29 +48,56 @@ def simulate(
 ) -> SimulationResult | DispatchersResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
 
-    options: the run options as one hetlb.simulation.options.RunOptions, instead of the keywords
-        below (which it holds under the same names).
-    jobs: measure the jobs arriving after the warm-up until this many have been admitted
-        (default 100,000 when ``horizon`` is not given); horizon: measure those arriving up to
-        this simulated time instead. The run goes on until every measured job has left.
-    warmup: simulated time discarded before statistics start (time units).
-    seed: an integer >= 0, or a SeedSequence whose spawn key the replication index extends.
-    replications: independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
-        split into an arrival stream and a policy stream, so every policy sees the same arrival
-        epochs, job types and job sizes for the same seed (common random numbers).
-    batches: batches for the batch-means confidence intervals of each run.
-    occupancy_levels: how many levels i of s_{m,i} (000) to record.
-    state_distribution: also record the time-distribution of the number of jobs in system and of
-        waiting jobs (for the CCDFs of X_{+1} and X_{+2} of 002; :mod:`hetlb.stats.halfin_whitt`).
-    speed_bins: also report, in this many equal-width bins of speed, the share of idleness eta
-        and the scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
-    trace: record the first ``trace`` routing decisions (time, job type, server, queue length).
-    policy_params: the policy's parameters, e.g. ``d=3`` for ``pod``.
-    dispatchers, update, dispatcher_share, herd_window: M dispatchers that decide on their own
-        estimates, refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers,
-        which returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them.
-        Without them, one dispatcher that knows every queue (hetlb.simulation.continuous).
-        ``split`` is the former name of ``dispatcher_share`` (the key of a scenario's [system]).
+    Parameters
+    ----------
+    system
+        The servers, job types, graph, buffers, job sizes and arrivals (``hetlb.model.System``).
+    policy
+        A policy id of the registry (``hetlb policies`` lists them) or a ``hetlb.policies.Policy``.
+    options
+        The run options as one hetlb.simulation.options.RunOptions, instead of the keywords below
+        (which it holds under the same names).
+    jobs
+        Measure the jobs arriving after the warm-up until this many have been admitted (default
+        100,000 when ``horizon`` is not given). The run goes on until every measured job has left.
+    horizon
+        Measure instead the jobs arriving up to this simulated time (time units).
+    warmup
+        Simulated time discarded before statistics start (time units).
+    replications
+        Independent runs; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``, split
+        into an arrival stream and a policy stream, so every policy sees the same arrival epochs,
+        job types and job sizes for the same seed (common random numbers).
+    seed
+        An integer >= 0, or a SeedSequence whose spawn key the replication index extends.
+    batches
+        Batches for the batch-means confidence intervals of each run.
+    occupancy_levels
+        How many levels i of s_{m,i} (000) to record.
+    state_distribution
+        Also record the time-distribution of the number of jobs in system and of waiting jobs (for
+        the CCDFs of X_{+1} and X_{+2} of 002; ``hetlb.stats.halfin_whitt``).
+    speed_bins
+        Also report, in this many equal-width bins of speed, the share of idleness eta and the
+        scaled occupancy xi_2 of 002 (``RunResult.speed_profile``).
+    trace
+        Record the first ``trace`` routing decisions (time, job type, server, queue length).
+    progress
+        Draw a progress bar on standard error (no effect on results).
+    dispatchers, update, dispatcher_share, herd_window
+        M dispatchers that decide on their own estimates, refreshed by update signals
+        (hetlb.simulation.dispatchers.simulate_dispatchers, which returns a DispatchersResult); an
+        LED policy (l-jsq, l-jba, l-pod) needs them. Without them, one dispatcher that knows every
+        queue (hetlb.simulation.continuous). See RunOptions.
+    split
+        The former name of ``dispatcher_share`` (the key of a scenario's [system]); give one of them.
+    **policy_params
+        The policy's parameters, e.g. ``d=3`` for ``pod``.
+
+    Returns
+    -------
+    SimulationResult or DispatchersResult
+        The replications and their aggregate, with intervals.
     """
     keywords = dict(
         jobs=jobs,

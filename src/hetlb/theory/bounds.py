@@ -29,12 +29,24 @@ needs about (1 - alpha) / (alpha^2 (1 / alpha - phi)) of them); beyond, it refus
 class SpeedLowerBound:
     """K, C* and the lower bound C*/lambda of Proposition 1 (000).
 
-    ``K`` is the number of server types needed to carry the load (1-based, as in 000);
-    ``type_speeds`` are the distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time);
-    ``type_fractions`` are alpha_m = N_m / N; ``c_star_by_type`` are C*_m, the fraction of all
-    servers that are busy servers of type m; ``c_star`` is C* = sum_m C*_m;
-    ``arrival_rate_per_server`` is lambda = lambda_Sigma / N; ``lower_bound`` is C*/lambda, a
-    lower bound on the mean response time (time units); ``load`` is lambda_Sigma / sum_r mu_r.
+    Parameters
+    ----------
+    K
+        The number of server types needed to carry the load (1-based, as in 000).
+    c_star
+        C* = sum_m C*_m.
+    c_star_by_type
+        C*_m, the fraction of all servers that are busy servers of type m.
+    type_speeds
+        The distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time).
+    type_fractions
+        alpha_m = N_m / N.
+    arrival_rate_per_server
+        lambda = lambda_Sigma / N.
+    lower_bound
+        C*/lambda, a lower bound on the mean response time (time units).
+    load
+        lambda_Sigma / sum_r mu_r.
     """
 
     K: int
@@ -50,11 +62,24 @@ class SpeedLowerBound:
 def speed_lower_bound(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
     """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma.
 
-    ``speed[s]`` is the service rate of server s (mu_{t_s} in 000); servers of equal speed form
-    one type. Requires lambda_Sigma < the total capacity (sum_s speed[s] with one job at a time).
-    ``concurrency`` and ``rate_curve``: c_s and phi_s as in hetlb.System.from_speeds; with any
-    c_s > 1 the bound is :func:`slot_lower_bound`'s (types are then the distinct (speed,
-    concurrency, curve), fastest first, and K is the last type with a job in service).
+    Servers of equal speed form one type. With any c_s > 1 the bound is ``slot_lower_bound``'s
+    (types are then the distinct (speed, concurrency, curve), fastest first, and K is the last type
+    with a job in service).
+
+    Parameters
+    ----------
+    speed
+        ``speed[s]``, the service rate of server s (mu_{t_s} in 000, jobs per unit time).
+    total_arrival_rate
+        lambda_Sigma (jobs per unit time), below the total capacity (sum_s speed[s] with one job at
+        a time).
+    concurrency, rate_curve
+        c_s and phi_s as in ``hetlb.System.from_speeds``.
+
+    Returns
+    -------
+    SpeedLowerBound
+        K, C* and the lower bound C*/lambda on the mean response time (lambda = lambda_Sigma / N; time units).
     """
     if concurrency is not None and np.any(concurrency_array(concurrency, np.size(speed)) > 1):
         return slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve)

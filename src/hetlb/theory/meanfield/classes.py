@@ -156,7 +156,17 @@ def class_counts(class_fraction, n_servers: int) -> np.ndarray:
 
 
 def server_speeds(class_speed, class_fraction, n_servers: int) -> np.ndarray:
-    """Per-server speeds of an N-server fleet with the classes' fractions (:func:`class_counts`)."""
+    """Per-server speeds of an N-server fleet with the classes' fractions (``class_counts``).
+
+    Parameters
+    ----------
+    class_speed
+        mu_m, the speed of each class (jobs per unit time).
+    class_fraction
+        alpha_m, the share of servers in each class.
+    n_servers
+        N.
+    """
     return np.repeat(np.asarray(class_speed, dtype=float), class_counts(class_fraction, n_servers))
 
 

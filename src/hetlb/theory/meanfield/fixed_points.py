@@ -34,20 +34,35 @@ def mean_field(
 ) -> MeanFieldLimit:
     """The fixed point of the N -> infinity limit of ``policy`` on the complete graph.
 
-    speeds: the class speeds mu_m with ``fractions`` alpha_m (or class counts), or per-server speeds
-        when ``fractions`` is None. load: rho in (0, 1), the arrival rate over the capacity
-        sum_m alpha_m mu_m phi_m(c_m).
-    buffer: b, jobs per server counting those in service (None: infinite).
-    concurrency, rate_curve: c_m and phi_m (hetlb.model.servers), one for all or one per class (per
-        server when ``fractions`` is None); None: one job at a time. Exponential sizes.
-    params: ``d`` for pod; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` for jsq-df-ds and jiq-df-ds.
-
     >>> limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="jfsq")
     >>> round(limit.mean_response_time, 4)   # C*/lambda = (0.5 + 0.25) / 0.5625
     1.3333
     >>> batch = mean_field([1.0], [1.0], load=0.5, policy="random", concurrency=2)  # M/M/2, mu = 1
     >>> round(batch.mean_response_time, 4)   # 1 + C(2, 1) / (2 - 1) = 1 + 1/3
     1.3333
+
+    Parameters
+    ----------
+    speeds
+        The class speeds mu_m (jobs per unit time), or per-server speeds when ``fractions`` is None.
+    fractions
+        alpha_m, the share of servers in each class (or class counts); None: one class per server.
+    load
+        rho in (0, 1), the arrival rate over the capacity sum_m alpha_m mu_m phi_m(c_m).
+    policy
+        A policy id of MEANFIELD_POLICIES.
+    buffer
+        B, jobs per server counting those in service (None: infinite).
+    concurrency, rate_curve
+        c_m and phi_m (hetlb.model.servers), one for all or one per class (per server when
+        ``fractions`` is None); None: one job at a time. Exponential sizes.
+    **params
+        ``d`` for pod; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` for jsq-df-ds and jiq-df-ds.
+
+    Returns
+    -------
+    MeanFieldLimit
+        The fixed point and its measures (mean response time in time units).
     """
     rules = mean_field_rules()
     policy = validation.choice("policy", policy, tuple(rules))
@@ -98,9 +113,21 @@ def mean_field(
 
 
 def system_mean_field(system: System, policy: str = "jsq", **params) -> MeanFieldLimit:
-    """:func:`mean_field` of ``system``'s server classes (System.server_groups(): speed,
-    concurrency, rate curve), load and buffer. The limit is for the complete graph, one buffer
-    size, Poisson arrivals and exponential sizes on servers that serve several jobs at once."""
+    """``mean_field`` of ``system``'s server classes (System.server_groups(): speed, concurrency,
+    rate curve), load and buffer.
+
+    The limit is for the complete graph, one buffer size, Poisson arrivals and exponential sizes
+    on servers that serve several jobs at once.
+
+    Parameters
+    ----------
+    system
+        A ``hetlb.System``.
+    policy
+        A policy id of MEANFIELD_POLICIES.
+    **params
+        The policy's parameters, as in ``mean_field``.
+    """
     system.check_supported(
         "the mean-field limit",
         job_sizes=None if system.has_single_slots else ("exponential",),

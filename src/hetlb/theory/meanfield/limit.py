@@ -24,6 +24,37 @@ class MeanFieldLimit:
     server; ``buffer`` b (None: infinite). Times are in the time unit of the speeds. ``stable`` is
     False when no fixed point with finite queues exists (then the means are infinite).
     ``finite_n_error`` is the order of the gap between the N-server system and the limit.
+
+    Parameters
+    ----------
+    policy
+        The policy's id.
+    parameters
+        Its parameters.
+    load
+        rho.
+    arrival_rate
+        lambda per server (jobs per unit time).
+    class_speed
+        mu_m (decreasing).
+    class_fraction
+        alpha_m.
+    buffer
+        b (None: infinite).
+    occupancy
+        s_{m,i} at [m, i-1].
+    stable
+        See above.
+    description
+        The limit's rule in words.
+    finite_n_error
+        See above.
+    levels
+        The levels i of ``occupancy``.
+    class_concurrency
+        c_m (int64; None: 1 each).
+    class_rate_curve
+        phi_m (None: one slot each).
     """
 
     policy: str
@@ -50,6 +81,7 @@ class MeanFieldLimit:
 
     @property
     def classes(self) -> ServerClasses:
+        """The server classes of the limit: speeds mu_m, fractions alpha_m, concurrencies c_m and rate curves phi_m."""
         return ServerClasses(self.class_speed, self.class_fraction, self.class_concurrency, self.class_rate_curve)
 
     @property
