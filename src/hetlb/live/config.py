@@ -232,16 +232,28 @@ class ServeConfig:
     health_path
         The path of the active check.
     eject_after
-        Consecutive failures (connection failures, timeouts, 5xx) that eject a backend.
+        Consecutive failures that an answer shows (connection failures, timeouts, 5xx, answers cut
+        short) that eject a backend; a protocol violation ejects at once.
     retries
         Retries of an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) after a failure,
         each to a backend it has not tried.
     max_body_bytes
         The largest request body; 413 beyond.
     max_header_bytes
-        The longest request line and header field; 400 beyond.
+        The longest request line (414 beyond) and header line (431 beyond); the whole header
+        section at most 8 times this.
     max_in_flight
         Concurrent requests of a dispatcher; 503 beyond (bounded memory).
+    header_timeout
+        A request's header section must arrive within this of its first byte or of its
+        connection's opening (seconds); else 408.
+    body_timeout
+        The longest silence of a request's body while it is read (seconds); else 408.
+    keep_alive_timeout
+        A client connection with no request under way is closed after this (seconds).
+    trust_forwarded
+        Keep a client's ``X-Forwarded-*`` and ``Forwarded`` headers (behind a trusted front proxy
+        only); else the proxy sets its own.
     engine_metrics
         The metric names of engines other than vLLM and SGLang, for ``metrics:NAME``
         (docs/reference/serve.md).
