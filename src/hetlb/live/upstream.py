@@ -72,6 +72,7 @@ class Answer(asyncio.Protocol):
         self.error: BaseException | None = None
         self.waiter: asyncio.Future | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0  # of the wait under way, loop time
         self.headers_done = False
         self.informational = False
         self.expects_body = True
@@ -199,19 +200,28 @@ class Answer(asyncio.Protocol):
             self.transport.abort()
 
     async def wait(self) -> None:
-        """Until the parser has more (headers, a chunk, the end), at most the pool's read timeout."""
+        """Until the parser has more (headers, a chunk, the end), at most the pool's read timeout:
+        the wait's deadline is a number, which the connection's one timer checks (no timer is made
+        per wait)."""
         if self.error is not None:
             raise self.error
         self.waiter = waiter = self.loop.create_future()
-        timer = self.loop.call_later(self.pool.read_timeout, self.time_out, waiter)
+        self.deadline = self.loop.time() + self.pool.read_timeout
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.deadline, self.check)
         try:
             await waiter
         finally:
-            timer.cancel()
             self.waiter = None
 
-    def time_out(self, waiter: asyncio.Future) -> None:
-        if not waiter.done():
+    def check(self) -> None:
+        """The timer: a wait past its deadline fails; one under way is checked again at its deadline."""
+        self.timer = None
+        if self.waiter is None or self.transport is None:
+            return
+        if self.loop.time() < self.deadline:
+            self.timer = self.loop.call_at(self.deadline, self.check)
+        elif not self.waiter.done():
             self.fail(TimeoutError("the backend stayed silent"))
 
     # --- one exchange ------------------------------------------------------------------------------
