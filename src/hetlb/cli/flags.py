@@ -312,6 +312,47 @@ LED_FLAGS = (
 parameters of the LED policies (slotted model)."""
 
 
+FIELD_FLAGS = {
+    "speed": ("--speeds",),
+    "arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
+    "total_arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
+    "speed_mix": ("--n-servers",),
+    "types": ("--graph",),
+    "n_types": ("--graph",),
+}
+"""The flags that set a field of hetlb's Python and TOML names, where its flag is not the field's
+own name written ``--like-this`` (the key ``run.jobs`` is --jobs): the first of them that the user typed
+names the error (``arrival_rate`` is --load when the rate came from --load)."""
+
+
+def flag_field(field: str, argv) -> str:
+    """The flag of ``argv`` (a command line, as typed) that set the value an InputError's ``field``
+    names: the key's own flag or one of FIELD_FLAGS (``run.jobs`` is --jobs); for a key inside a
+    flag's value, that flag and the key (``--graph random:p=3``: ``--graph p``; ``--update
+    push:p_hat=2``: ``--update push.p_hat``); for a field that starts with a flag's name, that flag
+    (``backend 2.url`` is ``--backend 2.url``). ``field`` itself when the user typed none of them:
+    the value came from --config or a default."""
+    typed: dict[str, list] = {}
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            flag, sep, value = word.partition("=")
+            given = value if sep else (words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else "")
+            typed.setdefault(flag, []).append(given)
+    first, rest = re.match(r"([a-z_]*)[ .]?(.*)", field).groups()  # type: ignore[union-attr]
+    head = f"--{first.replace('_', '-')}"
+    own = f"{head} {rest}" if rest else head  # the field, named by the flag its first word is
+    name = re.split(r"[ .]", field)[-1]  # system.speeds, run.jobs, policy pod.d: the key itself
+    for flag in (f"--{name.replace('_', '-')}", *FIELD_FLAGS.get(name, ())):
+        if flag in typed:
+            return flag
+    key = re.compile(rf"(^|[:,])\s*{re.escape(name)}\s*=")
+    for flag, values in typed.items():
+        if any(key.search(value) for value in values):
+            return own if flag == head else f"{flag} {name}"
+    return own if head in typed else field
+
+
 def number(text: str) -> int | float:
     """A number from the command line, kept an integer when written as one (slots count whole)."""
     try:

@@ -101,7 +101,7 @@ class SlottedSystem(ServerSpeeds):
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         dispatchers: int = 1,
         arrival_rate: float | None = None,
@@ -114,7 +114,7 @@ class SlottedSystem(ServerSpeeds):
     ) -> SlottedSystem:
         """Build and validate a slotted system.
 
-        speed: mu_n, mean offered service of each server per slot (jobs per slot).
+        speeds: mu_n, mean offered service of each server per slot (jobs per slot).
         dispatchers: M, the number of dispatchers.
         arrival_rate: lambda_Sigma, mean arrivals per slot over all dispatchers; or instead
             load: lambda_Sigma / mu_Sigma, which must be < 1.
@@ -125,7 +125,7 @@ class SlottedSystem(ServerSpeeds):
         ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
             uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
         """
-        speed = validation.positive_finite_array("speed", speed, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
+        speed = validation.positive_finite_array("speeds", speeds, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
         dispatchers = validation.count("dispatchers", dispatchers)
         validation.check_memory("dispatchers", 8 * dispatchers, f"{validation.quantity(dispatchers)} dispatchers")
         if (arrival_rate is None) == (load is None):

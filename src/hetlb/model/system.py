@@ -112,7 +112,7 @@ class System(ServerSpeeds):
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         arrival_rate=None,
         load: float | None = None,
@@ -128,8 +128,9 @@ class System(ServerSpeeds):
     ) -> System:
         """Build and validate a system.
 
-        speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
-            (:func:`parse_speeds`).
+        speeds: one speed per server (mu, jobs per unit time; the system's array ``speed[s]``), or
+            a text such as "50x1.0,50x0.5" (:func:`parse_speeds`); :meth:`from_speed_mix` builds
+            them from a number of servers and the fractions of each speed.
         arrival_rate: the total rate, split equally over the job types, or one rate per job type
             (lambda_l).
         load: instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed)
@@ -151,7 +152,7 @@ class System(ServerSpeeds):
             "poisson", "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
         """
         speed = validation.positive_finite_array(
-            "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
+            "speeds", parse_speeds(speeds) if isinstance(speeds, str) else speeds, validation.RATE_RANGE, RATE_RULE
         )
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
@@ -190,6 +191,18 @@ class System(ServerSpeeds):
         )
         system.check_stability()
         return system
+
+    @classmethod
+    def from_speed_mix(cls, n_servers: int, speed_mix, **system) -> System:
+        """:meth:`from_speeds` of ``n_servers`` servers in exact pools: ``speed_mix`` is a list of
+        (speed, fraction) pairs (mu, alpha_m; fractions > 0 summing to 1, fraction x n_servers
+        whole), as the [system] keys ``n_servers`` and ``speed_mix`` of a scenario. ``system``: the
+        other keywords of :meth:`from_speeds` (``load=``, ``buffer=``, ...).
+
+        >>> System.from_speed_mix(10, [(1.0, 0.5), (0.5, 0.5)], load=0.8).speed_class_table()
+        [{'speed': 1.0, 'count': 5}, {'speed': 0.5, 'count': 5}]
+        """
+        return cls.from_speeds(speeds_from_mix(n_servers, speed_mix), **system)
 
     @property
     def n_types(self) -> int:
@@ -292,6 +305,18 @@ class System(ServerSpeeds):
         }
 
 
+def checked_system(field: str, system) -> System:
+    """``system`` when it is a :class:`System`; else a one-line error that says how to build one
+    (the functions that take a system have a lower-level form on arrays, named ``..._arrays``)."""
+    if not isinstance(system, System):
+        raise InputError(
+            field,
+            f"must be a hetlb.System (System.from_speeds(...)), got {type(system).__name__}; "
+            "for speeds and rates as arrays use the function's _arrays form",
+        )
+    return system
+
+
 def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
     """n lambda^n = sum(mu_k) - c sqrt(n): the total arrival rate at diffusion-scaled excess
     capacity c = varsigma + nu (the Halfin-Whitt regime of 002 section 3 and the identity of its
@@ -365,6 +390,22 @@ def server_count(name: str, n_servers) -> int:
         "use fewer servers",
     )
     return n_servers
+
+
+def speeds_from_mix(n_servers, speed_mix) -> np.ndarray:
+    """Per-server speeds of ``n_servers`` servers in pools: ``speed_mix`` is (speed, fraction)
+    pairs, the fractions > 0 summing to 1 and each fraction x n_servers a whole number."""
+    n_servers = server_count("n_servers", n_servers)
+    try:
+        mix = np.asarray(speed_mix, dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise InputError("speed_mix", "must be a list of [speed, fraction] pairs") from None
+    if len(mix) == 0 or not np.isclose(mix[:, 1].sum(), 1.0) or np.any(mix[:, 1] <= 0):
+        raise InputError("speed_mix", "fractions must be > 0 and sum to 1")
+    counts = mix[:, 1] * n_servers
+    if not np.allclose(counts, np.round(counts)):
+        raise InputError("speed_mix", f"fraction x n_servers must be whole numbers, got {counts.tolist()}")
+    return np.repeat(mix[:, 0], np.round(counts).astype(int))
 
 
 def parse_speeds(text: str) -> np.ndarray:

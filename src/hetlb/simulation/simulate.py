@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import Policy
 from hetlb.results.dispatchers import DispatchersResult
@@ -43,7 +42,6 @@ def simulate(
     update=None,
     dispatcher_share=None,
     herd_window: float | None = None,
-    split=None,
     **policy_params,
 ) -> SimulationResult | DispatchersResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
@@ -70,7 +68,6 @@ def simulate(
         estimates, refreshed by update signals (hetlb.simulation.dispatchers.simulate_dispatchers,
         which returns a DispatchersResult); an LED policy (l-jsq, l-jba, l-pod) needs them.
         Without them, one dispatcher that knows every queue (hetlb.simulation.continuous).
-        ``split`` is the former name of ``dispatcher_share`` (the key of a scenario's [system]).
     """
     keywords = dict(
         jobs=jobs,
@@ -86,11 +83,9 @@ def simulate(
         progress=progress,
         dispatchers=dispatchers,
         update=update,
-        dispatcher_share=dispatcher_share if split is None else split,
+        dispatcher_share=dispatcher_share,
         herd_window=herd_window,
     )
-    if split is not None and dispatcher_share is not None:
-        raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
