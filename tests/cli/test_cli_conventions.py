@@ -224,9 +224,7 @@ def test_demo_json_and_verbose_lines(tmp_path, capsys):
     speeds = np.repeat([1.0, 0.5, 0.25, 0.125], 25)
     for row in rows:
         rate = row["system.load"] * speeds.sum()
-        assert row["speed_lower_bound_arrays"] == pytest.approx(
-            speed_lower_bound_arrays(speeds, rate).lower_bound, rel=1e-12
-        )
+        assert row["speed_lower_bound"] == pytest.approx(speed_lower_bound_arrays(speeds, rate).lower_bound, rel=1e-12)
         exact = 100 / ((1 - row["system.load"]) * speeds.sum())
         assert row["weighted_random_exact"] == pytest.approx(exact, rel=1e-12)
         assert row["mean_response_time_ci_low"] <= row["mean_response_time"] <= row["mean_response_time_ci_high"]

@@ -45,7 +45,10 @@ def url(port: int, path: str = "") -> str:
         (["--backend", "http://127.0.0.1:9,buffer=0"], "--backend 2.buffer"),
         (["--default-type", "b c"], "--default-type"),
         (["--p-hat", "1.5"], "--p-hat"),
-        (["--backend", "http://127.0.0.1:10,types=a", "--backend", "http://127.0.0.1:11,speed=-1"], "--backend 3.speed"),
+        (
+            ["--backend", "http://127.0.0.1:10,types=a", "--backend", "http://127.0.0.1:11,speed=-1"],
+            "--backend 3.speed",
+        ),
         (["--policy", "l-jsq", "--signals", "inflight"], "--signals"),
         (["--set", "update=pull", "--policy", "l-jba"], "--set update"),
         (["--timeout", "30"], "--timeout"),

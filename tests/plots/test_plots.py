@@ -80,3 +80,74 @@ def test_demo_names_its_columns_as_a_sweep_does(tmp_path, monkeypatch, capsys):
     assert axis_label(drawn["xlabel"]) == "load rho (arrival rate / total capacity)"
     assert axis_label(drawn["ylabel"]) == "mean response time (time units)"
     assert drawn["legend_title"] == "policy.id" and "2 replications per point" in drawn["title"]
+
+
+def test_a_result_plots_its_occupancy_as_a_figure_and_writes_only_when_asked(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.chdir(tmp_path)
+    system = hetlb.System.from_speeds([1.0], load=0.5)  # M/M/1: s_i = rho^i
+    result = hetlb.simulate(system, "jsq", jobs=40_000, warmup=50.0, replications=4, seed=3)
+    figure = result.plot()
+    assert isinstance(figure, Figure) and list(tmp_path.iterdir()) == []
+    (line,) = [line for line in figure.axes[0].get_lines()]
+    levels, mean = line.get_data()
+    assert list(levels[:3]) == [1, 2, 3] and mean[0] == pytest.approx(result.runs[0].utilisation.mean(), rel=0.05)
+    outline = figure.axes[0].collections[0].get_paths()[0].vertices[:, 1]  # the band: lows, then highs back
+    for i in range(3):  # the t interval over the 4 replications holds rho^i (exact)
+        low, high = outline[1 + i], outline[-2 - i]
+        assert min(low, high) <= 0.5 ** (i + 1) <= max(low, high)
+    result.plot(tmp_path / "occupancy.svg")
+    assert (tmp_path / "occupancy.svg").stat().st_size > 0
+
+
+def test_a_sweep_plots_its_summary_writes_no_store_and_shows_progress(tmp_path, monkeypatch, capsys):
+    from matplotlib.figure import Figure
+
+    from hetlb.experiments import SweepSpec, sweep
+
+    monkeypatch.chdir(tmp_path)
+    spec = SweepSpec(
+        base={"system": {"speeds": "2x1.0,2x0.5", "load": 0.5}, "run": {"jobs": 2000, "warmup": 20.0}},
+        axes={"system.load": [0.4, 0.7], "policy.id": ["jsq", "jfsq"]},
+        replications=2,
+        seed=1,
+    )
+    result = sweep(spec, executor="serial")
+    assert list(tmp_path.iterdir()) == [] and "2/2" not in capsys.readouterr().out
+    shown = repr(result)
+    assert shown.startswith("<SweepResult 4 points, 8 runs (8 computed, 0 reused)") and "\n" not in shown
+    figure = result.plot(bound=True)
+    assert isinstance(figure, Figure)
+    lines = {line.get_label(): line.get_ydata() for line in figure.axes[0].get_lines()}
+    for policy in ("jsq", "jfsq"):
+        rows = result.summary[result.summary["policy.id"] == policy].sort_values("system.load")
+        np.testing.assert_array_equal(lines[policy], rows["mean_response_time"].to_numpy())
+    bound = [
+        hetlb.theory.speed_lower_bound(hetlb.System.from_speeds("2x1.0,2x0.5", load=v)).lower_bound for v in (0.4, 0.7)
+    ]
+    np.testing.assert_allclose(lines["C*/lambda (000, Prop. 1)"], bound, rtol=1e-12)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_system_of_many_servers_has_a_short_repr():
+    system = hetlb.System.from_speeds("25x1,25x0.5,25x0.25,25x0.125", load=0.9, buffer=5)
+    assert repr(system) == (
+        "<System 100 servers (25x1,25x0.5,25x0.25,25x0.125), 1 job type, load 0.9, buffer 5, complete graph>"
+    )
+    assert len(repr(hetlb.System.from_speeds(np.linspace(0.5, 2.0, 1000), load=0.5))) < 150
+
+
+def test_the_first_simulation_in_python_says_that_it_compiles(monkeypatch, capsys):
+    from hetlb import progress
+    from hetlb.simulation import ahead_of_time
+    from hetlb.simulation import simulate as entry
+
+    monkeypatch.setattr(entry, "announced", False)
+    monkeypatch.setattr(ahead_of_time, "compiled_kernels", lambda: None)
+    monkeypatch.setattr(progress, "needs_compiling", lambda *kernels: True)  # as on a fresh install
+    system = hetlb.System.from_speeds([1.0, 0.5], load=0.5)
+    for _ in range(2):
+        hetlb.simulate(system, "jsq", jobs=200)
+    err = capsys.readouterr().err
+    assert err.count("hetlb: compiling the simulation kernels") == 1 and err.count("\n") == 1

@@ -203,7 +203,7 @@ def test_to_frame_is_a_sweeps_summary_row(replications):
     # against numbers computed here: the mean over the runs and the bound of Proposition 1 (000)
     assert frame.loc[0, "mean_response_time"] == pytest.approx(np.mean([r.mean_response_time for r in result.runs]))
     bound = speed_lower_bound_arrays([2.0, 2.0, 1.0, 1.0, 1.0], 0.75 * 7.0).lower_bound
-    assert frame.loc[0, "speed_lower_bound_arrays"] == pytest.approx(bound, rel=1e-12)
+    assert frame.loc[0, "speed_lower_bound"] == pytest.approx(bound, rel=1e-12)
 
 
 def test_slotted_to_frame_is_a_sweeps_summary_row():

@@ -397,26 +397,11 @@ def say(args, text: str) -> None:
 
 def notify_compiling(args, models=("continuous",)) -> None:
     """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
-    their first call then compiles them, which takes seconds (once; later processes load them)."""
-    if quiet(args):
-        return
-    from hetlb.progress import needs_compiling
-    from hetlb.simulation.ahead_of_time import compiled_kernels
+    their first call then compiles them, which takes seconds (once; later processes load them).
+    Silent with --quiet; --verbose adds the cache's folder."""
+    from hetlb.simulation.simulate import announce_compiling
 
-    kernels = []
-    if "continuous" in models and compiled_kernels() is None:
-        from hetlb.kernels import continuous
-
-        kernels += [continuous.advance, continuous.finish]
-    if "slotted" in models:
-        from hetlb.kernels import slotted
-
-        kernels += [slotted.advance]
-    if kernels and needs_compiling(*kernels):
-        where = ""
-        if verbose(args):
-            where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
-        say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
+    announce_compiling(models, enabled=not quiet(args), where=verbose(args))
 
 
 def run_reporter(args, label: str, unit: str):

@@ -259,6 +259,21 @@ class System(ServerSpeeds):
 
         return routable_load(self.graph, self.arrival_rate, self.server_capacity)["theta"]
 
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers: the speed classes (COUNTxSPEED, fastest
+        first, the first few), job types, load, buffer and graph; the rest as ``describe()``."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        finite = self.buffer[self.buffer != INFINITE_BUFFER]
+        buffer = "infinite" if finite.size == 0 else (str(finite[0]) if np.all(self.buffer == finite[0]) else "mixed")
+        graph = "complete" if self.graph.is_complete() else f"{self.graph.n_edges} edges"
+        extra = "" if self.has_single_slots else ", multi-slot servers"
+        extra += "" if self.arrivals.is_poisson else f", {self.arrivals.text} arrivals"
+        return (
+            f"<System {self.n_servers} servers ({shown}), {self.n_types} job type{'s' * (self.n_types != 1)}, "
+            f"load {self.load:.4g}, buffer {buffer}, {graph} graph{extra}>"
+        )
+
     def check_stability(self) -> None:
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""
         if not self.has_infinite_buffers:

@@ -11,6 +11,8 @@ True
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from hetlb.model.system import System
@@ -87,6 +89,39 @@ def simulate(
         herd_window=herd_window,
     )
     options = options_of(RunOptions, options, keywords)
+    announce_compiling(("continuous",))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
+
+
+COMPILE_NOTICE = "compiling the simulation kernels: a few seconds to a minute, once (later runs load them)"
+announced = False
+"""Whether this process has looked for kernels to compile (and said so, where it was to)."""
+
+
+def announce_compiling(models=("continuous",), *, enabled: bool = True, where: bool = False) -> None:
+    """Once per process, before the first simulation: when the kernels of ``models`` ("continuous",
+    "slotted") have no compiled code in numba's cache, so that the first call compiles them, say
+    so on standard error (``enabled``; ``where`` adds the cache's folder). hetlb.simulate and
+    hetlb.simulate_slotted call it; the commands call it first, with their --quiet and --verbose."""
+    global announced
+    if announced:
+        return
+    announced = True
+    from hetlb.progress import needs_compiling
+    from hetlb.simulation.ahead_of_time import compiled_kernels
+
+    kernels = []
+    if "continuous" in models and compiled_kernels() is None:
+        from hetlb.kernels import continuous
+
+        kernels += [continuous.advance, continuous.finish]
+    if "slotted" in models:
+        from hetlb.kernels import slotted
+
+        kernels += [slotted.advance]
+    if enabled and kernels and needs_compiling(*kernels):
+        folder = getattr(getattr(kernels[0], "_cache", None), "_cache_path", "numba cache")
+        notice = COMPILE_NOTICE.replace(":", f" into {folder}:", 1) if where else COMPILE_NOTICE
+        print(f"hetlb: {notice}", file=sys.stderr, flush=True)

@@ -193,6 +193,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list:
+    """Every public name, the ones loaded on first use too (for tab completion)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     if name not in HOME:
         raise AttributeError(f"module 'hetlb.theory' has no attribute {name!r}")
