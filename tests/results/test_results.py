@@ -417,3 +417,13 @@ def test_the_bounding_result_lives_with_the_results_and_keeps_its_estimates(fami
     half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
     assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), rel=1e-9)
     assert result.to_dict()["metadata"]["system"]["kind"] == "ssl" and result.metadata["seed"] == 0
+
+
+def test_no_warm_up_warns_of_a_gap_the_intervals_would_hide():
+    system = hetlb.System.from_speeds([1.0] * 20 + [0.1] * 20, load=0.8)
+    run = dict(dispatchers=5, update="piggyback,push:p_hat=0.1:d=2", jobs=20_000, seed=1)
+    cold = hetlb.simulate(system, "l-jsq", **run)
+    gap, spread = cold.littles_law_gap, abs(cold.mean_response_time_ci[1] / cold.mean_response_time - 1)
+    assert abs(gap) > 0.05  # L = lambda W holds in steady state: the gap is the empty start's bias
+    assert any("no warm-up" in warning for warning in cold.warnings) == (abs(gap) <= spread)
+    assert any("warm-up" in warning for warning in cold.warnings)

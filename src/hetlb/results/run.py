@@ -290,7 +290,8 @@ class SimulationResult(ReplicatedResult):
     def warnings(self) -> list:
         """Why the figures may not be trusted, each with what to change (empty when nothing is
         seen): no job measured; a Little's-law gap beyond LITTLE_GAP_LIMIT and the confidence
-        intervals; a mean number in system that grew or shrank between the halves of the window by
+        intervals (or beyond LITTLE_GAP_LIMIT alone with no warm-up, from an empty system: a bias
+        the intervals do not cover); a mean number in system that grew or shrank between the halves of the window by
         more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval."""
         return simulation_warnings(self)
 
@@ -398,6 +399,13 @@ def simulation_warnings(result) -> list:
     spread_l = relative_half_width(result.mean_number_in_system, result.mean_number_in_system_ci)
     spread = max(spread_l, relative_half_width(result.mean_response_time, result.mean_response_time_ci))
     gap = result.littles_law_gap
+    from_empty = not stopping.get("warmup")  # the default: measured from an empty system at time 0
+    if from_empty and math.isfinite(gap) and LITTLE_GAP_LIMIT < abs(gap) <= spread:
+        warnings.append(
+            f"Little's law gap {gap:+.1%} with no warm-up: measured from an empty system, the run is "
+            f"biased however wide its intervals ({spread:.1%}); give a warm-up (--warmup, warmup=) "
+            f"of a few mean response times or more, or {more}"
+        )
     if math.isfinite(gap) and abs(gap) > max(LITTLE_GAP_LIMIT, spread):
         warnings.append(
             f"Little's law gap {gap:+.1%} is beyond the {spread:.1%} of the confidence intervals: the "
