@@ -284,11 +284,9 @@ def plot_reproduction(panels: list, path=None, *, title: str = "", note: str = "
     ``bars=True``. Each series of a panel has its own marker and line style; ``note`` (what the
     shading or the bars are) is written under the panels. Returns the matplotlib Figure, written to
     ``path`` when given."""
-    from matplotlib.figure import Figure
+    from hetlb.plots.figures import ShownFigure, draw_metric
 
-    from hetlb.plots.figures import draw_metric
-
-    figure = Figure(figsize=(6.4 * len(panels), 4.6))
+    figure = ShownFigure(figsize=(6.4 * len(panels), 4.6))
     axes = figure.subplots(1, len(panels), squeeze=False)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)

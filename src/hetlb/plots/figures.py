@@ -11,12 +11,24 @@ file only when given a path. The figures are not pyplot's: nothing is left open 
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+
+
+class ShownFigure(Figure):
+    """A matplotlib Figure that a notebook shows as a PNG when a cell returns it, whether or not
+    pyplot (which registers matplotlib's own display) was imported."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 LINE_STYLES = ("-", "--", "-.", ":")
@@ -120,7 +132,7 @@ def plot_intervals(panels: list, path=None, *, sharey: bool = True) -> Figure:
     of (label, mean, low, high), drawn as points with interval bars at one category each (nan:
     left out); on one y scale with ``sharey``; written to ``path`` (PNG) when given."""
     width = max(6.4, 0.55 * max(len(panel["rows"]) for panel in panels) + 2)
-    figure = Figure(figsize=(width * len(panels), 4.8))
+    figure = ShownFigure(figsize=(width * len(panels), 4.8))
     axes = figure.subplots(1, len(panels), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         labels = [row[0] for row in panel["rows"]]
@@ -152,7 +164,7 @@ def plot_metric(x, series: dict, path=None, **options) -> Figure:
 def plot_panels(panels: list, path=None, *, title: str = "", sharey: bool = False) -> Figure:
     """The Figure of panels side by side, each a dict of :func:`draw_metric`'s arguments
     (``sharey``: on one y scale), written to ``path`` (PNG) when given."""
-    figure = Figure(figsize=(6.4 * len(panels), 4.4))
+    figure = ShownFigure(figsize=(6.4 * len(panels), 4.4))
     axes = figure.subplots(1, len(panels), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)
