@@ -401,7 +401,7 @@ def notify_compiling(args, models=("continuous",)) -> None:
     Silent with --quiet; --verbose adds the cache's folder."""
     from hetlb.simulation.simulate import announce_compiling
 
-    announce_compiling(models, enabled=not quiet(args), where=verbose(args))
+    announce_compiling(models, enabled=not quiet(args), where=verbose(args), again=True)
 
 
 def run_reporter(args, label: str, unit: str):

@@ -100,13 +100,16 @@ announced = False
 """Whether this process has looked for kernels to compile (and said so, where it was to)."""
 
 
-def announce_compiling(models=("continuous",), *, enabled: bool = True, where: bool = False) -> None:
-    """Once per process, before the first simulation: when the kernels of ``models`` ("continuous",
-    "slotted") have no compiled code in numba's cache, so that the first call compiles them, say
-    so on standard error (``enabled``; ``where`` adds the cache's folder). hetlb.simulate and
-    hetlb.simulate_slotted call it; the commands call it first, with their --quiet and --verbose."""
+def announce_compiling(
+    models=("continuous",), *, enabled: bool = True, where: bool = False, again: bool = False
+) -> None:
+    """Once per process (each time with ``again``), before the first simulation: when the kernels
+    of ``models`` ("continuous", "slotted") have no compiled code in numba's cache, so that the
+    first call compiles them, say so on standard error (``enabled``; ``where`` adds the cache's
+    folder). hetlb.simulate and hetlb.simulate_slotted call it; each command calls it first, with
+    its --quiet and --verbose."""
     global announced
-    if announced:
+    if announced and not again:
         return
     announced = True
     from hetlb.progress import needs_compiling
