@@ -332,6 +332,8 @@ def flag_field(field: str, argv) -> str:
     push:p_hat=2``: ``--update push.p_hat``); for a field that starts with a flag's name, that flag
     (``backend 2.url`` is ``--backend 2.url``). ``field`` itself when the user typed none of them:
     the value came from --config or a default."""
+    if field.startswith("-"):  # a command's own check that names its flag already
+        return field
     typed: dict[str, list] = {}
     words = list(argv)
     for i, word in enumerate(words):
