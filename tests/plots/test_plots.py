@@ -151,3 +151,28 @@ def test_the_first_simulation_in_python_says_that_it_compiles(monkeypatch, capsy
         hetlb.simulate(system, "jsq", jobs=200)
     err = capsys.readouterr().err
     assert err.count("hetlb: compiling the simulation kernels") == 1 and err.count("\n") == 1
+
+
+def test_the_mean_field_exact_and_slotted_results_plot_their_own_figures():
+    from matplotlib.figure import Figure
+
+    from hetlb.theory import mean_field, solve_exact
+
+    limit = mean_field(hetlb.System.from_speeds([1.0] * 4, load=0.5), "random")  # independent M/M/1: s_i = rho^i
+    (line,) = limit.plot().axes[0].get_lines()
+    levels, values = line.get_data()
+    np.testing.assert_allclose(values[:5], 0.5 ** levels[:5], rtol=1e-9)
+
+    exact = solve_exact(hetlb.System.from_speeds([2.0, 1.0], load=0.6, buffer=3), "jsq")
+    figure = exact.plot()
+    assert isinstance(figure, Figure) and len(figure.axes) == 2
+    shown = figure.axes[0].get_lines()[0].get_ydata()
+    np.testing.assert_array_equal(shown, exact.utilisation)
+    admitted = figure.axes[1].get_lines()[0].get_ydata()
+    assert admitted.sum() == pytest.approx(exact.throughput, rel=1e-12)  # what is admitted is served
+
+    slotted = hetlb.simulate_slotted(
+        hetlb.SlottedSystem.from_speeds([0.5, 0.5, 0.2], load=0.5), "l-jsq", slots=5000, replications=3, seed=2
+    )
+    shown = slotted.plot().axes[0].get_lines()[0].get_ydata()
+    assert shown.sum() == pytest.approx(slotted.mean_number_in_system, rel=1e-9)  # sum_n Q_n, the jobs in system

@@ -180,3 +180,28 @@ def finished(figure: Figure, path=None) -> Figure:
     if path is not None:
         figure.savefig(path, dpi=130)
     return figure
+
+
+def plot_occupancy(labels, occupancy, path=None, *, title: str = "", band_label: str = BAND_LABEL) -> Figure:
+    """The Figure of the occupancy of 000: per class m (``labels[m]``), s_{m,i}, the fraction of
+    its servers with at least i jobs, against i. ``occupancy[r, m, i - 1]`` holds replication r's
+    (one row: no band; several: the mean and the 95% t interval over them); written to ``path``
+    when given."""
+    from hetlb.stats.intervals import interval
+
+    occupancy = np.asarray(occupancy, dtype=float)
+    levels = np.arange(1, occupancy.shape[2] + 1)
+    series = {}
+    for m, label in enumerate(labels):
+        values = occupancy[:, m, :]
+        bands = np.array([interval(values[:, i]) for i in range(len(levels))])
+        series[label] = (values.mean(axis=0), bands[:, 0], bands[:, 1])
+    return plot_metric(
+        levels,
+        series,
+        path,
+        xlabel="jobs i at a server",
+        ylabel="s_{m,i}: fraction of class m with >= i jobs",
+        title=title,
+        band_label=band_label,
+    )

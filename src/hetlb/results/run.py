@@ -318,23 +318,15 @@ class SimulationResult(ReplicatedResult):
         """The matplotlib Figure of the occupancy of 000: per speed class m, the fraction of its
         servers with at least i jobs against i, with the 95% t interval over the replications (no
         band with one); written to ``path`` too when one is given (its format by the extension)."""
-        from hetlb.plots.figures import plot_metric
+        from hetlb.plots.figures import plot_occupancy
 
         first = self.runs[0]
-        per_run = np.array([run.occupancy for run in self.runs])  # fractions of all N servers
-        levels = np.arange(1, per_run.shape[2] + 1)
-        series = {}
-        for m, (speed, count) in enumerate(zip(first.class_speed, first.class_count)):
-            values = per_run[:, m, :] * np.sum(first.class_count) / count
-            bands = np.array([interval(values[:, i]) for i in range(len(levels))])
-            series[f"speed {speed:g} ({count} servers)"] = (values.mean(axis=0), bands[:, 0], bands[:, 1])
+        share = np.sum(first.class_count) / first.class_count[:, None]  # occupancy is of all N servers
         label, value, _ = self.headline()
-        return plot_metric(
-            levels,
-            series,
+        return plot_occupancy(
+            [f"speed {speed:g} ({count} servers)" for speed, count in zip(first.class_speed, first.class_count)],
+            [run.occupancy * share for run in self.runs],
             path,
-            xlabel="jobs i at a server",
-            ylabel="s_{m,i}: fraction of class m with >= i jobs",
             title=f"{self.describe()}: {label} {value:.4g}",
             band_label="shaded: 95% interval over the replications",
         )

@@ -48,6 +48,19 @@ class MeanFieldLimit:
         if self.class_rate_curve is None:
             object.__setattr__(self, "class_rate_curve", (SINGLE_SLOT,) * n_classes)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the fixed point's occupancy s_{m,i} per class against i (the
+        figure of SimulationResult.plot, without intervals); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_occupancy
+
+        labels = [
+            f"speed {speed:g} ({fraction:.3g} of servers)"
+            for speed, fraction in zip(self.class_speed, self.class_fraction)
+        ]
+        return plot_occupancy(
+            labels, self.occupancy[None], path, title=f"mean-field limit of {self.policy}, load {self.load:.4g}"
+        )
+
     @property
     def classes(self) -> ServerClasses:
         return ServerClasses(self.class_speed, self.class_fraction, self.class_concurrency, self.class_rate_curve)
