@@ -78,7 +78,7 @@ def plot_series(table, x: str, by: str | None, metric: str, with_bound: bool) ->
         if rows[x].duplicated().any():
             varying = [c for c in axes if rows[c].map(repr).nunique() > 1]
             rule = (
-                f"the axis {varying[0]} varies too: give by {varying[0]} (--by)"
+                f"the axis {varying[0]} varies too: draw a line per value of it (by {varying[0]})"
                 if len(varying) == 1
                 else (f"the axes {', '.join(varying)} vary too: plot a sweep that varies one axis besides --x")
             )
