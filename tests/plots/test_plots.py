@@ -176,3 +176,14 @@ def test_the_mean_field_exact_and_slotted_results_plot_their_own_figures():
     )
     shown = slotted.plot().axes[0].get_lines()[0].get_ydata()
     assert shown.sum() == pytest.approx(slotted.mean_number_in_system, rel=1e-9)  # sum_n Q_n, the jobs in system
+
+
+def test_a_mean_field_trajectory_plots_its_path():
+    from hetlb.theory import mean_field_trajectory
+
+    system = hetlb.System.from_speeds([1.0] * 2, load=0.5)
+    path = mean_field_trajectory(system, "random", times=[0.5, 1.0, 400.0])  # relaxed: gap ~ exp(-t (1 - sqrt(rho))^2)
+    figure = path.plot()
+    jobs = figure.axes[0].get_lines()[0].get_ydata()
+    np.testing.assert_array_equal(jobs, path.mean_number_in_system)
+    assert jobs[-1] == pytest.approx(1.0, rel=1e-4)  # M/M/1 at rho = 0.5: rho / (1 - rho) jobs in steady state

@@ -31,6 +31,27 @@ class MeanFieldTrajectory:
     def mean_number_in_system(self) -> np.ndarray:
         return np.einsum("m,tmi->t", self.class_fraction, self.occupancy)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the mean number of jobs per server against time (time units),
+        and of each class's busy fraction s_{m,1}; written to ``path`` when given."""
+        from hetlb.plots.figures import plot_panels
+
+        none = np.full(self.times.size, np.nan)
+        busy = {f"speed {speed:g}": (self.occupancy[:, m, 0], none, none) for m, speed in enumerate(self.class_speed)}
+        common = {"x": self.times, "xlabel": "time t (time units)"}
+        return plot_panels(
+            [
+                {
+                    "series": {"jobs per server": (self.mean_number_in_system, none, none)},
+                    "ylabel": "mean jobs per server",
+                    **common,
+                },
+                {"series": busy, "ylabel": "s_{m,1}(t): busy fraction of class m", **common},
+            ],
+            path,
+            title="mean-field ODE",
+        )
+
 
 def mean_field_trajectory(
     system, policy: str = "pod", *, times, initial=None, levels=None, **params
