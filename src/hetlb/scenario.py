@@ -73,7 +73,7 @@ SYSTEM_KEYS = {
         "rate_curve",
         "arrivals",
         "graph",
-        "types",
+        "n_types",
         "dispatchers",
         "dispatcher_share",
     },
@@ -211,13 +211,13 @@ def build_system(data: dict) -> System:
         "load": data.get("load"),
         "excess_capacity": data.get("excess_capacity"),
     }
-    n_types = data.get("types", 1)
+    n_types = data.get("n_types", 1)
     if isinstance(graph, dict):
         # a construction needs the ports' rates (and the buffer, for the theorems) first
         ports = graph_ports(graph, len(speeds))
         if ports is None:
             ports = len(rates["arrival_rate"]) if np.ndim(rates["arrival_rate"]) == 1 else n_types
-        port_rates = port_arrival_rates(speeds, validation.integer("system.types", ports), **rates)
+        port_rates = port_arrival_rates(speeds, validation.integer("system.n_types", ports), **rates)
         buffer = data.get("buffer")
         graph, report = construct_graph(graph, speeds, port_rates, buffer if isinstance(buffer, int) else None)
         rates = {"arrival_rate": port_rates}

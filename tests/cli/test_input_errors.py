@@ -206,3 +206,15 @@ def test_n_servers_and_a_speed_mix_build_a_system_from_python():
     with pytest.raises(InputError) as error:
         hetlb.System.from_speed_mix(10, [(2.0, 0.25), (0.5, 0.75)], load=0.5)  # 2.5 servers of speed 2
     assert error.value.field == "speed_mix"
+
+
+def test_the_number_of_job_types_has_one_name_in_python_and_toml():
+    from hetlb.scenario import Scenario
+
+    scenario = Scenario.from_mapping({"system": {"speeds": "2,1", "load": 0.5, "n_types": 3}})
+    python = hetlb.System.from_speeds("2,1", load=0.5, n_types=3)
+    assert scenario.system.n_types == python.n_types == 3
+    np.testing.assert_array_equal(scenario.system.arrival_rate, python.arrival_rate)
+    with pytest.raises(InputError) as error:  # the former key
+        Scenario.from_mapping({"system": {"speeds": "2,1", "load": 0.5, "types": 3}})
+    assert error.value.field == "system.types" and "n_types" in error.value.rule

@@ -317,7 +317,6 @@ FIELD_FLAGS = {
     "arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
     "total_arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
     "speed_mix": ("--n-servers",),
-    "types": ("--graph",),
     "n_types": ("--graph",),
 }
 """The flags that set a field of hetlb's Python and TOML names, where its flag is not the field's
