@@ -115,7 +115,9 @@ def test_plot_by_nothing_draws_one_line_of_a_one_axis_sweep(finished, capsys, dr
 def test_plot_by_nothing_of_a_two_axis_sweep_names_the_other_axis(finished, capsys):
     _, _, two, _ = finished
     message = error_line(capsys, ["plot", two, "--x", "system.load", "--by", ""])
-    assert message.startswith("--by: ") and "policy.id varies too: draw a line per value of it (by policy.id)" in message
+    assert (
+        message.startswith("--by: ") and "policy.id varies too: draw a line per value of it (by policy.id)" in message
+    )
 
 
 def test_plot_x_must_be_an_axis(finished, capsys):
