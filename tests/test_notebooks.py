@@ -3,10 +3,9 @@ error, and write no file beside themselves."""
 
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
-
-nbclient = pytest.importorskip("nbclient")
-nbformat = pytest.importorskip("nbformat")
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "examples" / "notebooks").glob("*.ipynb"))
 

@@ -112,8 +112,8 @@ class Context:
 
     out: Path
     executor: object = None
-    store: str | None = "hetlb-results.sqlite"
-    progress: bool = False
+    store: str | None = None
+    progress: bool = True
     options: dict = field(default_factory=dict)
 
     def sweep(self, spec: SweepSpec) -> SweepResult:
@@ -365,12 +365,14 @@ def reproduce(
     scale: str = "quick",
     out=None,
     executor=None,
-    store="hetlb-results.sqlite",
-    progress: bool = False,
+    store=None,
+    progress: bool = True,
     **options,
 ) -> dict:
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
-    (default ``reproductions/NAME``). Options override the scale's defaults (see
+    (default ``reproductions/NAME``); its runs go to the result store ``store`` when one is given
+    (``hetlb reproduce`` keeps hetlb-results.sqlite), its progress to standard error unless
+    ``progress`` is False. Options override the scale's defaults (see
     ``REPRODUCTIONS[name].options``). Returns the content of claims.json: ``passes`` is true
     when no claim fails (each holds, deviates with its documented cause, or is a refuted inferred
     corollary), ``all_claims_hold`` when each holds as worded."""
