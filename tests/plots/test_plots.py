@@ -187,3 +187,21 @@ def test_a_mean_field_trajectory_plots_its_path():
     jobs = figure.axes[0].get_lines()[0].get_ydata()
     np.testing.assert_array_equal(jobs, path.mean_number_in_system)
     assert jobs[-1] == pytest.approx(1.0, rel=1e-4)  # M/M/1 at rho = 0.5: rho / (1 - rho) jobs in steady state
+
+
+def test_the_systems_and_solutions_have_one_line_reprs():
+    from hetlb.theory import mean_field, solve_exact
+
+    slotted = hetlb.SlottedSystem.from_speeds([1.0] * 1000, load=0.5, dispatchers=3)
+    assert repr(slotted) == (
+        "<SlottedSystem 1000 servers (1000x1), 3 dispatchers, load 0.5, routing slot, ties independent>"
+    )
+    system = hetlb.System.from_speeds("500x1,500x0.5", load=0.5)
+    assert repr(system.graph) == "<CompatibilityGraph complete: 1 job types, 1000 servers, 1000 edges>"
+    limit = mean_field(system, "jfsq")
+    assert (
+        repr(limit)
+        == f"<MeanFieldLimit jfsq, 2 classes, load 0.5, buffer infinite: mean response time {limit.mean_response_time:.5g}>"
+    )
+    exact = solve_exact(hetlb.System.from_speeds([1.0, 0.5], load=0.5, buffer=3), "jsq")
+    assert repr(exact).startswith("<ExactSolution jsq, 2 servers, 16 states: mean response time ")

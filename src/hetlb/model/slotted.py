@@ -98,6 +98,15 @@ class SlottedSystem(ServerSpeeds):
     routing: str = "slot"  # "slot": one server per dispatcher and slot; "job": one per job
     ties: str = "independent"  # "independent": a draw per decision; "shared": one draw per slot
 
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers (the rest as ``describe()``)."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        return (
+            f"<SlottedSystem {self.n_servers} servers ({shown}), {self.dispatchers} dispatchers, "
+            f"load {self.load:.4g}, routing {self.routing}, ties {self.ties}>"
+        )
+
     @classmethod
     def from_speeds(
         cls,

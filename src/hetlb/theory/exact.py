@@ -307,6 +307,12 @@ class ExactSolution:
     n_states: int
     residual: float
 
+    def __repr__(self) -> str:
+        return (
+            f"<ExactSolution {self.policy}, {len(self.utilisation)} servers, {self.n_states:,} states: mean response "
+            f"time {self.mean_response_time:.5g}, blocking {self.blocking_probability:.3g}>"
+        )
+
     def plot(self, path=None):
         """The matplotlib Figure of each server's utilisation P(n_s >= 1) and admitted rate (jobs per
         time unit), exact (no interval); written to ``path`` when given."""

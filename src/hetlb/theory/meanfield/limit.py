@@ -41,6 +41,13 @@ class MeanFieldLimit:
     class_concurrency: np.ndarray = None  # type: ignore[assignment]  # c_m, int64; None: 1 each
     class_rate_curve: tuple = None  # type: ignore[assignment]  # phi_m; None: SINGLE_SLOT each
 
+    def __repr__(self) -> str:
+        buffer = "infinite" if self.buffer is None else str(self.buffer)
+        return (
+            f"<MeanFieldLimit {self.policy}, {len(self.class_speed)} classes, load {self.load:.4g}, buffer {buffer}: "
+            f"mean response time {self.mean_response_time:.5g}>"
+        )
+
     def __post_init__(self):
         n_classes = len(self.class_speed)
         if self.class_concurrency is None:
