@@ -205,3 +205,20 @@ def test_the_systems_and_solutions_have_one_line_reprs():
     )
     exact = solve_exact(hetlb.System.from_speeds([1.0, 0.5], load=0.5, buffer=3), "jsq")
     assert repr(exact).startswith("<ExactSolution jsq, 2 servers, 16 states: mean response time ")
+
+
+def test_the_bounding_and_diffusion_results_plot_their_own_figures():
+    from hetlb.theory import policy_diffusion, speed_pools, stationary_diffusion
+
+    system = hetlb.System.from_speeds(np.linspace(0.7, 1.3, 20), excess_capacity=1.0, buffer=2)
+    bounding = hetlb.simulate_bounding_system(system, "fsl", horizon=200.0, warmup=20.0, replications=2, seed=1)
+    (line,) = bounding.plot().axes[0].get_lines()
+    np.testing.assert_array_equal(line.get_ydata(), bounding.level_means)
+    assert line.get_ydata()[0] == pytest.approx(bounding.estimates["Q_1"].mean, rel=1e-9)  # level 1 is Q_1
+
+    limit = policy_diffusion("jfsq", speed_pools([1.2, 0.8]), 1.0)
+    stationary = stationary_diffusion(limit, n_paths=16, horizon=10.0, seed=2)
+    grid = [-1.0, 0.0, 1.0]
+    (line,) = stationary.plot("x_plus1", grid).axes[0].get_lines()
+    np.testing.assert_array_equal(line.get_ydata(), stationary.ccdf("x_plus1", grid)[0])
+    assert np.all(np.diff(line.get_ydata()) <= 0)  # a ccdf does not rise

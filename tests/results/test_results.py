@@ -298,12 +298,12 @@ def made_testbed(tmp_path):
 @pytest.fixture(scope="module")
 def family(continuous_results, slotted_result, tmp_path_factory):
     """One of every member of the result family."""
-    from hetlb.simulation.bounding import simulate_bounding_system
+    from hetlb.simulation.bounding import simulate_bounding_system_arrays
 
     dispatchers = hetlb.simulate(
         hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.6), "l-jsq", jobs=2000, dispatchers=2, seed=1
     )
-    bounding = simulate_bounding_system(
+    bounding = simulate_bounding_system_arrays(
         np.linspace(0.7, 1.3, 20), 20 - np.sqrt(20), kind="ssl", buffer=3, horizon=100.0, warmup=10.0, replications=3
     )
     continuous = continuous_results[3]

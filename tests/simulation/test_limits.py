@@ -425,12 +425,12 @@ def test_a_large_chain_the_iterative_solver_cannot_solve_is_refused_not_factoris
 
 
 def test_bounding_and_slotted_runs_are_bounded_before_they_start(monkeypatch):
-    from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+    from hetlb.simulation.bounding import check_sandwich_arrays, simulate_bounding_system_arrays
 
     with pytest.raises(InputError, match="^horizon: the runs? would take about"):
-        simulate_bounding_system([1.0, 2.0], 2.0, kind="fsl", buffer=3, horizon=1e15)
+        simulate_bounding_system_arrays([1.0, 2.0], 2.0, kind="fsl", buffer=3, horizon=1e15)
     with pytest.raises(InputError, match="^arrival_rate: every value must lie in"):
-        check_sandwich([1.0, 2.0], 1e-320, buffer=3)
+        check_sandwich_arrays([1.0, 2.0], 1e-320, buffer=3)
     monkeypatch.setattr(validation, "memory_limit", lambda: 10**7)
     system = hetlb.SlottedSystem.from_speeds([1.0] * 100, dispatchers=20_000, load=0.5)
     with pytest.raises(InputError) as error:
