@@ -315,7 +315,6 @@ parameters of the LED policies (slotted model)."""
 FIELD_FLAGS = {
     "speed": ("--speeds",),
     "arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
-    "total_arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
     "speed_mix": ("--n-servers",),
     "n_types": ("--graph",),
 }
