@@ -143,7 +143,7 @@ def test_the_first_simulation_in_python_says_that_it_compiles(monkeypatch, capsy
     from hetlb.simulation import ahead_of_time
     from hetlb.simulation import simulate as entry
 
-    monkeypatch.setattr(entry, "announced", False)
+    monkeypatch.setattr(entry, "announced", set())
     monkeypatch.setattr(ahead_of_time, "compiled_kernels", lambda: None)
     monkeypatch.setattr(progress, "needs_compiling", lambda *kernels: True)  # as on a fresh install
     system = hetlb.System.from_speeds([1.0, 0.5], load=0.5)

@@ -399,9 +399,11 @@ def notify_compiling(args, models=("continuous",)) -> None:
     """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
     their first call then compiles them, which takes seconds (once; later processes load them).
     Silent with --quiet; --verbose adds the cache's folder."""
-    from hetlb.simulation.simulate import announce_compiling
+    from hetlb.simulation.simulate import MODELS, announce_compiling, announced
 
     announce_compiling(models, enabled=not quiet(args), where=verbose(args), again=True)
+    if quiet(args):  # nor the simulations the command runs
+        announced.update(MODELS)
 
 
 def run_reporter(args, label: str, unit: str):

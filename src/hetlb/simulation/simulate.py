@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 
 import numpy as np
@@ -89,29 +90,30 @@ def simulate(
         herd_window=herd_window,
     )
     options = options_of(RunOptions, options, keywords)
-    announce_compiling(("continuous",))
+    announce_compiling(("dispatchers",) if options.many_dispatchers else ("continuous",))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
 
 
 COMPILE_NOTICE = "compiling the simulation kernels: a few seconds to a minute, once (later runs load them)"
-announced = False
-"""Whether this process has looked for kernels to compile (and said so, where it was to)."""
+MODELS = ("continuous", "dispatchers", "slotted")
+announced: set = set()
+"""The MODELS whose kernels this process has looked at."""
 
 
 def announce_compiling(
     models=("continuous",), *, enabled: bool = True, where: bool = False, again: bool = False
 ) -> None:
-    """Once per process (each time with ``again``), before the first simulation: when the kernels
-    of ``models`` ("continuous", "slotted") have no compiled code in numba's cache, so that the
-    first call compiles them, say so on standard error (``enabled``; ``where`` adds the cache's
-    folder). hetlb.simulate and hetlb.simulate_slotted call it; each command calls it first, with
-    its --quiet and --verbose."""
-    global announced
-    if announced and not again:
+    """Once per process and model (each time with ``again``), before the first simulation: when
+    the kernels of ``models`` ("continuous", "dispatchers", "slotted") have no compiled code in
+    numba's cache, so that the first call compiles them, say so on standard error (``enabled``;
+    ``where`` adds the cache's folder). hetlb.simulate and hetlb.simulate_slotted call it; each
+    command calls it first, with its --quiet and --verbose."""
+    models = [model for model in models if again or model not in announced]
+    if not models or multiprocessing.parent_process() is not None:  # a sweep's workers: their parent says it
         return
-    announced = True
+    announced.update(models)
     from hetlb.progress import needs_compiling
     from hetlb.simulation.ahead_of_time import compiled_kernels
 
@@ -120,6 +122,10 @@ def announce_compiling(
         from hetlb.kernels import continuous
 
         kernels += [continuous.advance, continuous.finish]
+    if "dispatchers" in models:
+        from hetlb.kernels import dispatchers
+
+        kernels += [dispatchers.advance]
     if "slotted" in models:
         from hetlb.kernels import slotted
 
