@@ -60,9 +60,9 @@ def plot_columns(table, x: str, by: str | None, metric: str) -> tuple:
             f"must be a figure of the sweep such as {', '.join(figures[:4]) or 'events'} (a numeric column of "
             f"the summary other than the axes, point, replications and the interval bounds), got {shown(metric)}",
         )
-    for flag, name in (("x", x), ("by", by)):
+    for field, name in (("x", x), ("by", by)):
         if name is not None and not table[name].map(lambda v: isinstance(v, (str, int, float, np.number))).all():
-            raise InputError(flag, f"the values of {name} must be numbers or texts to plot against")
+            raise InputError(field, f"the values of {name} must be numbers or texts to plot against")
     return x, by, metric
 
 
@@ -80,7 +80,7 @@ def plot_series(table, x: str, by: str | None, metric: str, with_bound: bool) ->
             rule = (
                 f"the axis {varying[0]} varies too: draw a line per value of it (by {varying[0]})"
                 if len(varying) == 1
-                else (f"the axes {', '.join(varying)} vary too: plot a sweep that varies one axis besides --x")
+                else (f"the axes {', '.join(varying)} vary too: plot a sweep that varies one axis besides x")
             )
             raise InputError("by", f"a line has one point per value of {x}, but {rule}")
         rows = rows.set_index(x).reindex(xs)
