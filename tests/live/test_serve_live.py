@@ -88,7 +88,7 @@ def test_a_port_in_use_is_a_config_error(processes):
         ]
         process = processes.start(argv)
         _, err = finish(process)
-    assert process.returncode == 2 and err.strip().startswith("hetlb: error: listen: cannot listen on"), err
+    assert process.returncode == 2 and err.strip().startswith("hetlb: error: --listen: cannot listen on"), err
 
 
 def test_a_config_file_with_flags_overriding_it(tmp_path, processes):
