@@ -427,3 +427,6 @@ def test_no_warm_up_warns_of_a_gap_the_intervals_would_hide():
     assert abs(gap) > 0.05  # L = lambda W holds in steady state: the gap is the empty start's bias
     assert any("no warm-up" in warning for warning in cold.warnings) == (abs(gap) <= spread)
     assert any("warm-up" in warning for warning in cold.warnings)
+    assert repr(cold).endswith(
+        f"1 replication; {len(cold.warnings)} warning{'s' * (len(cold.warnings) > 1)}: see .warnings>"
+    )

@@ -267,6 +267,13 @@ class SimulationResult(ReplicatedResult):
     def n_servers(self) -> int:
         return len(self.runs[0].utilisation)
 
+    def extent(self) -> str:
+        """The replications, and how many warnings the result has (so that a notebook shows them)."""
+        count = len(self.warnings)
+        return replications_text(self.replications) + (
+            f"; {count} warning{'s' * (count > 1)}: see .warnings" if count else ""
+        )
+
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
     mean_response_time_ci = interval_property("mean_response_time")
     mean_waiting_time = mean_property("mean_waiting_time", "mean waiting time before service (time units)")
