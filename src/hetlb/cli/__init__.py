@@ -22,7 +22,7 @@ import importlib
 import os
 import sys
 
-from hetlb.cli.flags import EXIT_INPUT_ERROR, ArgumentParser
+from hetlb.cli.flags import EXIT_INPUT_ERROR, ArgumentParser, flag_field
 from hetlb.documentation import page
 from hetlb.errors import InputError
 from hetlb.version import __version__
@@ -122,8 +122,8 @@ def main(argv=None) -> int:
         parser.error("give a command (hetlb --help lists them)")
     try:
         return command_module(args.command).run(args)
-    except InputError as error:
-        print(f"hetlb: error: {error}", file=sys.stderr)
+    except InputError as error:  # named by the flag the user typed, where one set the field
+        print(f"hetlb: error: {flag_field(error.field, argv)}: {error.rule}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt as interrupt:  # Ctrl-C; during a sweep SIGTERM too, with what it stored
         print(f"hetlb: {str(interrupt) or 'interrupted'}", file=sys.stderr)

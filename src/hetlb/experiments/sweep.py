@@ -79,16 +79,37 @@ class SweepResult:
     reused: int
     wall_seconds: float
 
+    def plot(self, metric: str = "mean_response_time", *, x: str | None = None, by=None, bound=False, path=None):
+        """The matplotlib Figure of ``metric`` (a column of ``summary``) against the axis ``x`` (by
+        default the first axis the sweep varies besides the policy), a line per value of ``by``
+        (default "policy.id" when the sweep varies it), 95% bands, C*/lambda with ``bound``;
+        written to ``path`` too when one is given (:func:`hetlb.plots.sweep_figure`)."""
+        from hetlb.plots import sweep_figure
+
+        if x is None:
+            varied = [c for c in self.summary.columns if "." in c and self.summary[c].map(repr).nunique() > 1]
+            x = next((c for c in varied if c != "policy.id"), varied[0] if varied else "")
+        return sweep_figure(self.summary, x=x, by=by, metric=metric, bound=bound, path=path)
+
+    def __repr__(self) -> str:
+        """A summary: points, runs (computed and reused), time and the metrics' columns."""
+        metrics = [name for name in ("mean_response_time", "blocking_probability") if name in self.summary.columns]
+        return (
+            f"<SweepResult {len(self.summary)} points, {len(self.runs)} runs ({self.computed} computed, "
+            f"{self.reused} reused) in {self.wall_seconds:.3g} s; summary columns {', '.join(metrics)}, ... "
+            f"({len(self.summary.columns)} in all)>"
+        )
+
 
 @signals_interrupt()  # SIGTERM too raises KeyboardInterrupt (an Interrupted) while a sweep runs
 def sweep(
     spec: SweepSpec | str | Path,
     *,
     executor=None,
-    store="hetlb-results.sqlite",
+    store=None,
     out=None,
     force: bool = False,
-    progress: bool = False,
+    progress: bool = True,
     events_per_task: int = EVENTS_PER_TASK,
 ) -> SweepResult:
     """Run every (point, replication) of ``spec`` not already in ``store`` and return the tables.
@@ -100,14 +121,16 @@ def sweep(
     executor
         See ``hetlb.experiments.executors.resolve_executor`` (default: all local cores).
     store
-        Path of the result store (None keeps nothing); finished runs are written as they complete,
-        so an interrupted sweep resumes where it stopped.
+        Path of a result store (default None: nothing is written); finished runs are written as
+        they complete, so an interrupted sweep resumes where it stopped (``hetlb sweep`` stores in
+        hetlb-results.sqlite unless told otherwise).
     out
         A folder for runs.csv, runs.parquet, summary.csv and summary.parquet (None writes none).
     force
         Recompute the runs the store already holds.
     progress
-        Draw a progress bar on standard error.
+        A progress bar on standard error (a log line every few seconds when it is not a terminal,
+        as in a notebook); False for none.
     events_per_task
         The simulated events a task of the executor holds at most (tasks shrink as the work left
         does, so that every worker stays busy to the end).

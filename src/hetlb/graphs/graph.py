@@ -31,6 +31,10 @@ class CompatibilityGraph:
     indices: np.ndarray
     n_servers: int
 
+    def __repr__(self) -> str:
+        kind = "complete" if self.is_complete() else "sparse"
+        return f"<CompatibilityGraph {kind}: {self.n_types} job types, {self.n_servers} servers, {self.n_edges} edges>"
+
     @property
     def n_types(self) -> int:
         """The number of job types K (rows of the graph)."""

@@ -139,10 +139,19 @@ class SlottedSystem(ServerSpeeds):
     routing: str = "slot"  # "slot": one server per dispatcher and slot; "job": one per job
     ties: str = "independent"  # "independent": a draw per decision; "shared": one draw per slot
 
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers (the rest as ``describe()``)."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        return (
+            f"<SlottedSystem {self.n_servers} servers ({shown}), {self.dispatchers} dispatchers, "
+            f"load {self.load:.4g}, routing {self.routing}, ties {self.ties}>"
+        )
+
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         dispatchers: int = 1,
         arrival_rate: float | None = None,
@@ -157,7 +166,7 @@ class SlottedSystem(ServerSpeeds):
 
         Parameters
         ----------
-        speed
+        speeds
             mu_n, the mean offered service of each server per slot (jobs per slot).
         dispatchers
             M, the number of dispatchers.
@@ -182,7 +191,7 @@ class SlottedSystem(ServerSpeeds):
         SlottedSystem
             The validated system.
         """
-        speed = validation.positive_finite_array("speed", speed, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
+        speed = validation.positive_finite_array("speeds", speeds, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
         dispatchers = validation.count("dispatchers", dispatchers)
         validation.check_memory("dispatchers", 8 * dispatchers, f"{validation.quantity(dispatchers)} dispatchers")
         if (arrival_rate is None) == (load is None):

@@ -133,7 +133,7 @@ class System(ServerSpeeds):
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         arrival_rate=None,
         load: float | None = None,
@@ -151,9 +151,10 @@ class System(ServerSpeeds):
 
         Parameters
         ----------
-        speed
-            One speed per server (mu_s, jobs per unit time), or a text such as "50x1.0,50x0.5"
-            (:func:`parse_speeds`).
+        speeds
+            One speed per server (mu_s, jobs per unit time; the system's array ``speed[s]``), or a
+            text such as "50x1.0,50x0.5" (:func:`parse_speeds`); :meth:`from_speed_mix` builds them
+            from a number of servers and the fractions of each speed.
         arrival_rate
             The total rate, split equally over the job types, or one rate per job type (lambda_l, jobs
             per unit time).
@@ -189,7 +190,7 @@ class System(ServerSpeeds):
             The validated system.
         """
         speed = validation.positive_finite_array(
-            "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
+            "speeds", parse_speeds(speeds) if isinstance(speeds, str) else speeds, validation.RATE_RANGE, RATE_RULE
         )
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
@@ -228,6 +229,18 @@ class System(ServerSpeeds):
         )
         system.check_stability()
         return system
+
+    @classmethod
+    def from_speed_mix(cls, n_servers: int, speed_mix, **system) -> System:
+        """:meth:`from_speeds` of ``n_servers`` servers in exact pools: ``speed_mix`` is a list of
+        (speed, fraction) pairs (mu, alpha_m; fractions > 0 summing to 1, fraction x n_servers
+        whole), as the [system] keys ``n_servers`` and ``speed_mix`` of a scenario. ``system``: the
+        other keywords of :meth:`from_speeds` (``load=``, ``buffer=``, ...).
+
+        >>> System.from_speed_mix(10, [(1.0, 0.5), (0.5, 0.5)], load=0.8).speed_class_table()
+        [{'speed': 1.0, 'count': 5}, {'speed': 0.5, 'count': 5}]
+        """
+        return cls.from_speeds(speeds_from_mix(n_servers, speed_mix), **system)
 
     @property
     def n_types(self) -> int:
@@ -286,6 +299,21 @@ class System(ServerSpeeds):
         from hetlb.graphs.connectivity import routable_load
 
         return routable_load(self.graph, self.arrival_rate, self.server_capacity)["theta"]
+
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers: the speed classes (COUNTxSPEED, fastest
+        first, the first few), job types, load, buffer and graph; the rest as ``describe()``."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        finite = self.buffer[self.buffer != INFINITE_BUFFER]
+        buffer = "infinite" if finite.size == 0 else (str(finite[0]) if np.all(self.buffer == finite[0]) else "mixed")
+        graph = "complete" if self.graph.is_complete() else f"{self.graph.n_edges} edges"
+        extra = "" if self.has_single_slots else ", multi-slot servers"
+        extra += "" if self.arrivals.is_poisson else f", {self.arrivals.text} arrivals"
+        return (
+            f"<System {self.n_servers} servers ({shown}), {self.n_types} job type{'s' * (self.n_types != 1)}, "
+            f"load {self.load:.4g}, buffer {buffer}, {graph} graph{extra}>"
+        )
 
     def check_stability(self) -> None:
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""
@@ -346,6 +374,18 @@ class System(ServerSpeeds):
             **({"servers": self.server_groups()} if self.has_multi_slot_servers else {}),
             **({"arrivals": self.arrivals.describe()} if not self.arrivals.is_poisson else {}),
         }
+
+
+def checked_system(field: str, system) -> System:
+    """``system`` when it is a :class:`System`; else a one-line error that says how to build one
+    (the functions that take a system have a lower-level form on arrays, named ``..._arrays``)."""
+    if not isinstance(system, System):
+        raise InputError(
+            field,
+            f"must be a hetlb.System (System.from_speeds(...)), got {type(system).__name__}; "
+            "for speeds and rates as arrays use the function's _arrays form",
+        )
+    return system
 
 
 def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
@@ -421,6 +461,22 @@ def server_count(name: str, n_servers) -> int:
         "use fewer servers",
     )
     return n_servers
+
+
+def speeds_from_mix(n_servers, speed_mix) -> np.ndarray:
+    """Per-server speeds of ``n_servers`` servers in pools: ``speed_mix`` is (speed, fraction)
+    pairs, the fractions > 0 summing to 1 and each fraction x n_servers a whole number."""
+    n_servers = server_count("n_servers", n_servers)
+    try:
+        mix = np.asarray(speed_mix, dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise InputError("speed_mix", "must be a list of [speed, fraction] pairs") from None
+    if len(mix) == 0 or not np.isclose(mix[:, 1].sum(), 1.0) or np.any(mix[:, 1] <= 0):
+        raise InputError("speed_mix", "fractions must be > 0 and sum to 1")
+    counts = mix[:, 1] * n_servers
+    if not np.allclose(counts, np.round(counts)):
+        raise InputError("speed_mix", f"fraction x n_servers must be whole numbers, got {counts.tolist()}")
+    return np.repeat(mix[:, 0], np.round(counts).astype(int))
 
 
 def parse_speeds(text: str) -> np.ndarray:

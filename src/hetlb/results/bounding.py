@@ -113,6 +113,23 @@ class BoundingResult(Result):
     events_per_second: float
     metadata: dict = field(default_factory=dict)  # the seed and the versions (simulate_bounding_system)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the mean of Q_i, the servers with at least i jobs, against the
+        level i (the replications' mean); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_metric
+
+        levels = np.arange(1, len(self.level_means) + 1)
+        none = np.full(levels.size, np.nan)
+        return plot_metric(
+            levels,
+            {self.kind: (self.level_means, none, none)},
+            path,
+            xlabel="level i",
+            ylabel="mean of Q_i: servers with >= i jobs",
+            title=f"{self.kind}, n = {self.n_servers}, c = {self.excess_capacity:.4g}",
+            log_y=bool(np.all(self.level_means > 0)),
+        )
+
     @property
     def system(self) -> dict:
         """What was simulated: the bounding system, its buffers, n, n lambda, c, the horizon and warm-up."""

@@ -357,6 +357,13 @@ class SimulationResult(ReplicatedResult):
         """The number of servers N."""
         return len(self.runs[0].utilisation)
 
+    def extent(self) -> str:
+        """The replications, and how many warnings the result has (so that a notebook shows them)."""
+        count = len(self.warnings)
+        return replications_text(self.replications) + (
+            f"; {count} warning{'s' * (count > 1)}: see .warnings" if count else ""
+        )
+
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
     mean_response_time_ci = interval_property("mean_response_time")
     mean_waiting_time = mean_property("mean_waiting_time", "mean waiting time before service (time units)")
@@ -381,8 +388,11 @@ class SimulationResult(ReplicatedResult):
     def warnings(self) -> list:
         """Why the figures may not be trusted, each with what to change (empty when nothing is
         seen): no job measured; a Little's-law gap beyond LITTLE_GAP_LIMIT and the confidence
-        intervals; a mean number in system that grew or shrank between the halves of the window by
-        more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval."""
+        intervals (or beyond LITTLE_GAP_LIMIT alone with no warm-up, from an empty system: a bias
+        however wide the intervals); a mean number in system that grew or shrank between the halves of the window by
+        more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval. (The gap of L and lambda W over
+        one window is little touched by the noise that widens the intervals, the growth is not: only
+        the gap is held to its limit alone.)"""
         return simulation_warnings(self)
 
     response_time_p50 = mean_property(
@@ -403,6 +413,23 @@ class SimulationResult(ReplicatedResult):
         """The scaled measures of 002 (hetlb.stats.halfin_whitt), averaged over the replications."""
         scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
         return {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
+
+    def plot(self, path=None):
+        """The matplotlib Figure of the occupancy of 000: per speed class m, the fraction of its
+        servers with at least i jobs against i, with the 95% t interval over the replications (no
+        band with one); written to ``path`` too when one is given (its format by the extension)."""
+        from hetlb.plots.figures import plot_occupancy
+
+        first = self.runs[0]
+        share = np.sum(first.class_count) / first.class_count[:, None]  # occupancy is of all N servers
+        label, value, _ = self.headline()
+        return plot_occupancy(
+            [f"speed {speed:g} ({count} servers)" for speed, count in zip(first.class_speed, first.class_count)],
+            [run.occupancy * share for run in self.runs],
+            path,
+            title=f"{self.describe()}: {label} {value:.4g}",
+            band_label="shaded: 95% interval over the replications",
+        )
 
     @property
     def occupancy_by_class(self) -> list:
@@ -464,6 +491,13 @@ def simulation_warnings(result) -> list:
     spread_l = relative_half_width(result.mean_number_in_system, result.mean_number_in_system_ci)
     spread = max(spread_l, relative_half_width(result.mean_response_time, result.mean_response_time_ci))
     gap = result.littles_law_gap
+    from_empty = not stopping.get("warmup")  # the default: measured from an empty system at time 0
+    if from_empty and math.isfinite(gap) and LITTLE_GAP_LIMIT < abs(gap) <= spread:
+        warnings.append(
+            f"Little's law gap {gap:+.1%} with no warm-up: measured from an empty system, the run is "
+            f"biased however wide its intervals ({spread:.1%}); give a warm-up (--warmup, warmup=) "
+            f"of a few mean response times or more, or {more}"
+        )
     if math.isfinite(gap) and abs(gap) > max(LITTLE_GAP_LIMIT, spread):
         warnings.append(
             f"Little's law gap {gap:+.1%} is beyond the {spread:.1%} of the confidence intervals: the "

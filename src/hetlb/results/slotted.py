@@ -17,7 +17,7 @@ import numpy as np
 from hetlb.results.base import ReplicationResult
 from hetlb.results.run import ReplicatedResult, interval_property, mean_property
 from hetlb.results.table import SLOTTED_METRICS
-from hetlb.stats import preference_report
+from hetlb.stats import interval, preference_report
 
 
 @dataclass(repr=False)
@@ -188,6 +188,17 @@ class SlottedResult(ReplicatedResult):
         The system, policy, seed, stopping rule and versions.
     """
 
+    def plot(self, path=None):
+        """The matplotlib Figure of each server's time-average queue length Q_n (jobs), with the 95%
+        t interval over the replications (none with one); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_intervals
+
+        queues = np.array([run.mean_queue_length for run in self.runs], dtype=float)
+        rows = [(f"server {n}", *interval_row(queues[:, n])) for n in range(queues.shape[1])]
+        label, value, _ = self.headline()
+        title = f"{self.describe()}: {label} {value:.4g}"
+        return plot_intervals([{"title": title, "ylabel": "mean queue length Q_n (jobs)", "rows": rows}], path)
+
     mean_number_in_system = mean_property("mean_number_in_system", "time-average sum_n Q_n")
     mean_number_in_system_ci = interval_property("mean_number_in_system")
     number_in_system_growth = mean_property(
@@ -276,3 +287,9 @@ class SlottedResult(ReplicatedResult):
 
     def details(self) -> dict:
         return {"preference": self.preference}
+
+
+def interval_row(samples) -> tuple:
+    """(mean, low, high) of ``samples``: the 95% t interval (nan bounds with one sample)."""
+    low, high = interval(samples)
+    return float(np.mean(samples)), low, high

@@ -11,9 +11,11 @@ True
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
+
 import numpy as np
 
-from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import Policy
 from hetlb.results.dispatchers import DispatchersResult
@@ -43,7 +45,6 @@ def simulate(
     update=None,
     dispatcher_share=None,
     herd_window: float | None = None,
-    split=None,
     **policy_params,
 ) -> SimulationResult | DispatchersResult:
     """Simulate ``system`` under ``policy``; return the replications and their aggregate.
@@ -89,8 +90,6 @@ def simulate(
         (hetlb.simulation.dispatchers.simulate_dispatchers, which returns a DispatchersResult); an
         LED policy (l-jsq, l-jba, l-pod) needs them. Without them, one dispatcher that knows every
         queue (hetlb.simulation.continuous). See RunOptions.
-    split
-        The former name of ``dispatcher_share`` (the key of a scenario's [system]); give one of them.
     **policy_params
         The policy's parameters, e.g. ``d=3`` for ``pod``.
 
@@ -113,12 +112,51 @@ def simulate(
         progress=progress,
         dispatchers=dispatchers,
         update=update,
-        dispatcher_share=dispatcher_share if split is None else split,
+        dispatcher_share=dispatcher_share,
         herd_window=herd_window,
     )
-    if split is not None and dispatcher_share is not None:
-        raise InputError("split", "is the former name of dispatcher_share: give one of them")
     options = options_of(RunOptions, options, keywords)
+    announce_compiling(("dispatchers",) if options.many_dispatchers else ("continuous",))
     if options.many_dispatchers:
         return simulate_dispatchers(system, policy, options, **policy_params)
     return simulate_one_dispatcher(system, policy, options, **policy_params)
+
+
+COMPILE_NOTICE = "compiling the simulation kernels: a few seconds to a minute, once (later runs load them)"
+MODELS = ("continuous", "dispatchers", "slotted")
+announced: set = set()
+"""The MODELS whose kernels this process has looked at."""
+
+
+def announce_compiling(
+    models=("continuous",), *, enabled: bool = True, where: bool = False, again: bool = False
+) -> None:
+    """Once per process and model (each time with ``again``), before the first simulation: when
+    the kernels of ``models`` ("continuous", "dispatchers", "slotted") have no compiled code in
+    numba's cache, so that the first call compiles them, say so on standard error (``enabled``;
+    ``where`` adds the cache's folder). hetlb.simulate and hetlb.simulate_slotted call it; each
+    command calls it first, with its --quiet and --verbose."""
+    models = [model for model in models if again or model not in announced]
+    if not models or multiprocessing.parent_process() is not None:  # a sweep's workers: their parent says it
+        return
+    announced.update(models)
+    from hetlb.progress import needs_compiling
+    from hetlb.simulation.ahead_of_time import compiled_kernels
+
+    kernels = []
+    if "continuous" in models and compiled_kernels() is None:
+        from hetlb.kernels import continuous
+
+        kernels += [continuous.advance, continuous.finish]
+    if "dispatchers" in models:
+        from hetlb.kernels import dispatchers
+
+        kernels += [dispatchers.advance]
+    if "slotted" in models:
+        from hetlb.kernels import slotted
+
+        kernels += [slotted.advance]
+    if enabled and kernels and needs_compiling(*kernels):
+        folder = getattr(getattr(kernels[0], "_cache", None), "_cache_path", "numba cache")
+        notice = COMPILE_NOTICE.replace(":", f" into {folder}:", 1) if where else COMPILE_NOTICE
+        print(f"hetlb: {notice}", file=sys.stderr, flush=True)

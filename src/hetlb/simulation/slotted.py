@@ -32,6 +32,7 @@ from hetlb.simulation.replications import (
     safe_ratio,
     seed_description,
 )
+from hetlb.simulation.simulate import announce_compiling
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 SLOTS_PER_CALL = 200_000
@@ -106,6 +107,7 @@ def simulate_slotted(
         progress=progress,
     )
     options = options_of(SlottedRunOptions, options, keywords)
+    announce_compiling(("slotted",))
     policy = resolve_policy(policy, slotted_update(policy_params), "simulate_slotted")
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]

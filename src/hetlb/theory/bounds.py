@@ -16,9 +16,9 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model.servers import RateCurve, capacity_factor, concurrency_array, rate_curve_tuple
-from hetlb.model.system import RATE_RULE
+from hetlb.model.system import RATE_RULE, System, checked_system
 
-__all__ = ["SpeedLowerBound", "speed_lower_bound"]
+__all__ = ["SpeedLowerBound", "speed_lower_bound", "speed_lower_bound_arrays"]
 
 MAX_SLOT_STEPS = 1 << 22
 """The most slots of one server the bound walks (an unlimited saturating curve near its capacity
@@ -59,8 +59,25 @@ class SpeedLowerBound:
     load: float
 
 
-def speed_lower_bound(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
-    """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma.
+def speed_lower_bound(system: System) -> SpeedLowerBound:
+    """Proposition 1 of 000 for ``system``'s servers (speeds mu, concurrency c_s and rate curves
+    phi_s) and total arrival rate lambda_Sigma; the graph and the buffers do not enter.
+
+    >>> import hetlb
+    >>> system = hetlb.System.from_speeds("50x1.0,50x0.25", load=0.9)
+    >>> round(speed_lower_bound(system).lower_bound, 4)   # (0.5 + 0.25) / 0.5625
+    1.3333
+    """
+    checked_system("system", system)
+    return speed_lower_bound_arrays(
+        system.speed, system.total_arrival_rate, concurrency=system.concurrency, rate_curve=system.rate_curve
+    )
+
+
+def speed_lower_bound_arrays(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
+    """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma:
+    the lower-level form of :func:`speed_lower_bound`, for a fleet and a rate as arrays (as a search
+    over placements or loads holds them, without building a System each time).
 
     Servers of equal speed form one type. With any c_s > 1 the bound is ``slot_lower_bound``'s
     (types are then the distinct (speed, concurrency, curve), fastest first, and K is the last type

@@ -357,6 +357,27 @@ class ExactSolution:
     n_states: int
     residual: float
 
+    def __repr__(self) -> str:
+        return (
+            f"<ExactSolution {self.policy}, {len(self.utilisation)} servers, {self.n_states:,} states: mean response "
+            f"time {self.mean_response_time:.5g}, blocking {self.blocking_probability:.3g}>"
+        )
+
+    def plot(self, path=None):
+        """The matplotlib Figure of each server's utilisation P(n_s >= 1) and admitted rate (jobs per
+        time unit), exact (no interval); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_intervals
+
+        def rows(values) -> list:
+            return [(f"server {s}", float(v), math.nan, math.nan) for s, v in enumerate(values)]
+
+        title = f"exact {self.policy}: mean response time {self.mean_response_time:.4g}"
+        panels = [
+            {"title": title, "ylabel": "utilisation P(n_s >= 1)", "rows": rows(self.utilisation)},
+            {"title": "", "ylabel": "admitted rate (jobs per time unit)", "rows": rows(self.admitted_rate_by_server)},
+        ]
+        return plot_intervals(panels, path, sharey=False)
+
 
 def _frozen(array) -> np.ndarray:
     """A read-only view, so that a frozen result cannot be changed in place."""

@@ -172,13 +172,13 @@ def server_speeds(class_speed, class_fraction, n_servers: int) -> np.ndarray:
 
 def fleet(classes: ServerClasses, n_servers: int) -> dict:
     """The System.from_speeds arguments of an N-server fleet of ``classes`` (:func:`class_counts`):
-    per-server ``speed``, ``concurrency`` and ``rate_curve``."""
+    per-server ``speeds``, ``concurrency`` and ``rate_curve``."""
     counts = class_counts(classes.fraction, n_servers)
     curves: list[RateCurve] = []
     for curve, count in zip(classes.rate_curve, counts):
         curves.extend([curve] * int(count))
     return {
-        "speed": np.repeat(classes.speed, counts),
+        "speeds": np.repeat(classes.speed, counts),
         "concurrency": np.repeat(classes.concurrency, counts),
         "rate_curve": tuple(curves),
     }

@@ -72,12 +72,32 @@ class MeanFieldLimit:
     class_concurrency: np.ndarray = None  # type: ignore[assignment]  # c_m, int64; None: 1 each
     class_rate_curve: tuple = None  # type: ignore[assignment]  # phi_m; None: SINGLE_SLOT each
 
+    def __repr__(self) -> str:
+        buffer = "infinite" if self.buffer is None else str(self.buffer)
+        return (
+            f"<MeanFieldLimit {self.policy}, {len(self.class_speed)} classes, load {self.load:.4g}, buffer {buffer}: "
+            f"mean response time {self.mean_response_time:.5g}>"
+        )
+
     def __post_init__(self):
         n_classes = len(self.class_speed)
         if self.class_concurrency is None:
             object.__setattr__(self, "class_concurrency", np.ones(n_classes, dtype=np.int64))
         if self.class_rate_curve is None:
             object.__setattr__(self, "class_rate_curve", (SINGLE_SLOT,) * n_classes)
+
+    def plot(self, path=None):
+        """The matplotlib Figure of the fixed point's occupancy s_{m,i} per class against i (the
+        figure of SimulationResult.plot, without intervals); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_occupancy
+
+        labels = [
+            f"speed {speed:g} ({fraction:.3g} of servers)"
+            for speed, fraction in zip(self.class_speed, self.class_fraction)
+        ]
+        return plot_occupancy(
+            labels, self.occupancy[None], path, title=f"mean-field limit of {self.policy}, load {self.load:.4g}"
+        )
 
     @property
     def classes(self) -> ServerClasses:

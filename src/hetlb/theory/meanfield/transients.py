@@ -10,7 +10,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.theory.meanfield.fixed_points import mean_field
+from hetlb.theory.meanfield.fixed_points import mean_field_arrays, system_classes
 from hetlb.theory.meanfield.limit import MeanFieldLimit
 from hetlb.theory.meanfield.policies import INDEPENDENT_RULES, mean_field_rules, sampling_policies
 from hetlb.theory.meanfield.ranking import fill_in_order
@@ -44,8 +44,39 @@ class MeanFieldTrajectory:
         """The mean jobs per server at each time of the trajectory, sum_m alpha_m sum_i x_{m,i}(t)."""
         return np.einsum("m,tmi->t", self.class_fraction, self.occupancy)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the mean number of jobs per server against time (time units),
+        and of each class's busy fraction s_{m,1}; written to ``path`` when given."""
+        from hetlb.plots.figures import plot_panels
+
+        none = np.full(self.times.size, np.nan)
+        busy = {f"speed {speed:g}": (self.occupancy[:, m, 0], none, none) for m, speed in enumerate(self.class_speed)}
+        common = {"x": self.times, "xlabel": "time t (time units)"}
+        return plot_panels(
+            [
+                {
+                    "series": {"jobs per server": (self.mean_number_in_system, none, none)},
+                    "ylabel": "mean jobs per server",
+                    **common,
+                },
+                {"series": busy, "ylabel": "s_{m,1}(t): busy fraction of class m", **common},
+            ],
+            path,
+            title="mean-field ODE",
+        )
+
 
 def mean_field_trajectory(
+    system, policy: str = "pod", *, times, initial=None, levels=None, **params
+) -> MeanFieldTrajectory:
+    """The mean-field ODE of a sampling ``policy`` on ``system``'s server classes, load and buffer
+    (as :func:`hetlb.theory.meanfield.mean_field`), at ``times``; the rest as
+    :func:`mean_field_trajectory_arrays`."""
+    classes = system_classes(system, "the mean-field limit")
+    return mean_field_trajectory_arrays(**classes, policy=policy, times=times, initial=initial, levels=levels, **params)
+
+
+def mean_field_trajectory_arrays(
     speeds,
     fractions=None,
     *,
@@ -59,7 +90,10 @@ def mean_field_trajectory(
     rate_curve=None,
     **params,
 ) -> MeanFieldTrajectory:
-    """Integrate the mean-field ODE of a sampling policy from ``initial``.
+    """Integrate the mean-field ODE ds_{m,i}/dt = a_{m,i-1}(s) (s_{m,i-1} - s_{m,i})
+    - mu_m phi_m(min(i, c_m)) (s_{m,i} - s_{m,i+1}) of a sampling policy from ``initial``
+    (s_{m,i}; default empty); speeds, fractions, concurrency and rate_curve as
+    :func:`hetlb.theory.meanfield.mean_field_arrays` (the lower-level form of :func:`mean_field_trajectory`).
 
     The ODE is ds_{m,i}/dt = a_{m,i-1}(s) (s_{m,i-1} - s_{m,i}) - mu_m phi_m(min(i, c_m))
     (s_{m,i} - s_{m,i+1}). The ranking policies have a discontinuous drift (a differential
@@ -89,7 +123,7 @@ def mean_field_trajectory(
     from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
 
     policy = validation.choice("policy", policy, sampling_policies())
-    limit = mean_field(
+    limit = mean_field_arrays(
         speeds,
         fractions,
         load=load,
@@ -188,7 +222,7 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
         gap = model.capacity * (1.0 - np.sqrt(np.minimum(load, 1.0))) ** 2
         return float(min(horizon, math.log(1.0 / tolerance) / max(float(np.min(gap)), 1.0 / horizon)))
     times = np.geomspace(0.01, horizon, 400)
-    path = mean_field_trajectory(
+    path = mean_field_trajectory_arrays(
         limit.class_speed,
         limit.class_fraction,
         load=limit.load,
