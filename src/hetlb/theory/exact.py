@@ -365,7 +365,18 @@ class ExactSolution:
 
     def plot(self, path=None):
         """The matplotlib Figure of each server's utilisation P(n_s >= 1) and admitted rate (jobs per
-        time unit), exact (no interval); written to ``path`` when given."""
+        time unit), exact (no interval); written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_intervals
 
         def rows(values) -> list:
