@@ -638,7 +638,7 @@ class DiffusionStationary:
         Parameters
         ----------
         measure
-            The sampled measure, as in ``quantile`` and ``ccdf`` (default x_plus1, X_{+1}).
+            The stationary measure's name, x1, x2 or x_plus1 (X_1 + X_2, scaled), as in ``ccdf``.
         grid
             The values y (scaled by n^-1/2); None: 60 points across the 0.1% to 99.9% quantiles.
         path
