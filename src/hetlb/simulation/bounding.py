@@ -180,8 +180,10 @@ def simulate_bounding_system(
         buffer b (one for all servers); the complete graph, one job at a time per server.
     kind
         "fsl" (faster servers serve longer buffers) or "ssl" (slower servers serve longer buffers).
-    horizon, warmup
-        Time units; averages are exact time integrals over [warmup, horizon].
+    horizon
+        The end of each path (time units); averages are exact time integrals over [warmup, horizon].
+    warmup
+        The start of the time averages (time units).
     replications
         Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     seed
@@ -225,8 +227,10 @@ def simulate_bounding_system_arrays(
     buffer
         b, the jobs a buffer holds; None (or math.inf) for infinite buffers, which need
         arrival_rate < sum(speeds).
-    horizon, warmup
-        Time units; averages are exact time integrals over [warmup, horizon].
+    horizon
+        The end of each path (time units); averages are exact time integrals over [warmup, horizon].
+    warmup
+        The start of the time averages (time units).
     replications
         Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     seed
@@ -341,8 +345,11 @@ def check_sandwich(
         buffer b (one for all servers); the complete graph, one job at a time per server.
     tie_breaks
         The JSQ tie-breaking policies held between the two bounds.
-    horizon, warmup
-        As in simulate_bounding_system (time units); the order is checked at every tick.
+    horizon
+        The end of each path (time units), as in simulate_bounding_system.
+    warmup
+        The start of the time averages mean_jobs and mean_waiting (time units), as in
+        simulate_bounding_system; the order is checked at every tick.
     seed
         An integer >= 0 or a SeedSequence.
 
@@ -381,8 +388,11 @@ def check_sandwich_arrays(
         b, the jobs a buffer holds (None: infinite).
     tie_breaks
         The JSQ tie-breaking policies held between the two bounds.
-    horizon, warmup
-        As in simulate_bounding_system (time units); the order is checked at every tick.
+    horizon
+        The end of each path (time units), as in simulate_bounding_system.
+    warmup
+        The start of the time averages mean_jobs and mean_waiting (time units), as in
+        simulate_bounding_system; the order is checked at every tick.
     seed
         An integer >= 0 or a SeedSequence.
 
