@@ -675,8 +675,11 @@ def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_ST
         and rate curves and its arrival process (Poisson, batch or mmpp) are the chain's.
     policy
         A policy id of EXACT_POLICIES or a ``hetlb.Policy``.
-    routing, max_states
-        As in ``solve_exact_arrays``.
+    routing
+        Optional callable (q, k) -> length-N probabilities that replaces ``policy``, as in
+        ``solve_exact_arrays``.
+    max_states
+        The largest number of states of the chain accepted, as in ``solve_exact_arrays``.
     **policy_params
         The policy's parameters (e.g. ``d=3`` for ``pod``).
 
