@@ -6,9 +6,8 @@ from hetlb.cli.flags import add_output_flags, parse_assignment, quiet
 from hetlb.errors import InputError
 
 
-def add_flags(parser) -> None:
-    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS, and --quiet."""
-    group = parser.add_argument_group("dispatcher (flags override --config)")
+def add_dispatcher_flags(group, listen_help: str) -> None:
+    """The flags of a dispatcher's state and decisions, those of hetlb serve and hetlb pick alike."""
     group.add_argument("--config", metavar="FILE", help="TOML file with the same keys as these flags")
     group.add_argument(
         "--backend",
@@ -27,7 +26,7 @@ def add_flags(parser) -> None:
         metavar="DURATION",
         help="how often types=discover backends' GET /v1/models is read again (default 5s)",
     )
-    group.add_argument("--listen", metavar="HOST:PORT", help="where dispatcher 0 listens (default 127.0.0.1:8000)")
+    group.add_argument("--listen", metavar="HOST:PORT", help=listen_help)
     group.add_argument(
         "--admin", metavar="HOST:PORT", help="admin listener of dispatcher 0: /metrics, /status, /ready, /backends"
     )
@@ -53,10 +52,28 @@ def add_flags(parser) -> None:
         metavar="PREFIX=TYPE",
         help="a path prefix that gives the job type (repeatable)",
     )
+    group.add_argument("--seed", type=int, metavar="S", help="seed of the decisions (default: from the system)")
+
+
+def add_health_flags(limits) -> None:
+    """The flags of health checks, ejection, draining and overload, of hetlb serve and hetlb pick alike."""
+    limits.add_argument("--drain", metavar="DURATION", help="time the requests in flight get at a stop (default 10s)")
+    limits.add_argument(
+        "--health-interval", metavar="DURATION", help="active GET /healthz checks, 0 for none (default 0.5s)"
+    )
+    limits.add_argument("--eject-after", type=int, metavar="K", help="consecutive failures that eject (default 3)")
+    limits.add_argument(
+        "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
+    )
+
+
+def add_flags(parser) -> None:
+    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS, and --quiet."""
+    group = parser.add_argument_group("dispatcher (flags override --config)")
+    add_dispatcher_flags(group, "where dispatcher 0 listens (default 127.0.0.1:8000)")
     group.add_argument(
         "--dispatchers", type=int, metavar="M", help="independent dispatcher processes on PORT+m (default 1)"
     )
-    group.add_argument("--seed", type=int, metavar="S", help="seed of the decisions (default: from the system)")
     limits = parser.add_argument_group("limits and health")
     limits.add_argument(
         "--timeout",
@@ -64,11 +81,7 @@ def add_flags(parser) -> None:
         help="longest silence of a backend: before its answer and between two chunks of it (default 30s)",
     )
     limits.add_argument("--connect-timeout", metavar="DURATION", help="upstream connect (default 1s)")
-    limits.add_argument("--drain", metavar="DURATION", help="time the requests in flight get at a stop (default 10s)")
-    limits.add_argument(
-        "--health-interval", metavar="DURATION", help="active GET /healthz checks, 0 for none (default 0.5s)"
-    )
-    limits.add_argument("--eject-after", type=int, metavar="K", help="consecutive failures that eject (default 3)")
+    add_health_flags(limits)
     limits.add_argument(
         "--retries", type=int, metavar="N", help="retries of idempotent requests after a failure (default 0)"
     )
@@ -78,22 +91,16 @@ def add_flags(parser) -> None:
     limits.add_argument(
         "--max-header-bytes", type=int, metavar="B", help="request line and header limit (default 8190)"
     )
-    limits.add_argument(
-        "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
-    )
     add_output_flags(parser, json_output=False, quiet=True)
 
 
-def run(args) -> int:
-    """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
-    from hetlb.live import load_config, serve
-    from hetlb.live.fleet import ConfigSource
-
+def dispatcher_overrides(args) -> dict:
+    """The configuration's keys that the flags of add_dispatcher_flags and add_health_flags give."""
     if args.set and args.policy is None:
         raise InputError("--set", "give the policy with --policy ID")
     parameters = dict(parse_assignment(text, "--set") for text in args.set or [])
     policy = None if args.policy is None else {"id": args.policy, **parameters}
-    overrides = {
+    return {
         "backends": args.backend,
         "backends_file": args.backends_file,
         "discover_interval": args.discover_interval,
@@ -107,17 +114,27 @@ def run(args) -> int:
         "type_header": args.type_header,
         "type_body_field": args.type_body_field,
         "type_prefixes": args.type_prefix,
-        "dispatchers": args.dispatchers,
         "seed": args.seed,
-        "timeout": args.timeout,
-        "connect_timeout": args.connect_timeout,
         "drain": args.drain,
         "health_interval": args.health_interval,
         "eject_after": args.eject_after,
+        "max_in_flight": args.max_in_flight,
+    }
+
+
+def run(args) -> int:
+    """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
+    from hetlb.live import load_config, serve
+    from hetlb.live.fleet import ConfigSource
+
+    overrides = {
+        **dispatcher_overrides(args),
+        "dispatchers": args.dispatchers,
+        "timeout": args.timeout,
+        "connect_timeout": args.connect_timeout,
         "retries": args.retries,
         "max_body_bytes": args.max_body_bytes,
         "max_header_bytes": args.max_header_bytes,
-        "max_in_flight": args.max_in_flight,
     }
     config = load_config(args.config, **overrides)
     source = ConfigSource(args.config, {key: value for key, value in overrides.items() if value is not None})

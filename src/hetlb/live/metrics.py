@@ -23,7 +23,9 @@ LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
 SCRAPE_FAILURES = ("failed", "malformed")
 """Why a scrape of an engine's metrics gave no report."""
-REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
+REJECTIONS = (
+    "bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped", "bad_message",
+)  # fmt: skip
 """The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
 
