@@ -109,7 +109,7 @@ def test_envoy_config_refuses_bad_flags(capsys):
 
 def test_balancer_weights_are_in_proportion_to_the_speeds():
     config = balancer_bootstrap(Address("127.0.0.1", 8080), [(URLS[0], 4.0), (URLS[1], 1.0)], "LEAST_REQUEST")
-    (cluster,) = config["static_resources"]["clusters"]
+    (cluster,) = config["static_resources"]["clusters"]  # one pool, every backend
     members = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
     assert [member["load_balancing_weight"] for member in members] == [256, 64]
 

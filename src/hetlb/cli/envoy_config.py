@@ -41,10 +41,8 @@ def run(args) -> int:
 
     listen = address("--listen", args.listen or "127.0.0.1:8080")
     admin = None if args.admin is None else address("--admin", args.admin)
-    times = {
-        "timeout": duration("--timeout", args.timeout or 30.0),
-        "connect_timeout": duration("--connect-timeout", args.connect_timeout or 1.0),
-    }
+    timeout = duration("--timeout", args.timeout or 30.0)
+    connect_timeout = duration("--connect-timeout", args.connect_timeout or 1.0)
     if args.lb is not None:
         if args.picker or args.body or args.message_timeout:
             raise InputError("--lb", "Envoy's own balancer takes no --picker, --body or --message-timeout")
@@ -52,14 +50,22 @@ def run(args) -> int:
         if any(backend.speed is None for backend in backends):
             raise InputError("--backend", "Envoy's weights need a number as speed, not auto")
         pairs = [(backend.url, float(backend.speed or 1.0)) for backend in backends]
-        config = balancer_bootstrap(listen, pairs, args.lb, admin=admin, **times)
+        config = balancer_bootstrap(
+            listen, pairs, args.lb, admin=admin, timeout=timeout, connect_timeout=connect_timeout
+        )
     else:
         if args.backend:
             raise InputError("--backend", "the pickers know the backends; --backend goes with --lb")
         pickers = [address("--picker", text) for text in args.picker or []]
         message_timeout = duration("--message-timeout", args.message_timeout or 1.0)
         config = picker_bootstrap(
-            listen, pickers, admin=admin, body=args.body, message_timeout=message_timeout, **times
+            listen,
+            pickers,
+            admin=admin,
+            body=args.body,
+            message_timeout=message_timeout,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
         )
     text = json.dumps(config, indent=2) + "\n"
     if args.out is None:

@@ -47,8 +47,12 @@ def limits() -> dict:
     return {"thresholds": [threshold]}
 
 
-def listener(listen: Address, cluster: str, timeout: float, filters: list[dict], answer_headers: list) -> dict:
-    route = {"cluster": cluster, "timeout": "0s", "idle_timeout": seconds(timeout)}
+def route_to(cluster: str, timeout: float) -> dict:
+    """Every request to ``cluster``, with no total timeout and an idle timeout of ``timeout`` s."""
+    return {"match": {"prefix": "/"}, "route": {"cluster": cluster, "timeout": "0s", "idle_timeout": seconds(timeout)}}
+
+
+def listener(listen: Address, routes: list[dict], filters: list[dict], answer_headers: list) -> dict:
     manager = {
         "@type": HCM,
         "stat_prefix": "gateway",
@@ -58,7 +62,7 @@ def listener(listen: Address, cluster: str, timeout: float, filters: list[dict],
                 {
                     "name": "every_host",
                     "domains": ["*"],
-                    "routes": [{"match": {"prefix": "/"}, "route": route}],
+                    "routes": routes,
                     "response_headers_to_add": answer_headers,
                 }
             ],
@@ -136,7 +140,9 @@ def picker_bootstrap(
         },
     }
     filters = [{"name": "envoy.filters.http.ext_proc", "typed_config": ext_proc}]
-    return bootstrap(admin, [listener(listen, "backends", timeout, filters, [])], [backends, picker_cluster])
+    return bootstrap(
+        admin, [listener(listen, [route_to("backends", timeout)], filters, [])], [backends, picker_cluster]
+    )
 
 
 def balancer_bootstrap(
@@ -147,31 +153,44 @@ def balancer_bootstrap(
     admin: Address | None = None,
     timeout: float = 30.0,
     connect_timeout: float = 1.0,
+    pools: dict[str, list[int]] | None = None,
 ) -> dict:
     """Envoy alone on ``listen``: ``lb_policy`` (LB_POLICIES) over ``backends`` ((url, speed)
-    pairs, each http://IP:PORT), weights in proportion to the speeds."""
-    from hetlb.live.peers import weight_of
+    pairs, each http://IP:PORT), weights in proportion to the speeds; with ``pools`` (a model's
+    name: the indices of the backends that hold it) one cluster per pool, chosen by the request
+    header hetlb.live.peers.ROUTE_HEADER (another value: 404), as the testbed runs HAProxy and nginx."""
+    from hetlb.live.peers import ROUTE_HEADER, weighted_pools
 
     if lb_policy not in LB_POLICIES:
         raise InputError("lb", f"must be one of {', '.join(LB_POLICIES)}, got {lb_policy!r}")
     if not backends:
         raise InputError("backend", "give at least one backend")
-    weights = weight_of([speed for _, speed in backends])
-    members = []
-    for (url, _), weight in zip(backends, weights):
-        host, _, port = endpoint("backend", url).rpartition(":")
-        where = Address(host.strip("[]"), int(port))
-        members.append({"endpoint": {"address": socket_address(where)}, "load_balancing_weight": weight})
-    cluster = {
-        "name": "backends",
-        "type": "STATIC",
-        "lb_policy": lb_policy,
-        "connect_timeout": seconds(connect_timeout),
-        "circuit_breakers": limits(),
-        "load_assignment": {"cluster_name": "backends", "endpoints": [{"lb_endpoints": members}]},
-    }
+    for url, _ in backends:
+        endpoint("backend", url)
+    clusters, routes = [], []
+    for name, members in weighted_pools(backends, pools):
+        endpoints = []
+        for _, where, weight in members:
+            host, _, port = where.rpartition(":")
+            address = socket_address(Address(host.strip("[]"), int(port)))
+            endpoints.append({"endpoint": {"address": address}, "load_balancing_weight": weight})
+        cluster = f"pool_{name}"
+        clusters.append(
+            {
+                "name": cluster,
+                "type": "STATIC",
+                "lb_policy": lb_policy,
+                "connect_timeout": seconds(connect_timeout),
+                "circuit_breakers": limits(),
+                "load_assignment": {"cluster_name": cluster, "endpoints": [{"lb_endpoints": endpoints}]},
+            }
+        )
+        match: dict = {"prefix": "/"}
+        if pools is not None:
+            match["headers"] = [{"name": ROUTE_HEADER.lower(), "string_match": {"exact": name}}]
+        routes.append({**route_to(cluster, timeout), "match": match})
     answer = [{"header": {"key": "x-backend", "value": "http://%UPSTREAM_REMOTE_ADDRESS%"}}]
-    return bootstrap(admin, [listener(listen, "backends", timeout, [], answer)], [cluster])
+    return bootstrap(admin, [listener(listen, routes, [], answer)], clusters)
 
 
 def envoy_path() -> str | None:

