@@ -31,7 +31,7 @@ def add_flags(parser) -> None:
 
 
 def run(args) -> int:
-    """Print (or write to --out) the bootstrap of the flags, as JSON."""
+    """Print the bootstrap of the flags as JSON, or write it to --out (and say so)."""
     import json
     from pathlib import Path
 
@@ -75,4 +75,5 @@ def run(args) -> int:
             Path(args.out).write_text(text)
         except OSError as error:
             raise InputError("--out", f"cannot write {args.out}: {error.strerror or error}") from None
+        print(f"written: {args.out}")
     return 0

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hetlb.cli.flags import add_output_flags, quiet
-from hetlb.cli.serve import add_dispatcher_flags, add_health_flags, dispatcher_overrides
+from hetlb.cli.flags import add_dispatcher_flags, add_health_flags, add_output_flags, dispatcher_overrides, quiet
 
 
 def add_flags(parser) -> None:

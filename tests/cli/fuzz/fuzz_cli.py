@@ -2235,7 +2235,7 @@ def run_cases(
     started = time.perf_counter()
     from hetlb.cli import COMMANDS
 
-    commands = tuple(f"hetlb.cli.{name}" for name in COMMANDS)
+    commands = tuple(f"hetlb.cli.{name.replace('-', '_')}" for name in COMMANDS)
     for module in (*commands, "hetlb.scenario", "hetlb.simulation.continuous", "hetlb.simulation.slotted"):
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):
