@@ -243,3 +243,16 @@ def test_malformed_ext_proc_messages_are_refused_and_the_picker_keeps_serving(ga
     assert status(admin)["rejected"]["bad_message"] - before == 3
     assert wait_for(lambda: sum(in_flight(admin)) == 0)  # the stream that broke off released its count
     assert through(plain)[0] == 200 and status(admin)["accounting_violations"] == 0
+
+
+def test_the_picker_answers_the_grpc_health_checks(gateway):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from hetlb.live.picker import HEALTH_SERVICES
+
+    picker = gateway[3]
+    with grpc.insecure_channel(f"127.0.0.1:{picker}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in HEALTH_SERVICES:
+            answer = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING, service

@@ -21,6 +21,8 @@ cluster routes on that header (hetlb.live.envoy_config writes such a bootstrap).
 - Signals: the own counts; piggybacked ``X-Queue-Length`` and ORCA ``endpoint-load-metrics``
   (TEXT, JSON or BIN) of the response headers Envoy passes on; LED push probes, polls, scrapes of
   the engines' metrics and health checks by the same :class:`~hetlb.live.probing.Prober`.
+- Health: the gRPC Health Checking Protocol's ``Check`` and ``Watch`` for the protocol's services
+  (HEALTH_SERVICES), beside the admin listener's ``/ready``.
 - Refusals: the protocol's documented answers, each an ImmediateResponse (400 or 404 for a
   request whose type is missing or served by none, 503 with no eligible backend, 503 overload);
   an ext_proc message out of order is a gRPC INVALID_ARGUMENT (Envoy answers the request 500
@@ -74,6 +76,9 @@ SERVED = "x-gateway-destination-endpoint-served"
 BACKEND = "x-backend"
 """The answer header naming the backend's URL, as hetlb serve's X-Backend."""
 DEFAULT_LISTEN = "127.0.0.1:9002"
+HEALTH_SERVICES = ("", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor")
+"""The services of the gRPC Health Checking Protocol the picker answers (the protocol's list; the
+empty name is the server's): SERVING while it serves, NOT_SERVING once it stops."""
 SERVE_ONLY_KEYS = {
     "timeout": "Envoy's route timeout bounds a request (hetlb envoy-config --timeout)",
     "connect_timeout": "Envoy connects to the backends (hetlb envoy-config --connect-timeout)",
@@ -466,6 +471,7 @@ async def run_picker(config: PickConfig, say, source: ConfigSource | None = None
     import grpc
     from aiohttp import web
     from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     from hetlb.live.admin import admin_app
     from hetlb.live.serving import bind
@@ -478,6 +484,8 @@ async def run_picker(config: PickConfig, say, source: ConfigSource | None = None
     fleet = Fleet(picker, 0, source, say, command="hetlb pick: picker")
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(picker, server)
+    checks = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
     if server.add_insecure_port(str(serve.listen)) == 0:
         raise InputError("listen", f"cannot listen on {serve.listen}")
     admin_socket = bind("admin", serve.admin) if serve.admin is not None else None
@@ -490,6 +498,8 @@ async def run_picker(config: PickConfig, say, source: ConfigSource | None = None
     await picker.start()
     await fleet.start()
     await server.start()
+    for service in HEALTH_SERVICES:
+        await checks.set(service, health_pb2.HealthCheckResponse.SERVING)
     admin_runner = None
     if admin_socket is not None:
         admin_runner = web.AppRunner(admin_app(fleet, metrics, 0, started), handle_signals=False, access_log=None)
@@ -502,6 +512,8 @@ async def run_picker(config: PickConfig, say, source: ConfigSource | None = None
     )
     await stop.wait()
     say(f"hetlb pick: stopping (the streams in flight get at most {serve.drain:g} s)")
+    for service in HEALTH_SERVICES:
+        await checks.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.stop(serve.drain)
     await fleet.stop()
     await picker.stop()
