@@ -54,6 +54,8 @@ def test_every_flag_of_every_command_has_help():
         "meanfield",
         "place",
         "serve",
+        "pick",
+        "envoy-config",
         "testbed",
         "compile",
     }
