@@ -30,6 +30,7 @@ def test_the_inference_scenario_through_envoy_and_pickers_is_predicted(tmp_path)
     data["run"] = {"jobs": 20_000, "replications": 2, "warmup": 100.0}
     bed = testbed_module.run_testbed_mapping(data, tmp_path, say=lambda _: None)
     assert [row["balancer"] for row in bed.rows] == ["hetlb", "envoy-least_request", "envoy-round_robin"]
+    assert bed.rows[0]["policy"] == "jfsq via Envoy+pick"
     for detail in bed.details:
         live = detail["live"]
         assert live["errors"] == 0 and live["answered"] == live["requests"] > 20, detail["row"]["balancer"]
@@ -44,3 +45,29 @@ def test_the_inference_scenario_through_envoy_and_pickers_is_predicted(tmp_path)
 def jfsq_requests(bed) -> int:
     (detail,) = [detail for detail in bed.details if detail["row"]["balancer"] == "hetlb"]
     return detail["live"]["requests"]
+
+
+@pytest.mark.parametrize(
+    "gateway, message",
+    [
+        ("nginx", "testbed.gateway: must be one of hetlb, envoy, got 'nginx'"),
+        ([], "testbed.gateway: give one or more of hetlb, envoy"),
+        (["envoy", "envoy"], "testbed.gateway: a gateway is listed twice"),
+    ],
+)
+def test_bad_gateways_are_one_line_errors(gateway, message):
+    from hetlb.errors import InputError
+
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["testbed"]["gateway"] = gateway
+    with pytest.raises(InputError) as error:
+        testbed_module.TestbedScenario.from_mapping(data)
+    assert str(error.value) == message
+
+
+def test_the_envoy_examples_run_each_policy_through_the_gateways_they_name():
+    examples = EXAMPLE.parent
+    one = testbed_module.TestbedScenario.from_toml(examples / "testbed-envoy.toml")
+    four = testbed_module.TestbedScenario.from_toml(examples / "testbed-envoy-gateways.toml")
+    assert one.gateways == ("envoy", "hetlb") and one.compare == ["envoy", "haproxy", "nginx"]
+    assert four.gateways == ("envoy",) and four.dispatchers == 4

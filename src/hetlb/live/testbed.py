@@ -98,7 +98,8 @@ TESTBED_DEFAULTS = {
 }
 GATEWAYS = ("hetlb", "envoy")
 """testbed.gateway: the policies run in hetlb serve (M dispatcher processes), or in M pairs of
-Envoy and a hetlb pick (its endpoint picker), each pair with its own estimates."""
+Envoy and a hetlb pick (its endpoint picker), each pair with its own estimates; a list runs each
+policy through each, in its order, on the same traffic."""
 ENGINES = ("openai",)
 """testbed.engine: the backends are emulated inference engines (``hetlb backend --openai``)."""
 ENGINE_DEFAULTS = {
@@ -257,7 +258,7 @@ class TestbedScenario:
     seed: int
     prediction_runs: int
     engine: EngineSettings | None = None
-    gateway: str = "hetlb"
+    gateways: tuple[str, ...] = ("hetlb",)
     live_only: dict = field(default_factory=dict)  # policy id -> why the simulator does not model it
     scenarios: dict = field(default_factory=dict)  # (policy, update, load, run) -> Scenario
 
@@ -322,7 +323,7 @@ class TestbedScenario:
             seed=validation.seed("testbed.seed", settings["seed"]),
             prediction_runs=validation.integer("testbed.prediction_runs", settings["prediction_runs"], 40, 100_000),
             engine=engine,
-            gateway=validation.choice("testbed.gateway", settings["gateway"], GATEWAYS),
+            gateways=parse_gateways(settings["gateway"]),
         )
         testbed.check()
         return testbed
@@ -462,6 +463,17 @@ class TestbedScenario:
         return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
 
 
+def parse_gateways(value) -> tuple[str, ...]:
+    """testbed.gateway: one of GATEWAYS, or a non-empty list of them without repeats."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise InputError("testbed.gateway", f"give one or more of {', '.join(GATEWAYS)}")
+    gateways = tuple(validation.choice("testbed.gateway", item, GATEWAYS) for item in items)
+    if len(set(gateways)) != len(gateways):
+        raise InputError("testbed.gateway", "a gateway is listed twice")
+    return gateways
+
+
 def decision_difference(policy_id: str, system: System) -> str | None:
     """Why a policy's live decisions on multi-slot backends differ from the simulator's, or None
     when they are the same. hetlb serve knows speeds, not concurrencies and rate curves: the
@@ -595,6 +607,7 @@ class Testbed(Result):
     rows: list = field(default_factory=list)
     details: list = field(default_factory=list)
     backend_urls: list = field(default_factory=list)
+    simulations: dict = field(default_factory=dict)
 
     def run(self) -> list[dict]:
         testbed = self.scenario
@@ -606,7 +619,8 @@ class Testbed(Result):
             backends = self.start_backends(system, stack)
             for load in testbed.loads:
                 for policy in testbed.policies:
-                    self.run_hetlb(policy, load, backends)
+                    for gateway in testbed.gateways:
+                        self.run_hetlb(policy, load, backends, gateway)
                 for peer in peers:
                     self.run_peer(peer, load, backends, stack)
         self.write()
@@ -674,13 +688,14 @@ class Testbed(Result):
             **common,
         )
 
-    def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:
+    def run_hetlb(self, policy: dict, load: float, backends: list[str], gateway: str = "hetlb") -> None:
+        """One run of ``policy`` at ``load`` through ``gateway`` (GATEWAYS), live then simulated."""
         testbed = self.scenario
         system = testbed.system_at(load)
         names = testbed.type_names() if testbed.engine is not None else None
         specs = backend_specs(system, backends, names)
         with contextlib.ExitStack() as stack:
-            if testbed.gateway == "envoy":
+            if gateway == "envoy":
                 targets, admins = self.start_envoy_gateways(policy, load, specs, stack)
             else:
                 targets, admins = self.start_serve(policy, load, specs, stack)
@@ -695,6 +710,8 @@ class Testbed(Result):
                 testbed.scenario(policy, load, unseen, testbed.live_length_run(load), snapshot_delay)
             )
         label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
+        if gateway == "envoy":
+            label += " via Envoy+pick"
         self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
 
     def start_serve(self, policy: dict, load: float, specs: list[str], stack) -> tuple[list[str], list[int]]:
@@ -796,12 +813,19 @@ class Testbed(Result):
             return None
 
     def simulate(self, scenario: Scenario) -> dict:
-        return scenario.simulate().summary
+        return dict(self.simulation(scenario).summary)
+
+    def simulation(self, scenario: Scenario):
+        """``scenario``'s simulation, run once (a policy run through two gateways is simulated once)."""
+        key = id(scenario)  # the scenarios are kept by TestbedScenario.scenario, so their ids stay theirs
+        if key not in self.simulations:
+            self.simulations[key] = scenario.simulate()
+        return self.simulations[key]
 
     def predict(self, scenario: Scenario) -> dict:
         """The mean and the prediction interval (PREDICTION_QUANTILES) of the mean response times of
         ``scenario``'s replications, in time units."""
-        means = np.array([run.mean_response_time for run in scenario.simulate().runs])
+        means = np.array([run.mean_response_time for run in self.simulation(scenario).runs])
         low, high = np.quantile(means, PREDICTION_QUANTILES)
         return {"mean": float(means.mean()), "low": float(low), "high": float(high), "runs": len(means)}
 
@@ -906,7 +930,7 @@ class Testbed(Result):
             "dispatchers",
             "signals",
             "compare",
-            "gateway",
+            "gateways",
         )
         settings = {name: getattr(bed, name) for name in (*names, "seed", "prediction_runs")}
         if bed.engine is not None:
