@@ -1,8 +1,8 @@
 """hetlb pick's decisions and configuration without Envoy: the picked endpoint and its fallbacks are
 the policy's choices in order (jsq on known counts, checked exactly), the subset restricts them, the
 served endpoint's metadata moves the count, ORCA reports (BIN, the protobuf) set the estimate by the
-dispatcher's rule, keys of hetlb serve that a picker has no use for are refused; the Envoy
-bootstraps pass Envoy's own validation when it is installed."""
+dispatcher's rule, the job type is read by serve's rules, keys of hetlb serve that a picker has no
+use for are refused; the Envoy bootstraps pass Envoy's own validation when it is installed."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from hetlb.live.config import Address  # noqa: E402
 from hetlb.live.dispatcher import Dispatcher  # noqa: E402
 from hetlb.live.envoy_config import balancer_bootstrap, envoy_path, picker_bootstrap  # noqa: E402
 from hetlb.live.job_types import Refusal  # noqa: E402
+from hetlb.live.load_reports import orca_load  # noqa: E402
 from hetlb.live.metrics import Metrics  # noqa: E402
-from hetlb.live.picker import SERVED, Picker, load_pick_config, orca_binary_load  # noqa: E402
+from hetlb.live.picker import SERVED, Picker, load_pick_config  # noqa: E402
 
 URLS = ["http://127.0.0.1:9101", "http://127.0.0.1:9102", "http://127.0.0.1:9103"]
 
@@ -69,7 +70,7 @@ def test_the_served_endpoints_metadata_moves_the_count_and_orca_sets_the_estimat
     lease = dispatcher.start(0)
     report = OrcaLoadReport(named_metrics={"num_requests_running": 3.0, "num_requests_waiting": 2.0})
     orca = "BIN " + base64.b64encode(report.SerializeToString()).decode()
-    assert orca_binary_load(orca) == 5 and orca_binary_load("BIN %%%") is None
+    assert orca_load(orca) == 5 and orca_load("BIN %%%") is None and orca_load("BIN CgQIARAC") is None
     served = Struct()
     served.update({SERVED: "127.0.0.1:9103"})
     metadata = Metadata(filter_metadata={"envoy.lb": served})
@@ -86,6 +87,27 @@ def test_the_served_endpoints_metadata_moves_the_count_and_orca_sets_the_estimat
     assert int(dispatcher.others[2]) == 5 and int(dispatcher.estimate[2]) == 6
     moved.release()
     assert int(dispatcher.estimate[2]) == 5 and dispatcher.accounting_violations == 0
+
+
+def test_the_job_type_is_the_body_then_the_header_then_the_prefix_then_the_default():
+    from hetlb.live.job_types import body_type, type_index, type_name
+
+    keys = {"type_prefixes": ["/b/=b"], "default_type": "a", "type_body_field": "model"}
+    config = load_pick_config(backends=[URLS[0] + ",types=a", URLS[1] + ",types=a|b"], **keys).serve
+    assert type_name(config, "b", "/b/x", "a") == "a"  # the body's field first
+    assert type_name(config, "b", "/a/x", None) == "b"  # then the header
+    assert type_name(config, None, "/b/x", None) == "b"  # then the longest prefix
+    assert type_name(config, None, "/x", None) == "a"  # then the default
+    assert body_type(config, b'{"model": "b"}') == "b" and body_type(config, b"{}") is None
+    assert [body_type(config, text).code for text in (b"[1]", b"{", b'{"model": 3}')] == [
+        "invalid_json",
+        "invalid_json",
+        "invalid_type",
+    ]
+    dispatcher = Dispatcher(config, 1)
+    assert type_index(config, dispatcher, "b") == dispatcher.type_index["b"]
+    unknown = type_index(config, dispatcher, "c")
+    assert isinstance(unknown, Refusal) and (unknown.status, unknown.code) == (404, "model_not_found")
 
 
 def test_keys_a_picker_has_no_use_for_are_refused():

@@ -32,8 +32,6 @@ cluster routes on that header (hetlb.live.envoy_config writes such a bootstrap).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import ipaddress
 import json
 import random
@@ -56,10 +54,6 @@ from hetlb.live.fleet import ConfigSource, Fleet
 from hetlb.live.job_types import Refusal, body_type, type_index, type_name
 from hetlb.live.load_reports import (
     ORCA_FORMAT,
-    ORCA_LOAD,
-    ORCA_RUNNING,
-    ORCA_WAITING,
-    count_of,
     piggybacked_report,
     reported_number,
 )
@@ -138,27 +132,6 @@ def endpoint(name: str, url: str) -> str:
     if parts.scheme != "http" or parts.path.strip("/"):
         raise InputError(name, f"a backend of hetlb pick is http://IP:PORT with no path, got {validation.shown(url)}")
     return parts.netloc
-
-
-def orca_binary_load(header: str) -> int | None:
-    """running + waiting from an ORCA ``endpoint-load-metrics: BIN <base64 OrcaLoadReport>``
-    header (xds.data.orca.v3), None when it is not one or lacks either named metric."""
-    kind, _, body = header.strip().partition(" ")
-    if kind.upper() != "BIN":
-        return None
-    from google.protobuf.message import DecodeError
-    from xds.data.orca.v3.orca_load_report_pb2 import OrcaLoadReport
-
-    report = OrcaLoadReport()
-    try:
-        report.ParseFromString(base64.b64decode(body.strip(), validate=True))
-    except (binascii.Error, ValueError, DecodeError):
-        return None
-    named = report.named_metrics
-    if ORCA_RUNNING not in named or ORCA_WAITING not in named:
-        return None
-    running, waiting = count_of(named[ORCA_RUNNING]), count_of(named[ORCA_WAITING])
-    return None if running is None or waiting is None else reported_number(running + waiting)
 
 
 class BadMessage(Exception):
@@ -340,10 +313,6 @@ class Picker:
         headers = header_map(message.response_headers.headers)
         if self.config.signals.piggyback:
             report = piggybacked_report(headers)
-            if report is None and ORCA_LOAD in headers:
-                number = orca_binary_load(headers[ORCA_LOAD])
-                streamed = headers.get("content-type", "").startswith("text/event-stream")
-                report = None if number is None else (number, 0 if streamed else 1)
             if report is not None:
                 dispatcher.report(s, report[0], own_left=report[1])
         forward, answer = lags(headers, lease.started, time.monotonic())
