@@ -33,8 +33,12 @@ from support.envoy import envoy_missing  # noqa: E402
 URLS = ["http://127.0.0.1:9101", "http://127.0.0.1:9102", "http://127.0.0.1:9103"]
 
 
-def picker_of(fallbacks: int = 0, signals: str = "inflight", **keys) -> Picker:
-    config = load_pick_config(backends=URLS, signals=signals, fallbacks=fallbacks, seed=1, **keys)
+def picker_of(fallbacks: int = 0, signals: str = "inflight", backends_types: bool = False, **keys) -> Picker:
+    """A picker on URLS (with ``backends_types``: types a, a|b and b)."""
+    backends = (
+        [url + types for url, types in zip(URLS, (",types=a", ",types=a|b", ",types=b"))] if backends_types else URLS
+    )
+    config = load_pick_config(backends=backends, signals=signals, fallbacks=fallbacks, seed=1, **keys)
     dispatcher = Dispatcher(config.serve, 1)
     return Picker(config, dispatcher, Metrics(dispatcher))
 
@@ -91,25 +95,28 @@ def test_the_served_endpoints_metadata_moves_the_count_and_orca_sets_the_estimat
     assert int(dispatcher.estimate[2]) == 5 and dispatcher.accounting_violations == 0
 
 
-def test_the_job_type_is_the_body_then_the_header_then_the_prefix_then_the_default():
-    from hetlb.live.job_types import body_type, type_index, type_name
-
+def test_the_job_type_is_read_by_serves_rules_and_refused_in_envoys_answer():
+    """The body's field first, then the type header, then the longest prefix, then the default; a
+    refusal is an ImmediateResponse with the OpenAI error serve answers."""
     keys = {"type_prefixes": ["/b/=b"], "default_type": "a", "type_body_field": "model"}
-    config = load_pick_config(backends=[URLS[0] + ",types=a", URLS[1] + ",types=a|b"], **keys).serve
-    assert type_name(config, "b", "/b/x", "a") == "a"  # the body's field first
-    assert type_name(config, "b", "/a/x", None) == "b"  # then the header
-    assert type_name(config, None, "/b/x", None) == "b"  # then the longest prefix
-    assert type_name(config, None, "/x", None) == "a"  # then the default
-    assert body_type(config, b'{"model": "b"}') == "b" and body_type(config, b"{}") is None
-    assert [body_type(config, text).code for text in (b"[1]", b"{", b'{"model": 3}')] == [
-        "invalid_json",
+    picker = picker_of(**keys, backends_types=True)
+    dispatcher = picker.dispatcher
+    index = dispatcher.type_index
+    cases = [({"x-job-type": "b", ":path": "/b/x"}, b'{"model": "a"}', "a"), ({"x-job-type": "b"}, None, "b")]
+    cases += [({":path": "/b/x"}, None, "b"), ({":path": "/x"}, None, "a"), ({":path": "/b/x"}, b"{}", "b")]
+    for headers, body, expected in cases:
+        lease, chosen = picker.pick(CIMultiDict(headers), body, None)
+        assert dispatcher.backends[chosen[0]].serves(expected) and expected in index
+        lease.release()
+    refusal = picker.pick(CIMultiDict({":path": "/x"}), b'{"model": "c"}', None)
+    assert isinstance(refusal, Refusal) and (refusal.status, refusal.code) == (404, "model_not_found")
+    answer = picker.immediate(refusal).immediate_response
+    assert answer.status.code == 404 and json.loads(answer.body)["error"]["param"] == "model"
+    assert [picker.pick(CIMultiDict({}), body, None).code for body in (b"[1]", b'{"model": 3}')] == [
         "invalid_json",
         "invalid_type",
     ]
-    dispatcher = Dispatcher(config, 1)
-    assert type_index(config, dispatcher, "b") == dispatcher.type_index["b"]
-    unknown = type_index(config, dispatcher, "c")
-    assert isinstance(unknown, Refusal) and (unknown.status, unknown.code) == (404, "model_not_found")
+    assert dispatcher.accounting_violations == 0 and int(dispatcher.in_flight.sum()) == 0
 
 
 def test_keys_a_picker_has_no_use_for_are_refused():

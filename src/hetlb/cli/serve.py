@@ -29,6 +29,21 @@ def add_flags(parser) -> None:
     limits.add_argument(
         "--max-header-bytes", type=int, metavar="B", help="request line and header limit (default 8190)"
     )
+    limits.add_argument(
+        "--header-timeout", metavar="DURATION", help="a request's headers in full, else 408 (default 10s)"
+    )
+    limits.add_argument(
+        "--body-timeout", metavar="DURATION", help="longest silence of a request's body, else 408 (default 30s)"
+    )
+    limits.add_argument(
+        "--keep-alive-timeout", metavar="DURATION", help="an idle client connection is closed after (default 75s)"
+    )
+    limits.add_argument(
+        "--trust-forwarded",
+        action="store_const",
+        const=True,
+        help="keep a client's X-Forwarded-* and Forwarded headers (behind a trusted front proxy only)",
+    )
     add_output_flags(parser, json_output=False, quiet=True)
 
 
@@ -45,6 +60,10 @@ def run(args) -> int:
         "retries": args.retries,
         "max_body_bytes": args.max_body_bytes,
         "max_header_bytes": args.max_header_bytes,
+        "header_timeout": args.header_timeout,
+        "body_timeout": args.body_timeout,
+        "keep_alive_timeout": args.keep_alive_timeout,
+        "trust_forwarded": args.trust_forwarded,
     }
     config = load_config(args.config, **overrides)
     source = ConfigSource(args.config, {key: value for key, value in overrides.items() if value is not None})

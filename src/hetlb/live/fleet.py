@@ -92,13 +92,14 @@ class Gateway(Protocol):
     prober: Prober | None
     session: aiohttp.ClientSession | None
 
+    def close_connections(self, s: int) -> None:
+        """Close the kept-alive connections to backend s (it left the fleet, none of its requests in flight)."""
+
 
 class Fleet:
     """The changes of one dispatcher's fleet: its ``gateway`` (:class:`Gateway`), dispatcher
     ``index``, the ``source`` read again at a reload (None: only the backends file), ``say`` (a
-    function of one log line), ``close_backend`` (told of a slot that left the fleet with none of
-    its requests in flight, to close its kept-alive connections; None: the gateway keeps none) and
-    ``command``, the name its log lines start with."""
+    function of one log line) and ``command``, the name its log lines start with."""
 
     def __init__(
         self,
@@ -106,7 +107,6 @@ class Fleet:
         index: int = 0,
         source: ConfigSource | None = None,
         say=print,
-        close_backend: Callable[[int], None] | None = None,
         command: str = "hetlb serve: dispatcher",
     ):
         self.gateway = gateway
@@ -115,7 +115,6 @@ class Fleet:
         self.index = index
         self.source = source
         self.say = say
-        self.close_backend = close_backend
         self.command = command
         self.relay: Callable[[dict], None] | None = None
         """Told of every change made through the admin API (the other dispatchers make it too)."""
@@ -222,8 +221,8 @@ class Fleet:
     def close_connections(self, s: int) -> None:
         """Backend s left the fleet: its kept-alive connections are closed when none of its requests
         is in flight (else they end with the gateway, or when the backend closes them)."""
-        if self.close_backend is not None and self.dispatcher.in_flight[s] == 0:
-            self.close_backend(s)
+        if self.dispatcher.in_flight[s] == 0:
+            self.gateway.close_connections(s)
 
     def cancel_drain(self, s: int) -> None:
         timer = self.drain_timers.pop(s, None)
@@ -409,14 +408,3 @@ def shown_value(value):
     """A configuration value as compared by a reload (a policy by its description)."""
     describe = getattr(value, "describe", None)
     return describe() if callable(describe) else value
-
-
-def pool_closer(pools: dict) -> Callable[[int], None]:
-    """The ``close_backend`` of a gateway whose ``pools`` map a slot to (its connection pool, ...)."""
-
-    def close(s: int) -> None:
-        if s in pools:
-            pool, *_ = pools.pop(s)
-            pool.close()
-
-    return close

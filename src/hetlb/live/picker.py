@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import random
 import signal
 import sys
@@ -51,7 +50,7 @@ from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig, load_config
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher, Lease
 from hetlb.live.fleet import ConfigSource, Fleet
-from hetlb.live.job_types import Refusal, body_type, type_index, type_name
+from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import (
     ORCA_FORMAT,
     piggybacked_report,
@@ -79,6 +78,10 @@ SERVE_ONLY_KEYS = {
     "retries": "Envoy retries (its retry policy; the fallbacks key gives it the endpoints)",
     "max_body_bytes": "Envoy's buffer limit bounds a body",
     "max_header_bytes": "Envoy's limits bound the headers",
+    "header_timeout": "Envoy's connection manager times the client's headers (its request_headers_timeout)",
+    "body_timeout": "Envoy's connection manager times the client's body",
+    "keep_alive_timeout": "Envoy's connection manager closes idle client connections",
+    "trust_forwarded": "Envoy decides which forwarded headers it keeps",
     "dispatchers": "run one hetlb pick per Envoy (or several behind one Envoy: envoy-config --picker)",
 }
 """Keys of hetlb serve's configuration that a picker has no use for: refused, with where it is."""
@@ -170,6 +173,9 @@ class Picker:
         if self.session is not None:
             await self.session.close()
 
+    def close_connections(self, s: int) -> None:
+        """Backend s left the fleet: the picker keeps no connection of its own to it (Envoy does)."""
+
     def slot_of(self, where: str) -> int | None:
         """The slot of the backend at ``IP:PORT`` (None: none in the fleet)."""
         urls = self.dispatcher.urls
@@ -260,17 +266,18 @@ class Picker:
         config = self.config
         dispatcher = self.dispatcher
         from_body = None
-        if body is not None and body:
-            found = body_type(config, body)
+        if body:
+            assert config.type_body_field is not None
+            found = body_type(config.type_body_field, body)
             if isinstance(found, Refusal):
                 return self.refused(found)
             from_body = found
         path = headers.get(":path", "/").partition("?")[0]
-        k = type_index(config, dispatcher, type_name(config, headers.get(config.type_header), path, from_body))
+        k = job_type(config, dispatcher, headers, path, from_body)
         if isinstance(k, Refusal):
             return self.refused(k)
         if self.active >= config.max_in_flight:
-            return self.refused(Refusal(503, "overload", "overloaded", "overload"))
+            return self.refused(Refusal(503, "overload", "overloaded"))
         excluded: tuple[int, ...] = ()
         if subset is not None:
             allowed = {s for s in map(self.slot_of, subset) if s is not None}
@@ -280,10 +287,10 @@ class Picker:
         s = dispatcher.choose(k, excluded)
         self.metrics.decision(time.perf_counter() - decided)
         if s == NO_BACKEND:
-            return self.refused(Refusal(503, "no_backend", "no healthy backend", "no_backend"))
+            return self.refused(Refusal(503, "no_backend", "no healthy backend"))
         if dispatcher.is_full(s):
             dispatcher.blocked[s] += 1
-            return Refusal(503, "blocked", "backend full", "backend_full")
+            return Refusal(503, "blocked", "backend full")
         chosen = [s]
         for _ in range(self.fallbacks):
             fallback = dispatcher.choose(k, excluded + tuple(chosen))
@@ -364,25 +371,12 @@ class Picker:
         return self.messages.ProcessingResponse(response_headers=self.messages.HeadersResponse(response=common))
 
     def immediate(self, refusal: Refusal):
-        """A refusal as an ImmediateResponse: plain text, or with ``type_body_field`` the OpenAI
-        error object, as hetlb serve answers it; a 503 says when to retry."""
+        """A refusal as an ImmediateResponse, with the headers and body hetlb serve answers it with
+        (:meth:`~hetlb.live.job_types.Refusal.answer`)."""
         from envoy.type.v3.http_status_pb2 import HttpStatus
 
-        if self.config.type_body_field is None:
-            content_type, body = "text/plain; charset=utf-8", (refusal.text + "\n").encode()
-        else:
-            error = {
-                "message": refusal.text,
-                "type": "invalid_request_error" if refusal.status < 500 else "server_error",
-                "param": self.config.type_body_field
-                if refusal.reason in ("bad_type", "unknown_type", "bad_body")
-                else None,
-                "code": refusal.code,
-            }
-            content_type, body = "application/json", json.dumps({"error": error}).encode()
-        options = [self.header_option("content-type", content_type)]
-        if refusal.status == 503:
-            options.append(self.header_option("retry-after", "1"))
+        headers, body = refusal.answer(self.config)
+        options = [self.header_option(name.lower(), value) for name, value in headers]
         return self.messages.ProcessingResponse(
             immediate_response=self.messages.ImmediateResponse(
                 status=HttpStatus(code=refusal.status),
