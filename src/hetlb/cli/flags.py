@@ -14,6 +14,7 @@ import sys
 
 from hetlb import validation
 from hetlb.cli.text import result_line
+from hetlb.documentation import page
 from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
@@ -22,12 +23,14 @@ EXIT_INPUT_ERROR = 2
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line, takes flags only as written (no prefixes:
-    ``--b`` is not ``--buffer``), and whose ``epilog`` may be a function called when the help is
-    shown (to read a registry only then)."""
+    ``--b`` is not ``--buffer``), whose ``epilog`` may be a function called when the help is
+    shown (to read a registry only then), and whose help ends with the file of the command's page
+    of the docs, ``documentation``, on a line of its own (not wrapped, so that it can be copied)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, documentation: str | None = None, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.documentation = documentation
 
     def error(self, message):
         head = f"{self.prog}: error: "
@@ -36,7 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         if callable(self.epilog):
             self.epilog = self.epilog()
-        return super().format_help()
+        text = super().format_help()
+        return f"{text}\ndocumentation: {self.documentation}\n" if self.documentation else text
 
 
 def add_scenario_flags(
@@ -136,7 +140,7 @@ def add_plugin_flag(parser) -> None:
         "--plugin",
         action="append",
         metavar="MODULE",
-        help="import a module or a .py file that registers policies (repeatable; docs/how-to/your-own-policy.md)",
+        help=f"import a module or a .py file that registers policies (repeatable; {page('how-to/your-own-policy.md')})",
     )
 
 
@@ -327,6 +331,47 @@ LED_FLAGS = (
 parameters of the LED policies (slotted model)."""
 
 
+FIELD_FLAGS = {
+    "speed": ("--speeds",),
+    "arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
+    "speed_mix": ("--n-servers",),
+    "n_types": ("--graph",),
+}
+"""The flags that set a field of hetlb's Python and TOML names, where its flag is not the field's
+own name written ``--like-this`` (the key ``run.jobs`` is --jobs): the first of them that the user typed
+names the error (``arrival_rate`` is --load when the rate came from --load)."""
+
+
+def flag_field(field: str, argv) -> str:
+    """The flag of ``argv`` (a command line, as typed) that set the value an InputError's ``field``
+    names: the key's own flag or one of FIELD_FLAGS (``run.jobs`` is --jobs); for a key inside a
+    flag's value, that flag and the key (``--graph random:p=3``: ``--graph p``; ``--update
+    push:p_hat=2``: ``--update push.p_hat``); for a field that starts with a flag's name, that flag
+    (``backend 2.url`` is ``--backend 2.url``). ``field`` itself when the user typed none of them:
+    the value came from --config or a default."""
+    if field.startswith("-"):  # a command's own check that names its flag already
+        return field
+    typed: dict[str, list] = {}
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            flag, sep, value = word.partition("=")
+            given = value if sep else (words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else "")
+            typed.setdefault(flag, []).append(given)
+    first, rest = re.match(r"([a-z_]*)[ .]?(.*)", field).groups()  # type: ignore[union-attr]
+    head = f"--{first.replace('_', '-')}"
+    own = f"{head} {rest}" if rest else head  # the field, named by the flag its first word is
+    name = re.split(r"[ .]", field)[-1]  # system.speeds, run.jobs, policy pod.d: the key itself
+    for flag in (f"--{name.replace('_', '-')}", *FIELD_FLAGS.get(name, ())):
+        if flag in typed:
+            return flag
+    key = re.compile(rf"(^|[:,])\s*{re.escape(name)}\s*=")
+    for flag, values in typed.items():
+        if any(key.search(value) for value in values):
+            return own if flag == head else f"{flag} {name}"
+    return own if head in typed else field
+
+
 def number(text: str) -> int | float:
     """A number from the command line, kept an integer when written as one (slots count whole)."""
     try:
@@ -371,26 +416,13 @@ def say(args, text: str) -> None:
 
 def notify_compiling(args, models=("continuous",)) -> None:
     """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
-    their first call then compiles them, which takes seconds (once; later processes load them)."""
-    if quiet(args):
-        return
-    from hetlb.progress import needs_compiling
-    from hetlb.simulation.ahead_of_time import compiled_kernels
+    their first call then compiles them, which takes seconds (once; later processes load them).
+    Silent with --quiet; --verbose adds the cache's folder."""
+    from hetlb.simulation.simulate import MODELS, announce_compiling, announced
 
-    kernels = []
-    if "continuous" in models and compiled_kernels() is None:
-        from hetlb.kernels import continuous
-
-        kernels += [continuous.advance, continuous.finish]
-    if "slotted" in models:
-        from hetlb.kernels import slotted
-
-        kernels += [slotted.advance]
-    if kernels and needs_compiling(*kernels):
-        where = ""
-        if verbose(args):
-            where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
-        say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
+    announce_compiling(models, enabled=not quiet(args), where=verbose(args), again=True)
+    if quiet(args):  # nor the simulations the command runs
+        announced.update(MODELS)
 
 
 def run_reporter(args, label: str, unit: str):
@@ -412,3 +444,95 @@ def run_reporter(args, label: str, unit: str):
             bar.close()
 
     return bar, report
+
+
+# --- hetlb serve and hetlb pick ------------------------------------------------------------------
+
+
+def add_dispatcher_flags(group, listen_help: str) -> None:
+    """The flags of a dispatcher's state and decisions, those of hetlb serve and hetlb pick alike."""
+    group.add_argument("--config", metavar="FILE", help="TOML file with the same keys as these flags")
+    group.add_argument(
+        "--backend",
+        action="append",
+        metavar="SPEC",
+        help="URL[,speed=S|auto][,types=A|B|discover][,buffer=B] (repeatable; defaults: speed 1, every type, "
+        "no buffer; discover: the ids its GET /v1/models lists)",
+    )
+    group.add_argument(
+        "--backends-file",
+        metavar="FILE",
+        help="TOML or JSON file with a backends list, applied again each time it changes (instead of --backend)",
+    )
+    group.add_argument(
+        "--discover-interval",
+        metavar="DURATION",
+        help="how often types=discover backends' GET /v1/models is read again (default 5s)",
+    )
+    group.add_argument("--listen", metavar="HOST:PORT", help=listen_help)
+    group.add_argument(
+        "--admin", metavar="HOST:PORT", help="admin listener of dispatcher 0: /metrics, /status, /ready, /backends"
+    )
+    group.add_argument("--policy", metavar="ID", help="a live policy (hetlb policies lists them); default jsq")
+    group.add_argument("--set", action="append", metavar="NAME=VALUE", help="a policy parameter (repeatable)")
+    group.add_argument(
+        "--d", type=int, metavar="D", help="servers pod and l-pod sample, and backends a push probes (default 2)"
+    )
+    group.add_argument("--p-hat", type=float, metavar="P", help="probability of a push probe per request (default 1)")
+    from hetlb.signals import live_help
+
+    group.add_argument("--signals", metavar="LIST", help=live_help())
+    group.add_argument("--default-type", metavar="T", help="job type of a request without the type header")
+    group.add_argument("--type-header", metavar="NAME", help="the header naming the job type (default X-Job-Type)")
+    group.add_argument(
+        "--type-body-field",
+        metavar="FIELD",
+        help="the top-level field of a JSON body naming the job type, before the header (model for OpenAI APIs)",
+    )
+    group.add_argument(
+        "--type-prefix",
+        action="append",
+        metavar="PREFIX=TYPE",
+        help="a path prefix that gives the job type (repeatable)",
+    )
+    group.add_argument("--seed", type=int, metavar="S", help="seed of the decisions (default: from the system)")
+
+
+def add_health_flags(limits) -> None:
+    """The flags of health checks, ejection, draining and overload, of hetlb serve and hetlb pick alike."""
+    limits.add_argument("--drain", metavar="DURATION", help="time the requests in flight get at a stop (default 10s)")
+    limits.add_argument(
+        "--health-interval", metavar="DURATION", help="active GET /healthz checks, 0 for none (default 0.5s)"
+    )
+    limits.add_argument("--eject-after", type=int, metavar="K", help="consecutive failures that eject (default 3)")
+    limits.add_argument(
+        "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
+    )
+
+
+def dispatcher_overrides(args) -> dict:
+    """The configuration's keys that the flags of add_dispatcher_flags and add_health_flags give."""
+    if args.set and args.policy is None:
+        raise InputError("--set", "give the policy with --policy ID")
+    parameters = dict(parse_assignment(text, "--set") for text in args.set or [])
+    policy = None if args.policy is None else {"id": args.policy, **parameters}
+    return {
+        "backends": args.backend,
+        "backends_file": args.backends_file,
+        "discover_interval": args.discover_interval,
+        "policy": policy,
+        "listen": args.listen,
+        "admin": args.admin,
+        "signals": args.signals,
+        "p_hat": args.p_hat,
+        "d": args.d,
+        "default_type": args.default_type,
+        "type_header": args.type_header,
+        "type_body_field": args.type_body_field,
+        "type_prefixes": args.type_prefix,
+        "seed": args.seed,
+        "drain": args.drain,
+        "health_interval": args.health_interval,
+        "eject_after": args.eject_after,
+        "max_in_flight": args.max_in_flight,
+    }

@@ -29,11 +29,12 @@ from aiohttp import web
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.live.admin import add_fleet_routes
+from hetlb.live.admin import admin_app
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.downstream import BACKLOG, Downstream, Limits
 from hetlb.live.fleet import ConfigSource, Fleet
-from hetlb.live.metrics import Metrics, status
+from hetlb.live.metrics import Metrics
 from hetlb.live.proxy import Proxy
 from hetlb.live.runtime import freeze_heap, loop_factory
 from hetlb.processes import STOP_GRACE_S, die_with_parent, stop_processes
@@ -62,7 +63,7 @@ def bind(name: str, address: Address) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(where)
-        sock.listen(1024)
+        sock.listen(BACKLOG)
     except OSError as error:
         sock.close()
         raise InputError(name, f"cannot listen on {address}: {error.strerror or error}") from None
@@ -130,35 +131,14 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     if pipe is not None:
         relay_through(pipe, fleet, loop)
 
-    app = web.Application(client_max_size=config.max_body_bytes, handler_args=header_limits(config))
-    app.router.add_route("*", "/{tail:.*}", proxy.handle)
-    runner = web.AppRunner(
-        app, handle_signals=False, shutdown_timeout=config.drain, handler_cancellation=True, access_log=None
-    )
-    await runner.setup()
+    downstream = Downstream(proxy.handle, limits(config), proxy.on_server_error)
     admin_runner = None
     await proxy.start()
     await fleet.start()  # the discovered types known before the first request
-    await web.SockSite(runner, sockets.listen).start()
+    await downstream.start(sockets.listen)
     if sockets.admin is not None:
-        admin_app = web.Application()
-
-        async def metrics_page(request):
-            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-            return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        async def status_page(request):
-            return web.json_response(status(dispatcher, metrics, m, started))
-
-        async def ready_page(request):
-            return web.Response(text="ready\n")
-
-        admin_app.router.add_get("/metrics", metrics_page)
-        admin_app.router.add_get("/status", status_page)
-        admin_app.router.add_get("/ready", ready_page)
-        add_fleet_routes(admin_app, fleet)
-        admin_runner = web.AppRunner(admin_app, handle_signals=False, access_log=None)
+        admin_application = admin_app(fleet, metrics, m, started)
+        admin_runner = web.AppRunner(admin_application, handle_signals=False, access_log=None)
         await admin_runner.setup()
         await web.SockSite(admin_runner, sockets.admin).start()
     listen, admin = config.dispatcher_addresses(m)
@@ -169,7 +149,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     )
     await stop.wait()
     say(f"hetlb serve: dispatcher {m} stopping (draining at most {config.drain:g} s)")
-    await runner.cleanup()  # stops accepting, waits for the requests in flight, at most `drain`
+    await downstream.stop(config.drain)  # stops accepting, waits for the requests in flight, at most `drain`
     await fleet.stop()
     await proxy.stop()
     if admin_runner is not None:
@@ -177,9 +157,9 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     return 0
 
 
-def header_limits(config: ServeConfig) -> dict:
-    """The HTTP parser's limits: a request line and each header at most max_header_bytes."""
-    return {"max_line_size": config.max_header_bytes, "max_field_size": config.max_header_bytes}
+def limits(config: ServeConfig) -> Limits:
+    """What the proxy's server side allows its clients."""
+    return Limits(config.max_header_bytes, config.header_timeout, config.body_timeout, config.keep_alive_timeout)
 
 
 def relay_through(pipe, fleet: Fleet, loop) -> None:

@@ -80,7 +80,7 @@ BATCH = 50
 """Cases per child process."""
 MAX_ERROR_CHARS = 400
 
-SERVING = ("serve", "backend")
+SERVING = ("serve", "pick", "backend")
 """Commands that serve until they are stopped: a case of one is sent SIGTERM as soon as it has its
 own handler for it (stop_when_serving), and is fine when it then exits 0."""
 FAILURES = (
@@ -651,9 +651,10 @@ def serve_port(rng) -> int:
     return rng.randrange(20000, 30000)
 
 
-def t_serve(rng) -> Draft:
-    """hetlb serve from flags, a --config file or a backends file; stopped as soon as it listens."""
-    template = TEMPLATE["serve"]
+def t_serve(rng, command: str = "serve") -> Draft:
+    """hetlb serve (or, with ``command``, pick: the same configuration keys) from flags, a --config
+    file or a backends file; stopped as soon as it takes SIGTERM."""
+    template = TEMPLATE[command]
     port = serve_port(rng)
     args = [A("--listen", f"127.0.0.1:{port}")]
     files = {}
@@ -673,7 +674,11 @@ def t_serve(rng) -> Draft:
     if rng.random() < 0.2:
         args.append(A("--admin", f"127.0.0.1:{port + 1}"))
     add_some(rng, args, template["extras"], [0, 1, 2])
-    return Draft("serve", "serve", args, files, toml=toml)
+    return Draft(command, command, args, files, toml=toml)
+
+
+def t_pick(rng) -> Draft:
+    return t_serve(rng, "pick")
 
 
 def t_backend(rng) -> Draft:
@@ -706,6 +711,15 @@ def t_testbed(rng) -> Draft:
     return Draft("testbed", "testbed", args, {"bed.toml": ("toml", doc)}, toml="bed.toml")
 
 
+def t_envoy_config(rng) -> Draft:
+    template = TEMPLATE["envoy-config"]
+    args = options(rng, template["base"])
+    args += options(rng, template["lb"] if rng.random() < 0.4 else template["pickers"])
+    if rng.random() < 0.5:
+        args += options(rng, template["times"])
+    return Draft("envoy-config", "envoy-config", args)
+
+
 def t_top(rng) -> Draft:
     argv = rng.choice(TEMPLATE["top-level"]["command_lines"])
     return Draft("top-level", None, [Arg(None, token, "top") for token in argv])
@@ -730,9 +744,11 @@ TEMPLATES = [
     (t_place, 3),
     (t_dispatchers, 6),
     (t_serve, 6),
+    (t_pick, 4),
     (t_backend, 4),
     (t_loadgen, 6),
     (t_testbed, 3),
+    (t_envoy_config, 2),
     (t_top, 2),
 ]
 
@@ -1097,7 +1113,7 @@ def subparser(command: str):
 # --- generation ----------------------------------------------------------------------------------------
 
 
-LIVE_AND_NEWER = ("serve", "backend", "loadgen", "testbed", "meanfield", "place", "simulate-dispatchers")
+LIVE_AND_NEWER = ("serve", "pick", "backend", "loadgen", "testbed", "meanfield", "place", "simulate-dispatchers")
 """The templates of ``--templates live``: the live commands, meanfield, place and the many-dispatcher model."""
 
 
@@ -1828,7 +1844,7 @@ class Judge:
             self.url("--backend", backend.split(",", 1)[0])
         if ns.policy is not None and ns.policy not in LIVE_POLICIES:
             self.bad("serve --policy: a live policy", repr(ns.policy)[:40])
-        self.count("--dispatchers", ns.dispatchers, slow_above=2)
+        self.count("--dispatchers", getattr(ns, "dispatchers", None), slow_above=2)  # serve's, not pick's
         self.count("--d", ns.d)
         self.seed("--seed", ns.seed)
         if ns.config is not None:
@@ -1840,6 +1856,9 @@ class Judge:
                 self.listen_address("listen", doc["listen"], port_zero=False)
         if ns.backends_file is not None:
             self.read_toml("--backends-file", ns.backends_file)
+
+    def command_pick(self, ns):
+        self.command_serve(ns)
 
     def command_backend(self, ns):
         for text in ns.listen or []:
@@ -1891,6 +1910,11 @@ class Judge:
         for pid in ns.check or []:
             if pid not in registry()["policies"]:
                 self.bad("policies --check: unknown id", repr(pid)[:40])
+
+    def command_envoy_config(self, ns):
+        """Writes a file at most: never slow; its refusals are checked in tests/live/test_picker.py."""
+        if ns.lb is not None and ns.lb not in ("LEAST_REQUEST", "ROUND_ROBIN"):
+            self.bad("--lb: one of Envoy's LEAST_REQUEST, ROUND_ROBIN", ns.lb[:40])
 
     def command_demo(self, ns):
         self.count("--jobs", ns.jobs, slow_above=1000)
@@ -2488,7 +2512,7 @@ def run_cases(
     started = time.perf_counter()
     from hetlb.cli import COMMANDS
 
-    commands = tuple(f"hetlb.cli.{name}" for name in COMMANDS)
+    commands = tuple(f"hetlb.cli.{name.replace('-', '_')}" for name in COMMANDS)
     for module in (*commands, "hetlb.scenario", "hetlb.simulation.continuous", "hetlb.simulation.slotted"):
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):
