@@ -47,7 +47,7 @@ def one_error_line(capsys) -> str:
 def test_a_host_or_port_that_cannot_be_bound_is_one_line(argv, capsys):
     assert main(argv) == 2
     line = one_error_line(capsys)
-    assert line.startswith(("hetlb: error: --listen:", "hetlb: error: listen:", "hetlb: error: backend 1.url:"))
+    assert line.startswith(("hetlb: error: --listen:", "hetlb: error: listen:", "hetlb: error: --backend 1.url:"))
 
 
 def test_only_ascii_digits_make_a_port():

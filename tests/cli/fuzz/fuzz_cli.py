@@ -2459,6 +2459,8 @@ def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
         if len(errors) > 1 or last != len(stderr_lines) - 1:
             return "unclean-error", f"text after the error line: {command}", stderr_lines[last][:160]
         before = strip_usage(stderr_lines[:last])
+        if {"-v", "--verbose"} & set(case.argv):  # the progress asked for may come before the error
+            before = [line for line in before if not (line.startswith("hetlb: ") and ": warning:" not in line)]
         if before:
             return "unclean-error", f"'{noise_key(before[0])}' before the error line: {command}", ""
         line = stderr_lines[last]
