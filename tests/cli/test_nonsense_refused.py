@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import hetlb
 from hetlb import validation
 from hetlb.cli import main
 from hetlb.errors import InputError
@@ -150,9 +151,9 @@ def test_jsq_df_ds_with_its_fast_servers_at_capacity_has_no_stable_limit():
     """Speeds 1,0.5,0.5,0.5 at load 0.8: lambda = 0.5 per server; the fast quarter gets every job
     that finds it idle and half of the others (p_F = 1 - p_S = 1/2), so at least lambda / 2 = 0.25 =
     its capacity f_F mu_F: critical, its queues grow without bound."""
-    limit = mean_field([1.0, 0.5], [0.25, 0.75], load=0.8, policy="jsq-df-ds")
+    limit = mean_field(hetlb.System.from_speeds([1.0, 0.5, 0.5, 0.5], load=0.8), "jsq-df-ds")
     assert not limit.stable and limit.mean_response_time == math.inf
-    below = mean_field([1.0, 0.5], [0.25, 0.75], load=0.79, policy="jsq-df-ds")
+    below = mean_field(hetlb.System.from_speeds([1.0, 0.5, 0.5, 0.5], load=0.79), "jsq-df-ds")
     assert below.stable
     # the same bound below capacity: the fast servers are busy at least lambda / 2 / (f_F mu_F) of the time
     assert below.utilisation[0] >= below.arrival_rate / 2 / 0.25 - 1e-9
@@ -166,7 +167,7 @@ def test_meanfield_jsq_df_ds_at_capacity_prints_unstable(capsys):
 
 def test_meanfield_refuses_an_empty_policy(capsys):
     assert main(["meanfield", "--speeds", "1,0.5", "--load", "0.5", "--policy", ""]) == 2
-    assert one_error_line(capsys).startswith("hetlb: error: policy: must be a non-empty text")
+    assert one_error_line(capsys).startswith("hetlb: error: --policy: must be a non-empty text")
 
 
 def test_meanfield_reads_the_policy_of_its_config(tmp_path, capsys):
@@ -234,7 +235,7 @@ def test_a_backends_file_that_is_no_regular_file_is_refused_without_reading(kind
     elif kind == "fifo":
         os.mkfifo("fifo")
     assert main(["serve", "--listen", "127.0.0.1:8000", "--backends-file", path]) == 2
-    assert one_error_line(capsys).startswith("hetlb: error: backends_file: ")
+    assert one_error_line(capsys).startswith("hetlb: error: --backends-file: ")
 
 
 def test_a_scenario_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path, capsys):
@@ -287,4 +288,4 @@ def test_loadgen_and_speed_laws_refuse_values_beyond_their_type(capsys):
     assert one_error_line(capsys).startswith("hetlb: error: --max-in-flight: must be an integer <= 2^62")
     law = "discrete:speeds=[1,2],probabilities=[0.5,0.5]\udcff"
     assert main(["simulate", "--n-servers", "3", "--speed-distribution", law, "--load", "0.5"]) == 2
-    assert one_error_line(capsys).startswith("hetlb: error: system.speed_distribution.probabilities: must be numbers")
+    assert one_error_line(capsys).startswith("hetlb: error: --speed-distribution probabilities: must be numbers")
