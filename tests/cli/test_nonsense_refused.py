@@ -289,3 +289,14 @@ def test_loadgen_and_speed_laws_refuse_values_beyond_their_type(capsys):
     law = "discrete:speeds=[1,2],probabilities=[0.5,0.5]\udcff"
     assert main(["simulate", "--n-servers", "3", "--speed-distribution", law, "--load", "0.5"]) == 2
     assert one_error_line(capsys).startswith("hetlb: error: --speed-distribution probabilities: must be numbers")
+
+
+def test_ten_million_dispatchers_count_their_python_results_in_the_estimate(monkeypatch):
+    """Their rates and per-dispatcher results as Python lists: 10^7 x (2 x 32 + 4 x 32) bytes
+    at least, refused under a memory limit of 1 GiB (it was a MemoryError under a capped address space)."""
+    import hetlb
+
+    monkeypatch.setattr(validation, "memory_limit", lambda: float(2**30))
+    with pytest.raises(InputError, match="10,000,000 dispatchers") as error:
+        hetlb.simulate(hetlb.System.from_speeds([1.0, 1.0, 1.0], load=0.3), "sed", dispatchers=10**7, jobs=200)
+    assert error.value.field in ("dispatchers", "--dispatchers")

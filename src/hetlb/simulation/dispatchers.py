@@ -43,9 +43,13 @@ DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 2 * 24
 least-key tree's two nodes per leaf, its width up to 4N; two entries of 24 bytes of the segment of
 messages in flight (room for twice a snapshot of every dispatcher)."""
 
-SOURCE_BYTES = 64
+SOURCE_BYTES = 64 + 2 * 32
 """Bytes per (dispatcher, job type) pair at most: its rate, its alias-table entries and their
-temporaries, and the dispatcher's counts."""
+temporaries, and the dispatcher's counts; and its rate in the metadata and the result as Python
+floats in lists (32 bytes each)."""
+RESULT_BYTES_PER_DISPATCHER = 4 * 32
+"""Bytes per dispatcher of a result's Python lists: its decisions, herded decisions (two kinds)
+and herd fraction, 32 bytes each."""
 
 MIN_FLIGHT_CAPACITY = 64
 """Entries of a delayed kind's segment of messages in flight at the start of a run (at least)."""
@@ -176,7 +180,9 @@ def check_dispatcher_memory(n_servers: int, n_types: int, n_dispatchers: int, up
     views = 1 if updates.truth else n_dispatchers
     validation.check_memory(
         "dispatchers",
-        DISPATCHER_BYTES_PER_PAIR * n_servers * views + SOURCE_BYTES * n_types * n_dispatchers,
+        DISPATCHER_BYTES_PER_PAIR * n_servers * views
+        + SOURCE_BYTES * n_types * n_dispatchers
+        + RESULT_BYTES_PER_DISPATCHER * n_dispatchers,
         f"the estimates of {n_dispatchers:,} dispatchers of {n_servers:,} servers",
         "use fewer dispatchers or servers",
     )
