@@ -417,3 +417,13 @@ def test_the_bounding_result_lives_with_the_results_and_keeps_its_estimates(fami
     half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
     assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), rel=1e-9)
     assert result.to_dict()["metadata"]["system"]["kind"] == "ssl" and result.metadata["seed"] == 0
+
+
+def test_the_versions_are_those_importlib_metadata_reads():
+    from importlib.metadata import version
+
+    from hetlb.results.base import installed_version, versions
+
+    for name in ("numba", "scipy", "numpy"):
+        assert installed_version(name) == version(name)
+    assert versions()["numba"] == version("numba") and versions()["scipy"] == version("scipy")

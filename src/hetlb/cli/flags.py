@@ -355,15 +355,22 @@ def say(args, text: str) -> None:
 
 
 def notify_compiling(args, models=("continuous",)) -> None:
-    """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
-    their first call then compiles them, which takes seconds (once; later processes load them)."""
+    """Say so, before the first run that uses numba's kernels (a short one runs as plain Python:
+    hetlb.simulation.fast_start), when the kernels of ``models`` have no compiled code in numba's
+    cache: their first call then compiles them, which takes seconds (once; later processes load them)."""
     if quiet(args):
         return
+    from hetlb.simulation import fast_start
+
+    fast_start.before_compiled_run(lambda: say_if_compiling(args, models))
+
+
+def say_if_compiling(args, models) -> None:
+    """The notice of :func:`notify_compiling`, when a kernel of ``models`` is not in numba's cache."""
     from hetlb.progress import needs_compiling
-    from hetlb.simulation.ahead_of_time import compiled_kernels
 
     kernels = []
-    if "continuous" in models and compiled_kernels() is None:
+    if "continuous" in models:
         from hetlb.kernels import continuous
 
         kernels += [continuous.advance, continuous.finish]

@@ -24,6 +24,7 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.base import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.signals import LED_UPDATE_PARAMETERS, slotted_update
+from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import SlottedRunOptions, options_of
 from hetlb.simulation.replications import (
     check_events,
@@ -92,16 +93,17 @@ def simulate_slotted(
     batches, preference, trace = options.batches, options.preference, options.trace
     root_seed = options.root_seed
     check_static_stability(system, policy)
-    check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
+    events = check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
 
-    model = pack_model(system, policy, slots, warmup, batches, preference)
-    runs = run_replications(
-        root_seed,
-        replications,
-        f"{policy.id} ",
-        options.progress,
-        lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
-    )
+    with kernels_for(events):
+        model = pack_model(system, policy, slots, warmup, batches, preference)
+        runs = run_replications(
+            root_seed,
+            replications,
+            f"{policy.id} ",
+            options.progress,
+            lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
+        )
     metadata = {
         "model": "slotted",
         "system": system.describe(),
@@ -132,16 +134,17 @@ def check_kernel_branch(spec) -> None:
 
 def check_slotted_run(
     system: SlottedSystem, policy: Policy, slots, warmup, replications, batches, preference, trace
-) -> None:
+) -> float:
     """Refuse, before it starts, a run whose work (per slot: every server's service, every
     dispatcher's decision, every job when routed one by one, a sort of the servers per decision when
     measuring the preference) passes MAX_EVENTS, or whose arrays (per server, per dispatcher and
     server pair of the local estimates, tokens and preference counts, per batch, per trace entry,
-    with what each replication keeps) pass the machine's memory."""
+    with what each replication keeps) pass the machine's memory. Gives that work, in events."""
     n, m = system.n_servers, system.dispatchers
     decisions = system.total_arrival_rate if system.routing == "job" else m
     per_slot = n + m + system.total_arrival_rate + decisions * (n if preference else 1)
-    check_events("slots" if slots >= warmup else "warmup", (slots + warmup) * per_slot * replications, replications)
+    events = (slots + warmup) * per_slot * replications
+    check_events("slots" if slots >= warmup else "warmup", events, replications)
     pairs = m * n
     local, tokens = policy.spec.on_local_estimates, policy.code == registry.JIQ
     per_run = (
@@ -163,6 +166,7 @@ def check_slotted_run(
         + (f", {replications:,} replications" if replications > 1 else ""),
         "use fewer servers or dispatchers" if field == "system" else "use fewer replications",
     )
+    return events
 
 
 def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
