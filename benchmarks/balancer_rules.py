@@ -60,6 +60,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.live.peers import weight_of
+from hetlb.progress import working
 from hetlb.stats.intervals import t_interval
 
 BE_WEIGHT_SCALE = 16  # HAProxy: effective weight = user weight * BE_WEIGHT_SCALE (wmult = 1)
@@ -432,4 +433,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with working("benchmarks/balancer_rules.py ", live=False):
+        status = main()
+    sys.exit(status)

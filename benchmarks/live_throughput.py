@@ -48,6 +48,7 @@ from hetlb.cli import build_parser  # noqa: E402
 from hetlb.live.addresses import free_ports  # noqa: E402
 from hetlb.live.peers import PEERS, program_path, start_peer  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.progress import working  # noqa: E402
 
 N_BACKENDS = 8
 
@@ -262,4 +263,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/live_throughput.py ", live=False):
+        main()

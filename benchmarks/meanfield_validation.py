@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import hetlb
+from hetlb.progress import working
 from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field, mean_field_settling_time
 from hetlb.theory.meanfield.classes import fleet as class_fleet
 
@@ -266,4 +267,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/meanfield_validation.py ", live=False):
+        main()

@@ -33,6 +33,7 @@ import numpy as np
 from hetlb.experiments.place import place
 from hetlb.experiments.store import ResultStore
 from hetlb.graphs.constructions import fig3_edge_probability
+from hetlb.progress import working
 
 FAMILIES = ("fig3", "typed", "theorem3")
 
@@ -229,4 +230,5 @@ def figure(rows: list[dict], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/placement_table.py ", live=False):
+        main()

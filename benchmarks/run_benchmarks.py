@@ -31,6 +31,8 @@ sys.path.insert(0, str(HERE))
 
 from minimal_kernel import run_minimal  # noqa: E402
 
+from hetlb.progress import working  # noqa: E402
+
 LOAD = 0.9
 SEED = 1
 
@@ -74,6 +76,7 @@ def run_hetlb(speeds, load, policy, jobs, seed):
         import hetlb
 
         system = hetlb.System.from_speeds(list(speeds), load=load)
+        hetlb.jit.compile_everything()  # numba's kernels, also for the short warm-up (hetlb.simulation.fast_start)
         hetlb.simulate(system, policy, jobs=1_000, seed=seed)
         t0 = time.perf_counter()
         result = hetlb.simulate(system, policy, jobs=jobs, seed=seed)
@@ -288,4 +291,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with working("benchmarks/run_benchmarks.py ", live=False):
+        status = main()
+    sys.exit(status)

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hetlb.progress import working
+
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "import numpy": [sys.executable, "-c", "import numpy"],
@@ -105,4 +107,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/startup.py ", live=False):
+        main()

@@ -35,8 +35,16 @@ from hetlb.simulation.replications import (
 )
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
-SLOTS_PER_CALL = 200_000
-"""Slots per kernel call between progress updates (does not change results)."""
+WORK_PER_CALL = 4_000_000
+"""Work per kernel call between progress updates, in the units of check_slotted_run (per slot:
+the servers, the dispatchers and the arrivals); a call runs at least one slot. Does not change
+results."""
+
+
+def slots_per_call(system: SlottedSystem) -> int:
+    """Slots per kernel call: WORK_PER_CALL over the work of a slot (200,000 slots of 10 servers,
+    4,000 of 1,000), so that a large system's progress moves every few tenths of a second."""
+    return max(1, int(WORK_PER_CALL / (system.n_servers + system.dispatchers + system.total_arrival_rate)))
 
 
 def simulate_slotted(
@@ -290,7 +298,8 @@ def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, rep
     state = new_state(model, trace)
     counters = state.counters[0]
     started = time.perf_counter()
-    while kernel.advance(model, state, environment, dispatch, update, measurement, SLOTS_PER_CALL) != kernel.FINISHED:
+    chunk = slots_per_call(system)
+    while kernel.advance(model, state, environment, dispatch, update, measurement, chunk) != kernel.FINISHED:
         report(counters["slot"] / model.end_slot, int(counters["arrivals_total"] + counters["departures_total"]))
     wall = time.perf_counter() - started
     return run_result(system, model, state, seed_sequence, wall)
