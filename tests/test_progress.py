@@ -79,8 +79,8 @@ def test_places_share_done_is_the_works_whatever_the_time_budget(monkeypatch):
     rates = np.full(16, 0.7 * speeds.sum() / 16)
     shares = {}
     for budget in (120.0, 36_000.0):
-        seen = []
-        monkeypatch.setattr(ProgressBar, "update", lambda self, fraction, events, **k: seen.append(fraction))
+        seen: list = []
+        monkeypatch.setattr(ProgressBar, "update", lambda self, fraction, events, seen=seen, **k: seen.append(fraction))
         place_module.place(speeds, rates, tolerance=0.6, families=("fig3",), jobs=2000, replications=2,
                            time_budget=budget, seed=2)  # fmt: skip
         shares[budget] = seen

@@ -167,7 +167,12 @@ class ProgressBar:
 
 @contextmanager
 def working(
-    label: str, enabled: bool = True, stream=None, clock=None, start_after: float = START_AFTER, live: bool | None = None
+    label: str,
+    enabled: bool = True,
+    stream=None,
+    clock=None,
+    start_after: float = START_AFTER,
+    live: bool | None = None,
 ) -> Iterator:
     """Progress of a wait whose share done is not known, or known only now and then: a thread
     shows the time elapsed (and the last ``update`` given, if any) from ``start_after`` seconds on,
