@@ -250,7 +250,7 @@ def main() -> None:
     parser.add_argument("--policies", help="comma list: only these policies")
     parser.add_argument("--fleets", help="comma list of fleet numbers 1, 2, 3 (table; default all)")
     parser.add_argument("--name", help="file name of the CSV (default meanfield-table or meanfield-convergence)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=Path("out/benchmarks"))  # benchmarks/results: the docs' figures
     args = parser.parse_args()
     args.name = args.name or {"table": "meanfield-table", "batch": "meanfield-batch"}.get(
         args.what, "meanfield-convergence"
