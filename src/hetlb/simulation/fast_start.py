@@ -28,13 +28,14 @@ loads numba: 6000 events of about 75 us each take about 0.45 s of CPU, numba's s
 ENABLED = os.environ.get("HETLB_FAST_START", "1").strip() not in ("", "0")
 
 _plain_events = 0.0
-_before_compiled: Callable[[], None] | None = None
+_before_compiled: tuple[int, Callable[[], None]] | None = None
 
 
 def before_compiled_run(notice: Callable[[], None]) -> None:
-    """Call ``notice`` once, before the first run that uses numba's kernels (none: never called)."""
+    """Call ``notice`` once, before the first run in this process that uses numba's kernels (none:
+    never called; a worker process forked from this one does not call it)."""
     global _before_compiled
-    _before_compiled = notice
+    _before_compiled = (os.getpid(), notice)
 
 
 @contextmanager
@@ -46,7 +47,8 @@ def kernels_for(events: float) -> Iterator[bool]:
     if plain:
         _plain_events += events
     elif _before_compiled is not None:
-        notice, _before_compiled = _before_compiled, None
-        notice()
+        (pid, notice), _before_compiled = _before_compiled, None
+        if pid == os.getpid():
+            notice()
     with jit.plain_python(plain):
         yield plain
