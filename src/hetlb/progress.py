@@ -207,7 +207,7 @@ def working(
 
 
 def needs_compiling(*dispatchers) -> bool:
-    """Whether one of these numba functions (``@njit``) has no usable compiled code
+    """Whether one of these numba functions (hetlb.jit) has no usable compiled code
     in its cache, so that its first call compiles it (seconds, not milliseconds).
 
     It reads each function's cache index, which numba empties when the source file changed; an

@@ -33,7 +33,7 @@ SYSTEMS = {
         job_sizes=JobSizes("hyperexponential", 6.0),
     ),
 }
-RUN = dict(jobs=300, replications=2, seed=11, trace=40, state_distribution=True)
+RUN = dict(jobs=300, replications=1, seed=11, trace=40, state_distribution=True)
 
 
 def numbers(result) -> list:
