@@ -147,7 +147,9 @@ def main(argv=None):
         default="minimal,simpy,ciw,hetlb",
         help="comma-separated subset of: minimal, simpy, ciw, hetlb",
     )
-    parser.add_argument("--out", default=str(HERE.parent / "out" / "benchmarks" / "latest.json"), help="where to write the JSON table")
+    parser.add_argument(
+        "--out", default=str(HERE.parent / "out" / "benchmarks" / "latest.json"), help="where to write the JSON table"
+    )
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = only - {"minimal", "simpy", "ciw", "hetlb"}
