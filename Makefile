@@ -5,12 +5,13 @@
 #               .ci/run runs this
 # For development:
 #   make lint       only the checks of the code
+#   make docs       the documentation site into site/ (mkdocs build --strict), as make test builds it
 #   make test-fast  the test suite without the tests marked slow
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-fast lint bench setup
+.PHONY: demo test test-fast lint docs bench setup
 
 # the modules that define compiled functions (hetlb.jit.compiled_sources, whose hash names numba's
 # cache directory): an edit of one of them fills the cache again
@@ -19,7 +20,7 @@ KERNEL_SOURCES := $(shell grep -rl njit src/hetlb --include='*.py')
 $(BIN)/hetlb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(BIN)/hetlb
 
 $(VENV)/compiled: $(BIN)/hetlb $(KERNEL_SOURCES)
@@ -36,7 +37,11 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# the documentation site (mkdocs.yml) into site/, warnings as errors; open site/index.html
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint docs
 	$(BIN)/python -m pytest -q
 	NUMBA_DISABLE_JIT=1 $(BIN)/python -m pytest -q -m jit_off
 

@@ -1,4 +1,4 @@
-"""Time of one mean-field point (hetlb.theory.meanfield.mean_field), every policy, at the sizes the
+"""Time of one mean-field point (hetlb.theory.meanfield.mean_field_arrays), every policy, at the sizes the
 command promises: up to 16 speed classes and buffers up to 100 (and infinite buffers).
 
     python benchmarks/meanfield_speed.py [--repeat 5]
@@ -19,7 +19,7 @@ import numpy as np
 
 from hetlb.errors import InputError
 from hetlb.progress import working
-from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field
+from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field_arrays
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
                     for _ in range(args.repeat):
                         started = time.process_time()
                         try:
-                            limit = mean_field(speeds, np.ones(classes), load=load, policy=policy, buffer=buffer)
+                            limit = mean_field_arrays(speeds, np.ones(classes), load=load, policy=policy, buffer=buffer)
                             stable = str(limit.stable)
                         except InputError:
                             stable = "refused"

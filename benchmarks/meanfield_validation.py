@@ -36,7 +36,7 @@ import numpy as np
 
 import hetlb
 from hetlb.progress import working
-from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field, mean_field_settling_time
+from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field_arrays, mean_field_settling_time
 from hetlb.theory.meanfield.classes import fleet as class_fleet
 
 FLEETS = {
@@ -73,7 +73,7 @@ def simulate_against_limit(
     fleet: str, load: float, policy: str, n_servers: int, jobs: int, replications: int, seed: int
 ):
     speeds, fractions, servers = BATCH_FLEETS[fleet] if fleet in BATCH_FLEETS else (*FLEETS[fleet], {})
-    limit = mean_field(speeds, fractions, load=load, policy=policy, **servers)
+    limit = mean_field_arrays(speeds, fractions, load=load, policy=policy, **servers)
     if not limit.stable:
         return limit, None
     system = hetlb.System.from_speeds(**class_fleet(limit.classes, n_servers), load=load)

@@ -41,6 +41,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list:
+    """Every public name, the ones loaded on first use too (for tab completion)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name):
     # loaded when first asked for: the conformance check imports the exact solver and scipy.stats,
     # the rate-curve fit scipy.optimize

@@ -93,6 +93,21 @@ def check_policy(policy_id: str, *, seed: int = 0, alpha: float = 1e-3) -> Confo
     """Run every conformance check that applies to ``policy_id`` (module docstring).
 
     ``alpha``: family error level of the statistical comparison with the exact solution.
+
+    Parameters
+    ----------
+    policy_id
+        A registered policy id.
+    seed
+        The root seed of the simulations the checks run (an integer >= 0).
+    alpha
+        The family error level of the statistical comparison with the exact solution (the chance
+        that a correct policy fails it).
+
+    Returns
+    -------
+    ConformanceReport
+        Each check with its verdict.
     """
     if policy_id not in POLICIES:
         raise InputError("policy", f"unknown policy {policy_id!r}; choose one of: {', '.join(POLICIES)}")

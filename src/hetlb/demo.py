@@ -46,7 +46,7 @@ def run_demo(out: Path, jobs: int = 100_000, replications: int = 3, report=None,
     rows = []
     for load in LOADS:
         system = System.from_speeds(SPEEDS, load=load)
-        bound = speed_lower_bound(system.speed, system.total_arrival_rate).lower_bound
+        bound = speed_lower_bound(system).lower_bound
         for policy_id, params in POLICIES:
             policy = make_policy(policy_id, **params)
             result = simulate(system, policy, jobs=jobs, warmup=WARMUP, replications=replications, seed=2024)

@@ -34,7 +34,15 @@ def _shortened_word(match) -> str:
 
 class InputError(ValueError):
     """Invalid input: ``field`` names what is wrong and ``rule`` what it must satisfy, each kept to
-    one line of reasonable length (:func:`one_line`), whatever the input they repeat."""
+    one line of reasonable length (:func:`one_line`), whatever the input they repeat.
+
+    Parameters
+    ----------
+    field
+        The input that is wrong: a key, a flag or a parameter, as the user wrote it.
+    rule
+        What it must satisfy.
+    """
 
     def __init__(self, field: str, rule: str):
         self.field = one_line(field, FIELD_WIDTH)

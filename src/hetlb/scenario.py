@@ -53,7 +53,7 @@ from hetlb.graphs.constructions import construct_graph, graph_ports
 from hetlb.model import JobSizes, System, parse_speeds
 from hetlb.model.slotted import SlottedSystem
 from hetlb.model.speed_distributions import draw_speeds
-from hetlb.model.system import port_arrival_rates, server_count, speed_groups
+from hetlb.model.system import port_arrival_rates, server_count, speed_groups, speeds_from_mix
 from hetlb.policies import Policy, make_policy
 from hetlb.signals import slotted_update
 from hetlb.simulation.options import RunOptions, SlottedRunOptions
@@ -73,7 +73,7 @@ SYSTEM_KEYS = {
         "rate_curve",
         "arrivals",
         "graph",
-        "types",
+        "n_types",
         "dispatchers",
         "dispatcher_share",
     },
@@ -211,13 +211,13 @@ def build_system(data: dict) -> System:
         "load": data.get("load"),
         "excess_capacity": data.get("excess_capacity"),
     }
-    n_types = data.get("types", 1)
+    n_types = data.get("n_types", 1)
     if isinstance(graph, dict):
         # a construction needs the ports' rates (and the buffer, for the theorems) first
         ports = graph_ports(graph, len(speeds))
         if ports is None:
             ports = len(rates["arrival_rate"]) if np.ndim(rates["arrival_rate"]) == 1 else n_types
-        port_rates = port_arrival_rates(speeds, validation.integer("system.types", ports), **rates)
+        port_rates = port_arrival_rates(speeds, validation.integer("system.n_types", ports), **rates)
         buffer = data.get("buffer")
         graph, report = construct_graph(graph, speeds, port_rates, buffer if isinstance(buffer, int) else None)
         rates = {"arrival_rate": port_rates}
@@ -281,17 +281,12 @@ def speeds_of(data: dict) -> np.ndarray:
             rule = f'must be a text such as "2x1.0,2x0.5" or a list of numbers, got {validation.shown(speeds)}'
             raise InputError("system.speeds", rule)
         return np.asarray(speeds, dtype=float)
-    n_servers = server_count("system.n_servers", data.get("n_servers"))
+    if "speed_mix" not in data:
+        raise InputError("system.n_servers", "needs speed_distribution (--speed-distribution) or speed_mix with it")
     try:
-        mix = np.asarray(data.get("speed_mix"), dtype=float).reshape(-1, 2)
-    except (TypeError, ValueError):
-        raise InputError("system.speed_mix", "must be a list of [speed, fraction] pairs") from None
-    if len(mix) == 0 or not np.isclose(mix[:, 1].sum(), 1.0) or np.any(mix[:, 1] <= 0):
-        raise InputError("system.speed_mix", "fractions must be > 0 and sum to 1")
-    counts = mix[:, 1] * n_servers
-    if not np.allclose(counts, np.round(counts)):
-        raise InputError("system.speed_mix", f"fraction x n_servers must be whole numbers, got {counts.tolist()}")
-    return np.repeat(mix[:, 0], np.round(counts).astype(int))
+        return speeds_from_mix(data.get("n_servers"), data["speed_mix"])
+    except InputError as error:
+        raise InputError(f"system.{error.field}", error.rule) from None
 
 
 def check_graph(graph):

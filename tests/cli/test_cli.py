@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hetlb.cli import main
-from hetlb.theory import solve_exact_arrays, speed_lower_bound
+from hetlb.theory import solve_exact_arrays, speed_lower_bound_arrays
 
 REQUIRED_KEYS = {
     "mean_response_time",
@@ -89,7 +89,7 @@ def test_readable_table(capsys):
 
 def test_bound_matches_theory(capsys):
     out = run_json(capsys, ["bound", "--speeds", "25x1,25x0.5,25x0.25,25x0.125", "--load", "0.9", "--json"])
-    expected = speed_lower_bound(np.repeat([1, 0.5, 0.25, 0.125], 25), 0.9 * 46.875)
+    expected = speed_lower_bound_arrays(np.repeat([1, 0.5, 0.25, 0.125], 25), 0.9 * 46.875)
     assert out["K"] == expected.K == 3
     assert np.isclose(out["lower_bound"], expected.lower_bound)
     assert round(out["lower_bound"], 3) == 1.630  # the table of docs/reference/model.md

@@ -149,7 +149,7 @@ def test_reproduce_help_lists_every_registered_reproduction(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", "--help"])
     assert stop.value.code == 0
-    listed = capsys.readouterr().out.split("reproductions:")[1]
+    listed = capsys.readouterr().out.split("reproductions:")[1].split("\n\n")[0]  # the documentation line follows
     lines = listed.strip().splitlines()
     assert [line.split()[0] for line in lines] == list(REPRODUCTIONS) and len(lines) >= 10
     for line, reproduction in zip(lines, REPRODUCTIONS.values()):
@@ -210,7 +210,7 @@ def test_sweep_and_store_json(tmp_path, capsys):
 
 
 def test_demo_json_and_verbose_lines(tmp_path, capsys):
-    from hetlb.theory import speed_lower_bound
+    from hetlb.theory import speed_lower_bound_arrays
 
     argv = ["demo", "--out", str(tmp_path), "--jobs", "200", "--replications", "2", "--json", "-v"]
     status, out, err = run(capsys, argv)
@@ -224,7 +224,7 @@ def test_demo_json_and_verbose_lines(tmp_path, capsys):
     speeds = np.repeat([1.0, 0.5, 0.25, 0.125], 25)
     for row in rows:
         rate = row["system.load"] * speeds.sum()
-        assert row["speed_lower_bound"] == pytest.approx(speed_lower_bound(speeds, rate).lower_bound, rel=1e-12)
+        assert row["speed_lower_bound"] == pytest.approx(speed_lower_bound_arrays(speeds, rate).lower_bound, rel=1e-12)
         exact = 100 / ((1 - row["system.load"]) * speeds.sum())
         assert row["weighted_random_exact"] == pytest.approx(exact, rel=1e-12)
         assert row["mean_response_time_ci_low"] <= row["mean_response_time"] <= row["mean_response_time_ci_high"]

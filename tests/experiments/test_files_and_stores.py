@@ -81,16 +81,16 @@ def finished(tmp_path_factory):
 @pytest.fixture
 def drawn(monkeypatch):
     """What hetlb plot would draw: the arguments of each plot_metric call (the PNG is still written)."""
-    import hetlb.plots
+    import hetlb.plots.sweeps
 
     calls = []
-    real = hetlb.plots.plot_metric
+    real = hetlb.plots.sweeps.plot_metric
 
     def spy(x, series, path, **options):
         calls.append({"x": list(x), "series": series, "path": Path(path), **options})
-        real(x, series, path, **options)
+        return real(x, series, path, **options)
 
-    monkeypatch.setattr(hetlb.plots, "plot_metric", spy)
+    monkeypatch.setattr(hetlb.plots.sweeps, "plot_metric", spy)
     return calls
 
 
@@ -115,7 +115,9 @@ def test_plot_by_nothing_draws_one_line_of_a_one_axis_sweep(finished, capsys, dr
 def test_plot_by_nothing_of_a_two_axis_sweep_names_the_other_axis(finished, capsys):
     _, _, two, _ = finished
     message = error_line(capsys, ["plot", two, "--x", "system.load", "--by", ""])
-    assert message.startswith("--by: ") and "policy.id varies too: give --by policy.id" in message
+    assert (
+        message.startswith("--by: ") and "policy.id varies too: draw a line per value of it (by policy.id)" in message
+    )
 
 
 def test_plot_x_must_be_an_axis(finished, capsys):
@@ -318,7 +320,7 @@ def unreadable_files(tmp_path) -> list:
 def test_unreadable_spec_and_config_files(tmp_path, capsys):
     for path, rule in unreadable_files(tmp_path):
         assert error_line(capsys, ["sweep", path, "-q"]).startswith(f"spec: {rule}")
-        assert error_line(capsys, ["simulate", "--config", path]).startswith(f"config: {rule}")
+        assert error_line(capsys, ["simulate", "--config", path]).startswith(f"--config: {rule}")
 
 
 def test_an_oversized_config_is_refused_unread(tmp_path, capsys, monkeypatch):
@@ -329,17 +331,17 @@ def test_an_oversized_config_is_refused_unread(tmp_path, capsys, monkeypatch):
     big.write_text("# padding\n" * 200_000)
     assert (
         error_line(capsys, ["simulate", "--config", big])
-        == f"config: {big} is larger than 1 MiB: not a scenario or spec file"
+        == f"--config: {big} is larger than 1 MiB: not a scenario or spec file"
     )
 
 
 @pytest.mark.parametrize(
     "out,words",
     [
-        ("file", "out: {tmp}/file is a file, not a folder"),
-        ("file/below", "out: {tmp}/file is a file, not a folder"),
-        ("b" * 300, "out: a name in the path is longer than 255 bytes: bbb"),
-        ("", "out: must be a file path, got ''"),
+        ("file", "--out: {tmp}/file is a file, not a folder"),
+        ("file/below", "--out: {tmp}/file is a file, not a folder"),
+        ("b" * 300, "--out: a name in the path is longer than 255 bytes: bbb"),
+        ("", "--out: must be a file path, got ''"),
     ],
 )
 def test_sweep_and_reproduce_out_are_checked_before_any_run(tmp_path, capsys, out, words):
@@ -363,7 +365,7 @@ def test_sweep_out_makes_missing_folders(tmp_path, capsys):
 
 def test_config_empty_is_an_error_not_no_config(capsys):
     assert error_line(capsys, ["simulate", "--config", "", "--speeds", "1", "--load", "0.5"]) == (
-        "config: must be a file path, got ''"
+        "--config: must be a file path, got ''"
     )
 
 
@@ -435,7 +437,7 @@ def test_damaged_stores_are_named_in_one_line_and_left_as_they_are(finished, tmp
             ]
         for argv in commands:
             message = error_line(capsys, argv)
-            assert message.startswith(f"store: {path} ") and words in message, (argv, message)
+            assert message.startswith(f"--store: {path} ") and words in message, (argv, message)
         assert path.read_bytes() == before
         assert not (tmp_path / "out").exists()
 
@@ -451,9 +453,9 @@ def test_stores_that_are_no_files(tmp_path, capsys):
         (tmp_path / "file" / "s.sqlite", f"{tmp_path / 'file'} is a file, not a folder"),
         ("s" * 300, "a name in the path is longer than 255 bytes"),
     ]:
-        assert error_line(capsys, ["sweep", spec, "--store", store, "-q"]).startswith(f"store: {rule}")
-    assert error_line(capsys, ["store", "--store", tmp_path / "none"]) == f"store: no such file: {tmp_path / 'none'}"
-    assert error_line(capsys, ["store", "--store", "/dev/null"]) == "store: must be a regular file, got /dev/null"
+        assert error_line(capsys, ["sweep", spec, "--store", store, "-q"]).startswith(f"--store: {rule}")
+    assert error_line(capsys, ["store", "--store", tmp_path / "none"]) == f"--store: no such file: {tmp_path / 'none'}"
+    assert error_line(capsys, ["store", "--store", "/dev/null"]) == "--store: must be a regular file, got /dev/null"
 
 
 def test_an_empty_file_is_an_empty_store_but_not_one_to_list(tmp_path, capsys):

@@ -9,7 +9,7 @@ from hetlb.cli import main
 from hetlb.errors import InputError
 from hetlb.experiments.place import class_shares, place, smallest_keys, typed_graph
 from hetlb.experiments.store import ResultStore
-from hetlb.theory import speed_lower_bound
+from hetlb.theory import speed_lower_bound_arrays
 
 SPEEDS = np.repeat([1.0, 0.5, 0.25, 0.125], 8)
 RATES = np.full(48, 0.7 * SPEEDS.sum() / 48)
@@ -18,7 +18,7 @@ QUICK = {"jobs": 4_000, "replications": 2, "time_budget": 120.0}
 
 def test_typed_graph_gives_each_port_its_class_quota():
     class_speed, weight = class_shares(SPEEDS, RATES.sum())
-    bound = speed_lower_bound(SPEEDS, RATES.sum())
+    bound = speed_lower_bound_arrays(SPEEDS, RATES.sum())
     # load 0.7 on 1, 1/2, 1/4, 1/8: K = 2; the shares at the bound, plus class K + 1 for slack
     assert bound.K == 2 and weight[3] == 0 and weight[2] > 0
     assert weight.sum() == pytest.approx(1.0)

@@ -281,13 +281,13 @@ def test_x_queue_length_comes_before_the_orca_header(processes, engines):
 @pytest.mark.parametrize(
     "args, key",
     [
-        (["--signals", "metrics:vllm:tau=fast"], "signals metrics tau"),
-        (["--signals", "metrics:vllm:every=50ms"], "signals"),
-        (["--signals", "metrics:no such"], "signals metrics"),
-        (["--signals", "metrics:tgi"], "signals"),  # no [engine_metrics.tgi]
-        (["--signals", "poll,metrics"], "signals"),  # two snapshots
-        (["--signals", "metrics,metrics:sglang"], "signals"),
-        (["--signals", "inflight:vllm"], "signals"),
+        (["--signals", "metrics:vllm:tau=fast"], "--signals metrics tau"),
+        (["--signals", "metrics:vllm:every=50ms"], "--signals"),
+        (["--signals", "metrics:no such"], "--signals metrics"),
+        (["--signals", "metrics:tgi"], "--signals"),  # no [engine_metrics.tgi]
+        (["--signals", "poll,metrics"], "--signals"),  # two snapshots
+        (["--signals", "metrics,metrics:sglang"], "--signals"),
+        (["--signals", "inflight:vllm"], "--signals"),
     ],
 )
 def test_bad_engine_signals_are_one_line_errors(args, key, capsys):

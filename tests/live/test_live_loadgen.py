@@ -261,8 +261,8 @@ def test_blocking_errors_timeouts_and_the_in_flight_bound():
         (["--path", "x"], "--path: must start with /"),
         (["--method", "G ET"], "--method: must be an HTTP method"),
         (["--target", "ftp://x"], "--target: must be an http:// or https:// URL"),
-        (["--arrivals", "mmpp:ratio=2"], "arrivals: mmpp takes ratio=...,on=...,off=..."),
-        (["--arrivals", "batch:mean=0.5"], "arrivals.mean: must be a finite number >= 1"),
+        (["--arrivals", "mmpp:ratio=2"], "--arrivals: mmpp takes ratio=...,on=...,off=..."),
+        (["--arrivals", "batch:mean=0.5"], "--arrivals mean: must be a finite number >= 1"),
         (["--time-unit-ms", "0"], "--time-unit-ms: must be a finite number > 0"),
     ],
 )

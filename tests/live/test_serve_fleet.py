@@ -262,8 +262,8 @@ def test_a_bad_backends_file_at_start_is_one_line_and_exit_2(tmp_path, processes
     argv = [sys.executable, "-m", "hetlb", "serve", "--listen", "127.0.0.1:1"]
     for extra, starts in [
         (["--backends-file", str(bad)], "hetlb: error: backend 1.speed:"),
-        (["--backends-file", str(tmp_path / "missing.toml")], "hetlb: error: backends_file: cannot read"),
-        (["--backends-file", str(bad), "--backend", "http://127.0.0.1:9"], "hetlb: error: backends_file:"),
+        (["--backends-file", str(tmp_path / "missing.toml")], "hetlb: error: --backends-file: cannot read"),
+        (["--backends-file", str(bad), "--backend", "http://127.0.0.1:9"], "hetlb: error: --backends-file:"),
     ]:
         code, err = finish(processes.start([*argv, *extra]))
         assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(starts), err

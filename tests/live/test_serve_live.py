@@ -38,18 +38,21 @@ def url(port: int, path: str = "") -> str:
 @pytest.mark.parametrize(
     "args,key",
     [
-        (["--policy", "jsq-df-ds"], "policy"),
-        (["--policy", "pod", "--d", "0"], "d"),
-        (["--signals", "inflight,poll:tau=fast"], "signals poll tau"),
-        (["--backend", "ftp://127.0.0.1:1"], "backend 2.url"),
-        (["--backend", "http://127.0.0.1:9,buffer=0"], "backend 2.buffer"),
-        (["--default-type", "b c"], "default_type"),
-        (["--p-hat", "1.5"], "p_hat"),
-        (["--backend", "http://127.0.0.1:10,types=a", "--backend", "http://127.0.0.1:11,speed=-1"], "backend 3.speed"),
-        (["--policy", "l-jsq", "--signals", "inflight"], "signals"),
-        (["--set", "update=pull", "--policy", "l-jba"], "policy l-jba.update"),
-        (["--timeout", "30"], "timeout"),
-        (["--dispatchers", "0"], "dispatchers"),
+        (["--policy", "jsq-df-ds"], "--policy"),
+        (["--policy", "pod", "--d", "0"], "--d"),
+        (["--signals", "inflight,poll:tau=fast"], "--signals poll tau"),
+        (["--backend", "ftp://127.0.0.1:1"], "--backend 2.url"),
+        (["--backend", "http://127.0.0.1:9,buffer=0"], "--backend 2.buffer"),
+        (["--default-type", "b c"], "--default-type"),
+        (["--p-hat", "1.5"], "--p-hat"),
+        (
+            ["--backend", "http://127.0.0.1:10,types=a", "--backend", "http://127.0.0.1:11,speed=-1"],
+            "--backend 3.speed",
+        ),
+        (["--policy", "l-jsq", "--signals", "inflight"], "--signals"),
+        (["--set", "update=pull", "--policy", "l-jba"], "--set update"),
+        (["--timeout", "30"], "--timeout"),
+        (["--dispatchers", "0"], "--dispatchers"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_exit_2(args, key, capsys):
@@ -64,7 +67,7 @@ def test_after_a_config_error_nothing_listens(processes):
     argv = [sys.executable, "-m", "hetlb", "serve", "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{port + 1}"]
     process = processes.start([*argv, "--backend", f"http://127.0.0.1:{port + 2}", "--p-hat", "0"])
     _, err = finish(process)
-    assert process.returncode == 2 and err.strip() == "hetlb: error: p_hat: must be a number in (0, 1], got 0.0"
+    assert process.returncode == 2 and err.strip() == "hetlb: error: --p-hat: must be a number in (0, 1], got 0.0"
     assert not listening(port) and not listening(port + 1)
 
 
@@ -85,7 +88,7 @@ def test_a_port_in_use_is_a_config_error(processes):
         ]
         process = processes.start(argv)
         _, err = finish(process)
-    assert process.returncode == 2 and err.strip().startswith("hetlb: error: listen: cannot listen on"), err
+    assert process.returncode == 2 and err.strip().startswith("hetlb: error: --listen: cannot listen on"), err
 
 
 def test_a_config_file_with_flags_overriding_it(tmp_path, processes):

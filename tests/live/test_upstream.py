@@ -81,7 +81,7 @@ def test_a_kept_alive_connection_is_reused_and_the_request_is_sent_as_given():
         async with server as port:
             pool = pool_of(port)
             for body in (None, b"abc", None):
-                answer = await pool.send("POST" if body else "GET", "/a%2Fb?x=%2F", [("X-Job-Type", "a")], body)
+                answer = await pool.send("POST" if body else "GET", "/a%2Fb?x=%2F", b"X-Job-Type: a\r\n", body)
                 assert answer.status == 200 and answer.headers["X-Queue-Length"] == "0"
                 assert await body_of(answer) == b"ok"
                 answer.finish()
@@ -101,7 +101,7 @@ def test_a_connection_the_backend_closed_while_idle_is_replaced():
         async with server as port:
             pool = pool_of(port)
             for _ in range(2):
-                answer = await pool.send("GET", "/", [], None)
+                answer = await pool.send("GET", "/", b"", None)
                 assert await body_of(answer) == b"ok"
                 answer.finish()
                 await asyncio.sleep(0.05)  # the backend has closed it meanwhile
@@ -125,7 +125,7 @@ def test_chunked_close_delimited_and_informational_answers():
         for answers, close_after in (([chunked], False), ([close_delimited], True), ([continued], False)):
             async with RawServer(answers, close_after) as port:
                 pool = pool_of(port)
-                answer = await pool.send("GET", "/", [], None)
+                answer = await pool.send("GET", "/", b"", None)
                 results.append((answer.status, answer.content_type, await body_of(answer)))
                 answer.finish()
                 pool.close()
@@ -142,21 +142,21 @@ def test_head_the_read_timeout_a_refusal_and_a_cut_answer():
     async def scenario():
         async with RawServer([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", None]) as port:
             pool = pool_of(port, read_timeout=0.2)
-            answer = await pool.send("HEAD", "/", [], None)
+            answer = await pool.send("HEAD", "/", b"", None)
             assert answer.content_length == 10 and await body_of(answer) == b""
             answer.finish()
             with pytest.raises(TimeoutError):
-                await pool.send("GET", "/", [], None)  # no answer: silent past the read timeout
+                await pool.send("GET", "/", b"", None)  # no answer: silent past the read timeout
             pool.close()
         async with RawServer([[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", b"short"]], close_after=True) as port:
             pool = pool_of(port)
-            answer = await pool.send("GET", "/", [], None)
+            answer = await pool.send("GET", "/", b"", None)
             with pytest.raises(BackendClosed):
                 await body_of(answer)
             answer.finish()
             pool.close()
         refused = pool_of(port)
         with pytest.raises(BackendUnreachable):
-            await refused.send("GET", "/", [], None)
+            await refused.send("GET", "/", b"", None)
 
     run(scenario())

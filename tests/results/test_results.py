@@ -16,7 +16,7 @@ from hetlb.progress import ProgressBar
 from hetlb.results import response_time_quantile
 from hetlb.results.base import finite_or_null, json_default
 from hetlb.scenario import Scenario
-from hetlb.theory import speed_lower_bound
+from hetlb.theory import speed_lower_bound_arrays
 
 
 def test_json_is_strict_and_complete():
@@ -202,7 +202,7 @@ def test_to_frame_is_a_sweeps_summary_row(replications):
     assert frame.loc[0, "replications"] == replications
     # against numbers computed here: the mean over the runs and the bound of Proposition 1 (000)
     assert frame.loc[0, "mean_response_time"] == pytest.approx(np.mean([r.mean_response_time for r in result.runs]))
-    bound = speed_lower_bound([2.0, 2.0, 1.0, 1.0, 1.0], 0.75 * 7.0).lower_bound
+    bound = speed_lower_bound_arrays([2.0, 2.0, 1.0, 1.0, 1.0], 0.75 * 7.0).lower_bound
     assert frame.loc[0, "speed_lower_bound"] == pytest.approx(bound, rel=1e-12)
 
 
@@ -298,12 +298,12 @@ def made_testbed(tmp_path):
 @pytest.fixture(scope="module")
 def family(continuous_results, slotted_result, tmp_path_factory):
     """One of every member of the result family."""
-    from hetlb.simulation.bounding import simulate_bounding_system
+    from hetlb.simulation.bounding import simulate_bounding_system_arrays
 
     dispatchers = hetlb.simulate(
         hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.6), "l-jsq", jobs=2000, dispatchers=2, seed=1
     )
-    bounding = simulate_bounding_system(
+    bounding = simulate_bounding_system_arrays(
         np.linspace(0.7, 1.3, 20), 20 - np.sqrt(20), kind="ssl", buffer=3, horizon=100.0, warmup=10.0, replications=3
     )
     continuous = continuous_results[3]
@@ -427,3 +427,16 @@ def test_the_versions_are_those_importlib_metadata_reads():
     for name in ("numba", "scipy", "numpy"):
         assert installed_version(name) == version(name)
     assert versions()["numba"] == version("numba") and versions()["scipy"] == version("scipy")
+
+
+def test_no_warm_up_warns_of_a_gap_the_intervals_would_hide():
+    system = hetlb.System.from_speeds([1.0] * 20 + [0.1] * 20, load=0.8)
+    run = dict(dispatchers=5, update="piggyback,push:p_hat=0.1:d=2", jobs=20_000, seed=1)
+    cold = hetlb.simulate(system, "l-jsq", **run)
+    gap, spread = cold.littles_law_gap, abs(cold.mean_response_time_ci[1] / cold.mean_response_time - 1)
+    assert abs(gap) > 0.05  # L = lambda W holds in steady state: the gap is the empty start's bias
+    assert any("no warm-up" in warning for warning in cold.warnings) == (abs(gap) <= spread)
+    assert any("warm-up" in warning for warning in cold.warnings)
+    assert repr(cold).endswith(
+        f"1 replication; {len(cold.warnings)} warning{'s' * (len(cold.warnings) > 1)}: see .warnings>"
+    )

@@ -290,4 +290,4 @@ def test_the_slotted_model_refuses_concurrency_in_one_line(capsys):
         )
         error = capsys.readouterr().err.strip()
         assert len(error.splitlines()) == 1
-        assert "one job at a time" in error and flag[0].lstrip("-").replace("-", "_") in error
+        assert "one job at a time" in error and error.startswith(f"hetlb: error: {flag[0]}: ")

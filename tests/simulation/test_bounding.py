@@ -15,7 +15,7 @@ from hetlb.kernels.bounding import (
     sandwich_violations,
     serving_rank,
 )
-from hetlb.simulation.bounding import MEASURES, TIE_BREAKS, check_sandwich, simulate_bounding_system
+from hetlb.simulation.bounding import MEASURES, TIE_BREAKS, check_sandwich_arrays, simulate_bounding_system_arrays
 from hetlb.theory import solve_exact_arrays
 from hetlb.theory.bounding import solve_bounding_system
 
@@ -47,7 +47,7 @@ def test_sandwich_holds_on_every_coupled_path(buffer, seed):
     rng = np.random.default_rng(seed)
     speeds = rng.uniform(0.7, 1.3, n) if seed < 2 else rng.choice([0.5, 1.5], n)
     arrival_rate = speeds.sum() - 0.5 * math.sqrt(n) if buffer is None else 1.3 * speeds.sum()
-    check = check_sandwich(speeds, arrival_rate, buffer, horizon=600.0, seed=seed)
+    check = check_sandwich_arrays(speeds, arrival_rate, buffer, horizon=600.0, seed=seed)
     assert check.holds, (check.lower_violations, check.upper_violations)
     assert check.ticks > 30_000
     jobs = check.mean_jobs
@@ -59,7 +59,7 @@ def test_sandwich_holds_on_every_coupled_path(buffer, seed):
 
 def test_equal_speeds_make_every_system_one_path():
     """With one speed FSL, SSL and JSQ under any tie-break have the same Q_{+i} at all times."""
-    check = check_sandwich(np.full(12, 0.75), 8.5, buffer=3, horizon=500.0, seed=4)
+    check = check_sandwich_arrays(np.full(12, 0.75), 8.5, buffer=3, horizon=500.0, seed=4)
     assert check.holds
     assert len(set(check.mean_jobs.values())) == 1
     assert len(set(check.mean_waiting.values())) == 1
@@ -106,7 +106,7 @@ def test_single_job_buffers_are_a_loss_birth_death_chain(kind):
     ordered = np.sort(speeds)[::-1] if kind == "fsl" else np.sort(speeds)
     weight = np.cumprod(np.concatenate([[1.0], arrival_rate / np.cumsum(ordered)]))
     law = weight / weight.sum()
-    result = simulate_bounding_system(
+    result = simulate_bounding_system_arrays(
         speeds, arrival_rate, kind, buffer=1, horizon=600.0, warmup=20.0, replications=20, seed=11
     )
     assert_matches(column(result, "Q_1"), law @ np.arange(6), 2, f"{kind} E Q_1")
@@ -120,7 +120,7 @@ def test_equal_speeds_give_homogeneous_jsq(buffer):
     exact_buffer = 2 if buffer else 16
     exact = solve_exact_arrays(speeds, [arrival_rate], [[0, 1, 2]], exact_buffer, policy="jsq")
     for kind in ("fsl", "ssl"):
-        result = simulate_bounding_system(
+        result = simulate_bounding_system_arrays(
             speeds, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0, replications=20, seed=21
         )
         assert_matches(column(result, "Q_+1"), exact.mean_number_in_system, 4, f"{kind} E Q_+1")
@@ -139,7 +139,7 @@ def test_two_speed_pools_match_the_exact_chain(kind, buffer):
     exact = solve_bounding_system(TWO_POOLS, arrival_rate, kind, buffer or 12)
     if buffer is None:
         assert exact.full_probability < 1e-6
-    result = simulate_bounding_system(
+    result = simulate_bounding_system_arrays(
         TWO_POOLS, arrival_rate, kind, buffer, horizon=1500.0, warmup=30.0, replications=20, seed=31
     )
     tail_points = [3, 4, 6]
@@ -166,7 +166,7 @@ def test_coupled_jsq_systems_have_the_right_marginals():
     bounding systems their own chains: time averages of Q_{+1} over independent seeds."""
     arrival_rate, buffer = 2.6, 2
     runs = [
-        check_sandwich(
+        check_sandwich_arrays(
             TWO_POOLS, arrival_rate, buffer, ("jsq", "jfsq", "jssq", "jsq-fiq"), horizon=1000.0, warmup=20.0, seed=seed
         )
         for seed in range(12)
@@ -184,8 +184,12 @@ def test_coupled_jsq_systems_have_the_right_marginals():
 
 
 def test_same_seed_same_result():
-    first = simulate_bounding_system(TWO_POOLS, 2.6, "ssl", 3, horizon=200.0, warmup=10.0, replications=2, seed=8)
-    second = simulate_bounding_system(TWO_POOLS, 2.6, "ssl", 3, horizon=200.0, warmup=10.0, replications=2, seed=8)
+    first = simulate_bounding_system_arrays(
+        TWO_POOLS, 2.6, "ssl", 3, horizon=200.0, warmup=10.0, replications=2, seed=8
+    )
+    second = simulate_bounding_system_arrays(
+        TWO_POOLS, 2.6, "ssl", 3, horizon=200.0, warmup=10.0, replications=2, seed=8
+    )
     assert np.array_equal(first.replication_values, second.replication_values)
     scaled = first.estimates
     assert scaled["X_+1"].mean == pytest.approx((first.estimates["Q_+1"].mean - 4) / 2)
@@ -195,19 +199,19 @@ def test_same_seed_same_result():
 @pytest.mark.parametrize(
     "call, field",
     [
-        (lambda: simulate_bounding_system([1.0, -1.0], 1.0), "speeds"),
-        (lambda: simulate_bounding_system([], 1.0), "speeds"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 0.0), "arrival_rate"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 2.0), "arrival_rate"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, kind="lsf"), "kind"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=0), "buffer"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, buffer=2.5), "buffer"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, horizon=10.0, warmup=10.0), "horizon"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, warmup=-1.0), "warmup"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, replications=0), "replications"),
-        (lambda: simulate_bounding_system([1.0, 1.0], 1.0, seed=-3), "seed"),
-        (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=("jiq",)), "tie_breaks"),
-        (lambda: check_sandwich([1.0, 1.0], 1.0, tie_breaks=()), "tie_breaks"),
+        (lambda: simulate_bounding_system_arrays([1.0, -1.0], 1.0), "speeds"),
+        (lambda: simulate_bounding_system_arrays([], 1.0), "speeds"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 0.0), "arrival_rate"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 2.0), "arrival_rate"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, kind="lsf"), "kind"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, buffer=0), "buffer"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, buffer=2.5), "buffer"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, horizon=10.0, warmup=10.0), "horizon"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, warmup=-1.0), "warmup"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, replications=0), "replications"),
+        (lambda: simulate_bounding_system_arrays([1.0, 1.0], 1.0, seed=-3), "seed"),
+        (lambda: check_sandwich_arrays([1.0, 1.0], 1.0, tie_breaks=("jiq",)), "tie_breaks"),
+        (lambda: check_sandwich_arrays([1.0, 1.0], 1.0, tie_breaks=()), "tie_breaks"),
         (lambda: solve_bounding_system([1.0, 1.0], 1.0, "fsl", None), "buffer"),
     ],
 )
@@ -216,3 +220,23 @@ def test_input_errors_name_the_field(call, field):
         call()
     assert error.value.field == field
     assert "\n" not in str(error.value)
+
+
+def test_a_system_gives_the_arrays_form_bit_for_bit_and_refuses_what_bounding_lacks():
+    import hetlb
+
+    system = hetlb.System.from_speeds(TWO_POOLS, arrival_rate=2.6, buffer=3)
+    run = dict(horizon=200.0, warmup=10.0, replications=2, seed=8)
+    by_system = hetlb.simulate_bounding_system(system, "ssl", **run)
+    by_arrays = simulate_bounding_system_arrays(TWO_POOLS, 2.6, "ssl", 3, **run)
+    np.testing.assert_array_equal(by_system.replication_values, by_arrays.replication_values)
+    check = hetlb.check_sandwich(system, horizon=100.0, seed=3)
+    assert check.mean_jobs == check_sandwich_arrays(TWO_POOLS, 2.6, 3, horizon=100.0, seed=3).mean_jobs
+    for bad, field in (
+        (hetlb.System.from_speeds(TWO_POOLS, arrival_rate=2.6, buffer=[3] * (len(TWO_POOLS) - 1) + [2]), "buffer"),
+        (hetlb.System.from_speeds(TWO_POOLS, arrival_rate=2.6, buffer=3, job_sizes="deterministic"), "job_sizes"),
+        (list(TWO_POOLS), "system"),
+    ):
+        with pytest.raises(InputError) as error:
+            hetlb.simulate_bounding_system(bad)
+        assert error.value.field == field

@@ -50,9 +50,9 @@ def same_results(a, b) -> None:
 
 
 SYSTEMS = {
-    "complete": dict(speed=[2.0, 1.0, 1.0, 0.5] * 3, load=0.45),
+    "complete": dict(speeds=[2.0, 1.0, 1.0, 0.5] * 3, load=0.45),
     "sparse-buffers": dict(
-        speed=[1.5, 1.0, 1.0, 0.5, 2.0], load=0.9, graph=[[0, 1, 2], [1, 2, 3, 4], [4]], buffer=[2, 3, 4, 2, 3]
+        speeds=[1.5, 1.0, 1.0, 0.5, 2.0], load=0.9, graph=[[0, 1, 2], [1, 2, 3, 4], [4]], buffer=[2, 3, 4, 2, 3]
     ),
 }
 
@@ -70,7 +70,7 @@ def test_one_dispatcher_that_knows_the_truth_is_the_single_kernel(policy, name, 
     system = hetlb.System.from_speeds(**SYSTEMS[name])
     twin, params = TWIN.get(policy, (policy, {}))
     if policy == "random" and name == "complete":
-        system = hetlb.System.from_speeds(SYSTEMS[name]["speed"], load=0.2)
+        system = hetlb.System.from_speeds(SYSTEMS[name]["speeds"], load=0.2)
     try:
         expected = hetlb.simulate(system, twin, jobs=3000, warmup=5.0, seed=7, **params)
     except InputError:
@@ -162,7 +162,7 @@ def test_herd_of_uniform_routing_matches_its_closed_form():
 def test_split_by_rates_sends_each_dispatcher_its_share():
     system = hetlb.System.from_speeds([1.0] * 5, load=0.5)
     shares = [0.1, 0.6, 0.3]
-    result = hetlb.simulate(system, "l-jsq", dispatchers=3, split=shares, update="pull", jobs=20_000, seed=8)
+    result = hetlb.simulate(system, "l-jsq", dispatchers=3, dispatcher_share=shares, update="pull", jobs=20_000, seed=8)
     decisions = np.array(result.runs[0].decisions_by_dispatcher)
     total = decisions.sum()
     for count, share in zip(decisions, shares):
@@ -260,7 +260,6 @@ def test_bad_inputs_are_one_line_errors():
         (dict(update="pull:delay=1:mean_delay=1"), "update.pull"),
         (dict(dispatchers=0), "dispatchers"),
         (dict(dispatchers=2, dispatcher_share=[0.5, 0.6]), "dispatcher_share"),
-        (dict(dispatchers=2, split=[0.5, 0.6]), "dispatcher_share"),  # its former name
         (dict(herd_window=-1.0), "herd_window"),
     ):
         with pytest.raises(InputError) as error:
@@ -292,7 +291,7 @@ def test_scenario_keys_and_the_command_line_give_the_python_api_result(tmp_path,
         hetlb.System.from_speeds([1.0, 1.0, 0.5, 0.5], load=0.7),
         "l-jsq",
         dispatchers=2,
-        split=[0.25, 0.75],
+        dispatcher_share=[0.25, 0.75],
         update="piggyback,push:p_hat=0.2:d=2:mean_delay=0.1",
         herd_window=0.3,
         jobs=2000,
@@ -323,7 +322,7 @@ def test_scenario_keys_and_the_command_line_give_the_python_api_result(tmp_path,
     assert main(argv) == 0
     assert "herd fraction" in capsys.readouterr().out
     assert main([*argv[:-4], "--update", "push:p_hat=2", "--jobs", "100"]) == 2
-    assert capsys.readouterr().err.strip() == "hetlb: error: update.push.p_hat: must be a number in (0, 1], got 2"
+    assert capsys.readouterr().err.strip() == "hetlb: error: --update push.p_hat: must be a number in (0, 1], got 2"
 
 
 def test_messages_in_flight_beyond_their_first_segment_and_their_age():

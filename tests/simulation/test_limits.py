@@ -15,6 +15,7 @@ import pytest
 import hetlb
 from hetlb import InputError, validation
 from hetlb.cli import main
+from hetlb.cli.flags import flag_field
 from hetlb.errors import one_line
 from hetlb.simulation import continuous
 from hetlb.simulation.options import RunOptions
@@ -32,12 +33,13 @@ def run_cli(capsys, *argv):
 
 
 def refused(capsys, field, *argv, words=""):
-    """``hetlb ARGV`` exits 2 with one short line naming ``field`` (and ``words``), nothing else."""
+    """``hetlb ARGV`` exits 2 with one short line naming ``field`` (and ``words``), nothing else:
+    by the flag that set it when the user typed one (flag_field, tests/cli/test_input_errors.py)."""
     status, out, err = run_cli(capsys, *argv)
     lines = err.strip().splitlines()
     assert status == 2, err
     assert len(lines) == 1 and len(lines[0]) < 450, err
-    assert lines[0].startswith(f"hetlb: error: {field}: "), lines[0]
+    assert lines[0].startswith(f"hetlb: error: {flag_field(field, [str(arg) for arg in argv])}: "), lines[0]
     assert words in lines[0]
     assert "Traceback" not in err and "Warning" not in err and out == ""
     return lines[0]
@@ -81,12 +83,12 @@ def test_valid_input_that_crashed_gives_one_line(capsys, argv, field, words):
 
 
 def test_the_speed_bound_of_the_smallest_and_largest_rates_is_exact():
-    from hetlb.theory import speed_lower_bound
+    from hetlb.theory import speed_lower_bound_arrays
 
-    assert speed_lower_bound([2.0, 1.0, 0.5], 1e-100).lower_bound == 0.5  # C*/lambda -> 1 / fastest speed
-    assert speed_lower_bound([1e-100] * 3, 1e-100).lower_bound == pytest.approx(1e100)
+    assert speed_lower_bound_arrays([2.0, 1.0, 0.5], 1e-100).lower_bound == 0.5  # C*/lambda -> 1 / fastest speed
+    assert speed_lower_bound_arrays([1e-100] * 3, 1e-100).lower_bound == pytest.approx(1e100)
     with pytest.raises(InputError, match="total_arrival_rate"):
-        speed_lower_bound([2.0, 1.0, 0.5], 5e-324)
+        speed_lower_bound_arrays([2.0, 1.0, 0.5], 5e-324)
 
 
 # --- huge and tiny numbers ------------------------------------------------------------------------
@@ -423,12 +425,12 @@ def test_a_large_chain_the_iterative_solver_cannot_solve_is_refused_not_factoris
 
 
 def test_bounding_and_slotted_runs_are_bounded_before_they_start(monkeypatch):
-    from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+    from hetlb.simulation.bounding import check_sandwich_arrays, simulate_bounding_system_arrays
 
     with pytest.raises(InputError, match="^horizon: the runs? would take about"):
-        simulate_bounding_system([1.0, 2.0], 2.0, kind="fsl", buffer=3, horizon=1e15)
+        simulate_bounding_system_arrays([1.0, 2.0], 2.0, kind="fsl", buffer=3, horizon=1e15)
     with pytest.raises(InputError, match="^arrival_rate: every value must lie in"):
-        check_sandwich([1.0, 2.0], 1e-320, buffer=3)
+        check_sandwich_arrays([1.0, 2.0], 1e-320, buffer=3)
     monkeypatch.setattr(validation, "memory_limit", lambda: 10**7)
     system = hetlb.SlottedSystem.from_speeds([1.0] * 100, dispatchers=20_000, load=0.5)
     with pytest.raises(InputError) as error:
@@ -483,7 +485,7 @@ def test_tune_max_blocking_is_a_probability(capsys):
 def test_errors_echo_long_input_in_short(capsys, argv, field):
     status, _, err = run_cli(capsys, *argv)
     assert status == 2 and len(err.splitlines()) == 1
-    assert err.startswith(f"hetlb: error: {field}") and len(err) < 400 and "(5,0" in err
+    assert err.startswith(f"hetlb: error: {flag_field(field, argv)}") and len(err) < 400 and "(5,0" in err
 
 
 def test_usage_errors_echo_long_input_in_short(capsys):

@@ -360,18 +360,18 @@ def test_result_serialises_with_its_metadata():
 # input errors: one line naming the field and the rule
 
 SYSTEM_ERRORS = [
-    (dict(speed=[1.0, -1.0], load=0.5), "speed", "> 0"),
-    (dict(speed=[1.0], load=0.5, dispatchers=0), "dispatchers", ">= 1"),
-    (dict(speed=[1.0, 1.0], load=1.0), "load", "load < 1"),
-    (dict(speed=[1.0, 1.0], arrival_rate=2.5), "arrival_rate", "load < 1"),
-    (dict(speed=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate", "exactly one"),
-    (dict(speed=[3.0], load=0.8, arrivals="bernoulli"), "arrivals", "mean <= 1"),
-    (dict(speed=[2.0], load=0.5, service="bernoulli"), "service", "mean <= 1"),
-    (dict(speed=[1.0], load=0.5, service="binomial:x"), "trials", "integer"),
-    (dict(speed=[1.0], load=0.5, arrivals="geometric"), "distribution", "poisson, bernoulli, binomial"),
-    (dict(speed=[1.0], load=0.5, routing="batch"), "routing", "slot, job"),
-    (dict(speed=[1.0], load=0.5, ties="lowest-index"), "ties", "independent, shared"),
-    (dict(speed=[1.0], load=0.5, dispatchers=2, dispatcher_share=[1.0]), "dispatcher_share", "one share"),
+    (dict(speeds=[1.0, -1.0], load=0.5), "speeds", "> 0"),
+    (dict(speeds=[1.0], load=0.5, dispatchers=0), "dispatchers", ">= 1"),
+    (dict(speeds=[1.0, 1.0], load=1.0), "load", "load < 1"),
+    (dict(speeds=[1.0, 1.0], arrival_rate=2.5), "arrival_rate", "load < 1"),
+    (dict(speeds=[1.0], load=0.5, arrival_rate=0.5), "arrival_rate", "exactly one"),
+    (dict(speeds=[3.0], load=0.8, arrivals="bernoulli"), "arrivals", "mean <= 1"),
+    (dict(speeds=[2.0], load=0.5, service="bernoulli"), "service", "mean <= 1"),
+    (dict(speeds=[1.0], load=0.5, service="binomial:x"), "trials", "integer"),
+    (dict(speeds=[1.0], load=0.5, arrivals="geometric"), "distribution", "poisson, bernoulli, binomial"),
+    (dict(speeds=[1.0], load=0.5, routing="batch"), "routing", "slot, job"),
+    (dict(speeds=[1.0], load=0.5, ties="lowest-index"), "ties", "independent, shared"),
+    (dict(speeds=[1.0], load=0.5, dispatchers=2, dispatcher_share=[1.0]), "dispatcher_share", "one share"),
 ]
 
 
@@ -379,7 +379,7 @@ SYSTEM_ERRORS = [
 def test_system_input_errors(kwargs, field, rule):
     kwargs = dict(kwargs)
     with pytest.raises(InputError) as error:
-        SlottedSystem.from_speeds(kwargs.pop("speed"), **kwargs)
+        SlottedSystem.from_speeds(kwargs.pop("speeds"), **kwargs)
     assert error.value.field == field and rule in error.value.rule and "\n" not in str(error.value)
 
 
@@ -457,4 +457,4 @@ def test_command_line(capsys):
     assert out["metadata"]["system"]["ties"] == "shared"
     assert main(argv) == 0 and "mean delay (slots)" in capsys.readouterr().out
     assert main(argv + ["--buffer", "3"]) == 2
-    assert capsys.readouterr().err.startswith("hetlb: error: system.buffer: unknown key; allowed: ")
+    assert capsys.readouterr().err.startswith("hetlb: error: --buffer: unknown key; allowed: ")

@@ -15,7 +15,7 @@ import numpy as np
 import hetlb
 from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.simulation import continuous
-from hetlb.simulation.bounding import check_sandwich, simulate_bounding_system
+from hetlb.simulation.bounding import check_sandwich_arrays, simulate_bounding_system_arrays
 
 SPEEDS = [2.0, 1.0, 1.0, 0.5, 0.25]
 
@@ -128,7 +128,7 @@ def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
 
 
 def sandwich_numbers() -> dict:
-    check = check_sandwich(SPEEDS, 4.2, buffer=4, horizon=300.0, warmup=10.0, seed=5)
+    check = check_sandwich_arrays(SPEEDS, 4.2, buffer=4, horizon=300.0, warmup=10.0, seed=5)
     numbers = {
         name: np.asarray(getattr(check, name), dtype=float)
         for name in ("ticks", "arrivals", "lower_violations", "upper_violations")
@@ -264,7 +264,9 @@ def scenarios() -> dict:
             for kind in ("fsl", "ssl")
             for buffer in (None, 3)
             for bounding in [
-                simulate_bounding_system(SPEEDS, 4.0, kind, buffer, horizon=300.0, warmup=30.0, replications=2, seed=5)
+                simulate_bounding_system_arrays(
+                    SPEEDS, 4.0, kind, buffer, horizon=300.0, warmup=30.0, replications=2, seed=5
+                )
             ]
         },
         "coupled sandwich check": sandwich_numbers,

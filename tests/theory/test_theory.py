@@ -31,7 +31,7 @@ from hetlb.theory import (
     mmc_p_wait,
     routing_probabilities,
     solve_exact_arrays,
-    speed_lower_bound,
+    speed_lower_bound_arrays,
 )
 
 # --- closed forms ------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ FIG3_SPEEDS = [1.0, 0.5, 0.25, 0.125]
 )
 def test_bound_reproduces_model_spec_table(load, K, c_star, lower_bound):
     speed = FIG3_SPEEDS * 8
-    bound = speed_lower_bound(speed, load * sum(speed))
+    bound = speed_lower_bound_arrays(speed, load * sum(speed))
     assert bound.K == K
     assert bound.c_star == pytest.approx(c_star)
     assert round(bound.lower_bound, 3) == lower_bound
@@ -153,7 +153,7 @@ def test_bound_reproduces_model_spec_table(load, K, c_star, lower_bound):
 
 def test_bound_of_one_speed_class_is_mean_service_time():
     for load in (0.1, 0.5, 0.99):
-        assert speed_lower_bound([2.5] * 7, load * 7 * 2.5).lower_bound == pytest.approx(1 / 2.5)
+        assert speed_lower_bound_arrays([2.5] * 7, load * 7 * 2.5).lower_bound == pytest.approx(1 / 2.5)
 
 
 def _fill_fastest_first_service_time(speed, total_arrival_rate):
@@ -173,7 +173,7 @@ def _fill_fastest_first_service_time(speed, total_arrival_rate):
 )
 def test_bound_is_fill_fastest_first_service_time(speed, load):
     total_arrival_rate = load * sum(speed)
-    bound = speed_lower_bound(speed, total_arrival_rate)
+    bound = speed_lower_bound_arrays(speed, total_arrival_rate)
     assert bound.lower_bound == pytest.approx(_fill_fastest_first_service_time(speed, total_arrival_rate))
     assert bound.c_star * len(speed) == pytest.approx(bound.lower_bound * total_arrival_rate)
     assert np.all(np.diff(bound.type_speeds) < 0)
@@ -186,7 +186,7 @@ def test_bound_is_fill_fastest_first_service_time(speed, load):
 )
 def test_bound_rejects_invalid_input(speed, total_arrival_rate):
     with pytest.raises(InputError):
-        speed_lower_bound(speed, total_arrival_rate)
+        speed_lower_bound_arrays(speed, total_arrival_rate)
 
 
 # --- routing probabilities ---------------------------------------------------------------------
@@ -387,7 +387,7 @@ def test_lower_bound_holds_with_large_buffers():
     # Proposition 1 of 000: with little blocking, no policy beats C*/lambda (K = 2 here);
     # "random" is left out because it overloads the slowest server at this load
     speed, total_arrival_rate = [1.0, 0.5, 0.25], 1.2
-    bound = speed_lower_bound(speed, total_arrival_rate)
+    bound = speed_lower_bound_arrays(speed, total_arrival_rate)
     assert bound.K == 2 and bound.lower_bound == pytest.approx(1.4 / 1.2)
     for policy in set(EXACT_POLICIES) - {"random"}:
         solution = solve_exact_arrays(speed, [total_arrival_rate], [[0, 1, 2]], 12, policy=policy)
@@ -446,3 +446,17 @@ def test_solver_rejects_invalid_input(kwargs, field):
 def test_state_space_limit_is_named():
     with pytest.raises(InputError, match="max_states"):
         solve_exact_arrays([1.0] * 8, [1.0], [list(range(8))], 9)
+
+
+def test_tab_completion_lists_the_names_loaded_on_first_use():
+    import subprocess
+    import sys
+
+    code = (
+        "import hetlb, hetlb.theory, hetlb.experiments; "
+        "print(set(hetlb.theory.__all__) <= set(dir(hetlb.theory)), 'mean_field' in dir(hetlb.theory), "
+        "'check_policy' in dir(hetlb), 'tune_jsq_df_ds' in dir(hetlb.experiments), "
+        "'mean_field' in vars(hetlb.theory))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["True", "True", "True", "True", "False"]  # listed, and still not imported by the listing

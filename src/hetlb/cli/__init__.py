@@ -22,7 +22,8 @@ import importlib
 import os
 import sys
 
-from hetlb.cli.flags import EXIT_INPUT_ERROR, ArgumentParser
+from hetlb.cli.flags import EXIT_INPUT_ERROR, ArgumentParser, flag_field
+from hetlb.documentation import page
 from hetlb.errors import InputError
 from hetlb.version import __version__
 
@@ -43,7 +44,7 @@ COMMANDS = {
     "in the Halfin-Whitt regime",
     "compile": "compile the event loops into numba's cache, so that later runs load them at once",
     "demo": "compare policies on a heterogeneous system: table and plot",
-    "serve": "a reverse proxy that routes HTTP requests to backends with a policy (docs/reference/serve.md)",
+    "serve": "a reverse proxy that routes HTTP requests to backends with a policy",
     "backend": "test backends: the model's servers on HTTP, several on several ports; --openai: emulated "
     "inference engines",
     "loadgen": "open-loop load on one or several URLs (simulator's keys); --openai: streamed chat completions",
@@ -52,6 +53,31 @@ COMMANDS = {
 """The commands, in the order ``hetlb --help`` lists them, with the line it shows for each. The
 command NAME is the module hetlb.cli.NAME: its ``add_flags(parser)`` gives the command its flags,
 its ``run(args)`` carries it out."""
+
+
+COMMAND_PAGES = {
+    "simulate": "reference/model.md",
+    "exact": "reference/exact.md",
+    "bound": "reference/model.md",
+    "meanfield": "background/mean-field.md",
+    "place": "how-to/placement.md",
+    "policies": "reference/policies.md",
+    "sweep": "how-to/sweeps.md",
+    "store": "how-to/sweeps.md",
+    "plot": "how-to/sweeps.md",
+    "reproduce": "reproductions/claims.md",
+    "graph": "how-to/placement.md",
+    "tune": "reference/policies.md",
+    "diffusion": "reference/diffusion.md",
+    "compile": "background/performance.md",
+    "demo": "tutorial.md",
+    "serve": "reference/serve.md",
+    "backend": "reference/testbed.md",
+    "loadgen": "reference/testbed.md",
+    "testbed": "reference/testbed.md",
+}
+"""The page of the docs that documents each command (a path inside docs/): the last line of
+``hetlb COMMAND --help`` names its file (hetlb.documentation.page), in the checkout or as installed."""
 
 
 def command_module(name: str):
@@ -72,7 +98,7 @@ def build_parser(flags_of=tuple(COMMANDS)) -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hetlb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name, summary in COMMANDS.items():
-        command = commands.add_parser(name, help=summary)
+        command = commands.add_parser(name, help=summary, documentation=page(COMMAND_PAGES[name]))
         if name in flags_of:
             command_module(name).add_flags(command)
     return parser
@@ -96,8 +122,8 @@ def main(argv=None) -> int:
         parser.error("give a command (hetlb --help lists them)")
     try:
         return command_module(args.command).run(args)
-    except InputError as error:
-        print(f"hetlb: error: {error}", file=sys.stderr)
+    except InputError as error:  # named by the flag the user typed, where one set the field
+        print(f"hetlb: error: {flag_field(error.field, argv)}: {error.rule}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt as interrupt:  # Ctrl-C; during a sweep SIGTERM too, with what it stored
         print(f"hetlb: {str(interrupt) or 'interrupted'}", file=sys.stderr)

@@ -3,6 +3,7 @@ engines (OpenAI-compatible, docs/reference/engine.md)."""
 
 from __future__ import annotations
 
+from hetlb.documentation import page
 from hetlb.errors import InputError
 
 PLAIN_FLAGS = ("mean_service_ms", "job_sizes", "scv")
@@ -59,7 +60,7 @@ def add_flags(parser) -> None:
     parser.add_argument(
         "--stall-probability", type=float, default=0.0, metavar="P", help="never answer a request (default 0)"
     )
-    engine = parser.add_argument_group("emulated inference engines (--openai, docs/reference/engine.md)")
+    engine = parser.add_argument_group(f"emulated inference engines (--openai, {page('reference/engine.md')})")
     engine.add_argument(
         "--openai",
         action="store_true",

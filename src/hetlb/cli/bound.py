@@ -19,9 +19,7 @@ def run(args) -> int:
 
     scenario = scenario_from_args(args, continuous_only=True)
     system = scenario.system
-    bound = speed_lower_bound(
-        system.speed, system.total_arrival_rate, concurrency=system.concurrency, rate_curve=system.rate_curve
-    )
+    bound = speed_lower_bound(system)
     values = {
         "load": bound.load,
         "K": bound.K,

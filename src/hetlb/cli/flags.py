@@ -14,6 +14,7 @@ import sys
 
 from hetlb import validation
 from hetlb.cli.text import result_line
+from hetlb.documentation import page
 from hetlb.errors import InputError, one_line
 
 EXIT_INPUT_ERROR = 2
@@ -22,12 +23,14 @@ EXIT_INPUT_ERROR = 2
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line, takes flags only as written (no prefixes:
-    ``--b`` is not ``--buffer``), and whose ``epilog`` may be a function called when the help is
-    shown (to read a registry only then)."""
+    ``--b`` is not ``--buffer``), whose ``epilog`` may be a function called when the help is
+    shown (to read a registry only then), and whose help ends with the file of the command's page
+    of the docs, ``documentation``, on a line of its own (not wrapped, so that it can be copied)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, documentation: str | None = None, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.documentation = documentation
 
     def error(self, message):
         head = f"{self.prog}: error: "
@@ -36,7 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         if callable(self.epilog):
             self.epilog = self.epilog()
-        return super().format_help()
+        text = super().format_help()
+        return f"{text}\ndocumentation: {self.documentation}\n" if self.documentation else text
 
 
 def add_scenario_flags(
@@ -136,7 +140,7 @@ def add_plugin_flag(parser) -> None:
         "--plugin",
         action="append",
         metavar="MODULE",
-        help="import a module or a .py file that registers policies (repeatable; docs/how-to/your-own-policy.md)",
+        help=f"import a module or a .py file that registers policies (repeatable; {page('how-to/your-own-policy.md')})",
     )
 
 
@@ -312,6 +316,47 @@ LED_FLAGS = (
 parameters of the LED policies (slotted model)."""
 
 
+FIELD_FLAGS = {
+    "speed": ("--speeds",),
+    "arrival_rate": ("--arrival-rate", "--load", "--excess-capacity"),
+    "speed_mix": ("--n-servers",),
+    "n_types": ("--graph",),
+}
+"""The flags that set a field of hetlb's Python and TOML names, where its flag is not the field's
+own name written ``--like-this`` (the key ``run.jobs`` is --jobs): the first of them that the user typed
+names the error (``arrival_rate`` is --load when the rate came from --load)."""
+
+
+def flag_field(field: str, argv) -> str:
+    """The flag of ``argv`` (a command line, as typed) that set the value an InputError's ``field``
+    names: the key's own flag or one of FIELD_FLAGS (``run.jobs`` is --jobs); for a key inside a
+    flag's value, that flag and the key (``--graph random:p=3``: ``--graph p``; ``--update
+    push:p_hat=2``: ``--update push.p_hat``); for a field that starts with a flag's name, that flag
+    (``backend 2.url`` is ``--backend 2.url``). ``field`` itself when the user typed none of them:
+    the value came from --config or a default."""
+    if field.startswith("-"):  # a command's own check that names its flag already
+        return field
+    typed: dict[str, list] = {}
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            flag, sep, value = word.partition("=")
+            given = value if sep else (words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else "")
+            typed.setdefault(flag, []).append(given)
+    first, rest = re.match(r"([a-z_]*)[ .]?(.*)", field).groups()  # type: ignore[union-attr]
+    head = f"--{first.replace('_', '-')}"
+    own = f"{head} {rest}" if rest else head  # the field, named by the flag its first word is
+    name = re.split(r"[ .]", field)[-1]  # system.speeds, run.jobs, policy pod.d: the key itself
+    for flag in (f"--{name.replace('_', '-')}", *FIELD_FLAGS.get(name, ())):
+        if flag in typed:
+            return flag
+    key = re.compile(rf"(^|[:,])\s*{re.escape(name)}\s*=")
+    for flag, values in typed.items():
+        if any(key.search(value) for value in values):
+            return own if flag == head else f"{flag} {name}"
+    return own if head in typed else field
+
+
 def number(text: str) -> int | float:
     """A number from the command line, kept an integer when written as one (slots count whole)."""
     try:
@@ -355,34 +400,14 @@ def say(args, text: str) -> None:
 
 
 def notify_compiling(args, models=("continuous",)) -> None:
-    """Say so, before the first run that uses numba's kernels (a short one runs as plain Python:
-    hetlb.simulation.fast_start), when the kernels of ``models`` have no compiled code in numba's
-    cache: their first call then compiles them, which takes seconds (once; later processes load them)."""
-    if quiet(args):
-        return
-    from hetlb.simulation import fast_start
+    """Say so when the simulation kernels of ``models`` have no compiled code in numba's cache:
+    their first call then compiles them, which takes seconds (once; later processes load them).
+    Silent with --quiet; --verbose adds the cache's folder."""
+    from hetlb.simulation.simulate import MODELS, announce_compiling, announced
 
-    fast_start.before_compiled_run(lambda: say_if_compiling(args, models))
-
-
-def say_if_compiling(args, models) -> None:
-    """The notice of :func:`notify_compiling`, when a kernel of ``models`` is not in numba's cache."""
-    from hetlb.progress import needs_compiling
-
-    kernels = []
-    if "continuous" in models:
-        from hetlb.kernels import continuous
-
-        kernels += [continuous.advance, continuous.finish]
-    if "slotted" in models:
-        from hetlb.kernels import slotted
-
-        kernels += [slotted.advance]
-    if kernels and needs_compiling(*kernels):
-        where = ""
-        if verbose(args):
-            where = f" into {getattr(getattr(kernels[0], '_cache', None), '_cache_path', 'numba cache')}"
-        say(args, f"compiling the simulation kernels{where}: a few seconds to a minute, once (later runs load them)")
+    announce_compiling(models, enabled=not quiet(args), where=verbose(args), again=True)
+    if quiet(args):  # nor the simulations the command runs
+        announced.update(MODELS)
 
 
 def run_reporter(args, label: str, unit: str):

@@ -33,12 +33,12 @@ def add_flags(parser) -> None:
 def run(args) -> int:
     """Print the mean-field limit of the policy on the scenario's server classes (speed, concurrency,
     rate curve), beside a simulation with --compare."""
-    from hetlb.theory.meanfield import system_mean_field
+    from hetlb.theory.meanfield import mean_field
 
     policy, params = meanfield_policy(args)
     args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
     scenario = scenario_from_args(args, continuous_only=True)
-    limit = system_mean_field(scenario.system, policy, **params)
+    limit = mean_field(scenario.system, policy, **params)
     values = limit.to_dict()
     if args.compare is not None:
         from hetlb.experiments.meanfield import compare_with_simulation

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from hetlb.errors import InputError
 
 
@@ -24,25 +22,16 @@ def add_flags(parser) -> None:
 def run(args) -> int:
     """Plot --metric of a finished sweep against the axis --x, one line per value of --by."""
     from hetlb import validation
-    from hetlb.plots import plot_metric
-    from hetlb.plots.figures import axis_label, image_formats
+    from hetlb.plots.figures import image_formats
+    from hetlb.plots.sweeps import plot_columns, sweep_figure
 
     folder = validation.path("sweep_dir", args.sweep_dir)
     table = read_summary(folder)
-    x, by, metric = plot_columns(table, args.x, args.by, args.metric)
+    metric = plot_columns(table, args.x, args.by, args.metric)[2]
     output = validation.output_file("--output", args.output or folder / f"{metric}.png", suffixes=image_formats())
-    xs, series, bound = plot_series(table, x, by, metric, args.bound)
     try:
-        plot_metric(
-            xs,
-            series,
-            output,
-            xlabel=x,
-            ylabel=metric.replace("_", " "),
-            title=f"{folder.resolve().name}: {axis_label(metric)} by {axis_label(x).split(' (')[0]}",
-            legend_title=axis_label(by) if by else None,
-            bound=bound,
-            bound_label=BOUND_LABEL,
+        sweep_figure(
+            table, x=args.x, by=args.by, metric=metric, bound=args.bound, path=output, name=folder.resolve().name
         )
     except OSError as error:
         raise InputError(
@@ -50,9 +39,6 @@ def run(args) -> int:
         ) from None
     print(f"wrote {output}")
     return 0
-
-
-BOUND_LABEL = "C*/lambda (000, Prop. 1)"
 
 
 def read_summary(folder: Path):
@@ -73,67 +59,3 @@ def read_summary(folder: Path):
     if len(table) == 0 or not all(isinstance(column, str) for column in table.columns):
         raise InputError("sweep_dir", f"{shorten(str(path))} is not the summary table of a sweep")
     return table
-
-
-def plot_columns(table, x: str, by: str | None, metric: str) -> tuple:
-    """The columns of a plot, checked: ``x`` an axis of the sweep, ``by`` another axis ('' for one
-    line, None for the default), ``metric`` a numeric column other than the axes."""
-    from pandas.api.types import is_bool_dtype, is_numeric_dtype
-
-    from hetlb.validation import shown
-
-    axes = [c for c in table.columns if "." in c]
-    if x not in axes:
-        raise InputError("--x", f"must be an axis of the sweep ({', '.join(axes) or 'it has none'}), got {shown(x)}")
-    if by is None:  # the default: a line per policy when the sweep varies the policy
-        by = "policy.id" if "policy.id" in axes and x != "policy.id" else ""
-    by = by or None
-    others = [c for c in axes if c != x]
-    if by is not None and by not in others:
-        rule = f"must be another axis of the sweep ({', '.join(others) or 'it has none'}) or '' for one line"
-        raise InputError("--by", f"{rule}, got {shown(by)}")
-    figures = [c for c in table.columns if f"{c}_ci_low" in table.columns]
-    column = table[metric] if metric in table.columns else None
-    identity = metric in axes or metric in ("point", "replications") or metric.endswith(("_ci_low", "_ci_high"))
-    if identity or column is None or not is_numeric_dtype(column) or is_bool_dtype(column):
-        raise InputError(
-            "--metric",
-            f"must be a figure of the sweep such as {', '.join(figures[:4]) or 'events'} (a numeric column of "
-            f"summary.csv other than the axes, point, replications and the interval bounds), got {shown(metric)}",
-        )
-    for flag, name in (("--x", x), ("--by", by)):
-        if name is not None and not table[name].map(lambda v: isinstance(v, (str, int, float, np.number))).all():
-            raise InputError(flag, f"the values of {name} must be numbers or texts to plot against")
-    return x, by, metric
-
-
-def plot_series(table, x: str, by: str | None, metric: str, with_bound: bool) -> tuple:
-    """The x values, the series {label: (mean, ci_low, ci_high)} on them (NaN where a line has
-    no point) and the speed lower bound on them (with ``with_bound``, else None)."""
-    xs = sorted(table[x].dropna().unique())
-    groups = list(table.groupby(by, sort=False, dropna=False)) if by else [(metric, table)]
-    axes = [c for c in table.columns if "." in c and c not in (x, by)]
-    series, aligned = {}, []
-    for label, rows in groups:
-        rows = rows.dropna(subset=[x])
-        if rows[x].duplicated().any():
-            varying = [c for c in axes if rows[c].map(repr).nunique() > 1]
-            rule = (
-                f"the axis {varying[0]} varies too: give --by {varying[0]}"
-                if len(varying) == 1
-                else (f"the axes {', '.join(varying)} vary too: plot a sweep that varies one axis besides --x")
-            )
-            raise InputError("--by", f"a line has one point per value of {x}, but {rule}")
-        rows = rows.set_index(x).reindex(xs)
-        aligned.append(rows)
-        band = [
-            rows[f"{metric}_ci_{end}"] if f"{metric}_ci_{end}" in rows else np.nan * rows[metric]
-            for end in ("low", "high")
-        ]
-        series[str(label)] = tuple(np.asarray(values, dtype=float) for values in (rows[metric], *band))
-    bound = None
-    if with_bound:
-        if "speed_lower_bound" not in table.columns:
-            raise InputError("--bound", "this sweep has no speed lower bound (C*/lambda is for the continuous model)")
-        bound = aligned[0]["speed_lower_bound"].to_numpy(dtype=float)
-    return xs, series, bound

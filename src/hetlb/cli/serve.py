@@ -81,6 +81,21 @@ def add_flags(parser) -> None:
     limits.add_argument(
         "--max-in-flight", type=int, metavar="N", help="concurrent requests, 503 beyond (default 10000)"
     )
+    limits.add_argument(
+        "--header-timeout", metavar="DURATION", help="a request's headers in full, else 408 (default 10s)"
+    )
+    limits.add_argument(
+        "--body-timeout", metavar="DURATION", help="longest silence of a request's body, else 408 (default 30s)"
+    )
+    limits.add_argument(
+        "--keep-alive-timeout", metavar="DURATION", help="an idle client connection is closed after (default 75s)"
+    )
+    limits.add_argument(
+        "--trust-forwarded",
+        action="store_const",
+        const=True,
+        help="keep a client's X-Forwarded-* and Forwarded headers (behind a trusted front proxy only)",
+    )
     add_output_flags(parser, json_output=False, quiet=True)
 
 
@@ -118,6 +133,10 @@ def run(args) -> int:
         "max_body_bytes": args.max_body_bytes,
         "max_header_bytes": args.max_header_bytes,
         "max_in_flight": args.max_in_flight,
+        "header_timeout": args.header_timeout,
+        "body_timeout": args.body_timeout,
+        "keep_alive_timeout": args.keep_alive_timeout,
+        "trust_forwarded": args.trust_forwarded,
     }
     config = load_config(args.config, **overrides)
     source = ConfigSource(args.config, {key: value for key, value in overrides.items() if value is not None})

@@ -30,6 +30,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list:
+    """Every public name, the ones loaded on first use too (for tab completion)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str):
     if name in ("buke", "weng", "zhou"):
         return importlib.import_module(f"hetlb.experiments.{name}")

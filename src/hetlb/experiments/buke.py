@@ -41,7 +41,7 @@ from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.sweep import CCDF_GRID, paired_differences
 from hetlb.model.speed_distributions import draw_speeds
 from hetlb.model.system import arrival_rate_for_excess_capacity
-from hetlb.simulation.bounding import check_sandwich
+from hetlb.simulation.bounding import check_sandwich_arrays
 from hetlb.stats import t_interval
 from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationary_diffusion
 
@@ -400,7 +400,7 @@ def sandwich_claim(o: dict) -> Claim:
     n = o["sandwich_servers"]
     speed = draw_speeds(n, base_system(o, n, o["excess_capacity"])["speed_distribution"])
     arrival_rate = arrival_rate_for_excess_capacity(speed, o["excess_capacity"])
-    check = check_sandwich(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
+    check = check_sandwich_arrays(speed, arrival_rate, horizon=o["sandwich_horizon"], seed=o["seed"])
     return decide(
         "C20",
         f"on coupled paths of {n} servers, Q^FSL_+i <= Q^pi_+i <= Q^SSL_+i at every level and "

@@ -134,6 +134,13 @@ def resolve_executor(
     None or "processes": a process pool on all cores; "processes:N"; "serial"; "dask://host:port"
     (Dask distributed, installed with the ``dask`` extra); a ``dask.distributed.Client``; or any
     ``concurrent.futures.Executor`` (not closed here).
+
+    Parameters
+    ----------
+    executor
+        One of the forms above.
+    kernels
+        The kernels the workers load before their first task.
     """
     if executor is None or executor == "processes" or (isinstance(executor, str) and executor.startswith("processes:")):
         workers = os.cpu_count() or 1

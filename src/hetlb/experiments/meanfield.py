@@ -1,7 +1,7 @@
 """The mean-field limit beside a simulation of the same fleet at N servers (``hetlb meanfield --compare N``).
 
->>> from hetlb.theory.meanfield import mean_field
->>> limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jsq")
+>>> from hetlb.theory.meanfield import mean_field_arrays
+>>> limit = mean_field_arrays([1.0, 0.25], [0.5, 0.5], load=0.5, policy="jsq")
 >>> comparison = compare_with_simulation(limit, 256, jobs=20_000, replications=3, seed=1)
 >>> comparison["simulation"]["n_servers"]
 256

@@ -50,7 +50,7 @@ from hetlb.model.system import System
 from hetlb.progress import ProgressBar
 from hetlb.simulation.simulate import simulate
 from hetlb.stats.intervals import t_quantile
-from hetlb.theory.bounds import speed_lower_bound
+from hetlb.theory.bounds import speed_lower_bound_arrays
 from hetlb.version import __version__
 
 FAMILIES = {
@@ -137,7 +137,7 @@ def class_shares(speed: np.ndarray, total_rate: float) -> tuple[np.ndarray, np.n
     """(class speeds decreasing, per-class weights of the typed family): the share of the jobs
     each class serves at the bound (C*_m mu_m / lambda), plus the next slower class with the
     share of class K, so that the graph keeps some slack."""
-    bound = speed_lower_bound(speed, total_rate)
+    bound = speed_lower_bound_arrays(speed, total_rate)
     share = bound.c_star_by_type * bound.type_speeds
     share = share / share.sum()
     if bound.K < share.size:
@@ -460,7 +460,7 @@ def place(
     validation.count("replications", replications, low=2)
     time_budget = validation.number("time_budget", time_budget, 0.0, strict=True)
     max_edges = validation.count("max_edges", max_edges)
-    bound = speed_lower_bound(speed, float(rates.sum()))
+    bound = speed_lower_bound_arrays(speed, float(rates.sum()))
     if warmup is None:
         warmup = 20.0 * bound.lower_bound
     bar = ProgressBar("place ", enabled=progress)

@@ -112,8 +112,8 @@ class Context:
 
     out: Path
     executor: object = None
-    store: str | None = "hetlb-results.sqlite"
-    progress: bool = False
+    store: str | None = None
+    progress: bool = True
     options: dict = field(default_factory=dict)
 
     def sweep(self, spec: SweepSpec) -> SweepResult:
@@ -278,14 +278,16 @@ def draw_bars(axes, x, series: dict, *, xlabel: str, ylabel: str, title: str = "
     axes.legend(fontsize=8)
 
 
-def plot_reproduction(panels: list, path, *, title: str = "", note: str = "") -> None:
+def plot_reproduction(panels: list, path=None, *, title: str = "", note: str = ""):
     """Write a reproduction's figure: panels side by side, each a dict of the arguments of
     hetlb.plots' draw_metric (lines with shaded intervals), or of :func:`draw_bars` with
     ``bars=True``. Each series of a panel has its own marker and line style; ``note`` (what the
-    shading or the bars are) is written under the panels."""
-    from hetlb.plots.figures import draw_metric, plt
+    shading or the bars are) is written under the panels. Returns the matplotlib Figure, written to
+    ``path`` when given."""
+    from hetlb.plots.figures import ShownFigure, draw_metric
 
-    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.6), squeeze=False)
+    figure = ShownFigure(figsize=(6.4 * len(panels), 4.6))
+    axes = figure.subplots(1, len(panels), squeeze=False)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)
         if panel.pop("bars", False):
@@ -304,8 +306,9 @@ def plot_reproduction(panels: list, path, *, title: str = "", note: str = "") ->
     if note:
         figure.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=8.5, style="italic")
     figure.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    if path is not None:
+        figure.savefig(path, dpi=130)
+    return figure
 
 
 def intervals_note(replications: int, what: str = "shaded") -> str:
@@ -362,15 +365,35 @@ def reproduce(
     scale: str = "quick",
     out=None,
     executor=None,
-    store="hetlb-results.sqlite",
-    progress: bool = False,
+    store=None,
+    progress: bool = True,
     **options,
 ) -> dict:
     """Run a reproduction and write points.csv, NAME.png and claims.json to ``out``
-    (default ``reproductions/NAME``). Options override the scale's defaults (see
+    (default ``reproductions/NAME``); its runs go to the result store ``store`` when one is given
+    (``hetlb reproduce`` keeps hetlb-results.sqlite), its progress to standard error unless
+    ``progress`` is False. Options override the scale's defaults (see
     ``REPRODUCTIONS[name].options``). Returns the content of claims.json: ``passes`` is true
     when no claim fails (each holds, deviates with its documented cause, or is a refuted inferred
-    corollary), ``all_claims_hold`` when each holds as worded."""
+    corollary), ``all_claims_hold`` when each holds as worded.
+
+    Parameters
+    ----------
+    name
+        A reproduction of REPRODUCTIONS (``hetlb reproduce --help`` lists them).
+    scale
+        "quick" or "paper".
+    out
+        The folder (default ``reproductions/NAME``).
+    executor
+        As in ``sweep``.
+    store
+        The result store's path, as in ``sweep``.
+    progress
+        Draw a progress bar on standard error.
+    **options
+        Overrides of the scale's options.
+    """
     if name not in REPRODUCTIONS:
         raise InputError("name", f"unknown reproduction {name!r}; choose one of: {', '.join(REPRODUCTIONS)}")
     if scale not in SCALES:

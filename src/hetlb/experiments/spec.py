@@ -101,7 +101,25 @@ class Unit:
 
 @dataclass
 class SweepSpec:
-    """A base scenario (mapping with system, policy and run tables), axes, replications, seed."""
+    """A base scenario (mapping with system, policy and run tables), axes, replications, seed.
+
+    Parameters
+    ----------
+    base
+        The base scenario: a mapping with [system], [policy] and [run] tables.
+    axes
+        Dotted key -> the values it takes (the grid is their product).
+    replications
+        Replications per point.
+    seed
+        The root seed.
+    common_random_numbers
+        Give every point the same streams, so that points can be paired.
+    name
+        The sweep's name in the store.
+    source
+        The file it was read from.
+    """
 
     base: dict
     axes: dict = field(default_factory=dict)
@@ -149,6 +167,18 @@ class SweepSpec:
 
     @classmethod
     def from_mapping(cls, data: dict) -> SweepSpec:
+        """A sweep spec from the tables of its TOML file, checked.
+
+        Parameters
+        ----------
+        data
+            The spec's tables: [base] (a scenario), [axes], and the other keys of SPEC_KEYS.
+
+        Returns
+        -------
+        SweepSpec
+            The checked spec.
+        """
         validation.table("spec", data)
         unknown = sorted(set(data) - SPEC_KEYS)
         if unknown:
@@ -167,6 +197,18 @@ class SweepSpec:
 
     @classmethod
     def from_toml(cls, path) -> SweepSpec:
+        """A sweep spec read from a TOML file, checked.
+
+        Parameters
+        ----------
+        path
+            The file (its resolved path is kept as the spec's ``source``).
+
+        Returns
+        -------
+        SweepSpec
+            The checked spec.
+        """
         spec = cls.from_mapping(read_toml(path, field="spec"))
         return dataclasses.replace(spec, source=str(Path(path).resolve()))
 
@@ -205,7 +247,13 @@ class SweepSpec:
 
     def units(self, points: list[Point] | None = None) -> list[Unit]:
         """Every (point, replication), each with its own stream derived from the point's identity;
-        ``points`` are this spec's :meth:`points` when already built."""
+        ``points`` are this spec's :meth:`points` when already built.
+
+        Parameters
+        ----------
+        points
+            This spec's points, when already built.
+        """
         units = []
         for index, point in enumerate(self.points() if points is None else points):
             seed_words = identity_words(point.seed_identity(self.common_random_numbers))

@@ -51,7 +51,15 @@ class ResultStore:
     """Finished runs on disk (``path``, an SQLite file created on first use, with its folder).
 
     ``readonly`` opens an existing store without writing to it (to list it); it must then have
-    the current layout."""
+    the current layout.
+
+    Parameters
+    ----------
+    path
+        The SQLite file.
+    readonly
+        Open an existing store without writing to it.
+    """
 
     def __init__(self, path, *, readonly: bool = False):
         self.connection: sqlite3.Connection | None = None
@@ -82,6 +90,7 @@ class ResultStore:
             raise
 
     def close(self) -> None:
+        """Close the store's database connection (again: nothing)."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
@@ -112,7 +121,13 @@ class ResultStore:
             raise InputError("store", f"cannot use {self.name}: {error.strerror or error}") from None
 
     def describe(self, error: sqlite3.Error) -> str:
-        """What an SQLite error says about the store, in a line."""
+        """What an SQLite error says about the store, in a line.
+
+        Parameters
+        ----------
+        error
+            The SQLite error.
+        """
         message = str(error)
         if "not a database" in message:
             return f"{self.name} is not a hetlb result store (not an SQLite database)"
@@ -123,6 +138,20 @@ class ResultStore:
         return f"{self.name}: {validation.shorten(message)}"
 
     def damaged(self, what: str, hint: str = DAMAGED_HINT) -> InputError:
+        """The error that says the store's file is damaged, naming the store.
+
+        Parameters
+        ----------
+        what
+            What is wrong with it (SQLite's message, shortened).
+        hint
+            What to do about it.
+
+        Returns
+        -------
+        InputError
+            The error, on the field ``store``, for the caller to raise.
+        """
         what = validation.shorten(what.replace("*** in database main ***", "").strip(), 60)
         return InputError("store", f"{self.name} is damaged ({what}); {hint}")
 
@@ -151,7 +180,13 @@ class ResultStore:
 
     def upgrades(self, tables: dict) -> list[str]:
         """The statements that give ``tables`` the current layout (none when it has it); raises
-        when the database is not a result store."""
+        when the database is not a result store.
+
+        Parameters
+        ----------
+        tables
+            The database's tables: name -> their columns.
+        """
         if not tables and self.readonly:
             raise InputError("store", f"{self.name} is not a hetlb result store (it is empty)")
         if tables and "runs" not in tables:
@@ -170,7 +205,15 @@ class ResultStore:
         return statements
 
     def decode(self, text, what: str) -> dict:
-        """A JSON table stored as text, checked."""
+        """A JSON table stored as text, checked.
+
+        Parameters
+        ----------
+        text
+            The stored text.
+        what
+            What it is, for the error that says it is damaged.
+        """
         try:
             value = json.loads(text)
         except (TypeError, ValueError, RecursionError):
@@ -182,7 +225,13 @@ class ResultStore:
     # --- reading and writing ----------------------------------------------------------------------
 
     def existing(self, keys) -> dict:
-        """The stored rows among ``keys``, as {key: row}."""
+        """The stored rows among ``keys``, as {key: row}.
+
+        Parameters
+        ----------
+        keys
+            Store keys of runs.
+        """
         found: dict[str, dict] = {}
         keys = list(keys)
         with self.guard():
@@ -194,7 +243,13 @@ class ResultStore:
         return found
 
     def put(self, rows: dict) -> None:
-        """Store {key: row} at once (one transaction)."""
+        """Store {key: row} at once (one transaction).
+
+        Parameters
+        ----------
+        rows
+            {key: row} of finished runs.
+        """
         now = time.time()
         with self.guard(), self.db:
             self.db.executemany(
@@ -205,7 +260,19 @@ class ResultStore:
     def register(self, name: str, runs: list, spec: dict | None = None, source: str | None = None) -> None:
         """Record that sweep ``name`` consists of ``runs``, in this order: each a store key, or a
         (key, point index, {axis: value}, replication) tuple. ``spec`` is the sweep's spec as a
-        mapping and ``source`` the file it was read from, if any (one transaction)."""
+        mapping and ``source`` the file it was read from, if any (one transaction).
+
+        Parameters
+        ----------
+        name
+            The sweep's name.
+        runs
+            Its runs, in order.
+        spec
+            The sweep's spec as a mapping.
+        source
+            The file the spec was read from.
+        """
         entries = [(run, None, None, None) if isinstance(run, str) else run for run in runs]
         with self.guard(), self.db:
             self.db.execute("DELETE FROM sweeps WHERE name = ?", (name,))
@@ -235,14 +302,26 @@ class ResultStore:
             ]
 
     def spec(self, name: str) -> dict | None:
-        """The spec of sweep ``name`` as a mapping (hetlb.experiments.SweepSpec.from_mapping), or None."""
+        """The spec of sweep ``name`` as a mapping (hetlb.experiments.SweepSpec.from_mapping), or None.
+
+        Parameters
+        ----------
+        name
+            The sweep's name.
+        """
         with self.guard():
             found = self.db.execute("SELECT spec FROM sweep_specs WHERE name = ?", (name,)).fetchone()
         return None if found is None or found[0] is None else self.decode(found[0], f"the spec of sweep {name}")
 
     def load(self, name: str) -> list[dict]:
         """The finished rows of sweep ``name`` in spec order, each as a row of the sweep's runs
-        table: point, the axis values, replication, the run's figures, key."""
+        table: point, the axis values, replication, the run's figures, key.
+
+        Parameters
+        ----------
+        name
+            The sweep's name.
+        """
         query = """SELECT s.point, s.point_values, s.replication, r.row, s.key FROM sweeps s
                    JOIN runs r ON r.key = s.key WHERE s.name = ? ORDER BY s.position"""
         records = []

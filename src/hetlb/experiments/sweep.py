@@ -57,7 +57,21 @@ scheduling and transfer costs."""
 @dataclass
 class SweepResult:
     """``runs``: one row per point and replication; ``summary``: one row per point with 95%
-    intervals (over replications, or the batch-means interval of a single replication)."""
+    intervals (over replications, or the batch-means interval of a single replication).
+
+    Parameters
+    ----------
+    runs
+        One row per point and replication.
+    summary
+        One row per point, with 95% intervals.
+    computed
+        Runs computed by this sweep.
+    reused
+        Runs taken from the store.
+    wall_seconds
+        The sweep's wall-clock time (seconds).
+    """
 
     runs: pd.DataFrame
     summary: pd.DataFrame
@@ -65,24 +79,66 @@ class SweepResult:
     reused: int
     wall_seconds: float
 
+    def plot(self, metric: str = "mean_response_time", *, x: str | None = None, by=None, bound=False, path=None):
+        """The matplotlib Figure of ``metric`` (a column of ``summary``) against the axis ``x`` (by
+        default the first axis the sweep varies besides the policy), a line per value of ``by``
+        (default "policy.id" when the sweep varies it), 95% bands, C*/lambda with ``bound``;
+        written to ``path`` too when one is given (:func:`hetlb.plots.sweep_figure`)."""
+        from hetlb.plots import sweep_figure
+
+        if x is None:
+            varied = [c for c in self.summary.columns if "." in c and self.summary[c].map(repr).nunique() > 1]
+            x = next((c for c in varied if c != "policy.id"), varied[0] if varied else "")
+        return sweep_figure(self.summary, x=x, by=by, metric=metric, bound=bound, path=path)
+
+    def __repr__(self) -> str:
+        """A summary: points, runs (computed and reused), time and the metrics' columns."""
+        metrics = [name for name in ("mean_response_time", "blocking_probability") if name in self.summary.columns]
+        return (
+            f"<SweepResult {len(self.summary)} points, {len(self.runs)} runs ({self.computed} computed, "
+            f"{self.reused} reused) in {self.wall_seconds:.3g} s; summary columns {', '.join(metrics)}, ... "
+            f"({len(self.summary.columns)} in all)>"
+        )
+
 
 @signals_interrupt()  # SIGTERM too raises KeyboardInterrupt (an Interrupted) while a sweep runs
 def sweep(
     spec: SweepSpec | str | Path,
     *,
     executor=None,
-    store="hetlb-results.sqlite",
+    store=None,
     out=None,
     force: bool = False,
-    progress: bool = False,
+    progress: bool = True,
     events_per_task: int = EVENTS_PER_TASK,
 ) -> SweepResult:
     """Run every (point, replication) of ``spec`` not already in ``store`` and return the tables.
 
-    executor: see :func:`hetlb.experiments.executors.resolve_executor` (default: all local cores).
-    store: path of the result store (None keeps nothing); finished runs are written as they
-        complete, so an interrupted sweep resumes where it stopped. ``force`` recomputes.
-    out: a folder for runs.csv, runs.parquet, summary.csv and summary.parquet.
+    Parameters
+    ----------
+    spec
+        A ``SweepSpec``, or the path of its TOML file.
+    executor
+        See ``hetlb.experiments.executors.resolve_executor`` (default: all local cores).
+    store
+        Path of a result store (default None: nothing is written); finished runs are written as
+        they complete, so an interrupted sweep resumes where it stopped (``hetlb sweep`` stores in
+        hetlb-results.sqlite unless told otherwise).
+    out
+        A folder for runs.csv, runs.parquet, summary.csv and summary.parquet (None writes none).
+    force
+        Recompute the runs the store already holds.
+    progress
+        A progress bar on standard error (a log line every few seconds when it is not a terminal,
+        as in a notebook); False for none.
+    events_per_task
+        The simulated events a task of the executor holds at most (tasks shrink as the work left
+        does, so that every worker stays busy to the end).
+
+    Returns
+    -------
+    SweepResult
+        The tables of runs and of points.
     """
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.from_toml(spec)
     started = time.perf_counter()
@@ -279,13 +335,31 @@ def write_tables(out: Path, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
 
 
 def comparable(table: pd.DataFrame) -> pd.DataFrame:
-    """The table without the columns that measure the machine (for comparing executors)."""
+    """The table without the columns that measure the machine (for comparing executors).
+
+    Parameters
+    ----------
+    table
+        A runs or summary table of a sweep.
+    """
     return table.drop(columns=[c for c in TIMING_COLUMNS if c in table.columns])
 
 
 def paired_differences(runs: pd.DataFrame, metric: str, by: str, first, second) -> pd.DataFrame:
     """Per point (all axes but ``by``), the mean of ``metric`` under ``first`` minus ``second``
-    over paired replications, with its 95% interval (common random numbers make pairs)."""
+    over paired replications, with its 95% interval (common random numbers make pairs).
+
+    Parameters
+    ----------
+    runs
+        The runs table of a sweep (common random numbers).
+    metric
+        A column of it, e.g. ``mean_response_time``.
+    by
+        The axis whose two values are compared, e.g. ``policy.id``.
+    first, second
+        Its two values.
+    """
     import pandas as pd
 
     keys = [c for c in runs.columns if c not in (by, "point", "key", "replication") and "." in c]

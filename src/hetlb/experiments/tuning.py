@@ -54,7 +54,29 @@ def tune_jsq_df_ds(
     time among the points whose blocking probability is at most ``max_blocking`` (a point that
     loses jobs would otherwise win by dropping its slowest ones). Points that are unstable with
     infinite buffers (p_F = 1 with p_S = 0 above the fast capacity) are skipped.
-    ``report(done, total, label, result)`` is called after each grid point's simulation."""
+    ``report(done, total, label, result)`` is called after each grid point's simulation.
+
+    Parameters
+    ----------
+    system
+        A ``hetlb.System``.
+    grid
+        The values tried for each of p_F and p_S.
+    d_fast, d_slow
+        d_F and d_S, the fast and slow servers sampled.
+    jobs
+        Measured jobs per grid point.
+    warmup
+        Simulated time discarded at each point (time units).
+    replications
+        Replications per point.
+    seed
+        The root seed (common random numbers across the grid).
+    max_blocking
+        The largest blocking probability of a point that can win.
+    report
+        Called as ``report(done, total, label, result)`` after each grid point.
+    """
     values = np.asarray(grid, dtype=float)
     if values.ndim != 1 or len(values) == 0 or np.any((values < 0) | (values > 1)):
         raise InputError("grid", "must be a non-empty list of probabilities in [0, 1]")

@@ -39,7 +39,7 @@ from hetlb.experiments.spec import SweepSpec
 from hetlb.experiments.tuning import tune_jsq_df_ds
 from hetlb.graphs.constructions import fig3_edge_probability
 from hetlb.model import System, parse_speeds
-from hetlb.theory import speed_lower_bound
+from hetlb.theory import speed_lower_bound_arrays
 
 FIG3_SPEED_MIX = [[1.0, 0.25], [0.5, 0.25], [0.25, 0.25], [0.125, 0.25]]
 FIG3_POLICIES = ["jfsq", "jfiq", "jsq", "jiq"]
@@ -215,7 +215,7 @@ def idleness_claim(table, n_max: int) -> Claim:
         measured[policy] = {"busy_fraction_by_type": busy, "s_m2_by_type": waiting}
         holds &= all(a > b for a, b in zip(busy, busy[1:])) and max(waiting) <= 0.01
     # one server of each type stands for the mix (the types are in equal numbers)
-    bound = speed_lower_bound(speed, float(row(table, n_servers=n_max, policy="jfsq")["load"]) * speed.sum())
+    bound = speed_lower_bound_arrays(speed, float(row(table, n_servers=n_max, policy="jfsq")["load"]) * speed.sum())
     measured["mean_field_busy_fraction"] = (bound.c_star_by_type * len(speed)).tolist()
     return decide(
         "C7",

@@ -15,18 +15,34 @@ from hetlb.errors import InputError
 
 @dataclass(frozen=True, eq=False)
 class CompatibilityGraph:
-    """Bipartite graph job types x servers in CSR form; see the module docstring."""
+    """Bipartite graph job types x servers in CSR form; see the module docstring.
+
+    Parameters
+    ----------
+    indptr
+        Row pointers, length K + 1: job type k's servers are indices[indptr[k]:indptr[k + 1]].
+    indices
+        The compatible servers of every job type, each row sorted.
+    n_servers
+        N, the number of servers.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
     n_servers: int
 
+    def __repr__(self) -> str:
+        kind = "complete" if self.is_complete() else "sparse"
+        return f"<CompatibilityGraph {kind}: {self.n_types} job types, {self.n_servers} servers, {self.n_edges} edges>"
+
     @property
     def n_types(self) -> int:
+        """The number of job types K (rows of the graph)."""
         return len(self.indptr) - 1
 
     @property
     def n_edges(self) -> int:
+        """The number of edges: (job type, server) pairs that may serve each other."""
         return int(self.indptr[-1])
 
     def degree(self) -> np.ndarray:
@@ -38,9 +54,22 @@ class CompatibilityGraph:
         return np.bincount(self.indices, minlength=self.n_servers)
 
     def servers_of(self, job_type: int) -> np.ndarray:
+        """The servers compatible with one job type, in increasing order.
+
+        Parameters
+        ----------
+        job_type
+            k, the job type's index (0 <= k < n_types).
+
+        Returns
+        -------
+        numpy.ndarray
+            The server indices s with an edge (k, s): a view of ``indices``.
+        """
         return self.indices[self.indptr[job_type] : self.indptr[job_type + 1]]
 
     def is_complete(self) -> bool:
+        """Whether every job type may go to every server (the complete bipartite graph)."""
         return bool(np.all(self.degree() == self.n_servers))
 
     def complete_types(self) -> np.ndarray:
@@ -48,6 +77,7 @@ class CompatibilityGraph:
         return self.degree() == self.n_servers
 
     def to_lists(self) -> list[list[int]]:
+        """The graph as one list of compatible servers per job type (the form ``from_lists`` reads)."""
         return [self.servers_of(k).tolist() for k in range(self.n_types)]
 
     def describe(self) -> dict:
@@ -68,14 +98,30 @@ class CompatibilityGraph:
 
     @classmethod
     def complete(cls, n_types: int, n_servers: int) -> CompatibilityGraph:
-        """Every job type may use every server."""
+        """Every job type may use every server.
+
+        Parameters
+        ----------
+        n_types
+            K, the number of job types.
+        n_servers
+            N, the number of servers.
+        """
         indptr = np.arange(n_types + 1, dtype=np.int64) * n_servers
         indices = np.tile(np.arange(n_servers, dtype=np.int64), n_types)
         return cls(indptr, indices, n_servers)
 
     @classmethod
     def from_lists(cls, servers_by_type, n_servers: int) -> CompatibilityGraph:
-        """From one list of server indices per job type."""
+        """From one list of server indices per job type.
+
+        Parameters
+        ----------
+        servers_by_type
+            For each job type k, the indices of the servers it may use.
+        n_servers
+            N, the number of servers.
+        """
         lists = [np.asarray(servers, dtype=np.int64).ravel() for servers in servers_by_type]
         return cls.from_csr(
             np.concatenate([[0], np.cumsum([len(s) for s in lists])]).astype(np.int64),
@@ -85,7 +131,17 @@ class CompatibilityGraph:
 
     @classmethod
     def from_edges(cls, edges, n_types: int, n_servers: int) -> CompatibilityGraph:
-        """From (job type, server) pairs."""
+        """From (job type, server) pairs.
+
+        Parameters
+        ----------
+        edges
+            (job type, server) pairs.
+        n_types
+            K, the number of job types.
+        n_servers
+            N, the number of servers.
+        """
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         check_index_range("graph.edges job type", edges[:, 0], n_types)
         order = np.lexsort((edges[:, 1], edges[:, 0]))
@@ -96,7 +152,17 @@ class CompatibilityGraph:
 
     @classmethod
     def from_csr(cls, indptr, indices, n_servers: int) -> CompatibilityGraph:
-        """From CSR arrays; checks them and sorts each type's servers."""
+        """From CSR arrays; checks them and sorts each type's servers.
+
+        Parameters
+        ----------
+        indptr
+            Row pointers, length K + 1.
+        indices
+            The servers of each job type, row after row.
+        n_servers
+            N, the number of servers.
+        """
         indptr = np.asarray(indptr, dtype=np.int64)
         indices = np.asarray(indices, dtype=np.int64)
         if indptr.ndim != 1 or len(indptr) < 2 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):

@@ -21,7 +21,15 @@ __all__ = ["Backend", "ServeConfig", "Signals", "load_config", "serve"]
 
 def serve(config: ServeConfig, **options) -> int:
     """Run ``hetlb serve`` with ``config`` until SIGTERM or SIGINT (hetlb.live.serving.serve): the
-    exit status, 0 after a clean stop."""
+    exit status, 0 after a clean stop.
+
+    Parameters
+    ----------
+    config
+        The checked configuration.
+    **options
+        The options of hetlb.live.serving.serve.
+    """
     from hetlb.live.serving import serve as run
 
     return run(config, **options)

@@ -62,7 +62,21 @@ BACKEND_KEYS = ("url", "speed", "types", "buffer")
 class Backend:
     """One backend: ``url`` as configured (the X-Backend header repeats it), ``speed`` (mu_s; None
     for ``auto``), ``types`` (None: every type) and ``buffer`` (None: no limit). With ``discover``
-    its types are those its ``GET /v1/models`` listed last (none before the first answer)."""
+    its types are those its ``GET /v1/models`` listed last (none before the first answer).
+
+    Parameters
+    ----------
+    url
+        The backend's base URL.
+    speed
+        mu_s (None: ``auto``, measured).
+    types
+        The job types it serves (None: every type).
+    buffer
+        b, the most requests it may hold, the one in service included (None: no limit).
+    discover
+        Take its types from ``GET /v1/models``.
+    """
 
     url: str
     speed: float | None = 1.0
@@ -71,6 +85,18 @@ class Backend:
     discover: bool = False
 
     def serves(self, job_type: str) -> bool:
+        """Whether this backend serves the job type ``job_type``.
+
+        Parameters
+        ----------
+        job_type
+            A job type's name (the body's ``model`` field in front of inference engines).
+
+        Returns
+        -------
+        bool
+            True when the backend lists the type, or lists none (it serves every type).
+        """
         return self.types is None or job_type in self.types
 
     def spec(self) -> dict:
@@ -84,7 +110,13 @@ class Backend:
         }
 
     def configured_as(self, other: Backend) -> bool:
-        """Whether ``other`` has the same configured speed, types and buffer (discovered types aside)."""
+        """Whether ``other`` has the same configured speed, types and buffer (discovered types aside).
+
+        Parameters
+        ----------
+        other
+            Another backend.
+        """
         same_types = self.discover == other.discover and (self.discover or self.types == other.types)
         return same_types and self.speed == other.speed and self.buffer == other.buffer
 
@@ -93,7 +125,13 @@ class Backend:
 class Signals:
     """Which load signals a dispatcher uses: ``chosen`` maps the live name of each (an entry of
     hetlb.signals) to its options (poll's and metrics' ``tau``, seconds; metrics' ``engine``), in
-    the entries' order."""
+    the entries' order.
+
+    Parameters
+    ----------
+    chosen
+        Live name -> its options.
+    """
 
     chosen: dict = field(default_factory=default_live_signals)
 
@@ -126,6 +164,7 @@ class Signals:
         return any(LIVE_SIGNALS[name].messages for name in self.chosen)
 
     def names(self) -> list[str]:
+        """The chosen signals as their texts in the configuration, e.g. ['inflight', 'piggyback']."""
         return [LIVE_FORMS[name].text(options) for name, options in self.chosen.items()]
 
 
@@ -148,6 +187,83 @@ class ServeConfig:
 
     Build it with :meth:`from_mapping` (checks every value) or :func:`load_config`; run it with
     :func:`hetlb.live.serve`.
+
+    Parameters
+    ----------
+    backends
+        The backends (docs/reference/serve.md).
+    policy
+        A live policy; in TOML an id, or a table ``[policy]`` with ``id`` and parameters.
+    listen
+        Where dispatcher 0 listens.
+    admin
+        The admin listener of dispatcher 0 (none unless asked for).
+    signals
+        The load signals (docs/reference/serve.md); in TOML a text or a list.
+    p_hat
+        Probability of a push probe per request, in (0, 1].
+    d
+        Backends a push probes; also the sample size of ``pod`` and ``l-pod`` (unless ``--set
+        d=...`` gives theirs).
+    default_type
+        The job type of a request without the type header.
+    type_header
+        The header that names the job type.
+    type_body_field
+        The top-level field of a JSON request body that names the job type, before the header
+        (``model`` for OpenAI-compatible APIs).
+    type_prefixes
+        Path prefixes that give the job type; in TOML a table ``{"/llama/" = "llama"}``.
+    dispatchers
+        Independent dispatcher processes, at most 64.
+    seed
+        Seed of the decisions: dispatcher m uses seed + m (None: from the system).
+    timeout
+        The longest a backend may stay silent: before its answer's headers (504 beyond) and between
+        two chunks of its body (the answer is cut beyond); a stream may last longer (seconds).
+    connect_timeout
+        Connecting to a backend; 502 beyond (seconds).
+    probe_timeout
+        A push or poll probe of ``GET /load``, a scrape of an engine's metrics (seconds).
+    drain
+        Time the requests in flight get at a stop (seconds).
+    health_interval
+        The interval of the active checks of every backend (seconds); 0 turns them off.
+    health_path
+        The path of the active check.
+    eject_after
+        Consecutive failures that an answer shows (connection failures, timeouts, 5xx, answers cut
+        short) that eject a backend; a protocol violation ejects at once.
+    retries
+        Retries of an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) after a failure,
+        each to a backend it has not tried.
+    max_body_bytes
+        The largest request body; 413 beyond.
+    max_header_bytes
+        The longest request line (414 beyond) and header line (431 beyond); the whole header
+        section at most 8 times this.
+    max_in_flight
+        Concurrent requests of a dispatcher; 503 beyond (bounded memory).
+    header_timeout
+        A request's header section must arrive within this of its first byte or of its
+        connection's opening (seconds); else 408.
+    body_timeout
+        The longest silence of a request's body while it is read (seconds); else 408.
+    keep_alive_timeout
+        A client connection with no request under way is closed after this (seconds).
+    trust_forwarded
+        Keep a client's ``X-Forwarded-*`` and ``Forwarded`` headers (behind a trusted front proxy
+        only); else the proxy sets its own.
+    engine_metrics
+        The metric names of engines other than vLLM and SGLang, for ``metrics:NAME``
+        (docs/reference/serve.md).
+    backends_file
+        A TOML or JSON file with the ``backends`` list, applied again each time it changes; refused
+        together with ``backends``.
+    backends_file_interval
+        How often the backends file's modification time and size are looked at (seconds).
+    discover_interval
+        How often the ``types = "discover"`` backends' ``GET /v1/models`` is read again (seconds).
     """
 
     backends: tuple[Backend, ...]
@@ -174,6 +290,10 @@ class ServeConfig:
     max_body_bytes: int = 16 * 2**20
     max_header_bytes: int = 8190
     max_in_flight: int = 10_000
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keep_alive_timeout: float = 75.0
+    trust_forwarded: bool = False
     engine_metrics: dict = field(default_factory=dict)
     backends_file: str | None = None
     backends_file_interval: float = 1.0
@@ -181,7 +301,13 @@ class ServeConfig:
 
     @classmethod
     def from_mapping(cls, data: dict) -> ServeConfig:
-        """A checked configuration from a mapping of :data:`CONFIG_KEYS` (e.g. a parsed TOML file)."""
+        """A checked configuration from a mapping of :data:`CONFIG_KEYS` (e.g. a parsed TOML file).
+
+        Parameters
+        ----------
+        data
+            The keys of CONFIG_KEYS and their values.
+        """
         data = dict(validation.table("config", data))
         unknown = sorted(set(data) - set(CONFIG_KEYS))
         if unknown:
@@ -206,11 +332,23 @@ class ServeConfig:
         return config
 
     def dispatcher_addresses(self, m: int) -> tuple[Address, Address | None]:
-        """(listen, admin) of dispatcher m: PORT + m and ADMIN + m."""
+        """(listen, admin) of dispatcher m: PORT + m and ADMIN + m.
+
+        Parameters
+        ----------
+        m
+            The dispatcher's index, from 0.
+        """
         return self.listen.shifted(m), None if self.admin is None else self.admin.shifted(m)
 
     def engine(self, name: str) -> EngineMetrics:
-        """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one."""
+        """The metric names of engine ``name``: an ``[engine_metrics.NAME]`` table or a built-in one.
+
+        Parameters
+        ----------
+        name
+            The engine's name (e.g. ``vllm``).
+        """
         return self.engine_metrics.get(name) or ENGINE_METRICS[name]
 
     @property
@@ -600,6 +738,10 @@ CONFIG_KEYS = {
     "max_body_bytes": positive_int(0, 2**40),
     "max_header_bytes": positive_int(256, 2**20),
     "max_in_flight": positive_int(1, 10_000_000),
+    "header_timeout": duration,
+    "body_timeout": duration,
+    "keep_alive_timeout": duration,
+    "trust_forwarded": validation.flag,
     "engine_metrics": parse_engine_metrics,
     "backends_file": lambda name, value: validation.text(name, value),  # read by from_mapping
     "backends_file_interval": duration,
@@ -617,7 +759,15 @@ def path_text(name: str, value) -> str:
 
 def load_config(path=None, **overrides) -> ServeConfig:
     """A ServeConfig from a TOML file (its top-level keys are those of :data:`CONFIG_KEYS`) with
-    ``overrides`` (None values ignored) taking precedence, as the command line's flags do."""
+    ``overrides`` (None values ignored) taking precedence, as the command line's flags do.
+
+    Parameters
+    ----------
+    path
+        The TOML file (None: the overrides alone).
+    **overrides
+        Keys of CONFIG_KEYS and their values.
+    """
     from hetlb.scenario import read_toml
 
     data = read_toml(path, field="config") if path is not None else {}

@@ -339,11 +339,12 @@ class Dispatcher:
     def succeeded(self, s: int) -> None:
         self.failures_in_a_row[s] = 0
 
-    def failed(self, s: int) -> bool:
-        """A connection failure, timeout or 5xx of backend s; True when it ejects s (passive check)."""
+    def failed(self, s: int, at_once: bool = False) -> bool:
+        """A failure of backend s that an answer showed; True when it ejects s (passive check: after
+        eject_after in a row, or ``at_once``)."""
         self.errors[s] += 1
         self.failures_in_a_row[s] += 1
-        if not self.ejected[s] and self.failures_in_a_row[s] >= self.config.eject_after:
+        if not self.ejected[s] and (at_once or self.failures_in_a_row[s] >= self.config.eject_after):
             self.set_ejected(s, True)
             return True
         return False

@@ -196,10 +196,8 @@ class Fleet:
     def close_connections(self, s: int) -> None:
         """Backend s left the fleet: its kept-alive connections are closed when none of its requests
         is in flight (else they end with the proxy, or when the backend closes them)."""
-        pools = self.proxy.pools
-        if self.dispatcher.in_flight[s] == 0 and s in pools:
-            pool, _ = pools.pop(s)
-            pool.close()
+        if self.dispatcher.in_flight[s] == 0:
+            self.proxy.close_connections(s)
 
     def cancel_drain(self, s: int) -> None:
         timer = self.drain_timers.pop(s, None)

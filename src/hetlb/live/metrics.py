@@ -1,18 +1,20 @@
 """What one dispatcher tells its admin listener: Prometheus metrics (a registry per dispatcher) and
 the JSON of ``GET /status``.
 
-The per-backend counters and gauges are read from the dispatcher's arrays when scraped (the request
-path only adds to numpy arrays); the histograms are prometheus-client histograms. The names are
-listed in docs/reference/serve.md.
+The request path only adds to counts: the per-backend counters and gauges are read from the
+dispatcher's arrays when scraped, and the histograms are bucket counts (:class:`Histograms`, one
+bisection and two additions per observation) exported as Prometheus histograms at a scrape. The
+names are listed in docs/reference/serve.md.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import Counter
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.dispatcher import DRAINING, RETIRED, STATE_NAMES, Dispatcher
@@ -23,26 +25,63 @@ LAG_BUCKETS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1)
 """Seconds."""
 SCRAPE_FAILURES = ("failed", "malformed")
 """Why a scrape of an engine's metrics gave no report."""
-REJECTIONS = ("bad_type", "unknown_type", "bad_body", "too_large", "no_backend", "overload", "probe_skipped")
+REJECTIONS = (
+    "bad_type", "unknown_type", "bad_body", "bad_path", "too_large", "body_timeout", "malformed", "header_timeout",
+    "header_too_large", "no_backend", "overload", "internal_error", "probe_skipped",
+)  # fmt: skip
 """The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 
 
-class Lag:
-    """A delay of the dispatcher's view measured per request: a histogram, and its count and sum
-    for /status."""
+class Histograms:
+    """Histograms of seconds, one per key (a backend's slot, or None for an unlabelled one): the
+    count of observations in each bucket (upper bounds ``buckets``, then +Inf) and their sum."""
 
-    def __init__(self, name: str, documentation: str, registry: CollectorRegistry):
-        self.histogram = Histogram(name, documentation, buckets=LAG_BUCKETS, registry=registry)
-        self.count = 0
-        self.total = 0.0
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]):
+        self.name = name
+        self.documentation = documentation
+        self.bounds = buckets
+        self.counts: dict = {}
+        self.sums: dict = {}
 
-    def observe(self, seconds: float) -> None:
-        self.histogram.observe(seconds)
-        self.count += 1
-        self.total += seconds
+    def observe(self, seconds: float, key=None) -> None:
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = [0] * (len(self.bounds) + 1)
+            self.sums[key] = 0.0
+        counts[bisect.bisect_left(self.bounds, seconds)] += 1  # the first bucket whose bound >= seconds
+        self.sums[key] += seconds
+
+    def forget(self, key) -> None:
+        self.counts.pop(key, None)
+        self.sums.pop(key, None)
+
+    def count(self, key=None) -> int:
+        return sum(self.counts.get(key, ()))
+
+    def family(self, labels: dict | None = None) -> HistogramMetricFamily:
+        """The Prometheus histogram: unlabelled, or one per key of ``labels`` (key -> backend URL)."""
+        family = HistogramMetricFamily(self.name, self.documentation, labels=None if labels is None else ["backend"])
+        for key, label in {None: None}.items() if labels is None else labels.items():
+            counts = self.counts.get(key, [0] * (len(self.bounds) + 1))
+            cumulative = 0
+            buckets = []
+            for bound, n in zip((*map(str, self.bounds), "+Inf"), counts):
+                cumulative += n
+                buckets.append((bound, cumulative))
+            family.add_metric([] if label is None else [label], buckets, self.sums.get(key, 0.0))
+        return family
+
+
+class Lag(Histograms):
+    """A delay of the dispatcher's view measured per request (seconds), with its count and mean for
+    /status."""
+
+    def __init__(self, name: str, documentation: str):
+        super().__init__(name, documentation, LAG_BUCKETS)
 
     def status(self) -> dict:
-        return {"count": self.count, "mean_ms": 1e3 * self.total / self.count if self.count else None}
+        count = self.count()
+        return {"count": count, "mean_ms": 1e3 * self.sums.get(None, 0.0) / count if count else None}
 
 
 class Metrics:
@@ -58,76 +97,57 @@ class Metrics:
         self.events: Counter = Counter()  # by slot
         self.client_gone: Counter = Counter()
         self.backend_broken: Counter = Counter()
-        self.latency_seconds = Histogram(
+        self.latency_seconds = Histograms(
             "hetlb_request_duration_seconds",
             "time from a request's arrival at the dispatcher to the last byte of its answer relayed, per backend",
-            ["backend"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
-        self.first_byte_seconds = Histogram(
+        self.first_byte_seconds = Histograms(
             "hetlb_time_to_first_byte_seconds",
             "time from a request's arrival at the dispatcher to the first byte of its answer's body relayed "
             "(an event stream's first event), per backend",
-            ["backend"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
-        self.children: dict = {}  # (histogram, slot): its labelled child, for the backends in the fleet
         dispatcher.on_retired.append(self.forget)
-        self.decision_seconds = Histogram(
+        self.decision_seconds = Histograms(
             "hetlb_decision_seconds",
             "time of one decision of the policy (the compiled rule on the estimates)",
-            buckets=DECISION_BUCKETS,
-            registry=self.registry,
+            DECISION_BUCKETS,
         )
         self.answer_lag = Lag(
             "hetlb_answer_lag_seconds",
             "time from a backend's departure (its X-Departure header, the host's clock) to the "
             "dispatcher reading the answer: how late the dispatcher learns a completion",
-            self.registry,
         )
         self.forward_delay = Lag(
             "hetlb_forward_delay_seconds",
             "time from the dispatcher's decision to the request's arrival at the backend (X-Departure "
             "minus X-Sojourn-Ms, the host's clock): how long a chosen backend waits for its job",
-            self.registry,
         )
         self.scrape_delay = Lag(
             "hetlb_scrape_delay_seconds",
             "time from sending a snapshot's GET (a poll of /load, a scrape of an engine's metrics) to "
             "reading its answer in full: how late a snapshot's numbers are when they are used",
-            self.registry,
         )
         self.scrape_failures: Counter = Counter()
         self.registry.register(ArrayCollector(self))
 
-    def child(self, histogram: Histogram, s: int):
-        """The child of ``histogram`` for backend s, or None once s has left the fleet."""
-        key = (histogram, s)
-        found = self.children.get(key)
-        if found is None and self.dispatcher.state[s] != RETIRED:
-            found = self.children[key] = histogram.labels(self.dispatcher.urls[s])
-        return found
-
     def forget(self, s: int) -> None:
-        """Backend s left the fleet: its histograms' children go (the per-backend arrays are read for
-        the current backends only)."""
-        for histogram in (self.latency_seconds, self.first_byte_seconds):
-            if self.children.pop((histogram, s), None) is not None:
-                histogram.remove(self.dispatcher.urls[s])
+        """Backend s left the fleet: its histograms go (the per-backend arrays are read for the
+        current backends only)."""
+        self.latency_seconds.forget(s)
+        self.first_byte_seconds.forget(s)
 
     def answered(self, s: int, started: float, watch: AnswerWatch) -> None:
         """An answer of backend s relayed in full, for a request that arrived at ``started``
         (perf_counter): its times to first and last byte (none for a backend that has left the fleet
         meanwhile)."""
+        if self.dispatcher.state[s] == RETIRED:
+            return
         last = watch.last_byte if watch.last_byte is not None else time.perf_counter()
-        latency = self.child(self.latency_seconds, s)
-        if latency is not None:
-            latency.observe(last - started)
-        first_byte = self.child(self.first_byte_seconds, s)
-        if watch.first_byte is not None and first_byte is not None:
-            first_byte.observe(watch.first_byte - started)
+        self.latency_seconds.observe(last - started, s)
+        if watch.first_byte is not None:
+            self.first_byte_seconds.observe(watch.first_byte - started, s)
 
     def aborted(self, s: int, reason: str) -> None:
         """An answer of backend s cut: ``client_gone`` or ``backend_broken``."""
@@ -226,6 +246,11 @@ class ArrayCollector:
         )
         violations.add_metric([], dispatcher.accounting_violations)
         yield violations
+        labels = dict(zip(current, urls))
+        yield metrics.latency_seconds.family(labels)
+        yield metrics.first_byte_seconds.family(labels)
+        for histogram in (metrics.decision_seconds, metrics.answer_lag, metrics.forward_delay, metrics.scrape_delay):
+            yield histogram.family()
 
 
 def status(dispatcher: Dispatcher, metrics: Metrics, index: int, started: float) -> dict:

@@ -1,53 +1,47 @@
 """The reverse proxy of one dispatcher: every request's job type, the policy's backend, the
 forwarded call and its accounting (the messages off the request's path are hetlb.live.probing's).
 
-Per request: the job type (the type header, else a configured path prefix, else the default type;
-400 when missing or served by no backend), one decision (:meth:`Dispatcher.choose`), 503 with
-Retry-After when the chosen backend holds its buffer or when every compatible backend is ejected,
-then the call to the backend with the request's method, path, query, body and end-to-end headers.
-The in-flight count is taken by a :class:`hetlb.live.dispatcher.Lease` and given back in a
-``finally`` when the call ends, whatever way (response, 5xx, connection failure, timeout, the
-client's disconnect, which cancels the handler and so the upstream call).
+Per request (as :mod:`hetlb.live.downstream` hands it over): its path with the dot segments
+removed (400 when it climbs above the root), the job type (:mod:`hetlb.live.job_types`), one
+decision (:meth:`Dispatcher.choose`), 503 with Retry-After when the chosen backend holds its buffer
+or when every compatible backend is ejected, then the call to the backend with the request's
+method, path, query, body and end-to-end headers, and the proxy's own X-Forwarded-* headers. The
+in-flight count is taken by a :class:`hetlb.live.dispatcher.Lease` and given back in a ``finally``
+when the call ends, whatever way (response, 5xx, connection failure, timeout, the client's
+disconnect, which cancels the request's task and so the upstream call). A backend's failure that
+its answer shows (5xx, refused or reset connection, timeout, an answer cut short or malformed, more
+bytes than it announced) counts towards its ejection; only a complete answer counts as a success.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import math
 import random
+import sys
 import time
 
 import aiohttp
-from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
+from hetlb.live.downstream import (
+    BodyMalformed,
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    Request,
+    RequestRefused,
+    http_date,
+)
+from hetlb.live.header_lines import HOP_BY_HOP, encoded, relayed
+from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
-from hetlb.live.upstream import BackendClosed, UpstreamPool
-
-HOP_BY_HOP = frozenset(
-    name.lower()
-    for name in (
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-        "Proxy-Connection",
-        "TE",
-        "Trailer",
-        "Trailers",
-        "Transfer-Encoding",
-        "Upgrade",
-    )
-)
-"""Headers of one connection (RFC 9110 section 7.6.1), never forwarded; nor those named in Connection."""
+from hetlb.live.upstream import BackendClosed, ProtocolViolation, UpstreamPool
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"))
 SOJOURN = "X-Sojourn-Ms"
@@ -59,41 +53,47 @@ backend sends it): the dispatcher measures how late it learns a completion (its 
 CHUNK = 64 * 1024
 """A request body of at most this many bytes with a Content-Length is read at once (so that a
 retry can send it again); a longer one, or one without a length, streams to the backend."""
-BODY_REASONS = frozenset(("bad_type", "unknown_type", "bad_body"))
-"""Refusals about the body's type field (the OpenAI error's ``param``)."""
+FRAMING = HOP_BY_HOP | {b"content-length"}
+"""Of an answer's headers, those not relayed (the proxy sets its own length, or chunks it)."""
+DROPPED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+"""Of a request's headers, those not forwarded (the proxy sets Host, the backend's, and the body's
+framing; a 100 Continue is the proxy's to send, since it reads the body)."""
+UNTRUSTED = frozenset((b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"forwarded"))
+"""A client's own forwarding headers, dropped unless trust_forwarded (a trusted front proxy sets them)."""
+PLAIN_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
+BACKEND_FULL_HEADERS = PLAIN_TEXT + b"Retry-After: 1\r\n"
+BODY_TIMED_OUT = Refusal(408, "body_timeout", "the request's body stayed silent too long")
+SERVER_REFUSALS = {400: "malformed", 408: "header_timeout", 414: "header_too_large", 431: "header_too_large"}
+"""The reasons of the server side's own refusals (:class:`hetlb.live.downstream.RequestRefused`), by status."""
+BODY_MALFORMED = Refusal(400, "malformed", "the request's body is malformed")
+BAD_PATH = Refusal(400, "bad_path", "the path is not a path below the root")
 
 
-class BodyTooLarge(Exception):
-    """A streamed request body passed max_body_bytes."""
-
-
-class StreamedBody:
-    """A request body as it arrives, for the upstream call: it raises BodyTooLarge past ``limit``
-    bytes, and says so in ``too_large`` (the HTTP client reports the failure of a body as a
-    failure of the connection)."""
-
-    def __init__(self, content, limit: int):
-        self.content = content
-        self.limit = limit
-        self.too_large = False
-
-    async def __aiter__(self):
-        total = 0
-        async for chunk in self.content.iter_any():
-            total += len(chunk)
-            if total > self.limit:
-                self.too_large = True
-                raise BodyTooLarge
-            yield chunk
-
-
-def end_to_end(headers) -> CIMultiDict:
-    """The headers without the hop-by-hop ones (and those the Connection header names)."""
-    dropped = HOP_BY_HOP
-    if "Connection" in headers:
-        named = {token.strip().lower() for value in headers.getall("Connection") for token in value.split(",")}
-        dropped = dropped | named
-    return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in dropped])
+def normalised_path(path: str) -> str | None:
+    """A request's path with its dot segments removed (RFC 3986 section 5.2.4, also when written
+    ``%2e``), or None when no backend should see it: not starting with ``/``, climbing above the
+    root, or a segment that a backend decoding ``%2f`` or ``%5c`` would take for a dot segment."""
+    if not path.startswith("/"):
+        return None
+    if "/." not in path and "%" not in path and "\\" not in path:
+        return path  # the common case: no dot segment can hide in it
+    kept: list[str] = []
+    segments = path.split("/")[1:]
+    for i, segment in enumerate(segments):
+        plain = segment.replace("%2e", ".").replace("%2E", ".")
+        if plain in (".", ".."):
+            if plain == "..":
+                if not kept:
+                    return None
+                kept.pop()
+            if i == len(segments) - 1:
+                kept.append("")  # "/a/b/.." is "/a/"
+            continue
+        decoded = plain.replace("%2f", "/").replace("%2F", "/").replace("%5c", "/").replace("%5C", "/")
+        if any(part in (".", "..") for part in decoded.replace("\\", "/").split("/")):
+            return None
+        kept.append(segment)
+    return "/" + "/".join(kept)
 
 
 def service_time(headers, found_empty: bool, watch: AnswerWatch, started: float) -> float | None:
@@ -134,7 +134,7 @@ def within_a_minute(seconds: float) -> float | None:
 
 
 class Proxy:
-    """One dispatcher's proxy: its state, its HTTP client and its background tasks."""
+    """One dispatcher's proxy: its state, its connections to the backends and its background tasks."""
 
     def __init__(self, config: ServeConfig, dispatcher: Dispatcher, metrics: Metrics, index: int = 0):
         self.config = config
@@ -147,7 +147,11 @@ class Proxy:
         self.active = 0
         self.started = time.monotonic()
         self.random = random.Random(config.seed)
-        self.pools: dict[int, tuple[UpstreamPool, str]] = {}  # backend -> its connections, its path prefix
+        self.pools: dict[int, tuple[UpstreamPool, str, bytes]] = {}  # backend s -> upstream(s)
+        # a client's X-Forwarded-For is set again (appended to, with trust_forwarded)
+        self.dropped = DROPPED | {b"x-forwarded-for"} if config.trust_forwarded else DROPPED | UNTRUSTED
+        self.errors_logged: set[str] = set()
+        self.too_large = Refusal(413, "too_large", f"a body of at most {config.max_body_bytes} bytes")
 
     # --- life ------------------------------------------------------------------------------------
 
@@ -167,182 +171,165 @@ class Proxy:
             await self.prober.stop()
         if self.session is not None:
             await self.session.close()
-        for pool, _ in self.pools.values():
+        for pool, _, _ in self.pools.values():
             pool.close()
 
     # --- requests --------------------------------------------------------------------------------
 
-    def job_type(self, request: web.Request, body_type: str | None) -> int | web.Response:
-        """The job type index of a request, or its 400 or 404 answer. The type is ``body_type``
-        (the body's ``type_body_field``), else the type header, else the longest matching path
-        prefix, else the default type."""
-        dispatcher = self.dispatcher
-        name = body_type if body_type is not None else request.headers.get(self.config.type_header)
-        if name is None:
-            path = request.rel_url.path
-            name = next((kind for prefix, kind in self.config.type_prefixes if path.startswith(prefix)), None)
-        if name is None:
-            name = self.config.default_type
-        if not dispatcher.typed:
-            return 0  # no backend declares types: every request may go to every backend
-        if name is None:
-            where = f"the body's {self.config.type_body_field!r} field or " if self.config.type_body_field else ""
-            return self.refusal(400, "bad_type", f"no job type: give {where}the {self.config.type_header} header")
-        k = dispatcher.type_index.get(name)
-        if k is None:  # an OpenAI-compatible API's unknown model is a 404, as OpenAI's own
-            status = 404 if self.config.type_body_field else 400
-            return self.refusal(status, "unknown_type", f"no backend serves {name[:64]!r}", "model_not_found")
-        return k
+    def on_server_error(self, error: BaseException) -> None:
+        """A request the server side refused before the proxy saw it (malformed, headers too large
+        or too slow), or a failure of the proxy's own code: counted, and the latter logged once per
+        kind (never a traceback: a log any client could flood)."""
+        if isinstance(error, RequestRefused):
+            self.metrics.rejected(SERVER_REFUSALS.get(error.status, "malformed"))
+            return
+        self.metrics.rejected("internal_error")
+        kind = type(error).__name__
+        if kind not in self.errors_logged:
+            self.errors_logged.add(kind)
+            print(f"hetlb serve: dispatcher {self.index}: internal error {kind}: {error}", file=sys.stderr)
 
-    def refusal(self, status: int, reason: str, text: str, code: str | None = None) -> web.Response:
-        """An answer of the proxy itself, counted under ``reason``: plain text, or with
-        ``type_body_field`` (an OpenAI-compatible API) the OpenAI error object
-        ``{"error": {"message", "type", "param", "code"}}``; a 503 says when to retry."""
-        self.metrics.rejected(reason)
-        headers = {"Retry-After": "1"} if status == 503 else None
-        if self.config.type_body_field is None:
-            return web.Response(status=status, text=text + "\n", headers=headers)
-        error = {
-            "message": text,
-            "type": "invalid_request_error" if status < 500 else "server_error",
-            "param": self.config.type_body_field if reason in BODY_REASONS else None,
-            "code": code or reason,
-        }
-        return web.json_response({"error": error}, status=status, headers=headers)
+    def refuse(self, request: Request, refusal: Refusal) -> None:
+        """Answer with the dispatcher's own refusal, counted under its reason."""
+        self.metrics.rejected(refusal.reason)
+        headers, body = refusal.answer(self.config)
+        headers.append(("Date", http_date()))
+        request.respond(refusal.status, encoded(headers), body)
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: Request) -> None:
         started = time.perf_counter()
+        config = self.config
         length = request.content_length
-        if length is not None and length > self.config.max_body_bytes:
-            return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
+        if length is not None and length > config.max_body_bytes:
+            request.keep_alive = False  # its body is not read
+            return self.refuse(request, self.too_large)
+        path = normalised_path(request.path)
+        if path is None:
+            return self.refuse(request, BAD_PATH)
         body: bytes | None = None
-        body_type: str | None = None
-        if self.config.type_body_field is not None and self.dispatcher.typed and request.body_exists:
-            body = await request.read()  # at most max_body_bytes (client_max_size), else 413
-            named = self.body_type(body)
-            if isinstance(named, web.Response):
-                return named
-            body_type = named
-        elif request.body_exists and length is not None and length <= CHUNK:
-            body = await request.read()  # small: read at once (and a retry can send it again)
-        k = self.job_type(request, body_type)
-        if isinstance(k, web.Response):
-            return k
-        if self.active >= self.config.max_in_flight:
-            return self.refusal(503, "overload", "overloaded")
+        named: str | None = None
+        try:
+            if config.type_body_field is not None and self.dispatcher.typed and request.body_exists:
+                body = await request.read(config.max_body_bytes)
+                found = body_type(config.type_body_field, body)
+                if isinstance(found, Refusal):
+                    return self.refuse(request, found)
+                named = found
+            elif request.body_exists and length is not None and length <= CHUNK:
+                body = await request.read(config.max_body_bytes)  # small: read at once (a retry can send it again)
+        except BodyTooLarge:
+            return self.refuse(request, self.too_large)
+        except BodyTimeout:
+            return self.refuse(request, BODY_TIMED_OUT)
+        except BodyMalformed:
+            return self.refuse(request, BODY_MALFORMED)
+        except ClientGone:
+            return  # the client went away while its body was read: nobody to answer
+        k = job_type(config, self.dispatcher, request.headers, path, named)
+        if isinstance(k, Refusal):
+            return self.refuse(request, k)
+        if self.active >= config.max_in_flight:
+            return self.refuse(request, Refusal(503, "overload", "overloaded"))
         self.active += 1
         try:
-            return await self.forward(request, k, started, body)
+            await self.forward(request, k, path, started, body)
         finally:
             self.active -= 1
 
-    def body_type(self, body: bytes) -> str | None | web.Response:
-        """The job type a JSON body names in its top-level ``type_body_field`` (None: no such
-        field), or the 400 answer of a body that is no JSON object or names no valid type."""
-        field = self.config.type_body_field
-        assert field is not None
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return self.refusal(400, "bad_body", "the body is not JSON", "invalid_json")
-        if not isinstance(data, dict):
-            return self.refusal(400, "bad_body", "the body is not a JSON object", "invalid_json")
-        value = data.get(field)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            return self.refusal(400, "bad_body", f"{field} must be a non-empty string", "invalid_type")
-        return value
+    def forwarded_headers(self, request: Request) -> bytes:
+        """The request's end-to-end header lines for the backend, with the proxy's X-Forwarded-For,
+        -Host and -Proto (a client's own are dropped, or kept and appended to with
+        trust_forwarded)."""
+        headers: list[tuple[str, str]] = []
+        peer = request.peer
+        claimed = request.headers.get("X-Forwarded-For") if self.config.trust_forwarded else None
+        headers.append(("X-Forwarded-For", f"{claimed}, {peer}" if claimed else peer))
+        if not self.config.trust_forwarded or "X-Forwarded-Host" not in request.headers:
+            headers.append(("X-Forwarded-Host", request.host))
+        if not self.config.trust_forwarded or "X-Forwarded-Proto" not in request.headers:
+            headers.append(("X-Forwarded-Proto", "http"))
+        if self.config.signals.piggyback and ORCA_FORMAT not in request.headers:
+            headers.append((ORCA_FORMAT, "TEXT"))  # an engine with ORCA reports (vLLM) then sends them
+        return relayed(request.raw_headers, self.dropped) + encoded(headers)
 
-    async def forward(self, request: web.Request, k: int, started: float, body: bytes | None) -> web.StreamResponse:
+    async def forward(self, request: Request, k: int, path: str, started: float, body: bytes | None) -> None:
         dispatcher = self.dispatcher
-        headers = end_to_end(request.headers)
-        headers.popall("Host", None)
-        headers.popall("Content-Length", None)
-        headers.popall("Expect", None)  # a 100 Continue is the proxy's to send (it reads the body)
-        forwarded_for = request.headers.get("X-Forwarded-For")
-        peer = request.remote or ""
-        headers["X-Forwarded-For"] = f"{forwarded_for}, {peer}" if forwarded_for else peer
-        headers.setdefault("X-Forwarded-Host", request.host)
-        headers.setdefault("X-Forwarded-Proto", request.scheme)
-        if self.config.signals.piggyback:
-            headers.setdefault(ORCA_FORMAT, "TEXT")  # an engine with ORCA reports (vLLM) then sends them
+        headers = self.forwarded_headers(request)
         streamed_body = body is None and request.body_exists
         retry = request.method in IDEMPOTENT and not streamed_body  # a streamed body is sent once
         attempts = 1 + (self.config.retries if retry else 0)
-        relative = request.rel_url  # an absolute form in the request line never picks the backend
-        query = relative.raw_query_string
-        target = relative.raw_path + ("?" + query if query else "")  # path and query, encoded as sent
+        target = path + ("?" + request.query if request.query else "")  # path and query, encoded as sent
         tried: tuple[int, ...] = ()
         for attempt in range(attempts):
             decided = time.perf_counter()
             s = dispatcher.choose(k, tried)
             self.metrics.decision(time.perf_counter() - decided)
             if s == NO_BACKEND:
-                return self.refusal(503, "no_backend", "no healthy backend")
+                return self.refuse(request, Refusal(503, "no_backend", "no healthy backend"))
             if dispatcher.is_full(s):
                 dispatcher.blocked[s] += 1
-                return web.Response(status=503, headers={"Retry-After": "1"}, text="backend full\n")
+                request.respond(503, BACKEND_FULL_HEADERS, b"backend full\n")
+                return
             untried = dispatcher.indptr[k + 1] - dispatcher.indptr[k] - len(tried)
             last = attempt == attempts - 1 or untried <= 1
-            data = StreamedBody(request.content, self.config.max_body_bytes) if streamed_body else body
-            response = await self.call(request, s, target, headers, data, started, last)
-            if response is not None:
-                return response
+            data = request.chunks(self.config.max_body_bytes) if streamed_body else body
+            if await self.call(request, s, target, headers, data, started, last):
+                return
             tried += (s,)
         raise AssertionError("the last attempt always answers")
 
-    async def call(self, request, s, target, headers, data, started, last) -> web.StreamResponse | None:
-        """One call to backend s, its answer relayed as it arrives; None when it failed before
+    async def call(self, request: Request, s: int, target: str, headers, data, started: float, last: bool) -> bool:
+        """One call to backend s, its answer relayed as it arrives; False when it failed before
         answering and a retry is allowed. The request is in flight (its lease held) until the
         answer's last byte has been relayed, the backend failed, or the client went away."""
         dispatcher = self.dispatcher
         if self.config.signals.push and self.random.random() < self.config.p_hat:
             assert self.prober is not None
             self.prober.push()
-        pool, prefix = self.upstream(s)
-        response = None
+        pool, prefix, backend_line = self.upstream(s)
         upstream = None
         watch = None
         lease = dispatcher.start(s)  # released in the finally below, with no await in between
         try:
-            upstream = await pool.send(request.method, prefix + target, headers.items(), data)
+            upstream = await pool.send(request.method, prefix + target, headers, data)
             self.on_response(lease, upstream)
             if upstream.status >= 500 and not last:
-                return None
-            answer_headers = end_to_end(upstream.headers)
-            answer_headers.popall("Content-Length", None)
-            answer_headers[BACKEND] = dispatcher.urls[s]
+                return False
+            answer_headers = upstream.header_lines(FRAMING) + backend_line
             watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
             whole = upstream.body_so_far() if request.method != "HEAD" else None
             if whole is not None:  # a short answer, arrived with its headers: written in one piece
                 watch.passed(whole)
                 self.answered(lease, upstream, watch, started)
-                return web.Response(status=upstream.status, headers=answer_headers, body=whole)
-            response = web.StreamResponse(status=upstream.status, headers=answer_headers)
-            if upstream.content_length is not None:
-                response.content_length = upstream.content_length
-            try:
-                await response.prepare(request)
-                async for chunk in upstream.chunks():
-                    watch.passed(chunk)
-                    await response.write(chunk)
-            except ConnectionError:  # the client went away: its answer is cut, the call with it
-                self.metrics.aborted(s, "client_gone")
-                return response
+                request.respond(upstream.status, answer_headers, whole)
+                return True
+            request.start(upstream.status, answer_headers, upstream.content_length)
+            async for chunk in upstream.chunks():
+                watch.passed(chunk)
+                await request.write(chunk)
             self.answered(lease, upstream, watch, started)
-            with contextlib.suppress(ConnectionError):
-                await response.write_eof()
-            return response
-        except asyncio.CancelledError:  # the client went away (its handler is cancelled, the call with it)
+            request.end()
+            return True
+        except asyncio.CancelledError:  # the client went away (its task is cancelled, the call with it)
             self.metrics.aborted(s, "client_gone")
             raise
+        except ClientGone:  # the client went away while its body or answer was under way
+            self.metrics.aborted(s, "client_gone")
+            request.abort()
+            return True
+        except BodyTooLarge:
+            return self.refused_body(request, self.too_large)
+        except BodyTimeout:
+            return self.refused_body(request, BODY_TIMED_OUT)
+        except BodyMalformed:
+            return self.refused_body(request, BODY_MALFORMED)
         except TimeoutError:
-            return self.upstream_failed(request, response, s, 504, "backend timed out", last)
-        except (BackendClosed, OSError, BodyTooLarge) as error:
-            if isinstance(data, StreamedBody) and data.too_large and response is None:
-                return self.refusal(413, "too_large", f"a body of at most {self.config.max_body_bytes} bytes")
-            return self.upstream_failed(request, response, s, 502, f"backend failed ({type(error).__name__})", last)
+            return self.upstream_failed(request, s, 504, "backend timed out", last)
+        except ProtocolViolation:
+            self.on_violation(s)
+            return self.upstream_failed(request, s, 502, "backend broke the protocol", last)
+        except (BackendClosed, OSError) as error:
+            return self.upstream_failed(request, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
             lease.release()
             if watch is not None:
@@ -350,8 +337,18 @@ class Proxy:
             if upstream is not None:
                 upstream.finish()  # kept alive after a whole answer, else closed (the backend's call ends)
 
-    def upstream(self, s: int) -> tuple[UpstreamPool, str]:
-        """The connections to backend s and the path prefix of its URL."""
+    def refused_body(self, request: Request, refusal: Refusal) -> bool:
+        """The client's body failed on its way to the backend (too large, too slow): the client's
+        fault, not the backend's; refused if no answer has begun, else cut."""
+        if request.answer_started:
+            request.abort()
+        else:
+            self.refuse(request, refusal)
+        return True
+
+    def upstream(self, s: int) -> tuple[UpstreamPool, str, bytes]:
+        """The connections to backend s, the path prefix of its URL, and the header line that names
+        it in its answers (X-Backend)."""
         known = self.pools.get(s)
         if known is None:
             base = self.base[s]
@@ -359,52 +356,59 @@ class Proxy:
             host_header = host if base.explicit_port is None else f"{host}:{base.port}"
             pool = UpstreamPool(
                 host, base.port or 80, host_header, self.config.connect_timeout, self.config.timeout,
-                tls=base.scheme == "https",
+                tls=base.scheme == "https", on_broken=lambda: self.on_violation(s),
             )  # fmt: skip
-            known = self.pools[s] = (pool, base.raw_path.rstrip("/"))
+            named = encoded(((BACKEND, self.dispatcher.urls[s]),))
+            known = self.pools[s] = (pool, base.raw_path.rstrip("/"), named)
         return known
 
-    def upstream_failed(self, request, response, s: int, status: int, text: str, last: bool):
-        """The backend failed: before its answer, a 502 or 504 (None when a retry may follow);
+    def close_connections(self, s: int) -> None:
+        """Close the kept-alive connections to backend s (it left the fleet)."""
+        known = self.pools.pop(s, None)
+        if known is not None:
+            known[0].close()
+
+    def upstream_failed(self, request: Request, s: int, status: int, text: str, last: bool) -> bool:
+        """The backend failed: before its answer, a 502 or 504 (False when a retry may follow);
         during it, the client's connection is cut (its answer cannot be completed: no terminating
-        chunk, or fewer bytes than its Content-Length) and the answer returned as it stands."""
+        chunk, or fewer bytes than its Content-Length)."""
         self.on_failure(s)
-        if response is not None and response.prepared:
+        if request.answer_started:
             self.metrics.aborted(s, "backend_broken")
-            if request.transport is not None:
-                request.transport.abort()
-            return response
+            request.abort()
+            return True
         if not last:
-            return None
-        return web.Response(status=status, text=text + "\n")
+            return False
+        request.respond(status, PLAIN_TEXT, (text + "\n").encode())
+        return True
 
     def on_response(self, lease, upstream) -> None:
-        """The headers of a backend's answer: its report, its service time, its health."""
-        dispatcher = self.dispatcher
+        """The headers of a backend's answer: its report, and a 5xx as a failure of its health."""
         s = lease.backend
         if self.config.signals.piggyback:
             report = piggybacked_report(upstream.headers)
             if report is not None:
-                dispatcher.report(s, report[0], own_left=report[1])
+                self.dispatcher.report(s, report[0], own_left=report[1])
         if upstream.status >= 500:
             self.on_failure(s)
-            return
-        dispatcher.succeeded(s)
 
     def answered(self, lease, upstream, watch: AnswerWatch, started: float) -> None:
         """The answer's last byte has been relayed: its in-flight count drops now, its times to
-        first and last byte and its events are measured, and with speed=auto its service time is a
-        sample of the backend's speed. The backend's epochs give how long the request took from the
-        decision to the backend (forward delay) and from its departure to here (answer lag)."""
+        first and last byte and its events are measured, a whole answer below 500 counts as the
+        backend's success, and with speed=auto its service time is a sample of the backend's speed.
+        The backend's epochs give how long the request took from the decision to the backend
+        (forward delay) and from its departure to here (answer lag)."""
         lease.release()
         s = lease.backend
         dispatcher = self.dispatcher
         watch.finished()
         self.metrics.answered(s, started, watch)
-        if dispatcher.speed_auto[s] and upstream.status < 500:
-            seconds = service_time(upstream.headers, lease.found_empty, watch, started)
-            if seconds is not None and dispatcher.observe_service(s, seconds):
-                dispatcher.refresh()
+        if upstream.status < 500:
+            dispatcher.succeeded(s)
+            if dispatcher.speed_auto[s]:
+                seconds = service_time(upstream.headers, lease.found_empty, watch, started)
+                if seconds is not None and dispatcher.observe_service(s, seconds):
+                    dispatcher.refresh()
         forward, answer = lags(upstream.headers, lease.started, time.monotonic())
         if forward is not None:
             self.metrics.forward_delay.observe(forward)
@@ -413,4 +417,10 @@ class Proxy:
 
     def on_failure(self, s: int) -> None:
         if self.dispatcher.failed(s):
+            self.metrics.ejection(s)
+
+    def on_violation(self, s: int) -> None:
+        """Backend s broke the protocol: ejected at once (an active check re-admits it), since its
+        next answer on any connection may be framed as wrongly."""
+        if self.dispatcher.failed(s, at_once=True):
             self.metrics.ejection(s)

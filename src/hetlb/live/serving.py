@@ -31,6 +31,7 @@ from hetlb.errors import InputError
 from hetlb.live.admin import add_fleet_routes
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
+from hetlb.live.downstream import BACKLOG, Downstream, Limits
 from hetlb.live.fleet import ConfigSource, Fleet
 from hetlb.live.metrics import Metrics, status
 from hetlb.live.proxy import Proxy
@@ -59,7 +60,7 @@ def bind(name: str, address: Address) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(where)
-        sock.listen(1024)
+        sock.listen(BACKLOG)
     except OSError as error:
         sock.close()
         raise InputError(name, f"cannot listen on {address}: {error.strerror or error}") from None
@@ -127,16 +128,11 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     if pipe is not None:
         relay_through(pipe, fleet, loop)
 
-    app = web.Application(client_max_size=config.max_body_bytes, handler_args=header_limits(config))
-    app.router.add_route("*", "/{tail:.*}", proxy.handle)
-    runner = web.AppRunner(
-        app, handle_signals=False, shutdown_timeout=config.drain, handler_cancellation=True, access_log=None
-    )
-    await runner.setup()
+    downstream = Downstream(proxy.handle, limits(config), proxy.on_server_error)
     admin_runner = None
     await proxy.start()
     await fleet.start()  # the discovered types known before the first request
-    await web.SockSite(runner, sockets.listen).start()
+    await downstream.start(sockets.listen)
     if sockets.admin is not None:
         admin_app = web.Application()
 
@@ -166,7 +162,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     )
     await stop.wait()
     say(f"hetlb serve: dispatcher {m} stopping (draining at most {config.drain:g} s)")
-    await runner.cleanup()  # stops accepting, waits for the requests in flight, at most `drain`
+    await downstream.stop(config.drain)  # stops accepting, waits for the requests in flight, at most `drain`
     await fleet.stop()
     await proxy.stop()
     if admin_runner is not None:
@@ -174,9 +170,9 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     return 0
 
 
-def header_limits(config: ServeConfig) -> dict:
-    """The HTTP parser's limits: a request line and each header at most max_header_bytes."""
-    return {"max_line_size": config.max_header_bytes, "max_field_size": config.max_header_bytes}
+def limits(config: ServeConfig) -> Limits:
+    """What the proxy's server side allows its clients."""
+    return Limits(config.max_header_bytes, config.header_timeout, config.body_timeout, config.keep_alive_timeout)
 
 
 def relay_through(pipe, fleet: Fleet, loop) -> None:

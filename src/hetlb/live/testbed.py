@@ -921,9 +921,10 @@ class Testbed(Result):
         (self.out / "testbed.json").write_text(self.to_json() + "\n")
         self.plot(self.out / "testbed.png")
 
-    def plot(self, path: Path) -> None:
-        """testbed.png: the means against the load, live and simulated, on one y scale; with one
-        load, each run's live mean with its interval and each prediction interval, by run."""
+    def plot(self, path: Path | None = None):
+        """The matplotlib Figure of testbed.png (written to ``path`` when given; None when there is
+        no run): the means against the load, live and simulated, on one y scale; with one load,
+        each run's live mean with its interval and each prediction interval, by run."""
         from hetlb.plots.figures import plot_intervals, plot_panels
 
         loads = self.scenario.loads
@@ -943,8 +944,7 @@ class Testbed(Result):
             if predicted:
                 title = "simulated runs of the live run's length (95% of the runs)"
                 by_run.append({"title": title, "ylabel": measure, "rows": predicted})
-            plot_intervals(by_run, path)
-            return
+            return plot_intervals(by_run, path)
         live: dict = {}
         simulated: dict = {}
         peers: dict = {}
@@ -975,8 +975,7 @@ class Testbed(Result):
             panels.append({"x": loads, "series": simulated, "title": title, "band_label": band, **common})
         if any(r["balancer"] != "hetlb" for r in self.rows):
             panels.append({"x": loads, "series": peers, "title": "measured at the client, every balancer", **common})
-        if panels:
-            plot_panels(panels, path, sharey=True)
+        return plot_panels(panels, path, sharey=True) if panels else None
 
 
 def run_label(row: dict) -> str:

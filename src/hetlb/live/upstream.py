@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httptools
 from multidict import CIMultiDict
+
+from hetlb.live.header_lines import relayed
 
 HIGH_WATER = 256 * 1024
 """Bytes of an answer's body held before the connection stops reading (resumed below a quarter)."""
@@ -36,6 +38,11 @@ BODILESS = frozenset(("GET", "HEAD", "DELETE", "OPTIONS", "TRACE"))
 
 class BackendClosed(Exception):
     """The backend closed the connection (or broke the protocol) before the answer's end."""
+
+
+class ProtocolViolation(BackendClosed):
+    """The backend's bytes are no HTTP/1.1 answer (malformed, an upgrade nobody asked for, bytes
+    beyond the end the answer announced): the connection cannot be framed any more."""
 
 
 class BackendUnreachable(OSError):
@@ -65,11 +72,13 @@ class Answer(asyncio.Protocol):
         self.error: BaseException | None = None
         self.waiter: asyncio.Future | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0  # of the wait under way, loop time
         self.headers_done = False
         self.informational = False
         self.expects_body = True
         self.chunked = False
         self.reusable = False
+        self.exchanging = False  # between a request's sending and the end of its answer's reading
         self.drained: asyncio.Future | None = None
 
     # --- the connection --------------------------------------------------------------------------
@@ -78,13 +87,16 @@ class Answer(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.complete or not self.exchanging:  # more than the answer announced, or bytes unasked
+            self.broken()
+            return
         self.received = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self.fail(BackendClosed("the backend upgraded the connection"))
+            self.fail(ProtocolViolation("the backend upgraded the connection"))
         except httptools.HttpParserError as error:
-            self.fail(BackendClosed(f"malformed answer ({error})"))
+            self.fail(ProtocolViolation(f"malformed answer ({error})"))
 
     def connection_lost(self, exc) -> None:
         self.reusable = False
@@ -107,7 +119,20 @@ class Answer(asyncio.Protocol):
         if self.drained is not None:
             await self.drained
 
+    def broken(self) -> None:
+        """The backend sent bytes outside an answer (a protocol violation): the connection cannot be
+        framed any more; it is closed and the pool told (though the answer was whole)."""
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.abort()
+        if self.pool.on_broken is not None:
+            self.pool.on_broken()
+
     # --- the parser's callbacks ----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise ProtocolViolation("bytes beyond the answer")  # (the parser's caller takes it as malformed)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw_headers.append((name, value))
@@ -120,7 +145,7 @@ class Answer(asyncio.Protocol):
             self.informational = True
             return
         self.headers = CIMultiDict(
-            (name.decode("latin-1"), value.decode("latin-1")) for name, value in self.raw_headers
+            [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.raw_headers]
         )
         length = self.headers.get("Content-Length")
         self.content_length = int(length) if length is not None and length.isdigit() else None
@@ -131,6 +156,11 @@ class Answer(asyncio.Protocol):
         if not self.expects_body:  # the answer to a HEAD: headers only (the connection is not kept)
             self.complete = True
         self.wake()
+
+    def header_lines(self, dropped: frozenset[bytes]) -> bytes:
+        """The answer's header lines as received, but those named in ``dropped`` (lower case) and
+        in its Connection header."""
+        return relayed(self.raw_headers, dropped)
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -158,6 +188,9 @@ class Answer(asyncio.Protocol):
             waiter.set_result(None)
 
     def fail(self, error: BaseException) -> None:
+        if self.complete:
+            self.broken()
+            return
         if self.error is None:
             self.error = error
         waiter = self.waiter
@@ -167,19 +200,28 @@ class Answer(asyncio.Protocol):
             self.transport.abort()
 
     async def wait(self) -> None:
-        """Until the parser has more (headers, a chunk, the end), at most the pool's read timeout."""
+        """Until the parser has more (headers, a chunk, the end), at most the pool's read timeout:
+        the wait's deadline is a number, which the connection's one timer checks (no timer is made
+        per wait)."""
         if self.error is not None:
             raise self.error
         self.waiter = waiter = self.loop.create_future()
-        timer = self.loop.call_later(self.pool.read_timeout, self.time_out, waiter)
+        self.deadline = self.loop.time() + self.pool.read_timeout
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.deadline, self.check)
         try:
             await waiter
         finally:
-            timer.cancel()
             self.waiter = None
 
-    def time_out(self, waiter: asyncio.Future) -> None:
-        if not waiter.done():
+    def check(self) -> None:
+        """The timer: a wait past its deadline fails; one under way is checked again at its deadline."""
+        self.timer = None
+        if self.waiter is None or self.transport is None:
+            return
+        if self.loop.time() < self.deadline:
+            self.timer = self.loop.call_at(self.deadline, self.check)
+        elif not self.waiter.done():
             self.fail(TimeoutError("the backend stayed silent"))
 
     # --- one exchange ------------------------------------------------------------------------------
@@ -237,7 +279,14 @@ class UpstreamPool:
     """The kept-alive connections to one backend (``host``, ``port``, ``host_header``)."""
 
     def __init__(
-        self, host: str, port: int, host_header: str, connect_timeout: float, read_timeout: float, tls: bool = False
+        self,
+        host: str,
+        port: int,
+        host_header: str,
+        connect_timeout: float,
+        read_timeout: float,
+        tls: bool = False,
+        on_broken: Callable[[], None] | None = None,
     ):
         self.loop = asyncio.get_running_loop()
         self.ssl = ssl.create_default_context() if tls else None
@@ -247,6 +296,7 @@ class UpstreamPool:
         self.host_header = host_header
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.on_broken = on_broken  # told when a connection breaks the protocol after an answer's end
         self.idle: list[Answer] = []
         self.busy: set[Answer] = set()
 
@@ -254,6 +304,7 @@ class UpstreamPool:
         self.busy.discard(answer)
         if len(self.idle) < MAX_IDLE_PER_BACKEND:
             answer.reset()
+            answer.exchanging = False
             self.idle.append(answer)
         else:
             answer.close()
@@ -285,19 +336,20 @@ class UpstreamPool:
         self.busy.add(answer)
         return answer
 
-    async def send(self, method: str, target: str, headers, body) -> Answer:
-        """Send a request (``target``: path and query as sent; ``headers``: pairs of str without
+    async def send(self, method: str, target: str, lines: bytes, body) -> Answer:
+        """Send a request (``target``: path and query as sent; ``lines``: its header lines, without
         Host and the framing headers; ``body``: bytes, None, or an async iterator of chunks, sent
         chunked) and await its answer's headers: the :class:`Answer` to read the body from, then
         to :meth:`Answer.finish`."""
         whole = body is None or type(body) is bytes  # else an async iterator of chunks
-        head = self.head(method, target, headers, body, whole)
+        head = self.head(method, target, lines, body, whole)
         for attempt in (0, 1):
             answer = self.idle_connection() if attempt == 0 else None
             reused = answer is not None
             if answer is None:
                 answer = await self.new_connection()
             answer.reset()
+            answer.exchanging = True
             answer.expects_body = method != "HEAD"
             assert answer.transport is not None
             try:
@@ -322,17 +374,17 @@ class UpstreamPool:
                 raise
         raise AssertionError("the second attempt returns or raises")
 
-    def head(self, method: str, target: str, headers, body, whole: bool) -> bytes:
+    def head(self, method: str, target: str, lines: bytes, body, whole: bool) -> bytes:
         """The request line and headers, with Host and the body's framing (``whole``: the body is
         bytes or None, else it streams, chunked)."""
-        text = f"{method} {target} HTTP/1.1\r\nHost: {self.host_header}\r\n" + "".join(
-            f"{name}: {value}\r\n" for name, value in headers
-        )
         if not whole:
-            text += "Transfer-Encoding: chunked\r\n"
+            framing = b"Transfer-Encoding: chunked\r\n"
         elif body or (body is not None and method not in BODILESS):
-            text += f"Content-Length: {len(body)}\r\n"
-        return (text + "\r\n").encode("latin-1")
+            framing = b"Content-Length: %d\r\n" % len(body)
+        else:
+            framing = b""
+        start = f"{method} {target} HTTP/1.1\r\nHost: {self.host_header}\r\n".encode("latin-1")
+        return start + lines + framing + b"\r\n"
 
     def close(self) -> None:
         for answer in [*self.idle, *self.busy]:

@@ -49,6 +49,17 @@ class JobSizes:
       Gamma(1 + 2/k) / Gamma(1 + 1/k)^2 - 1 = scv and scale = 1 / Gamma(1 + 1/k);
     * ``empirical``: the sizes listed in the text file ``path`` (one or more numbers > 0 per
       line), scaled to mean 1 and drawn uniformly; its scv is theirs.
+
+    Parameters
+    ----------
+    kind
+        One of the kinds above.
+    scv
+        The squared coefficient of variation (for the kinds that take one).
+    path
+        The file of an ``empirical`` law.
+    values
+        The sizes of an ``empirical`` law, scaled to mean 1 (read from ``path``).
     """
 
     kind: str = "exponential"
@@ -82,7 +93,15 @@ class JobSizes:
 
     @classmethod
     def parse(cls, text: str, scv: float | None = None) -> JobSizes:
-        """Sizes from a kind's name, or "empirical:FILE", with the scv of the kinds that take one."""
+        """Sizes from a kind's name, or "empirical:FILE", with the scv of the kinds that take one.
+
+        Parameters
+        ----------
+        text
+            A kind's name, or "empirical:FILE".
+        scv
+            The squared coefficient of variation of the kinds that take one.
+        """
         kind, _, path = validation.text("job_sizes", text).partition(":")
         if kind == "empirical":
             return cls(kind, path=path or None) if scv is None else cls(kind, scv, path=path or None)
@@ -92,6 +111,7 @@ class JobSizes:
 
     @property
     def code(self) -> int:
+        """The law's integer code, as the kernels read it (hetlb.constants)."""
         return SIZE_KINDS[self.kind]
 
     def phase_parameters(self) -> np.ndarray:
@@ -119,7 +139,15 @@ class JobSizes:
         return self.phase_parameters()
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` sizes drawn with numpy (the live backends and tests; the kernels draw their own)."""
+        """``n`` sizes drawn with numpy (the live backends and tests; the kernels draw their own).
+
+        Parameters
+        ----------
+        rng
+            The generator to draw from.
+        n
+            How many sizes.
+        """
         parameters = self.kernel_parameters()
         if self.kind == "deterministic":
             return np.ones(n)
@@ -144,7 +172,13 @@ class JobSizes:
         """About the expected largest of ``count`` sizes (an estimate for bounding a run's length):
         1 if deterministic, ln(count) + 0.58 for exponential sizes (0.58: Euler's constant), and for
         the H2 the larger of that for each phase over the sizes it is expected to draw (at least
-        one when the expected number is below one, weighted by its chance)."""
+        one when the expected number is below one, weighted by its chance).
+
+        Parameters
+        ----------
+        count
+            How many sizes are drawn.
+        """
         count = max(float(count), 1.0)
         if self.kind == "deterministic":
             return 1.0
@@ -164,6 +198,8 @@ class JobSizes:
         return float(max(min(n, 1.0) * (math.log(max(n, 1.0)) + 0.58) / rate for n, rate in zip(drawn, (rate1, rate2))))
 
     def describe(self) -> dict:
+        """The law as the result's metadata records it: kind, mean (1), squared coefficient of variation, and the
+        trace file if any."""
         return {"kind": self.kind, "mean": 1.0, "scv": self.scv, **({"path": self.path} if self.path else {})}
 
 

@@ -62,15 +62,29 @@ def fit_rate_curve(
 ) -> RateCurveFit:
     """The rate curve of ``kind`` fitted to ``throughputs`` measured at ``batch_sizes``.
 
-    ``batch_sizes``: distinct integers >= 1, including 1 (phi is normalised there), any order;
-    ``throughputs``: one finite value > 0 per batch size (tokens/s or requests/s).
-
     - ``saturating``: phi(b) = b / (1 + alpha (b - 1)); alpha is the least-squares fit over
       [0, 1] to the measured phi (an optimum outside is clipped to the nearer end).
     - ``table``: v_b for b = 1 .. k, k the largest batch size measured: the measured points moved
       onto the rules (each at most ``tolerance``), linear in between (which keeps the rules).
 
-    Both refuse a measurement that lies off the rules by more than ``tolerance``."""
+    Both refuse a measurement that lies off the rules by more than ``tolerance``.
+
+    Parameters
+    ----------
+    batch_sizes
+        Distinct integers >= 1, including 1 (phi is normalised there), in any order.
+    throughputs
+        One finite value > 0 per batch size (tokens/s or requests/s).
+    kind
+        "saturating" or "table".
+    tolerance
+        The largest relative distance of a measurement from the rules.
+
+    Returns
+    -------
+    RateCurveFit
+        The curve (its text in the model's syntax) and its residual.
+    """
     kind = validation.choice("kind", kind, FIT_KINDS)
     tolerance = validation.number("tolerance", tolerance, 0.0, high=1.0)
     sizes, phi = _normalised_throughput(batch_sizes, throughputs)

@@ -36,7 +36,15 @@ TIES = ("independent", "shared")
 @dataclass(frozen=True)
 class CountDistribution:
     """Law of a per-slot count with a given mean: ``poisson`` (any mean), ``bernoulli`` (mean <= 1),
-    or ``binomial`` with ``trials`` trials of success probability mean / trials (mean <= trials)."""
+    or ``binomial`` with ``trials`` trials of success probability mean / trials (mean <= trials).
+
+    Parameters
+    ----------
+    kind
+        "poisson", "bernoulli" or "binomial".
+    trials
+        K, the trials of a binomial law.
+    """
 
     kind: str = "poisson"
     trials: int = 1
@@ -51,7 +59,13 @@ class CountDistribution:
 
     @classmethod
     def parse(cls, value) -> CountDistribution:
-        """A CountDistribution, or its kind name, with "binomial:K" for K trials."""
+        """A CountDistribution, or its kind name, with "binomial:K" for K trials.
+
+        Parameters
+        ----------
+        value
+            A CountDistribution, "poisson", "bernoulli" or "binomial:K".
+        """
         if isinstance(value, cls):
             return value
         kind, colon, trials = str(value).partition(":")
@@ -69,25 +83,52 @@ class CountDistribution:
 
     @property
     def code(self) -> int:
+        """The law's integer code, as the slotted kernel reads it (hetlb.constants)."""
         return COUNT_KINDS[self.kind]
 
     @property
     def max_mean(self) -> float:
+        """The largest mean count per slot the law allows: 1 for Bernoulli, K for binomial:K, infinite for Poisson."""
         return {"poisson": math.inf, "bernoulli": 1.0, "binomial": float(self.trials)}[self.kind]
 
     def variance(self, mean):
-        """Variance of a count with this law and mean ``mean`` (scalar or array)."""
+        """Variance of a count with this law and mean ``mean`` (scalar or array).
+
+        Parameters
+        ----------
+        mean
+            The mean count per slot.
+        """
         if self.kind == "poisson":
             return mean
         return mean * (1.0 - mean / self.trials)
 
     def describe(self) -> dict:
+        """The law as the result's metadata records it: its kind, and the trials K of a binomial law."""
         return {"kind": self.kind, **({"trials": self.trials} if self.kind == "binomial" else {})}
 
 
 @dataclass(frozen=True, eq=False)
 class SlottedSystem(ServerSpeeds):
-    """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`."""
+    """Servers, dispatchers and per-slot laws of the slotted model; build one with :meth:`from_speeds`.
+
+    Parameters
+    ----------
+    speed
+        mu_n, the mean offered service of each server per slot (jobs per slot).
+    dispatchers
+        M, the number of dispatchers.
+    total_arrival_rate
+        lambda_Sigma, the mean arrivals per slot over all dispatchers.
+    dispatcher_share
+        p_m, the fraction of lambda_Sigma at each dispatcher (summing to 1).
+    arrivals, service
+        The laws of the per-slot arrival and service counts.
+    routing
+        "slot" or "job" (see from_speeds).
+    ties
+        "independent" or "shared" (see from_speeds).
+    """
 
     speed: np.ndarray  # mu_n: mean offered service per slot (jobs per slot)
     dispatchers: int  # M
@@ -98,10 +139,19 @@ class SlottedSystem(ServerSpeeds):
     routing: str = "slot"  # "slot": one server per dispatcher and slot; "job": one per job
     ties: str = "independent"  # "independent": a draw per decision; "shared": one draw per slot
 
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers (the rest as ``describe()``)."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        return (
+            f"<SlottedSystem {self.n_servers} servers ({shown}), {self.dispatchers} dispatchers, "
+            f"load {self.load:.4g}, routing {self.routing}, ties {self.ties}>"
+        )
+
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         dispatchers: int = 1,
         arrival_rate: float | None = None,
@@ -114,18 +164,34 @@ class SlottedSystem(ServerSpeeds):
     ) -> SlottedSystem:
         """Build and validate a slotted system.
 
-        speed: mu_n, mean offered service of each server per slot (jobs per slot).
-        dispatchers: M, the number of dispatchers.
-        arrival_rate: lambda_Sigma, mean arrivals per slot over all dispatchers; or instead
-            load: lambda_Sigma / mu_Sigma, which must be < 1.
-        dispatcher_share: p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1);
-            default equal, p_m = 1/M. Dispatchers draw their arrivals independently.
-        arrivals, service: "poisson" (default), "bernoulli" or "binomial:K" (or a CountDistribution).
-        routing: "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
-        ties: how least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a
-            uniform draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
+        Parameters
+        ----------
+        speeds
+            mu_n, the mean offered service of each server per slot (jobs per slot).
+        dispatchers
+            M, the number of dispatchers.
+        arrival_rate
+            lambda_Sigma, the mean arrivals per slot over all dispatchers.
+        load
+            Instead of ``arrival_rate``, lambda_Sigma / mu_Sigma, which must be < 1.
+        dispatcher_share
+            p_m, the fraction of lambda_Sigma at dispatcher m (normalised to sum 1); default equal,
+            p_m = 1/M. Dispatchers draw their arrivals independently.
+        arrivals, service
+            The law of the per-slot counts: "poisson" (default), "bernoulli" or "binomial:K" (or a
+            CountDistribution).
+        routing
+            "slot" (all of a dispatcher's arrivals in a slot go to one server) or "job".
+        ties
+            How least-value decisions (jsq, l-jsq) choose among equal values: "independent" (a uniform
+            draw per decision) or "shared" (one uniform draw per slot for every dispatcher).
+
+        Returns
+        -------
+        SlottedSystem
+            The validated system.
         """
-        speed = validation.positive_finite_array("speed", speed, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
+        speed = validation.positive_finite_array("speeds", speeds, SLOTTED_RATE_RANGE, SLOTTED_RATE_RULE)
         dispatchers = validation.count("dispatchers", dispatchers)
         validation.check_memory("dispatchers", 8 * dispatchers, f"{validation.quantity(dispatchers)} dispatchers")
         if (arrival_rate is None) == (load is None):

@@ -91,6 +91,27 @@ class System(ServerSpeeds):
     concurrency and rate curves, and the arrival process.
 
     Build one with :meth:`System.from_speeds`; the constructor expects already-valid arrays.
+
+    Parameters
+    ----------
+    speed
+        mu_s, one speed per server (jobs per unit time).
+    arrival_rate
+        lambda_l, one arrival rate per job type (jobs per unit time).
+    graph
+        The compatibility graph between job types and servers.
+    buffer
+        b_s, one per server, the jobs in service included (INFINITE_BUFFER: none).
+    job_sizes
+        The law of the job sizes (mean 1).
+    graph_construction
+        The report of the construction that built the graph, for the metadata.
+    concurrency
+        c_s, the jobs each server serves at once.
+    rate_curve
+        phi_s, each server's rate curve.
+    arrivals
+        The arrival process (Poisson, batch or MMPP).
     """
 
     speed: np.ndarray
@@ -112,7 +133,7 @@ class System(ServerSpeeds):
     @classmethod
     def from_speeds(
         cls,
-        speed,
+        speeds,
         *,
         arrival_rate=None,
         load: float | None = None,
@@ -128,30 +149,48 @@ class System(ServerSpeeds):
     ) -> System:
         """Build and validate a system.
 
-        speed: one speed per server (mu, jobs per unit time), or a text such as "50x1.0,50x0.5"
-            (:func:`parse_speeds`).
-        arrival_rate: the total rate, split equally over the job types, or one rate per job type
-            (lambda_l).
-        load: instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed)
-            with one job at a time; sum of mu_s phi_s(c_s) in general), split equally over the
-            job types.
-        excess_capacity: or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
-        buffer: None (infinite), one int for all servers, or one per server (b, counts the job
-            in service).
-        graph: None (complete), a :class:`CompatibilityGraph`, or one list of servers per type.
-        n_types: number of job types when neither ``graph`` nor a rate vector fixes it.
-        job_sizes: a :class:`JobSizes` or its kind name.
-        graph_construction: the report of the construction that built ``graph``
-            (:mod:`hetlb.graphs.constructions`), kept in the result's metadata.
-        concurrency: c_s, the jobs a server serves at once: None (1), one value for all, one per
-            server, or a text such as "50x8,50x32" (``inf`` for unlimited).
-        rate_curve: phi_s (:class:`hetlb.model.servers.RateCurve` or its text, e.g.
-            "saturating:alpha=0.2"): one for all servers, one per server, or [count, curve] pairs.
-        arrivals: the arrival process (:class:`hetlb.model.arrivals.ArrivalProcess` or its text:
-            "poisson", "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+        Parameters
+        ----------
+        speeds
+            One speed per server (mu_s, jobs per unit time; the system's array ``speed[s]``), or a
+            text such as "50x1.0,50x0.5" (:func:`parse_speeds`); :meth:`from_speed_mix` builds them
+            from a number of servers and the fractions of each speed.
+        arrival_rate
+            The total rate, split equally over the job types, or one rate per job type (lambda_l, jobs
+            per unit time).
+        load
+            Instead of ``arrival_rate``, the fraction rho of the total capacity (sum(speed) with one job
+            at a time; sum of mu_s phi_s(c_s) in general), split equally over the job types.
+        excess_capacity
+            Or c, for the total rate sum(speed) - c sqrt(N) (Halfin-Whitt, 002).
+        buffer
+            b: None (infinite), one int for all servers, or one per server (counts the jobs in service).
+        graph
+            None (complete), a ``CompatibilityGraph``, or one list of servers per type.
+        n_types
+            Number of job types when neither ``graph`` nor a rate vector fixes it.
+        job_sizes
+            A ``JobSizes`` or its kind name (mean 1).
+        graph_construction
+            The report of the construction that built ``graph`` (``hetlb.graphs.constructions``),
+            kept in the result's metadata.
+        concurrency
+            c_s, the jobs a server serves at once: None (1), one value for all, one per server, or a
+            text such as "50x8,50x32" (``inf`` for unlimited).
+        rate_curve
+            phi_s (``hetlb.model.servers.RateCurve`` or its text, e.g. "saturating:alpha=0.2"): one
+            for all servers, one per server, or [count, curve] pairs.
+        arrivals
+            The arrival process (``hetlb.model.arrivals.ArrivalProcess`` or its text: "poisson",
+            "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+
+        Returns
+        -------
+        System
+            The validated system.
         """
         speed = validation.positive_finite_array(
-            "speed", parse_speeds(speed) if isinstance(speed, str) else speed, validation.RATE_RANGE, RATE_RULE
+            "speeds", parse_speeds(speeds) if isinstance(speeds, str) else speeds, validation.RATE_RANGE, RATE_RULE
         )
         n_servers = len(speed)
         if isinstance(graph, CompatibilityGraph):
@@ -191,8 +230,21 @@ class System(ServerSpeeds):
         system.check_stability()
         return system
 
+    @classmethod
+    def from_speed_mix(cls, n_servers: int, speed_mix, **system) -> System:
+        """:meth:`from_speeds` of ``n_servers`` servers in exact pools: ``speed_mix`` is a list of
+        (speed, fraction) pairs (mu, alpha_m; fractions > 0 summing to 1, fraction x n_servers
+        whole), as the [system] keys ``n_servers`` and ``speed_mix`` of a scenario. ``system``: the
+        other keywords of :meth:`from_speeds` (``load=``, ``buffer=``, ...).
+
+        >>> System.from_speed_mix(10, [(1.0, 0.5), (0.5, 0.5)], load=0.8).speed_class_table()
+        [{'speed': 1.0, 'count': 5}, {'speed': 0.5, 'count': 5}]
+        """
+        return cls.from_speeds(speeds_from_mix(n_servers, speed_mix), **system)
+
     @property
     def n_types(self) -> int:
+        """The number of job types K (one arrival rate each)."""
         return len(self.arrival_rate)
 
     @property
@@ -214,6 +266,7 @@ class System(ServerSpeeds):
 
     @property
     def has_multi_slot_servers(self) -> bool:
+        """Whether some server serves more than one job at a time (some c_s > 1) or has a rate curve."""
         return not self.has_single_slots
 
     def rate_curve_classes(self) -> tuple[tuple, np.ndarray]:
@@ -235,6 +288,7 @@ class System(ServerSpeeds):
 
     @property
     def has_infinite_buffers(self) -> bool:
+        """Whether every buffer is infinite (no job is ever lost)."""
         return bool(np.all(self.buffer == INFINITE_BUFFER))
 
     def max_routable_scale(self) -> float:
@@ -245,6 +299,21 @@ class System(ServerSpeeds):
         from hetlb.graphs.connectivity import routable_load
 
         return routable_load(self.graph, self.arrival_rate, self.server_capacity)["theta"]
+
+    def __repr__(self) -> str:
+        """One short line whatever the number of servers: the speed classes (COUNTxSPEED, fastest
+        first, the first few), job types, load, buffer and graph; the rest as ``describe()``."""
+        classes = [f"{row['count']}x{row['speed']:g}" for row in self.speed_class_table()]
+        shown = ",".join(classes[:4]) + (f",... ({len(classes)} speeds)" if len(classes) > 4 else "")
+        finite = self.buffer[self.buffer != INFINITE_BUFFER]
+        buffer = "infinite" if finite.size == 0 else (str(finite[0]) if np.all(self.buffer == finite[0]) else "mixed")
+        graph = "complete" if self.graph.is_complete() else f"{self.graph.n_edges} edges"
+        extra = "" if self.has_single_slots else ", multi-slot servers"
+        extra += "" if self.arrivals.is_poisson else f", {self.arrivals.text} arrivals"
+        return (
+            f"<System {self.n_servers} servers ({shown}), {self.n_types} job type{'s' * (self.n_types != 1)}, "
+            f"load {self.load:.4g}, buffer {buffer}, {graph} graph{extra}>"
+        )
 
     def check_stability(self) -> None:
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""
@@ -260,7 +329,22 @@ class System(ServerSpeeds):
 
     def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None) -> None:
         """Refuse, in one line naming the field, what ``model`` (e.g. "the mean-field limit") does
-        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any)."""
+        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any).
+
+        Parameters
+        ----------
+        model
+            What is asked of the system, as the error says it (e.g. "the mean-field limit").
+        arrivals
+            The arrival processes it supports.
+        job_sizes
+            The job-size kinds it supports (None: any).
+
+        Raises
+        ------
+        InputError
+            Naming the field the system has and the model does not support.
+        """
         if self.arrivals.kind not in arrivals:
             raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
         if job_sizes is not None and self.job_sizes.kind not in job_sizes:
@@ -290,6 +374,18 @@ class System(ServerSpeeds):
             **({"servers": self.server_groups()} if self.has_multi_slot_servers else {}),
             **({"arrivals": self.arrivals.describe()} if not self.arrivals.is_poisson else {}),
         }
+
+
+def checked_system(field: str, system) -> System:
+    """``system`` when it is a :class:`System`; else a one-line error that says how to build one
+    (the functions that take a system have a lower-level form on arrays, named ``..._arrays``)."""
+    if not isinstance(system, System):
+        raise InputError(
+            field,
+            f"must be a hetlb.System (System.from_speeds(...)), got {type(system).__name__}; "
+            "for speeds and rates as arrays use the function's _arrays form",
+        )
+    return system
 
 
 def arrival_rate_for_excess_capacity(speed, excess_capacity: float) -> float:
@@ -367,8 +463,35 @@ def server_count(name: str, n_servers) -> int:
     return n_servers
 
 
+def speeds_from_mix(n_servers, speed_mix) -> np.ndarray:
+    """Per-server speeds of ``n_servers`` servers in pools: ``speed_mix`` is (speed, fraction)
+    pairs, the fractions > 0 summing to 1 and each fraction x n_servers a whole number."""
+    n_servers = server_count("n_servers", n_servers)
+    try:
+        mix = np.asarray(speed_mix, dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise InputError("speed_mix", "must be a list of [speed, fraction] pairs") from None
+    if len(mix) == 0 or not np.isclose(mix[:, 1].sum(), 1.0) or np.any(mix[:, 1] <= 0):
+        raise InputError("speed_mix", "fractions must be > 0 and sum to 1")
+    counts = mix[:, 1] * n_servers
+    if not np.allclose(counts, np.round(counts)):
+        raise InputError("speed_mix", f"fraction x n_servers must be whole numbers, got {counts.tolist()}")
+    return np.repeat(mix[:, 0], np.round(counts).astype(int))
+
+
 def parse_speeds(text: str) -> np.ndarray:
-    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed)."""
+    """Speeds from "2,1,0.5" or with counts "50x1.0,50x0.5" (count x speed).
+
+    Parameters
+    ----------
+    text
+        Comma-separated speeds (jobs per unit time), each optionally "COUNTxSPEED".
+
+    Returns
+    -------
+    numpy.ndarray
+        One speed per server, in the order written.
+    """
     counts, speeds = speed_groups(text)
     server_count("speeds", sum(counts))
     return validation.positive_finite_array("speeds", np.repeat(np.array(speeds), counts))

@@ -4,19 +4,31 @@ Every series has its own marker and line style as well as its colour, with hollo
 series that coincide (jsq under jiq at low load) stay visible; the legend says what the shading
 is. Axis labels given as a table's column names (``system.load``, ``mean_response_time``) are
 written out in words with their units (:func:`axis_label`).
+
+Every function returns its matplotlib Figure (shown by a notebook as it is returned) and writes a
+file only when given a path. The figures are not pyplot's: nothing is left open or shown twice.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+
+class ShownFigure(Figure):
+    """A matplotlib Figure that a notebook shows as a PNG when a cell returns it, whether or not
+    pyplot (which registers matplotlib's own display) was imported."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 LINE_STYLES = ("-", "--", "-.", ":")
@@ -115,12 +127,13 @@ def draw_metric(
     axes.legend(handles, labels, fontsize=8, title=axis_label(legend_title) if legend_title else None)
 
 
-def plot_intervals(panels: list, path, *, sharey: bool = True) -> None:
-    """Write a PNG of panels side by side, each a dict with ``title``, ``ylabel`` and ``rows``: a list
+def plot_intervals(panels: list, path=None, *, sharey: bool = True) -> Figure:
+    """The Figure of panels side by side, each a dict with ``title``, ``ylabel`` and ``rows``: a list
     of (label, mean, low, high), drawn as points with interval bars at one category each (nan:
-    left out); on one y scale with ``sharey``."""
+    left out); on one y scale with ``sharey``; written to ``path`` (PNG) when given."""
     width = max(6.4, 0.55 * max(len(panel["rows"]) for panel in panels) + 2)
-    figure, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 4.8), squeeze=False, sharey=sharey)
+    figure = ShownFigure(figsize=(width * len(panels), 4.8))
+    axes = figure.subplots(1, len(panels), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         labels = [row[0] for row in panel["rows"]]
         mean, low, high = (np.array([row[i] for row in panel["rows"]], dtype=float) for i in (1, 2, 3))
@@ -132,9 +145,7 @@ def plot_intervals(panels: list, path, *, sharey: bool = True) -> None:
         ax.set_ylabel(panel["ylabel"])
         ax.set_title(panel["title"], fontsize=10)
         ax.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    return finished(figure, path)
 
 
 def image_formats() -> tuple:
@@ -144,21 +155,86 @@ def image_formats() -> tuple:
     return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
 
-def plot_metric(x, series: dict, path, **options) -> None:
-    """Write an image of one panel (the options of :func:`draw_metric`); its format follows the
-    extension of ``path`` (:func:`image_formats`)."""
-    plot_panels([dict(x=x, series=series, **options)], path)
+def plot_metric(x, series: dict, path=None, **options) -> Figure:
+    """The Figure of one panel, written to ``path`` when given, in the format of its extension
+    (``image_formats``).
+
+    Parameters
+    ----------
+    x
+        The values of the x axis.
+    series
+        The curves: label -> values (one per x), as ``draw_metric`` takes them.
+    path
+        The file to write (None: none).
+    **options
+        The other options of ``draw_metric`` (axis labels, intervals, a bound, scales).
+
+    Returns
+    -------
+    Figure
+        The matplotlib Figure (shown in a notebook).
+    """
+    return plot_panels([dict(x=x, series=series, **options)], path)
 
 
-def plot_panels(panels: list, path, *, title: str = "", sharey: bool = False) -> None:
-    """Write a PNG of panels side by side, each a dict of :func:`draw_metric`'s arguments
-    (``sharey``: on one y scale)."""
-    figure, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False, sharey=sharey)
+def plot_panels(panels: list, path=None, *, title: str = "", sharey: bool = False) -> Figure:
+    """The Figure of panels side by side, written to ``path`` (PNG) when given.
+
+    Parameters
+    ----------
+    panels
+        One dict of ``draw_metric``'s arguments per panel.
+    path
+        The file to write (None: none).
+    title
+        The figure's title.
+    sharey
+        Draw every panel on one y scale.
+
+    Returns
+    -------
+    Figure
+        The matplotlib Figure (shown in a notebook).
+    """
+    figure = ShownFigure(figsize=(6.4 * len(panels), 4.4))
+    axes = figure.subplots(1, len(panels), squeeze=False, sharey=sharey)
     for panel, ax in zip(panels, axes[0]):
         panel = dict(panel)
         draw_metric(ax, panel.pop("x"), panel.pop("series"), **panel)
     if title:
         figure.suptitle(title, fontsize=11)
+    return finished(figure, path)
+
+
+def finished(figure: Figure, path=None) -> Figure:
+    """``figure`` laid out, and written to ``path`` (its format by the extension) when given."""
     figure.tight_layout()
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    if path is not None:
+        figure.savefig(path, dpi=130)
+    return figure
+
+
+def plot_occupancy(labels, occupancy, path=None, *, title: str = "", band_label: str = BAND_LABEL) -> Figure:
+    """The Figure of the occupancy of 000: per class m (``labels[m]``), s_{m,i}, the fraction of
+    its servers with at least i jobs, against i. ``occupancy[r, m, i - 1]`` holds replication r's
+    (one row: no band; several: the mean and the 95% t interval over them); written to ``path``
+    when given."""
+    from hetlb.stats.intervals import interval
+
+    occupancy = np.asarray(occupancy, dtype=float)
+    levels = np.arange(1, occupancy.shape[2] + 1)
+    series = {}
+    for m, label in enumerate(labels):
+        values = occupancy[:, m, :]
+        bands = np.array([interval(values[:, i]) for i in range(len(levels))])
+        series[label] = (values.mean(axis=0), bands[:, 0], bands[:, 1])
+    return plot_metric(
+        levels,
+        series,
+        path,
+        xlabel="jobs i at a server",
+        ylabel="s_{m,i}: fraction of class m with >= i jobs",
+        title=title,
+        band_label=band_label,
+    )

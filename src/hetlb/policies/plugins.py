@@ -27,7 +27,20 @@ def load_plugins(names, field: str = "plugins") -> list[ModuleType]:
     """Import each of ``names`` (a module name such as ``mylab.policies``, or the path of a ``.py``
     file, relative to the working directory) once per process; returns the modules. A module that
     cannot be found, or that fails while it is imported (a bad registration among them), is a
-    one-line :class:`hetlb.errors.InputError` naming it."""
+    one-line :class:`hetlb.errors.InputError` naming it.
+
+    Parameters
+    ----------
+    names
+        Module names or paths of .py files.
+    field
+        The field an error names (the key or flag the names came from).
+
+    Returns
+    -------
+    list of module
+        The imported modules, in order.
+    """
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, (list, tuple)):

@@ -61,34 +61,62 @@ decides with hetlb.policies.choice.choose_server on its estimates)."""
 class PolicySpec:
     """A registered policy.
 
-    ``parameters``: name -> (default, description, kind), the kind one of COUNT, PROBABILITY,
-    POSITIVE_PROBABILITY, FLAG or a tuple of allowed strings.
-    ``ranks_whole_set``: joins a least-key server of the whole compatible set (the keys of
-    rules.selection_key), so the complete graph can use the O(log N) tree.
-    ``integer_keys``: its selection keys are integers >= 0, so the key buckets can serve it.
-    ``idle_order``: decides also on the order in which servers became idle.
-    ``on_local_estimates``: decides on a dispatcher's local estimates (the LED policies of 001).
-    ``exact_rule``: its routing probabilities for the exact solver (hetlb.policies.exact_rules), or
-    None where the solver does not cover it.
-    ``tie_break``: for a JSQ variant of 002, its rule among the shortest queues; the bounding
-    systems' coupled check (hetlb.check_sandwich) runs every policy that has one.
-    ``diffusion``: its Halfin-Whitt diffusion limit in 002 (a :class:`DiffusionRule`), or None.
-    ``slotted_information``: what a dispatcher decides on in the slotted model (None: not there).
-    ``decides_on_estimates``: hetlb.policies.choice.choose_server decides it on a dispatcher's
-    estimates (the many-dispatcher continuous model and ``hetlb serve``).
-    ``decides_on_load``: its decision reads queue lengths (or estimates of them); random and
-    weighted-random do not, so they need no load signal and no probe.
-    ``led_alias``: the policy whose decision an LED policy takes on its local estimates (l-jsq is
-    jsq on estimates): its selection key ranks them.
-    ``mean_field``: its mean-field limit (a :class:`MeanFieldRule`), or None.
-    ``estimate_rule``: an LED policy's routing probabilities on its estimates (a rule of
-    hetlb.policies.exact_rules at its default options); an alias's is its alias's exact rule.
-    ``speed_blind``: its decision reads no speed, concurrency or rate curve (queue lengths, their
-    estimates, or nothing), so a dispatcher that knows only its backends' queues decides it as the
-    simulator does on any servers (the testbed's multi-slot backends).
-    ``selection_key``: a policy registered with :func:`register_policy`: its own @njit key
-    ``key(queue_len, speed_class, n_classes, speed, idle_since)``; None for the built-in ones,
-    whose keys are branches of hetlb.policies.rules.selection_key.
+    Parameters
+    ----------
+    id
+        The policy's id (``hetlb policies`` lists them).
+    code
+        The integer code the kernels branch on.
+    definition
+        The exact definition, in words.
+    reference
+        The paper or work it comes from.
+    parameters
+        Name -> (default, description, kind), the kind one of COUNT, PROBABILITY,
+        POSITIVE_PROBABILITY, FLAG or a tuple of allowed strings.
+    models
+        The models that run it (continuous, slotted, ...).
+    ranks_whole_set
+        Joins a least-key server of the whole compatible set (the keys of rules.selection_key), so
+        the complete graph can use the O(log N) tree.
+    integer_keys
+        Its selection keys are integers >= 0, so the key buckets can serve it.
+    idle_order
+        Decides also on the order in which servers became idle.
+    on_local_estimates
+        Decides on a dispatcher's local estimates (the LED policies of 001).
+    exact_rule
+        Its routing probabilities for the exact solver (hetlb.policies.exact_rules), or None where
+        the solver does not cover it.
+    tie_break
+        For a JSQ variant of 002, its rule among the shortest queues; the bounding systems' coupled
+        check (hetlb.check_sandwich) runs every policy that has one.
+    diffusion
+        Its Halfin-Whitt diffusion limit in 002 (a :class:`DiffusionRule`), or None.
+    slotted_information
+        What a dispatcher decides on in the slotted model (None: not there).
+    decides_on_estimates
+        Hetlb.policies.choice.choose_server decides it on a dispatcher's estimates (the many-
+        dispatcher continuous model and ``hetlb serve``).
+    decides_on_load
+        Its decision reads queue lengths (or estimates of them); random and weighted-random do not,
+        so they need no load signal and no probe.
+    led_alias
+        The policy whose decision an LED policy takes on its local estimates (l-jsq is jsq on
+        estimates): its selection key ranks them.
+    mean_field
+        Its mean-field limit (a :class:`MeanFieldRule`), or None.
+    estimate_rule
+        An LED policy's routing probabilities on its estimates (a rule of hetlb.policies.exact_rules
+        at its default options); an alias's is its alias's exact rule.
+    selection_key
+        A policy registered with :func:`register_policy`: its own @njit key ``key(queue_len,
+        speed_class, n_classes, speed, idle_since)``; None for the built-in ones, whose keys are
+        branches of hetlb.policies.rules.selection_key.
+    speed_blind
+        Its decision reads no speed, concurrency or rate curve (queue lengths, their estimates, or
+        nothing), so a dispatcher that knows only its backends' queues decides it as the simulator
+        does on any servers (the testbed's multi-slot backends).
     """
 
     id: str
@@ -168,13 +196,23 @@ DIFFUSION_MEASURES = ("slowest", "fastest", "size-biased", "law")
 class MeanFieldRule:
     """A policy's N -> infinity limit on the complete graph: ``rule`` (one of
     MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES) and the ``description`` its
-    MeanFieldLimit carries."""
+    MeanFieldLimit carries.
+
+    Parameters
+    ----------
+    rule
+        One of MEAN_FIELD_RANKING_RULES or MEAN_FIELD_SAMPLING_RULES.
+    description
+        The text its MeanFieldLimit carries.
+    """
 
     rule: str
     description: str
 
     @property
     def ranking(self) -> bool:
+        """Whether the rule ranks servers (a deterministic choice among classes, MEAN_FIELD_RANKING_RULES) rather
+        than sampling them."""
         return self.rule in MEAN_FIELD_RANKING_RULES
 
 
@@ -197,20 +235,31 @@ class DiffusionRule:
 
 @dataclass(frozen=True)
 class Policy:
-    """A policy with its parameter values, e.g. ``Policy("pod", {"d": 2})``."""
+    """A policy with its parameter values, e.g. ``Policy("pod", {"d": 2})``.
+
+    Parameters
+    ----------
+    id
+        The policy's id in the registry.
+    params
+        Its parameters' values by name (make_policy fills in the defaults and checks them).
+    """
 
     id: str
     params: dict = field(default_factory=dict)
 
     @property
     def spec(self) -> PolicySpec:
+        """The registry entry of the policy's id (a PolicySpec: its definition, code and parameters)."""
         return POLICIES[self.id]
 
     @property
     def code(self) -> int:
+        """The integer code the kernels branch on (the registry entry's)."""
         return self.spec.code
 
     def describe(self) -> dict:
+        """The policy as the result's metadata records it: its id and its parameters."""
         return {"id": self.id, **self.params}
 
 
@@ -537,7 +586,25 @@ def policies_where(**fields) -> tuple[str, ...]:
 
 
 def make_policy(policy_id: str, **params) -> Policy:
-    """Validate a policy id and its parameters; unspecified parameters take their defaults."""
+    """Validate a policy id and its parameters; unspecified parameters take their defaults.
+
+    Parameters
+    ----------
+    policy_id
+        A registered policy id (``hetlb policies`` lists them).
+    **params
+        The policy's parameters by name, e.g. ``d=2`` for ``pod``.
+
+    Returns
+    -------
+    Policy
+        The policy with every parameter's value.
+
+    Raises
+    ------
+    InputError
+        For an unknown id, an unknown parameter or a value out of its range.
+    """
     if policy_id not in POLICIES:
         raise InputError("policy", f"unknown policy {policy_id!r}; choose one of: {', '.join(POLICIES)}")
     spec = POLICIES[policy_id]
@@ -616,18 +683,39 @@ def register_policy(
     """Register a ranking policy written outside hetlb: a job joins a compatible server of least
     ``selection_key``, ties uniformly at random (docs/how-to/your-own-policy.md).
 
-    ``selection_key(queue_len, speed_class, n_classes, speed, idle_since)``: an @njit function (a
-    plain one is compiled with numba's njit) of a server's queue length (jobs, the one in service
-    included), speed class (0 = fastest of ``n_classes``), speed mu_s and the time it became
-    idle, returning a number; the least key wins. It runs in the continuous simulator
-    (``hetlb.simulate``, sweeps) in a copy of the kernel compiled with it once per process, not
-    cached with the package. ``integer_keys``: its keys are integers >= 0 (the O(1) key buckets
-    serve it); ``idle_order``: it reads ``idle_since``. ``exact_rule``: its routing probabilities
-    (the arguments of hetlb.policies.exact_rules), written from the definition; with one,
-    ``hetlb.theory.solve_exact`` covers it and ``hetlb.check_policy`` holds the kernel against it.
-    ``mean_field``: a :class:`MeanFieldRule` of hetlb.theory.meanfield, when one of its fixed
-    points is this policy's limit.
-    Registering an id again replaces a registered policy; a built-in id is refused.
+    The key runs in the continuous simulator (``hetlb.simulate``, sweeps) in a copy of the kernel
+    compiled with it once per process, not cached with the package. Registering an id again
+    replaces a registered policy; a built-in id is refused.
+
+    Parameters
+    ----------
+    policy_id
+        The new policy's id.
+    selection_key
+        ``selection_key(queue_len, speed_class, n_classes, speed, idle_since)``: an @njit function
+        (a plain one is compiled with numba's njit) of a server's queue length (jobs, the one in
+        service included), speed class (0 = fastest of ``n_classes``), speed mu_s and the time it
+        became idle, returning a number; the least key wins.
+    definition
+        The policy's definition in words (``hetlb policies`` shows it).
+    reference
+        Where the policy comes from.
+    integer_keys
+        Its keys are integers >= 0 (the O(1) key buckets serve it).
+    idle_order
+        It reads ``idle_since``.
+    exact_rule
+        Its routing probabilities (the arguments of hetlb.policies.exact_rules), written from the
+        definition; with one, ``hetlb.theory.solve_exact`` covers it and ``hetlb.check_policy``
+        holds the kernel against it.
+    mean_field
+        A ``MeanFieldRule`` of hetlb.theory.meanfield, when one of its fixed points is this
+        policy's limit.
+
+    Returns
+    -------
+    PolicySpec
+        The registry entry.
     """
     if not isinstance(policy_id, str) or not policy_id or not all(c.isalnum() or c in "-_" for c in policy_id):
         raise InputError("policy id", f"must be a name of letters, digits, - and _, got {policy_id!r}")
@@ -667,7 +755,13 @@ def register_policy(
 
 
 def unregister_policy(policy_id: str) -> None:
-    """Remove a policy of :func:`register_policy` (a built-in one stays)."""
+    """Remove a policy of :func:`register_policy` (a built-in one stays).
+
+    Parameters
+    ----------
+    policy_id
+        The id given to register_policy.
+    """
     spec = POLICIES.get(policy_id)
     if spec is None or spec.selection_key is None:
         raise InputError("policy id", f"{policy_id!r} is no policy registered with register_policy")

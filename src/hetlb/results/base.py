@@ -52,7 +52,17 @@ class Result:
 
     def to_json(self, *args, indent: int | None = 2, **kwargs) -> str:
         """Strict JSON of ``to_dict(*args, **kwargs)``: numpy values become numbers and non-finite
-        floats become null."""
+        floats become null.
+
+        Parameters
+        ----------
+        *args
+            The positional arguments of ``to_dict``.
+        indent
+            The JSON indentation (None: one line).
+        **kwargs
+            The keyword arguments of ``to_dict``.
+        """
         values = finite_or_null(self.to_dict(*args, **kwargs))
         return json.dumps(values, indent=indent, default=json_default, allow_nan=False)
 

@@ -63,6 +63,37 @@ class BoundingResult(Result):
     mean of Q_i for every level reached. ``loss_fraction`` is the fraction of arrivals that found
     every buffer full. ``excess_capacity`` is c = n^{-1/2} (sum_k mu_k - n lambda) = varsigma + nu.
     ``summary`` gives each measure's mean and its interval (``name + "_ci"``).
+
+    Parameters
+    ----------
+    kind
+        "fsl" or "ssl".
+    buffer
+        b (None: infinite).
+    n_servers
+        n.
+    arrival_rate
+        n lambda^n, the total Poisson rate (jobs per time unit).
+    excess_capacity
+        c.
+    horizon, warmup
+        The averaging window (time units).
+    replications
+        Independent paths.
+    estimates
+        Measure -> Estimate.
+    replication_values
+        [r, m]: measure m of replication r.
+    level_means
+        [i - 1]: the mean of Q_i.
+    x_plus1_law, x_plus2_law
+        The time-weighted laws of X_{+1} and X_{+2}.
+    events
+        Simulated events.
+    events_per_second
+        Events per second of wall-clock time.
+    metadata
+        The seed and the versions (simulate_bounding_system).
     """
 
     kind: str
@@ -82,6 +113,23 @@ class BoundingResult(Result):
     events_per_second: float
     metadata: dict = field(default_factory=dict)  # the seed and the versions (simulate_bounding_system)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the mean of Q_i, the servers with at least i jobs, against the
+        level i (the replications' mean); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_metric
+
+        levels = np.arange(1, len(self.level_means) + 1)
+        none = np.full(levels.size, np.nan)
+        return plot_metric(
+            levels,
+            {self.kind: (self.level_means, none, none)},
+            path,
+            xlabel="level i",
+            ylabel="mean of Q_i: servers with >= i jobs",
+            title=f"{self.kind}, n = {self.n_servers}, c = {self.excess_capacity:.4g}",
+            log_y=bool(np.all(self.level_means > 0)),
+        )
+
     @property
     def system(self) -> dict:
         """What was simulated: the bounding system, its buffers, n, n lambda, c, the horizon and warm-up."""
@@ -90,6 +138,8 @@ class BoundingResult(Result):
 
     @property
     def summary(self) -> dict:
+        """The headline figures: each measure's mean and 95% interval, the replications, the events and the events
+        per second."""
         out = with_intervals(MEASURES, lambda name: (self.estimates[name].mean, self.estimates[name].interval))
         out.update(replications=self.replications, events=self.events, events_per_second=self.events_per_second)
         return out

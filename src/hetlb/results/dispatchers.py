@@ -29,7 +29,37 @@ class DispatcherRunResult(RunResult):
     (weighted by their arrival rates) and servers, seen at the arrivals (PASTA); the herd:
     ``herd_fraction`` of the decisions chose a server another dispatcher chose less than the herd
     window before (``herd_same_fraction``: the same dispatcher), per dispatcher in
-    ``herd_by_dispatcher``. ``stale_messages`` arrived after a newer observation and were dropped."""
+    ``herd_by_dispatcher``. ``stale_messages`` arrived after a newer observation and were dropped.
+
+    Parameters
+    ----------
+    messages
+        The messages of the window by kind.
+    messages_per_job
+        Messages per arrival by kind, with their ``total``.
+    mean_estimate_error
+        The time-average |Q~^m_s - Q_s| seen at the arrivals.
+    mean_estimate_bias
+        The time-average Q~^m_s - Q_s seen at the arrivals.
+    mean_estimate_age
+        The mean age of an estimate (time units).
+    herd_fraction
+        The fraction of decisions onto a server another dispatcher chose within the herd window.
+    herd_same_fraction
+        The same for the dispatcher's own earlier choice.
+    herd_by_dispatcher
+        herd_fraction per dispatcher.
+    decisions_by_dispatcher
+        The decisions each dispatcher made.
+    stale_messages
+        Messages that arrived after a newer observation and were dropped.
+    delivered_messages
+        Messages delivered.
+    message_events
+        Message deliveries the event loop processed.
+    snapshot_events
+        Snapshots taken.
+    """
 
     messages: dict = field(default_factory=dict)
     messages_per_job: dict = field(default_factory=dict)
@@ -51,6 +81,11 @@ class DispatcherRunResult(RunResult):
         return {**super().summary, **self.figures(DISPATCHER_FIGURES), "messages_per_job": self.messages_per_job}
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = super().to_dict(per_server)
         out.update({name: getattr(self, name) for name in DISPATCHER_FIGURES})
         out.update(
@@ -70,7 +105,15 @@ class DispatcherRunResult(RunResult):
 class DispatchersResult(SimulationResult):
     """Replications of a system with M dispatchers: a SimulationResult with the dispatchers'
     figures (DispatcherRunResult), averaged over the replications with 95% intervals when there
-    are several."""
+    are several.
+
+    Parameters
+    ----------
+    runs
+        The replications' results (DispatcherRunResult), in order.
+    metadata
+        The system, policy, seed, stopping rule and versions.
+    """
 
     mean_estimate_error = mean_property("mean_estimate_error", "time-average |Q~^m_s - Q_s|")
     mean_estimate_bias = mean_property("mean_estimate_bias", "time-average Q~^m_s - Q_s")
@@ -90,10 +133,14 @@ class DispatchersResult(SimulationResult):
 
     @property
     def herd_by_dispatcher(self) -> list:
+        """Per dispatcher, the fraction of its decisions onto another dispatcher's recent choice, averaged over the
+        replications."""
         return np.mean([run.herd_by_dispatcher for run in self.runs], axis=0).tolist()
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the simulation with those of the dispatchers: estimate error, bias and age, the
+        herd, messages per job."""
         out = {**super().summary, **self.figures(DISPATCHER_FIGURES)}
         out["messages_per_job"] = self.messages_per_job
         out["herd_by_dispatcher"] = self.herd_by_dispatcher

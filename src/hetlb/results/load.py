@@ -46,7 +46,15 @@ INFERENCE_LOAD_SUMMARY = (
 class LoadResult(Result, dict):
     """One open-loop run of the load generator: a mapping of its figures (keys and units in
     hetlb.live.loadgen's docstring; a figure that cannot be computed is None), so that it is read,
-    compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions)."""
+    compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions).
+
+    Parameters
+    ----------
+    figures
+        The run's figures by name.
+    metadata
+        The LoadSpec and the versions.
+    """
 
     def __init__(self, figures: dict, metadata: dict):
         dict.__init__(self, figures)
@@ -54,6 +62,7 @@ class LoadResult(Result, dict):
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the load (LOAD_SUMMARY of hetlb.results.load)."""
         return {name: self[name] for name in LOAD_SUMMARY}
 
     def to_dict(self) -> dict:
@@ -74,10 +83,19 @@ class LoadResult(Result, dict):
 class InferenceLoadResult(LoadResult):
     """One open-loop run of streamed chat completions: a mapping of its figures (keys and units in
     hetlb.live.inference_load's docstring and docs/reference/testbed.md; a figure that cannot be
-    computed is None), with ``metadata`` (the InferenceLoadSpec and the versions)."""
+    computed is None), with ``metadata`` (the InferenceLoadSpec and the versions).
+
+    Parameters
+    ----------
+    figures
+        The run's figures by name.
+    metadata
+        The InferenceLoadSpec and the versions.
+    """
 
     @property
     def summary(self) -> dict:
+        """The headline figures of the streamed load (INFERENCE_LOAD_SUMMARY of hetlb.results.load)."""
         return {name: self[name] for name in INFERENCE_LOAD_SUMMARY}
 
     def headline(self) -> tuple:

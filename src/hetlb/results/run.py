@@ -52,7 +52,83 @@ def interval_property(name: str) -> property:
 class RunResult(ReplicationResult):
     """Statistics of one replication. Response times are those of the jobs that arrived in the
     measurement window [warmup, warmup + measured_time], each followed to its departure (the run
-    ends at ``end_time``, when the last of them has left); time averages cover the window."""
+    ends at ``end_time``, when the last of them has left); time averages cover the window.
+
+    Parameters
+    ----------
+    seed_entropy
+        The root seed's entropy.
+    seed_key
+        The replication's spawn key (its index r).
+    mean_response_time
+        E[T], the mean response time of the measured jobs (time units).
+    mean_response_time_ci
+        Its 95% interval [low, high] (batch means of this run).
+    response_time_std
+        The standard deviation of their response times (time units).
+    mean_waiting_time
+        The mean time before service (time units).
+    mean_waiting_time_ci
+        Its 95% interval [low, high] (batch means of this run).
+    p_wait
+        The fraction of admitted jobs that wait.
+    blocking_probability
+        The fraction of arrivals lost at a full buffer.
+    blocking_probability_ci
+        Its 95% interval [low, high] (batch means of this run).
+    mean_number_in_system
+        L, the time-average jobs in the system.
+    mean_number_in_system_ci
+        Its 95% interval [low, high] (batch means of this run).
+    number_in_system_growth
+        The mean number in system over the second half of the batches over that over the first half,
+        minus 1 (about 0 when stable).
+    utilisation
+        Per server, the fraction of time busy.
+    mean_queue_length
+        Per server, the time-average jobs, those in service included.
+    peak_queue_length
+        Per server, the most jobs it ever held (whole run).
+    class_speed
+        mu_m of each speed class, decreasing.
+    class_count
+        N_m, the servers of each class.
+    occupancy
+        s_{m,i} of 000: [m, i-1] is the time-average fraction of all N servers that are of class m
+        with >= i jobs.
+    class_jobs
+        C_m of 000: the time-average jobs at class-m servers over N.
+    histogram
+        Response-time counts (response_time_quantile reads them).
+    measured_time
+        The length of the measurement window (time units).
+    end_time
+        When the last measured job left (time units).
+    arrivals
+        Jobs that arrived in the window.
+    completed_jobs
+        Measured jobs that completed.
+    counters
+        Whole-run counts from time 0: arrivals, admitted, blocked, departed, in_system.
+    events
+        Simulated events.
+    wall_seconds
+        The run's wall-clock time (seconds).
+    batch_response_means
+        The mean response time of each batch (time units).
+    trace
+        The first routing decisions, when asked for.
+    jobs_distribution
+        The time fraction with j jobs in the system (state_distribution).
+    waiting_distribution
+        The time fraction with j waiting jobs (state_distribution).
+    speed_profile
+        eta and xi_2 of 002 by speed bin (speed_bins).
+    mean_in_service
+        Per server, the time-average jobs in service E[b] (servers of several slots).
+    slot_utilisation
+        Per server, E[b] / c_s (nan for unlimited c; servers of several slots).
+    """
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -92,6 +168,7 @@ class RunResult(ReplicationResult):
 
     @property
     def events_per_second(self) -> float:
+        """Simulated events per second of wall-clock time (infinite for a run too short to time)."""
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -136,6 +213,11 @@ class RunResult(ReplicationResult):
         return (self.mean_number_in_system - little) / self.mean_number_in_system
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             "mean_response_time": self.mean_response_time,
@@ -261,11 +343,26 @@ class SimulationResult(ReplicatedResult):
     the intervals are batch-means intervals of that run; with several they are Student-t
     intervals over the replications. An interval a single run does not measure (``p_wait_ci``,
     ``response_time_p99_ci``) is None.
+
+    Parameters
+    ----------
+    runs
+        The replications' results (RunResult), in order.
+    metadata
+        The system, policy, seed, stopping rule and versions.
     """
 
     @property
     def n_servers(self) -> int:
+        """The number of servers N."""
         return len(self.runs[0].utilisation)
+
+    def extent(self) -> str:
+        """The replications, and how many warnings the result has (so that a notebook shows them)."""
+        count = len(self.warnings)
+        return replications_text(self.replications) + (
+            f"; {count} warning{'s' * (count > 1)}: see .warnings" if count else ""
+        )
 
     mean_response_time = mean_property("mean_response_time", "mean response time (time units)")
     mean_response_time_ci = interval_property("mean_response_time")
@@ -284,14 +381,18 @@ class SimulationResult(ReplicatedResult):
 
     @property
     def histogram(self) -> np.ndarray:
+        """The response-time counts summed over the replications (hetlb.results.response_time_quantile reads them)."""
         return np.sum([run.histogram for run in self.runs], axis=0)
 
     @property
     def warnings(self) -> list:
         """Why the figures may not be trusted, each with what to change (empty when nothing is
         seen): no job measured; a Little's-law gap beyond LITTLE_GAP_LIMIT and the confidence
-        intervals; a mean number in system that grew or shrank between the halves of the window by
-        more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval."""
+        intervals (or beyond LITTLE_GAP_LIMIT alone with no warm-up, from an empty system: a bias
+        however wide the intervals); a mean number in system that grew or shrank between the halves of the window by
+        more than GROWTH_LIMIT and GROWTH_SIGMAS times its interval. (The gap of L and lambda W over
+        one window is little touched by the noise that widens the intervals, the growth is not: only
+        the gap is held to its limit alone.)"""
         return simulation_warnings(self)
 
     response_time_p50 = mean_property(
@@ -312,6 +413,23 @@ class SimulationResult(ReplicatedResult):
         """The scaled measures of 002 (hetlb.stats.halfin_whitt), averaged over the replications."""
         scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
         return {name: float(np.mean([values[name] for values in scaled])) for name in scaled[0]}
+
+    def plot(self, path=None):
+        """The matplotlib Figure of the occupancy of 000: per speed class m, the fraction of its
+        servers with at least i jobs against i, with the 95% t interval over the replications (no
+        band with one); written to ``path`` too when one is given (its format by the extension)."""
+        from hetlb.plots.figures import plot_occupancy
+
+        first = self.runs[0]
+        share = np.sum(first.class_count) / first.class_count[:, None]  # occupancy is of all N servers
+        label, value, _ = self.headline()
+        return plot_occupancy(
+            [f"speed {speed:g} ({count} servers)" for speed, count in zip(first.class_speed, first.class_count)],
+            [run.occupancy * share for run in self.runs],
+            path,
+            title=f"{self.describe()}: {label} {value:.4g}",
+            band_label="shaded: 95% interval over the replications",
+        )
 
     @property
     def occupancy_by_class(self) -> list:
@@ -373,6 +491,13 @@ def simulation_warnings(result) -> list:
     spread_l = relative_half_width(result.mean_number_in_system, result.mean_number_in_system_ci)
     spread = max(spread_l, relative_half_width(result.mean_response_time, result.mean_response_time_ci))
     gap = result.littles_law_gap
+    from_empty = not stopping.get("warmup")  # the default: measured from an empty system at time 0
+    if from_empty and math.isfinite(gap) and LITTLE_GAP_LIMIT < abs(gap) <= spread:
+        warnings.append(
+            f"Little's law gap {gap:+.1%} with no warm-up: measured from an empty system, the run is "
+            f"biased however wide its intervals ({spread:.1%}); give a warm-up (--warmup, warmup=) "
+            f"of a few mean response times or more, or {more}"
+        )
     if math.isfinite(gap) and abs(gap) > max(LITTLE_GAP_LIMIT, spread):
         warnings.append(
             f"Little's law gap {gap:+.1%} is beyond the {spread:.1%} of the confidence intervals: the "
@@ -405,7 +530,15 @@ def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:
 
 
 def response_time_quantile(histogram: np.ndarray, q: float) -> float:
-    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%)."""
+    """The q-quantile of the response-time histogram, linear within a bin (relative error < 0.4%).
+
+    Parameters
+    ----------
+    histogram
+        Response-time counts, in the bins of the kernels.
+    q
+        The probability, in [0, 1].
+    """
     total = histogram.sum()
     if total == 0:
         return math.nan

@@ -17,12 +17,71 @@ import numpy as np
 from hetlb.results.base import ReplicationResult
 from hetlb.results.run import ReplicatedResult, interval_property, mean_property
 from hetlb.results.table import SLOTTED_METRICS
-from hetlb.stats import preference_report
+from hetlb.stats import interval, preference_report
 
 
 @dataclass(repr=False)
 class SlottedRunResult(ReplicationResult):
-    """Statistics of one replication over the slots warmup .. warmup + slots - 1."""
+    """Statistics of one replication over the slots warmup .. warmup + slots - 1.
+
+    Parameters
+    ----------
+    seed_entropy
+        The root seed's entropy.
+    seed_key
+        The replication's spawn key (its index r).
+    slots
+        Measured slots.
+    arrivals
+        Jobs arrived in the measured slots.
+    departures
+        Jobs that departed in them.
+    decisions
+        Dispatching decisions (one per dispatcher and slot with arrivals; one per job with
+        routing="job").
+    mean_number_in_system
+        The time-average sum_n Q_n.
+    mean_number_in_system_ci
+        Its 95% interval [low, high] (batch means of this run).
+    number_in_system_growth
+        The time-average sum_n Q_n over the second half of the measured slots over that over the
+        first half, minus 1: about 0 when stable, > 0 when the queues grow (or the warm-up was too
+        short).
+    mean_delay
+        The mean delay (slots, by Little's law).
+    mean_delay_ci
+        Its 95% interval [low, high] (batch means of this run).
+    mean_estimate_error
+        The time-average |Q_n - Q~^m_n| over dispatchers and servers (LED policies only).
+    mean_estimate_error_ci
+        Its 95% interval [low, high] (batch means of this run).
+    messages
+        Probes, replies, reports and tokens in the measured slots.
+    messages_per_arrival
+        Messages per arrival.
+    messages_per_arrival_ci
+        Its 95% interval [low, high] (batch means of this run).
+    messages_per_decision
+        Messages per dispatching decision.
+    mean_queue_length
+        Per server, the time-average Q_n.
+    preference
+        preference_report of Delta_r, with the per-rank "selection" frequency and "share"
+        E[mu_sigma(r)] / mu_Sigma, and Delta^m_r "by_dispatcher" (None unless measured).
+    preference_samples
+        Per batch, Delta_r.
+    counters
+        The whole run from slot 0: arrivals, departures; at the end: in_system, idle_servers,
+        tokens_held (jiq).
+    slots_run
+        Slots run, the warm-up included.
+    wall_seconds
+        The run's wall-clock time (seconds).
+    batch_delay_means
+        The mean delay of each batch (slots).
+    trace
+        The first decisions, when asked for.
+    """
 
     seed_entropy: int | list[int]
     seed_key: tuple
@@ -62,6 +121,7 @@ class SlottedRunResult(ReplicationResult):
 
     @property
     def slots_per_second(self) -> float:
+        """Simulated slots per second of wall-clock time (infinite for a run too short to time)."""
         return self.slots_run / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -81,9 +141,15 @@ class SlottedRunResult(ReplicationResult):
 
     @property
     def events_per_second(self) -> float:
+        """Simulated events per second of wall-clock time (infinite for a run too short to time)."""
         return self.events / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     def to_dict(self, per_server: bool = True) -> dict:
+        """Parameters
+        ----------
+        per_server
+            Include the per-server arrays.
+        """
         out = {
             "seed": {"entropy": self.seed_entropy, "spawn_key": list(self.seed_key)},
             **{name: getattr(self, name) for name in SLOTTED_METRICS},
@@ -112,7 +178,26 @@ class SlottedResult(ReplicatedResult):
     """Replications of one slotted scenario under one policy, with their aggregate and metadata.
 
     Every key of ``summary`` is also an attribute; intervals are those of
-    :class:`~hetlb.results.run.SimulationResult` (None when a single run does not measure one)."""
+    :class:`~hetlb.results.run.SimulationResult` (None when a single run does not measure one).
+
+    Parameters
+    ----------
+    runs
+        The replications' results (SlottedRunResult), in order.
+    metadata
+        The system, policy, seed, stopping rule and versions.
+    """
+
+    def plot(self, path=None):
+        """The matplotlib Figure of each server's time-average queue length Q_n (jobs), with the 95%
+        t interval over the replications (none with one); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_intervals
+
+        queues = np.array([run.mean_queue_length for run in self.runs], dtype=float)
+        rows = [(f"server {n}", *interval_row(queues[:, n])) for n in range(queues.shape[1])]
+        label, value, _ = self.headline()
+        title = f"{self.describe()}: {label} {value:.4g}"
+        return plot_intervals([{"title": title, "ylabel": "mean queue length Q_n (jobs)", "rows": rows}], path)
 
     mean_number_in_system = mean_property("mean_number_in_system", "time-average sum_n Q_n")
     mean_number_in_system_ci = interval_property("mean_number_in_system")
@@ -158,6 +243,7 @@ class SlottedResult(ReplicatedResult):
 
     @property
     def slots_per_second(self) -> float:
+        """Simulated slots per second of wall-clock time, over all replications."""
         return sum(run.slots_run for run in self.runs) / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     @property
@@ -196,7 +282,14 @@ class SlottedResult(ReplicatedResult):
 
     @property
     def n_servers(self) -> int:
+        """The number of servers N."""
         return len(self.runs[0].mean_queue_length)
 
     def details(self) -> dict:
         return {"preference": self.preference}
+
+
+def interval_row(samples) -> tuple:
+    """(mean, low, high) of ``samples``: the 95% t interval (nan bounds with one sample)."""
+    low, high = interval(samples)
+    return float(np.mean(samples)), low, high

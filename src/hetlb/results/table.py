@@ -151,13 +151,15 @@ def speed_lower_bound_or_nan(speed, total_arrival_rate: float, concurrency=None,
     """C*/lambda of Proposition 1 in 000 (on multi-slot servers, its extension: concurrency and
     rate_curve as in hetlb.System.from_speeds), or nan when the load is not below 1."""
     from hetlb.model.servers import capacity_factor, concurrency_array, rate_curve_tuple
-    from hetlb.theory import speed_lower_bound
+    from hetlb.theory import speed_lower_bound_arrays
 
     speed = np.asarray(speed, dtype=float)
     factor = capacity_factor(concurrency_array(concurrency, len(speed)), rate_curve_tuple(rate_curve, len(speed)))
     if not math.isfinite(total_arrival_rate) or total_arrival_rate >= (speed * factor).sum():
         return math.nan
-    return speed_lower_bound(speed, total_arrival_rate, concurrency=concurrency, rate_curve=rate_curve).lower_bound
+    return speed_lower_bound_arrays(
+        speed, total_arrival_rate, concurrency=concurrency, rate_curve=rate_curve
+    ).lower_bound
 
 
 def metadata_servers(system: dict, class_speed, class_count) -> tuple:

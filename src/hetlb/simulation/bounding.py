@@ -9,12 +9,15 @@ buffers (SSL). Q_i is the number of buffers holding >= i jobs, Q_{+i} = sum_{j >
 the scaling of 002 X_1 = n^{-1/2} (Q_1 - n), X_i = n^{-1/2} Q_i (i >= 2), X_{+i} = sum_{j >= i} X_j.
 
 >>> import numpy as np
->>> from hetlb.simulation.bounding import simulate_bounding_system
->>> speeds = np.linspace(0.7, 1.3, 50)
->>> result = simulate_bounding_system(speeds, speeds.sum() - np.sqrt(50), kind="fsl", buffer=2,
-...                                   horizon=200.0, warmup=20.0, replications=3, seed=1)
+>>> import hetlb
+>>> system = hetlb.System.from_speeds(np.linspace(0.7, 1.3, 50), excess_capacity=1.0, buffer=2)
+>>> result = hetlb.simulate_bounding_system(system, kind="fsl", horizon=200.0, warmup=20.0, replications=3, seed=1)
 >>> result.estimates["X_1"].mean < 0
 True
+
+Each function takes a :class:`hetlb.System` (its speeds, total arrival rate and one buffer size);
+``simulate_bounding_system_arrays`` and ``check_sandwich_arrays`` are the lower-level forms on
+arrays (speeds and the total rate n lambda^n).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from hetlb import validation
 from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import bounding as kernel
-from hetlb.model.system import RATE_RULE, speed_classes
+from hetlb.model.system import RATE_RULE, checked_system, speed_classes
 from hetlb.policies.registry import POLICIES, policies_where
 from hetlb.results.base import versions
 from hetlb.results.bounding import MEASURES, BoundingResult, Estimate, TimeWeightedLaw
@@ -52,8 +55,10 @@ __all__ = [
     "SandwichCheck",
     "TimeWeightedLaw",
     "check_sandwich",
+    "check_sandwich_arrays",
     "served_rate",
     "simulate_bounding_system",
+    "simulate_bounding_system_arrays",
 ]
 
 BOUNDING_KINDS = {
@@ -145,7 +150,36 @@ def served_rate(speeds, kind: str) -> np.ndarray:
 # --- JSQ-FSL and JSQ-SSL alone ---------------------------------------------------------------------
 
 
+def bounding_arrays(system) -> tuple[np.ndarray, float, int | None]:
+    """The speeds mu_k, the total arrival rate n lambda^n and the buffer b (None: infinite) of
+    ``system``, refusing in one line what the bounding systems do not have (002: the complete
+    graph, one buffer size, Poisson arrivals, exponential sizes, servers of one slot)."""
+    checked_system("system", system)
+    model = "the bounding systems"
+    system.check_supported(model, job_sizes=("exponential",))
+    if not system.graph.is_complete():
+        raise InputError("graph", f"{model} are for the complete graph")
+    if not system.has_single_slots:
+        raise InputError("concurrency", f"{model} are for servers that serve one job at a time")
+    buffers = np.unique(system.buffer)
+    if buffers.size > 1:
+        raise InputError("buffer", f"{model} take one buffer size for all servers")
+    return system.speed, system.total_arrival_rate, None if system.has_infinite_buffers else int(buffers[0])
+
+
 def simulate_bounding_system(
+    system, kind: str = "fsl", *, horizon: float = 3000.0, warmup: float = 300.0, replications: int = 10, seed=0
+) -> BoundingResult:
+    """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) of ``system`` (a hetlb.System: its
+    speeds, total arrival rate and buffer) from empty buffers; the rest as
+    :func:`simulate_bounding_system_arrays`."""
+    speeds, rate, buffer = bounding_arrays(system)
+    return simulate_bounding_system_arrays(
+        speeds, rate, kind, buffer, horizon=horizon, warmup=warmup, replications=replications, seed=seed
+    )
+
+
+def simulate_bounding_system_arrays(
     speeds,
     arrival_rate,
     kind: str = "fsl",
@@ -158,12 +192,31 @@ def simulate_bounding_system(
 ) -> BoundingResult:
     """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) from empty buffers.
 
-    speeds: mu_k of the n servers (jobs per time unit). arrival_rate: n lambda^n, the total Poisson
-    rate (for the Halfin-Whitt scaling of 002 take sum(speeds) - c sqrt(n)). buffer: b, the jobs a
-    buffer holds; None (or math.inf) for infinite buffers, which need arrival_rate < sum(speeds).
-    horizon, warmup: time units; averages are exact time integrals over [warmup, horizon].
-    replications: independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     Cost per event O(log n + log of the longest buffer).
+
+    Parameters
+    ----------
+    speeds
+        mu_k of the n servers (jobs per time unit).
+    arrival_rate
+        n lambda^n, the total Poisson rate (for the Halfin-Whitt scaling of 002 take
+        sum(speeds) - c sqrt(n)).
+    kind
+        "fsl" (faster servers serve longer buffers) or "ssl" (slower servers serve longer buffers).
+    buffer
+        b, the jobs a buffer holds; None (or math.inf) for infinite buffers, which need
+        arrival_rate < sum(speeds).
+    horizon, warmup
+        Time units; averages are exact time integrals over [warmup, horizon].
+    replications
+        Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    BoundingResult
+        The time averages of Q_{+1} and Q_{+2} with their intervals.
     """
     speed, arrival_rate = _rates(speeds, arrival_rate)
     rates = served_rate(speed, kind)
@@ -257,6 +310,15 @@ def _time_weighted_law(probabilities: list, offset: int, scale: float) -> TimeWe
 
 
 def check_sandwich(
+    system, tie_breaks=tuple(TIE_BREAKS), *, horizon: float = 1000.0, warmup: float = 0.0, seed=0
+) -> SandwichCheck:
+    """:func:`check_sandwich_arrays` of ``system`` (a hetlb.System: its speeds, total arrival rate
+    and buffer)."""
+    speeds, rate, buffer = bounding_arrays(system)
+    return check_sandwich_arrays(speeds, rate, buffer, tie_breaks, horizon=horizon, warmup=warmup, seed=seed)
+
+
+def check_sandwich_arrays(
     speeds,
     arrival_rate,
     buffer=None,
@@ -269,8 +331,28 @@ def check_sandwich(
     """Run JSQ-FSL, JSQ-SSL and JSQ under each of ``tie_breaks`` on common random numbers (the
     coupling of the proof of Prop 5.1 of 002, described in hetlb.kernels.bounding) from empty
     buffers, and check Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t) for every level i after every
-    clock tick. Arguments as in simulate_bounding_system; the clock and the random tie-breaks draw
+    clock tick. Arguments as in simulate_bounding_system_arrays; the clock and the random tie-breaks draw
     from two streams spawned from ``seed``. Cost per tick O(n) per tie-break: for moderate n.
+
+    Parameters
+    ----------
+    speeds
+        mu_k of the n servers (jobs per time unit).
+    arrival_rate
+        The total Poisson rate n lambda^n (jobs per time unit).
+    buffer
+        b, the jobs a buffer holds (None: infinite).
+    tie_breaks
+        The JSQ tie-breaking policies held between the two bounds.
+    horizon, warmup
+        As in simulate_bounding_system (time units); the order is checked at every tick.
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    SandwichCheck
+        The levels and ticks checked and the first violation, if any.
     """
     speed, arrival_rate = _rates(speeds, arrival_rate)
     capacity = _buffer(buffer, speed, arrival_rate)

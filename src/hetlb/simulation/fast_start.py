@@ -31,11 +31,11 @@ _plain_events = 0.0
 _before_compiled: tuple[int, Callable[[], None]] | None = None
 
 
-def before_compiled_run(notice: Callable[[], None]) -> None:
+def before_compiled_run(notice: Callable[[], None] | None) -> None:
     """Call ``notice`` once, before the first run in this process that uses numba's kernels (none:
-    never called; a worker process forked from this one does not call it)."""
+    never called; a worker process forked from this one does not call it); None: no notice."""
     global _before_compiled
-    _before_compiled = (os.getpid(), notice)
+    _before_compiled = None if notice is None else (os.getpid(), notice)
 
 
 @contextmanager

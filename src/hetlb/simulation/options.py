@@ -64,20 +64,43 @@ class Options:
 class RunOptions(Options):
     """The run options of hetlb.simulate, checked when the object is made.
 
-    jobs: measure the jobs arriving after the warm-up until this many have been admitted
-        (DEFAULT_JOBS of hetlb.simulation.replications when ``horizon`` is not given; None with a
-        horizon); horizon: measure those arriving up to this simulated time instead (time units).
-    warmup: simulated time discarded before statistics start (time units).
-    replications: independent runs; seed: an integer >= 0 or a SeedSequence (``root_seed``).
-    batches: batches for the batch-means intervals; occupancy_levels: levels i of s_{m,i} (000).
-    state_distribution: record the time-distribution of jobs and waiting jobs (X_{+1}, X_{+2} of 002).
-    speed_bins: report eta and xi_2 of 002 in this many speed bins; trace: routing decisions kept.
-    progress: draw a progress bar on standard error (no effect on results).
-    dispatchers, update, dispatcher_share, herd_window: M dispatchers deciding on their own
-        estimates (hetlb.simulation.dispatchers): M, the update signals (a text, a table or
-        hetlb.model.dispatchers.Updates; kept parsed), the arrivals' split among the
-        dispatchers (None: equal; checked against the system's job types when the run starts)
-        and the herd window (time units; None: its default for the system).
+    Parameters
+    ----------
+    jobs
+        Measure the jobs arriving after the warm-up until this many have been admitted (DEFAULT_JOBS
+        of hetlb.simulation.replications when ``horizon`` is not given; None with a horizon).
+    horizon
+        Measure instead the jobs arriving up to this simulated time (time units).
+    warmup
+        Simulated time discarded before statistics start (time units).
+    replications
+        Independent runs.
+    seed
+        An integer >= 0 or a SeedSequence (``root_seed``); replication r draws from
+        ``SeedSequence(seed, spawn_key=(r,))``.
+    batches
+        Batches for the batch-means intervals of each run.
+    occupancy_levels
+        How many levels i of s_{m,i} (000) to record.
+    state_distribution
+        Record the time-distribution of jobs and of waiting jobs (X_{+1}, X_{+2} of 002).
+    speed_bins
+        Report eta and xi_2 of 002 in this many equal-width speed bins.
+    trace
+        Keep the first ``trace`` routing decisions.
+    progress
+        Draw a progress bar on standard error (no effect on results).
+    dispatchers
+        M, the number of dispatchers deciding on their own estimates (hetlb.simulation.dispatchers);
+        None: one dispatcher that knows every queue.
+    update
+        The update signals of the M dispatchers (a text, a table or hetlb.model.dispatchers.Updates;
+        kept parsed).
+    dispatcher_share
+        The arrivals' split among the dispatchers (None: equal; checked against the system's job
+        types when the run starts).
+    herd_window
+        The herd window (time units; None: its default for the system).
     """
 
     jobs: int | None = None
@@ -122,7 +145,13 @@ class RunOptions(Options):
 
     def replace(self, **changes) -> RunOptions:
         """A copy with ``changes`` (checked as the constructor checks them); a new ``jobs`` drops
-        the horizon, a new ``horizon`` the jobs."""
+        the horizon, a new ``horizon`` the jobs.
+
+        Parameters
+        ----------
+        **changes
+            New values of the options, by name.
+        """
         if "jobs" in changes and "horizon" not in changes:
             changes["horizon"] = None
         elif "horizon" in changes and "jobs" not in changes:
@@ -151,11 +180,24 @@ class SlottedRunOptions(Options):
     """The run options of hetlb.simulate_slotted (the slotted model of 001), checked when the
     object is made.
 
-    slots: measured slots after ``warmup`` slots that are discarded (both counts of slots).
-    replications, seed: as in RunOptions (``root_seed``). batches: batches of slots for the
-    batch-means intervals. preference: measure the dispatching preference Delta_r (a sort per
-    decision); trace: decisions kept. progress: a progress bar on standard error (no effect on
-    results).
+    Parameters
+    ----------
+    slots
+        Measured slots, after the warm-up.
+    warmup
+        Slots discarded before statistics start.
+    replications
+        Independent runs.
+    seed
+        An integer >= 0 or a SeedSequence (``root_seed``), as in RunOptions.
+    batches
+        Batches of slots for the batch-means intervals.
+    preference
+        Measure the dispatching preference Delta_r (a sort per decision).
+    trace
+        Keep the first ``trace`` decisions.
+    progress
+        Draw a progress bar on standard error (no effect on results).
     """
 
     slots: int = 100_000

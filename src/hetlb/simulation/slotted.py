@@ -33,6 +33,7 @@ from hetlb.simulation.replications import (
     safe_ratio,
     seed_description,
 )
+from hetlb.simulation.simulate import announce_compiling
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
 WORK_PER_CALL = 4_000_000
@@ -64,18 +65,45 @@ def simulate_slotted(
 ) -> SlottedResult:
     """Simulate the slotted ``system`` under ``policy``; return the replications and their aggregate.
 
-    options: the run options as one hetlb.simulation.options.SlottedRunOptions, instead of the
-        keywords below (which it holds under the same names).
-    slots: measured slots after ``warmup`` slots that are discarded (both counts of slots).
-    seed: an integer >= 0 or a SeedSequence; replication r draws from ``SeedSequence(seed, spawn_key=(r,))``,
-        spawned into the environment, dispatch, update and measurement streams of
-        hetlb.kernels.slotted, so every policy sees the same arrivals and services (common random numbers).
-    batches: batches of slots for the batch-means intervals of each run.
-    preference: measure the dispatching preference Delta_r (costs a sort per decision).
-    trace: record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true queue).
-    policy_params: e.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod;
-        ``update`` an update specification of one strategy (hetlb.signals.slotted_update), e.g.
+    Parameters
+    ----------
+    system
+        The slotted system of 001 (``hetlb.model.SlottedSystem``).
+    policy
+        A policy id of the registry that runs in the slotted model (e.g. l-jsq, l-jba, l-pod, jsq)
+        or a ``hetlb.policies.Policy``.
+    options
+        The run options as one hetlb.simulation.options.SlottedRunOptions, instead of the keywords
+        below (which it holds under the same names).
+    slots
+        Measured slots, after the warm-up.
+    warmup
+        Slots discarded before statistics start.
+    replications
+        Independent runs.
+    seed
+        An integer >= 0 or a SeedSequence; replication r draws from ``SeedSequence(seed,
+        spawn_key=(r,))``, spawned into the environment, dispatch, update and measurement streams of
+        hetlb.kernels.slotted, so every policy sees the same arrivals and services (common random
+        numbers).
+    batches
+        Batches of slots for the batch-means intervals of each run.
+    preference
+        Measure the dispatching preference Delta_r (costs a sort per decision).
+    trace
+        Record the first ``trace`` decisions (slot, dispatcher, jobs, server, the value it saw, true
+        queue).
+    progress
+        Draw a progress bar on standard error (no effect on results).
+    **policy_params
+        E.g. ``p_hat=0.1, push_d=1`` for the LED policies, ``d=2`` for pod and l-pod; ``update`` an
+        update specification of one strategy (hetlb.signals.slotted_update), e.g.
         ``update="push:p_hat=0.1:d=1"``, or just its name with the other parameters beside it.
+
+    Returns
+    -------
+    SlottedResult
+        The replications and their aggregate, with intervals.
     """
     keywords = dict(
         slots=slots,
@@ -88,6 +116,7 @@ def simulate_slotted(
         progress=progress,
     )
     options = options_of(SlottedRunOptions, options, keywords)
+    announce_compiling(("slotted",))
     policy = resolve_policy(policy, slotted_update(policy_params), "simulate_slotted")
     if "slotted" not in policy.spec.models:
         slotted_ids = [spec.id for spec in POLICIES.values() if "slotted" in spec.models]

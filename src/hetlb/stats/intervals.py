@@ -63,6 +63,13 @@ def t_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Mean and half-width of the Student-t interval of i.i.d. ``samples``.
 
     The half-width is nan with fewer than two finite samples.
+
+    Parameters
+    ----------
+    samples
+        i.i.d. samples (batch means or replications).
+    confidence
+        The confidence level, in (0, 1).
     """
     values = np.asarray(samples, dtype=np.float64)
     values = values[np.isfinite(values)]
@@ -76,7 +83,15 @@ def t_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
 
 
 def interval(samples, confidence: float = CONFIDENCE) -> list[float]:
-    """[low, high] of the t interval; [nan, nan] when it is undefined."""
+    """[low, high] of the t interval; [nan, nan] when it is undefined.
+
+    Parameters
+    ----------
+    samples
+        i.i.d. samples (batch means or replications).
+    confidence
+        The confidence level, in (0, 1).
+    """
     mean, half = t_interval(samples, confidence)
     return [mean - half, mean + half]
 
@@ -102,7 +117,13 @@ def positive_interval(samples, confidence: float = CONFIDENCE) -> list[float]:
 
 
 def ratio_per_batch(numerator_cumulative, denominator_cumulative) -> np.ndarray:
-    """Per-batch ratios from cumulative snapshots (e.g. response-time sum over completions)."""
+    """Per-batch ratios from cumulative snapshots (e.g. response-time sum over completions).
+
+    Parameters
+    ----------
+    numerator_cumulative, denominator_cumulative
+        The cumulative values at the batch ends.
+    """
     numerator = np.diff(np.concatenate([[0.0], numerator_cumulative]))
     denominator = np.diff(np.concatenate([[0.0], denominator_cumulative]))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -110,9 +131,17 @@ def ratio_per_batch(numerator_cumulative, denominator_cumulative) -> np.ndarray:
 
 
 def growth_between_halves(area_cumulative, time_cumulative) -> float:
-    """The time average after the middle batch boundary divided by that before it, minus 1, from
-    cumulative snapshots at the batch ends (of an integral, e.g. of the number in system, and of
-    the elapsed time): about 0 for a stationary run, clearly positive for one that keeps growing."""
+    """The time average after the middle batch boundary divided by that before it, minus 1: about 0
+    for a stationary run, clearly positive for one that keeps growing.
+
+    Parameters
+    ----------
+    area_cumulative
+        Cumulative snapshots at the batch ends of an integral (e.g. of the number in system, in
+        jobs x time units).
+    time_cumulative
+        The elapsed time at the same batch ends (time units).
+    """
     middle = len(time_cumulative) // 2 - 1
     with np.errstate(invalid="ignore", divide="ignore"):
         first = area_cumulative[middle] / time_cumulative[middle]

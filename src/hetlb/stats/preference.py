@@ -14,8 +14,7 @@ from hetlb.stats.intervals import CONFIDENCE, interval
 
 
 def preference_report(delta, samples, confidence: float = CONFIDENCE) -> dict:
-    """Judge a measured preference ``delta`` (one value per rank) from i.i.d. ``samples`` of it
-    (rows: batches of one run, or replications).
+    """Judge a measured preference ``delta`` (one value per rank) from i.i.d. ``samples`` of it.
 
     Returns per-rank ``delta`` with its ``delta_ci`` at ``confidence``, and the verdicts on
     simultaneous (Bonferroni, over the N ranks) intervals: ``tilted`` (the time-averaged preference
@@ -23,6 +22,15 @@ def preference_report(delta, samples, confidence: float = CONFIDENCE) -> dict:
     significantly positive), ``delta`` = min(Delta_1, -Delta_N) and ``delta_tilted`` (tilted, with
     Delta_1 significantly > 0 and Delta_N significantly < 0). The paper's conditions hold state by
     state; a time average can only be consistent with them.
+
+    Parameters
+    ----------
+    delta
+        Delta_r of 001, one value per rank r = 1..N.
+    samples
+        Rows of i.i.d. samples of ``delta``: batches of one run, or replications.
+    confidence
+        The confidence level of the intervals, in (0, 1).
     """
     delta = np.asarray(delta, dtype=float)
     samples = np.asarray(samples, dtype=float)

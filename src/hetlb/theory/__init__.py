@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound
+    from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound, speed_lower_bound_arrays
     from hetlb.theory.diffusion import (
         DIFFUSION_POLICIES,
         DiffusionLimit,
@@ -42,9 +42,10 @@ if TYPE_CHECKING:
         MeanFieldLimit,
         MeanFieldTrajectory,
         mean_field,
+        mean_field_arrays,
         mean_field_settling_time,
         mean_field_trajectory,
-        system_mean_field,
+        mean_field_trajectory_arrays,
     )
     from hetlb.theory.queues import (
         erlang_b,
@@ -71,6 +72,7 @@ EXPORTS = {
     "bounds": (
         "SpeedLowerBound",
         "speed_lower_bound",
+        "speed_lower_bound_arrays",
     ),
     "diffusion": (
         "DIFFUSION_POLICIES",
@@ -106,9 +108,10 @@ EXPORTS = {
         "MeanFieldLimit",
         "MeanFieldTrajectory",
         "mean_field",
+        "mean_field_arrays",
         "mean_field_settling_time",
         "mean_field_trajectory",
-        "system_mean_field",
+        "mean_field_trajectory_arrays",
     ),
     "queues": (
         "erlang_b",
@@ -155,8 +158,10 @@ __all__ = [
     "diffusion_relaxation_time",
     "erlang_b",
     "mean_field",
+    "mean_field_arrays",
     "mean_field_settling_time",
     "mean_field_trajectory",
+    "mean_field_trajectory_arrays",
     "erlang_c",
     "mm1_mean_number_in_system",
     "mm1_mean_response_time",
@@ -181,11 +186,16 @@ __all__ = [
     "solve_exact",
     "solve_exact_arrays",
     "speed_lower_bound",
+    "speed_lower_bound_arrays",
     "speed_pools",
     "stationary_diffusion",
     "stationary_mean_x1",
-    "system_mean_field",
 ]
+
+
+def __dir__() -> list:
+    """Every public name, the ones loaded on first use too (for tab completion)."""
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

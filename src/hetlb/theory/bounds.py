@@ -16,9 +16,9 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model.servers import RateCurve, capacity_factor, concurrency_array, rate_curve_tuple
-from hetlb.model.system import RATE_RULE
+from hetlb.model.system import RATE_RULE, System, checked_system
 
-__all__ = ["SpeedLowerBound", "speed_lower_bound"]
+__all__ = ["SpeedLowerBound", "speed_lower_bound", "speed_lower_bound_arrays"]
 
 MAX_SLOT_STEPS = 1 << 22
 """The most slots of one server the bound walks (an unlimited saturating curve near its capacity
@@ -29,12 +29,24 @@ needs about (1 - alpha) / (alpha^2 (1 / alpha - phi)) of them); beyond, it refus
 class SpeedLowerBound:
     """K, C* and the lower bound C*/lambda of Proposition 1 (000).
 
-    ``K`` is the number of server types needed to carry the load (1-based, as in 000);
-    ``type_speeds`` are the distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time);
-    ``type_fractions`` are alpha_m = N_m / N; ``c_star_by_type`` are C*_m, the fraction of all
-    servers that are busy servers of type m; ``c_star`` is C* = sum_m C*_m;
-    ``arrival_rate_per_server`` is lambda = lambda_Sigma / N; ``lower_bound`` is C*/lambda, a
-    lower bound on the mean response time (time units); ``load`` is lambda_Sigma / sum_r mu_r.
+    Parameters
+    ----------
+    K
+        The number of server types needed to carry the load (1-based, as in 000).
+    c_star
+        C* = sum_m C*_m.
+    c_star_by_type
+        C*_m, the fraction of all servers that are busy servers of type m.
+    type_speeds
+        The distinct rates mu_1 > mu_2 > ... > mu_M (jobs per unit time).
+    type_fractions
+        alpha_m = N_m / N.
+    arrival_rate_per_server
+        lambda = lambda_Sigma / N.
+    lower_bound
+        C*/lambda, a lower bound on the mean response time (time units).
+    load
+        lambda_Sigma / sum_r mu_r.
     """
 
     K: int
@@ -47,14 +59,44 @@ class SpeedLowerBound:
     load: float
 
 
-def speed_lower_bound(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
-    """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma.
+def speed_lower_bound(system: System) -> SpeedLowerBound:
+    """Proposition 1 of 000 for ``system``'s servers (speeds mu, concurrency c_s and rate curves
+    phi_s) and total arrival rate lambda_Sigma; the graph and the buffers do not enter.
 
-    ``speed[s]`` is the service rate of server s (mu_{t_s} in 000); servers of equal speed form
-    one type. Requires lambda_Sigma < the total capacity (sum_s speed[s] with one job at a time).
-    ``concurrency`` and ``rate_curve``: c_s and phi_s as in hetlb.System.from_speeds; with any
-    c_s > 1 the bound is :func:`slot_lower_bound`'s (types are then the distinct (speed,
-    concurrency, curve), fastest first, and K is the last type with a job in service).
+    >>> import hetlb
+    >>> system = hetlb.System.from_speeds("50x1.0,50x0.25", load=0.9)
+    >>> round(speed_lower_bound(system).lower_bound, 4)   # (0.5 + 0.25) / 0.5625
+    1.3333
+    """
+    checked_system("system", system)
+    return speed_lower_bound_arrays(
+        system.speed, system.total_arrival_rate, concurrency=system.concurrency, rate_curve=system.rate_curve
+    )
+
+
+def speed_lower_bound_arrays(speed, total_arrival_rate, *, concurrency=None, rate_curve=None) -> SpeedLowerBound:
+    """Proposition 1 of 000 for servers with rates ``speed`` and total arrival rate lambda_Sigma:
+    the lower-level form of :func:`speed_lower_bound`, for a fleet and a rate as arrays (as a search
+    over placements or loads holds them, without building a System each time).
+
+    Servers of equal speed form one type. With any c_s > 1 the bound is ``slot_lower_bound``'s
+    (types are then the distinct (speed, concurrency, curve), fastest first, and K is the last type
+    with a job in service).
+
+    Parameters
+    ----------
+    speed
+        ``speed[s]``, the service rate of server s (mu_{t_s} in 000, jobs per unit time).
+    total_arrival_rate
+        lambda_Sigma (jobs per unit time), below the total capacity (sum_s speed[s] with one job at
+        a time).
+    concurrency, rate_curve
+        c_s and phi_s as in ``hetlb.System.from_speeds``.
+
+    Returns
+    -------
+    SpeedLowerBound
+        K, C* and the lower bound C*/lambda on the mean response time (lambda = lambda_Sigma / N; time units).
     """
     if concurrency is not None and np.any(concurrency_array(concurrency, np.size(speed)) > 1):
         return slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve)

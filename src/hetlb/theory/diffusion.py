@@ -77,9 +77,15 @@ far apart for an explicit scheme (a fine step over a long relaxation), and the r
 class SpeedLaw:
     """The limiting speed distribution F of Assumption 3.1 (002) as weighted nodes.
 
-    ``rate[j]`` are service rates mu_j (jobs per time unit), ``weight[j]`` >= 0 their masses
-    (summing to 1): the pools gamma_j of Corollary 4.6, or a quadrature rule for a continuous F.
-    ``rate_min`` and ``rate_max`` are mu_min and mu_max, the ends of the support S.
+    Parameters
+    ----------
+    rate
+        ``rate[j]``, the service rates mu_j (jobs per time unit).
+    weight
+        ``weight[j]`` >= 0, their masses (summing to 1): the pools gamma_j of Corollary 4.6, or a
+        quadrature rule for a continuous F.
+    rate_min, rate_max
+        mu_min and mu_max, the ends of the support S.
     """
 
     rate: np.ndarray
@@ -112,9 +118,13 @@ def _frozen_speed_law(rate: np.ndarray, weight: np.ndarray, rate_min: float, rat
 def speed_pools(rate, fraction=None) -> SpeedLaw:
     """A discrete F = sum_j gamma_j delta_{mu_j}: the pools of Corollary 4.6.
 
-    ``rate`` are the pool rates mu_j (jobs per time unit) and ``fraction`` the pool fractions
-    gamma_j (positive, summing to 1). Without ``fraction``, ``rate`` lists the speeds of individual
-    servers and F is their empirical distribution F_n (equal speeds pooled).
+    Parameters
+    ----------
+    rate
+        The pool rates mu_j (jobs per time unit); without ``fraction``, the speeds of individual
+        servers, and F is their empirical distribution F_n (equal speeds pooled).
+    fraction
+        The pool fractions gamma_j (positive, summing to 1).
     """
     rate = validation.positive_finite_array("rate", rate, validation.RATE_RANGE, RATE_RULE)
     if fraction is None:
@@ -131,11 +141,19 @@ def speed_pools(rate, fraction=None) -> SpeedLaw:
 def continuous_speeds(low, high, density=None, n_nodes=8) -> SpeedLaw:
     """F with a density on S = [low, high] (uniform by default), as an n_nodes Gauss-Legendre rule.
 
-    ``density`` is a function of the rate, known up to a constant factor. The rule integrates
-    polynomials of degree 2 n_nodes - 1 exactly against a uniform F, so <iota^2, F> and the
-    smooth functionals mu -> mu e^{-mu t} that drive xi_2 are accurate to rounding for n_nodes = 8
-    on S = [0.7, 1.3].
+    The rule integrates polynomials of degree 2 n_nodes - 1 exactly against a uniform F, so
+    <iota^2, F> and the smooth functionals mu -> mu e^{-mu t} that drive xi_2 are accurate to
+    rounding for n_nodes = 8 on S = [0.7, 1.3].
     mu_min = low and mu_max = high are the support ends, not the outermost nodes.
+
+    Parameters
+    ----------
+    low, high
+        The support's ends mu_min < mu_max (jobs per time unit).
+    density
+        A function of the rate, known up to a constant factor (None: uniform).
+    n_nodes
+        The nodes of the rule.
     """
     low, high = validation.number("low", low), validation.number("high", high)
     validation.positive_finite_array("low", low, validation.RATE_RANGE, RATE_RULE)
@@ -171,6 +189,27 @@ class DiffusionLimit:
     With the pool basis Y_j = xi_2({mu_j}): routing = alpha_1's masses, level_matrix = -diag(mu_j),
     departure_weight = mu_j, count_weight = 1. ``buffer`` = 1 is the loss system (Prop 5.2 with
     b = 1): m = 0 and U_1 counts lost jobs.
+
+    Parameters
+    ----------
+    excess_capacity
+        c = varsigma + nu.
+    idle_rate
+        <iota, eta^pi> (per time unit).
+    noise_variance
+        2 mu_bar.
+    routing
+        Where U_1 moves jobs among the coordinates Y.
+    level_matrix
+        The drift matrix of Y.
+    departure_weight
+        The weights of Y in the drift of X_1.
+    count_weight
+        The weights that give X_2 from Y.
+    buffer
+        b (None: infinite; 1: the loss system).
+    policy
+        The policy's id ("custom" for a limit built by hand).
     """
 
     excess_capacity: float
@@ -224,13 +263,20 @@ class DiffusionLimit:
 
 
 def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None) -> DiffusionLimit:
-    """The diffusion limit of JSQ with tie-breaking ``policy`` (one of DIFFUSION_POLICIES) in the pool basis.
+    """The diffusion limit of JSQ with tie-breaking ``policy`` in the pool basis.
 
-    ``speeds`` is F (:func:`speed_pools` or :func:`continuous_speeds`); ``excess_capacity`` is
-    c = varsigma + nu = n^{-1/2} (sum_k mu_k - n lambda^n) in the limit. ``buffer`` is b of 002
-    section 5 (jobs a server holds, the one in service included): None (infinite, the corollaries)
-    or any b >= 2 give the same limit, since levels >= 3 are never reached; b = 1 is the loss
-    system, whose X_1 is a reflected Ornstein-Uhlenbeck process.
+    Parameters
+    ----------
+    policy
+        One of DIFFUSION_POLICIES.
+    speeds
+        F, the law of the speeds (``speed_pools`` or ``continuous_speeds``).
+    excess_capacity
+        c = varsigma + nu = n^{-1/2} (sum_k mu_k - n lambda^n) in the limit.
+    buffer
+        b of 002 section 5 (jobs a server holds, the one in service included): None (infinite, the
+        corollaries) or any b >= 2 give the same limit, since levels >= 3 are never reached; b = 1
+        is the loss system, whose X_1 is a reflected Ornstein-Uhlenbeck process.
     """
     rule = POLICIES[policy].diffusion if policy in POLICIES else None
     if rule is None:
@@ -277,9 +323,17 @@ def policy_diffusion(policy: str, speeds: SpeedLaw, excess_capacity, buffer=None
 class ReflectedOUStationary:
     """Stationary law of dX = (-c - kappa X) dt + sigma dW - dU, X <= 0 (the loss system's X_1).
 
-    X is N(-c / kappa, sigma^2 / (2 kappa)) conditioned on X <= 0 (``law``, a frozen scipy
-    distribution); ``loss_rate`` is E[dU / dt] = (sigma^2 / 2) p(0), the scaled rate of lost jobs:
-    n^{1/2} times the Erlang-B blocking probability in the limit (Jagerman).
+    X is N(-c / kappa, sigma^2 / (2 kappa)) conditioned on X <= 0.
+
+    Parameters
+    ----------
+    mean_x1, std_x1
+        The mean and standard deviation of X.
+    loss_rate
+        E[dU / dt] = (sigma^2 / 2) p(0), the scaled rate of lost jobs: n^{1/2} times the Erlang-B
+        blocking probability in the limit (Jagerman).
+    law
+        The law of X, a frozen scipy distribution.
     """
 
     mean_x1: float
@@ -291,7 +345,14 @@ class ReflectedOUStationary:
 def reflected_ou_stationary(excess_capacity, idle_rate, noise_variance) -> ReflectedOUStationary:
     """The stationary law of the reflected OU process with drift -c - kappa x and variance sigma^2.
 
-    Arguments are c (any real), kappa > 0 (per time unit) and sigma^2 > 0.
+    Parameters
+    ----------
+    excess_capacity
+        c, any real.
+    idle_rate
+        kappa > 0 (per time unit).
+    noise_variance
+        sigma^2 > 0.
     """
     limit = DiffusionLimit(
         excess_capacity, idle_rate, noise_variance, np.zeros(0), np.zeros((0, 0)), np.zeros(0), np.zeros(0), buffer=1
@@ -309,6 +370,11 @@ def stationary_mean_x1(limit: DiffusionLimit) -> float:
     With infinite buffers, X_1 + X_2 has drift -c - idle_rate X_1 (U_1 moves jobs from level 1 to
     level 2 and <iota, xi_2> back), so stationarity forces idle_rate E[-X_1] = c: the idle
     servers' capacity equals the excess capacity. Requires a stationary regime (c > 0).
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit (policy_diffusion).
     """
     _require_stationary(limit)
     if limit.n_coordinates == 0:
@@ -347,6 +413,11 @@ def default_step(limit: DiffusionLimit) -> float:
 
     The scheme's bias is first order in the step; at this step it is about 0.5 % of the loss rate
     of the reflected OU process with c = 1 (docs/reference/diffusion.md).
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit (policy_diffusion).
     """
     drift_rate = limit.excess_capacity**2 / limit.noise_variance
     return 0.01 / max(_fastest_rate(limit), drift_rate)
@@ -380,6 +451,11 @@ def diffusion_relaxation_time(limit: DiffusionLimit) -> float:
     The slowest of 1 / idle_rate, 1 / (slowest level decay rate) and sigma^2 / (2 c^2), the time the
     total X_1 + X_2, a Brownian motion with drift -c while X_1 is near 0, takes to drain an
     excursion of its typical size sigma^2 / (2 c).
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit (policy_diffusion).
     """
     level_rate = _level_rates(limit).min(initial=np.inf)
     slowest_rate = min(limit.idle_rate, level_rate)
@@ -507,6 +583,25 @@ class DiffusionStationary:
     units after ``burn_in``. ``mean_level`` are the means of the coordinates Y of xi_2 (per pool
     with the pool basis). ``samples[name]`` (paths x snapshots) for x1, x2 and x_plus1 feed
     :meth:`ccdf` and :meth:`quantile`.
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit.
+    mean, standard_error
+        See above.
+    mean_level, standard_error_level
+        The means of the coordinates Y, and their standard errors.
+    samples
+        See above.
+    n_paths
+        Independent paths.
+    step
+        The Euler step (time units).
+    burn_in
+        Time discarded at the start of each path (time units).
+    horizon
+        The time each path is averaged over (time units).
     """
 
     limit: DiffusionLimit
@@ -521,14 +616,51 @@ class DiffusionStationary:
     horizon: float
 
     def ccdf(self, measure: str, grid):
-        """P(measure > y) for y in ``grid``, with standard errors across paths: (probability, standard_error)."""
+        """P(measure > y) for y in ``grid``, with standard errors across paths: (probability, standard_error).
+
+        Parameters
+        ----------
+        measure
+            The stationary measure's name (e.g. ``x1``).
+        grid
+            The values y.
+        """
         paths = self._samples(measure)
         grid = np.asarray(grid, dtype=float)
         per_path = (paths[:, :, None] > grid.reshape(1, 1, -1)).mean(axis=1)
         return per_path.mean(axis=0), per_path.std(axis=0, ddof=1) / np.sqrt(self.n_paths)
 
+    def plot(self, measure: str = "x_plus1", grid=None, path=None):
+        """The matplotlib Figure of P(measure > y) against y (``grid``; default 60 points across
+        the samples' 0.1% to 99.9% quantiles), shaded +- 1.96 standard errors across paths; written
+        to ``path`` when given."""
+        from hetlb.plots.figures import plot_metric
+
+        if grid is None:
+            low, high = self.quantile(measure, [0.001, 0.999])
+            grid = np.linspace(float(low), float(high), 60)
+        probability, error = self.ccdf(measure, grid)
+        band = (probability - 1.96 * error, probability + 1.96 * error)
+        return plot_metric(
+            np.asarray(grid, dtype=float),
+            {self.limit.policy: (probability, *band)},
+            path,
+            xlabel=f"y ({measure}, scaled by n^-1/2)",
+            ylabel=f"P({measure} > y)",
+            title=f"stationary diffusion limit of {self.limit.policy}",
+            band_label="shaded: +- 1.96 standard errors across paths",
+        )
+
     def quantile(self, measure: str, probability):
-        """Quantiles of the stationary ``measure`` from the pooled snapshots."""
+        """Quantiles of the stationary ``measure`` from the pooled snapshots.
+
+        Parameters
+        ----------
+        measure
+            The stationary measure's name (e.g. ``x1``).
+        probability
+            The probabilities, in (0, 1).
+        """
         return np.quantile(self._samples(measure), probability)
 
     def _samples(self, measure: str) -> np.ndarray:
@@ -542,12 +674,26 @@ def stationary_diffusion(
 ) -> DiffusionStationary:
     """Stationary means, standard errors and distributions of the diffusion ``limit`` by simulation.
 
-    ``n_paths`` independent paths start from X_1 = 0, xi_2 = 0, run ``burn_in`` time units
-    (default 20 relaxation times) and are averaged over ``horizon`` time units (default 100
-    relaxation times) with step ``step`` (default :func:`default_step`). The per-path time averages
-    are independent, so their sample standard deviation over sqrt(n_paths) is the standard error.
-    ``n_snapshots`` equally spaced states per path estimate the stationary distributions.
-    ``seed`` (int or SeedSequence) seeds the one numpy Generator used.
+    The paths start from X_1 = 0, xi_2 = 0. The per-path time averages are independent, so their
+    sample standard deviation over sqrt(n_paths) is the standard error.
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit (policy_diffusion).
+    n_paths
+        Independent paths.
+    step
+        The Euler step (time units; default ``default_step``).
+    burn_in
+        Time discarded at the start of each path (time units; default 20 relaxation times).
+    horizon
+        The time each path is averaged over after the burn-in (time units; default 100 relaxation
+        times).
+    n_snapshots
+        Equally spaced states per path that estimate the stationary distributions.
+    seed
+        An int or a SeedSequence for the one numpy Generator used.
     """
     _require_stationary(limit)
     n_paths = validation.count("n_paths", n_paths, low=2)
@@ -599,9 +745,18 @@ def stationary_diffusion(
 
 @dataclass(frozen=True, eq=False)
 class DiffusionPaths:
-    """Sample paths of a :class:`DiffusionLimit` at ``time`` (time units): arrays (n_paths, n_times).
+    """Sample paths of a ``DiffusionLimit``: arrays (n_paths, n_times).
 
-    ``x1`` is X_1 <= 0, ``x2`` is X_2 = <1, xi_2>, ``u1`` the regulator U_1 (nondecreasing).
+    Parameters
+    ----------
+    time
+        The recorded times (time units).
+    x1
+        X_1 <= 0.
+    x2
+        X_2 = <1, xi_2>.
+    u1
+        The regulator U_1 (nondecreasing).
     """
 
     time: np.ndarray
@@ -623,9 +778,26 @@ def diffusion_paths(
 ) -> DiffusionPaths:
     """Simulate the process-level limit of Theorem 4.1 on [0, horizon] from X_1(0), Y(0).
 
-    ``x1_start`` is X_1(0) <= 0, ``level_start`` the coordinates Y(0) of xi_2(0) (zero by default),
-    ``record_interval`` the spacing of the recorded times (default horizon / 200). Any real
-    excess capacity is allowed here: the transient limit needs no stability.
+    Any real excess capacity is allowed here: the transient limit needs no stability.
+
+    Parameters
+    ----------
+    limit
+        The diffusion limit (policy_diffusion).
+    horizon
+        The end of the paths (time units).
+    x1_start
+        X_1(0) <= 0.
+    level_start
+        The coordinates Y(0) of xi_2(0) (zero by default).
+    n_paths
+        Independent paths.
+    step
+        The Euler step (time units; default ``default_step``).
+    record_interval
+        The spacing of the recorded times (default horizon / 200).
+    seed
+        An int or a SeedSequence for the one numpy Generator used.
     """
     if not isinstance(limit, DiffusionLimit):
         raise InputError("limit", "must be a DiffusionLimit, e.g. from policy_diffusion()")

@@ -40,7 +40,26 @@ MAX_DISPATCHER_STATES = 400_000
 
 @dataclass(frozen=True)
 class DispatcherSolution:
-    """Stationary figures of the chain; response times by Little's law over the admitted jobs."""
+    """Stationary figures of the chain; response times by Little's law over the admitted jobs.
+
+    Parameters
+    ----------
+    n_states
+        The states of the chain.
+    mean_number_in_system
+        The mean jobs in the system.
+    blocking_probability
+        The fraction of jobs lost at a full server.
+    mean_response_time
+        The mean response time of admitted jobs (time units).
+    mean_estimate_error
+        The time-average |Q~^m_s - Q_s| over dispatchers and servers.
+    message_rate
+        Messages sent per unit time.
+    lost_message_rate
+        Messages per unit time beyond ``max_in_flight``, which the chain drops (0: the chain is
+        the model exactly).
+    """
 
     n_states: int
     mean_number_in_system: float
@@ -65,7 +84,33 @@ def solve_dispatchers_exact(
     max_in_flight: int = 2,
 ) -> DispatcherSolution:
     """Solve the chain above: ``push`` = (p_hat, d), ``pull`` = p_hat, ``snapshot_rate`` = 1 / tau
-    (aligned polls), every message delayed by an exponential of mean ``mean_delay``."""
+    (aligned polls), every message delayed by an exponential of mean ``mean_delay``.
+
+    Parameters
+    ----------
+    speed
+        mu_s of each server (jobs per unit time).
+    arrival_rate
+        lambda, the total Poisson rate (jobs per unit time), split equally over the dispatchers.
+    buffer
+        b_s, the jobs each server holds (one for all or one per server), the one in service
+        included.
+    dispatchers
+        M, the number of dispatchers.
+    push
+        (p_hat, d): after each decision, with probability p_hat, probe d servers.
+    pull
+        p_hat: after each departure, with probability p_hat, the server reports to a uniform
+        dispatcher.
+    snapshot_rate
+        1 / tau: the rate of the snapshots that tell every dispatcher every server's number.
+    increment
+        Each dispatcher adds the jobs it sends to its estimates.
+    mean_delay
+        The mean exponential delay of every message (time units; 0: at once).
+    max_in_flight
+        The most messages in flight per (dispatcher, server) that the chain holds.
+    """
     speed = np.asarray(speed, dtype=float)
     buffer = [int(b) for b in np.broadcast_to(buffer, speed.shape)]
     n, m_count = len(speed), dispatchers

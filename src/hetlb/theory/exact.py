@@ -198,12 +198,28 @@ def routing_probabilities(
 ) -> np.ndarray:
     """Probability that ``policy`` sends a job of a type with servers ``compat_k`` to each server.
 
-    ``q[s]`` is the queue length of server s, every job there counted; ``speed[s]`` its speed mu_s;
-    ``concurrency`` and ``rate_curve`` its c_s and phi_s as :meth:`hetlb.System.from_speeds` takes
-    them (None: one slot each); ``policy_params`` the policy's parameters (e.g. ``d`` of ``pod``);
-    ``idle_order`` the idle servers (those with a free slot) of ``jsq-lisf`` from the longest idle
-    to the most recently idle (None: all idle since time 0, so tied). Returns a length-N vector
-    that sums to 1 and is zero outside ``compat_k``.
+    Parameters
+    ----------
+    policy
+        A policy id of EXACT_POLICIES or a ``hetlb.Policy``.
+    q
+        ``q[s]``, the queue length of server s, every job there counted.
+    compat_k
+        The servers the job's type may use.
+    speed
+        ``speed[s]``, the speed mu_s of server s.
+    idle_order
+        The idle servers (those with a free slot) of ``jsq-lisf`` from the longest idle to the
+        most recently idle (None: all idle since time 0, so tied).
+    concurrency, rate_curve
+        c_s and phi_s as ``hetlb.System.from_speeds`` takes them (None: one slot each).
+    **policy_params
+        The policy's parameters (e.g. ``d`` of ``pod``).
+
+    Returns
+    -------
+    numpy.ndarray
+        A length-N vector that sums to 1 and is zero outside ``compat_k``.
     """
     speed = validation.positive_finite_array("speed", speed)
     n_servers = speed.size
@@ -288,6 +304,40 @@ class ExactSolution:
     ``n_states`` counts the states of the chain, which for ``jsq-lisf`` also hold the idle order,
     and are twice the queue states for mmpp (the phase) and batch arrivals (the routing states);
     ``stationary`` is the law of the queue lengths alone in time; ``residual`` is that chain's.
+
+    Parameters
+    ----------
+    policy
+        The policy's id.
+    mean_response_time
+        E[T] of admitted jobs (time units).
+    mean_waiting_time
+        The mean time before a slot is free (time units).
+    mean_service_time
+        The mean service time of admitted jobs (time units).
+    blocking_probability
+        The fraction of arrivals lost.
+    blocking_probability_by_type
+        The same per job type.
+    p_wait
+        See above.
+    mean_number_in_system
+        L.
+    throughput
+        Admitted jobs per unit time.
+    utilisation
+        See above.
+    mean_in_service
+        See above.
+    admitted_rate_by_server
+        Jobs admitted to each server per unit time.
+    states, stationary
+        See above.
+    n_states
+        See above.
+    residual
+        max |pi Q| of the solved chain relative to the largest total rate out of a state (a check of
+        the solve).
     """
 
     policy: str
@@ -306,6 +356,27 @@ class ExactSolution:
     stationary: np.ndarray
     n_states: int
     residual: float
+
+    def __repr__(self) -> str:
+        return (
+            f"<ExactSolution {self.policy}, {len(self.utilisation)} servers, {self.n_states:,} states: mean response "
+            f"time {self.mean_response_time:.5g}, blocking {self.blocking_probability:.3g}>"
+        )
+
+    def plot(self, path=None):
+        """The matplotlib Figure of each server's utilisation P(n_s >= 1) and admitted rate (jobs per
+        time unit), exact (no interval); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_intervals
+
+        def rows(values) -> list:
+            return [(f"server {s}", float(v), math.nan, math.nan) for s, v in enumerate(values)]
+
+        title = f"exact {self.policy}: mean response time {self.mean_response_time:.4g}"
+        panels = [
+            {"title": title, "ylabel": "utilisation P(n_s >= 1)", "rows": rows(self.utilisation)},
+            {"title": "", "ylabel": "admitted rate (jobs per time unit)", "rows": rows(self.admitted_rate_by_server)},
+        ]
+        return plot_intervals(panels, path, sharey=False)
 
 
 def _frozen(array) -> np.ndarray:
@@ -584,13 +655,24 @@ def _check_chain_size(
 
 
 def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_STATES, **policy_params) -> ExactSolution:
-    """Exact stationary performance of ``system`` under ``policy``, as :func:`hetlb.simulate` takes them.
+    """Exact stationary performance of ``system`` under ``policy``, as ``hetlb.simulate`` takes them.
 
-    ``system``: a :class:`hetlb.System` with finite buffers and exponential job sizes; its servers'
-    concurrency and rate curves and its arrival process (Poisson, batch or mmpp) are the chain's.
-    ``policy``: a policy id of EXACT_POLICIES or a :class:`hetlb.Policy`; ``policy_params`` its
-    parameters (e.g. ``d=3`` for ``pod``). ``routing`` and ``max_states`` as in
-    :func:`solve_exact_arrays`.
+    Parameters
+    ----------
+    system
+        A ``hetlb.System`` with finite buffers and exponential job sizes; its servers' concurrency
+        and rate curves and its arrival process (Poisson, batch or mmpp) are the chain's.
+    policy
+        A policy id of EXACT_POLICIES or a ``hetlb.Policy``.
+    routing, max_states
+        As in ``solve_exact_arrays``.
+    **policy_params
+        The policy's parameters (e.g. ``d=3`` for ``pod``).
+
+    Returns
+    -------
+    ExactSolution
+        The stationary law and its measures.
     """
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (or use solve_exact_arrays with the speeds and rates)")
@@ -629,23 +711,41 @@ def solve_exact_arrays(
 ) -> ExactSolution:
     """Exact stationary performance of a small system given by its arrays.
 
-    ``speed[s]``: speed of server s (mu in 000): with one job in service it completes jobs at this
-    rate per unit time.
-    ``arrival_rate[k]``: rate of job type k (lambda_l in 000), jobs per unit time.
-    ``compat[k]``: the servers job type k may use (N_L(l) in 000).
-    ``buffer``: the most jobs a server holds, those in service included (b in 000); one integer
-    for all servers or one per server.
-    ``concurrency``, ``rate_curve``: the servers' c_s and phi_s as :meth:`hetlb.System.from_speeds`
-    takes them (None: one slot each, the papers' servers).
-    ``arrivals``: an :class:`hetlb.model.arrivals.ArrivalProcess` or its text ("poisson",
-    "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2"); None is Poisson.
-    ``policy``: a policy id of EXACT_POLICIES or a :class:`hetlb.Policy`; ``policy_params`` its
-    parameters (e.g. ``d`` of ``pod``; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` of ``jsq-df-ds``).
-    ``routing``: optional callable (q, k) -> length-N probabilities that replaces ``policy``;
-    ``q`` is a tuple of queue lengths and ``k`` the job type.
-    ``max_states``: the largest number of states of the chain accepted: prod_s (buffer[s] + 1),
-    or for ``jsq-lisf`` the count of (q, idle order) states in the module docstring, times 2 for
-    the phases of mmpp arrivals or the routing states of batch arrivals.
+    Parameters
+    ----------
+    speed
+        ``speed[s]``: speed of server s (mu in 000): with one job in service it completes jobs at
+        this rate per unit time.
+    arrival_rate
+        ``arrival_rate[k]``: rate of job type k (lambda_l in 000), jobs per unit time.
+    compat
+        ``compat[k]``: the servers job type k may use (N_L(l) in 000).
+    buffer
+        The most jobs a server holds, those in service included (b in 000); one integer for all
+        servers or one per server.
+    policy
+        A policy id of EXACT_POLICIES or a ``hetlb.Policy``.
+    concurrency, rate_curve
+        The servers' c_s and phi_s as ``hetlb.System.from_speeds`` takes them (None: one slot
+        each, the papers' servers).
+    arrivals
+        A ``hetlb.model.arrivals.ArrivalProcess`` or its text ("poisson", "batch:mean=B",
+        "mmpp:ratio=R,on=T1,off=T2"); None is Poisson.
+    routing
+        Optional callable (q, k) -> length-N probabilities that replaces ``policy``; ``q`` is a
+        tuple of queue lengths and ``k`` the job type.
+    max_states
+        The largest number of states of the chain accepted: prod_s (buffer[s] + 1), or for
+        ``jsq-lisf`` the count of (q, idle order) states in the module docstring, times 2 for the
+        phases of mmpp arrivals or the routing states of batch arrivals.
+    **policy_params
+        The policy's parameters (e.g. ``d`` of ``pod``; ``d_fast``, ``d_slow``, ``p_fast``,
+        ``p_slow`` of ``jsq-df-ds``).
+
+    Returns
+    -------
+    ExactSolution
+        The stationary law and its measures.
     """
     speed = validation.positive_finite_array("speed", speed)
     arrival_rate = validation.positive_finite_array("arrival_rate", arrival_rate)

@@ -61,7 +61,21 @@ def continuous_claim(context, figure: str, setting: tuple, table, runs) -> Claim
     of 001's herding jsq. Where one is not: it deviates for the cause of C11a when, with the
     dispatchers counting their own dispatches, every such series is below (runs made here); in
     the Fig. 2 setting, for the cost of information when jsq-snapshot receives at least
-    INFORMATION_RATIO times the LED series' messages per job and its estimates are closer."""
+    INFORMATION_RATIO times the LED series' messages per job and its estimates are closer.
+
+    Parameters
+    ----------
+    context
+        The reproduction's context (its options and folder).
+    figure
+        The figure's setting, "fig1" or "fig2".
+    setting
+        The setting's (speeds, p_hat).
+    table
+        The points' table.
+    runs
+        The runs' table.
+    """
     o = context.options
     speeds, p_hat = setting
     heaviest = max(o["loads"])

@@ -40,7 +40,15 @@ INCREMENT_LABEL = "l-jsq-push-increment"
 def pod_overload_load(speed, d: int) -> float:
     """The load above which speed-blind pod(d) is unstable (a static check): the k slowest servers
     receive at least lambda_Sigma C(k, d) / C(N, d) (all d samples among them), more than their
-    capacity once the load exceeds min_k (their capacity) / (mu_Sigma C(k, d) / C(N, d))."""
+    capacity once the load exceeds min_k (their capacity) / (mu_Sigma C(k, d) / C(N, d)).
+
+    Parameters
+    ----------
+    speed
+        mu_n of each server (jobs per slot).
+    d
+        The servers pod samples.
+    """
     slowest = np.sort(np.asarray(speed, dtype=float))
     n = len(slowest)
     d = min(d, n)
@@ -99,7 +107,19 @@ def herding_claims(table, runs, pod_threshold: float, increment_runs=None) -> li
     """C11: l-jsq-push (C11a) and l-jba-push (C11b) against jsq, paired by replication, and the
     LED push policies' stability against pod and jiq (C11c). ``increment_runs``: the runs of
     l-jsq-push with increment_on_dispatch (label INCREMENT_LABEL) at the loads where l-jsq-push
-    is not below jsq, which decide whether C11a deviates for the documented cause."""
+    is not below jsq, which decide whether C11a deviates for the documented cause.
+
+    Parameters
+    ----------
+    table
+        The points' table.
+    runs
+        The runs' table.
+    pod_threshold
+        The load above which pod is unstable (``pod_overload_load``).
+    increment_runs
+        See above.
+    """
     led = [label for label in table["policy"].unique() if label.startswith("l-") and label.endswith("-push")]
     loads = sorted(float(load) for load in table["load"].unique())
     jsq_delay = {load: float(row(table, policy="jsq", load=load)["mean_delay"]) for load in loads}

@@ -35,7 +35,21 @@ def gap(runs, load: float, better: str) -> dict:
 def stale_information_claims(table, runs, p_hat_runs: dict, increment_runs, o: dict) -> list:
     """C12 (C12a) and its two inferred corollaries: the gap grows as p_hat falls (C12b), and it
     vanishes with increment_on_dispatch (C12c; refuted when l-jsq-push stays significantly
-    slower, the finding documented for it)."""
+    slower, the finding documented for it).
+
+    Parameters
+    ----------
+    table
+        The points' table.
+    runs
+        The runs' table.
+    p_hat_runs
+        The runs of the p_hat sweep, by p_hat.
+    increment_runs
+        The runs with increment_on_dispatch.
+    o
+        The reproduction's options.
+    """
     randomised = ("l-pod-push", "l-jba-push")
     loads = sorted(table["load"].unique())
     heaviest = loads[-1]

@@ -136,7 +136,17 @@ def heavy_traffic_claims(table, runs, fit_points: int) -> list:
     on the smallest eps reaches 1 at eps = 0 (C13b). C13b deviates when a series' intercept lies
     above 1 because the curve bends (the fit one eps further from 0 gives a larger intercept
     still): the bias of a straight line through the smallest eps a run reaches, documented in
-    docs/reproductions/zhou.md."""
+    docs/reproductions/zhou.md.
+
+    Parameters
+    ----------
+    table
+        The points' table.
+    runs
+        The runs' table.
+    fit_points
+        The smallest eps values the regression of C13b uses.
+    """
     trend, fits, shifted, reaches, biased = {}, {}, {}, {}, {}
     falls = extrapolates = True
     for label, rows in table.groupby("policy", sort=False):

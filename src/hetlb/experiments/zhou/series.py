@@ -109,7 +109,15 @@ def system_table(o: dict, speeds: str) -> dict:
 def policy_table(label: str, o: dict) -> dict:
     """The [policy] table of a series: "l-jsq-push" is l-jsq with push updates of the options' p_hat,
     push_d, push_trigger and increment_on_dispatch (and "l-pod-..." samples pod_d servers); "pod" is
-    pod with d = pod_d; the other baselines are policy ids."""
+    pod with d = pod_d; the other baselines are policy ids.
+
+    Parameters
+    ----------
+    label
+        The series' label.
+    o
+        The reproduction's options.
+    """
     policy, _, update = label.rpartition("-")
     if policy in ("l-jsq", "l-jba", "l-pod") and update in LED_STRATEGIES:
         table = {
@@ -214,7 +222,17 @@ def messages_per_arrival(label: str, policy: dict, system: SlottedSystem) -> flo
     """The closed form of the mean messages per arrival (C10), None where there is none (jiq):
     jsq 2N and pod 2d per decision; a push 2 push_d per push, one push with probability p_hat per
     slot with an arrival (or every slot); a decision per dispatcher and slot with an arrival (per job
-    with job routing). Pull has a bound (at most one report per departure), not a closed form."""
+    with job routing). Pull has a bound (at most one report per departure), not a closed form.
+
+    Parameters
+    ----------
+    label
+        The series' label.
+    policy
+        Its [policy] table.
+    system
+        The slotted system.
+    """
     some = some_arrival_probability(system)
     decisions_per_slot = system.dispatcher_rate if system.routing == "job" else some
     if label == "jsq":

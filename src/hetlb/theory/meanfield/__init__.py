@@ -17,6 +17,9 @@ Two kinds of limit:
   a_{m,j}(s) at level j and death rate mu_m phi_m(min(j + 1, c_m)). The fixed point is found by
   Newton's method on the occupancy of the sampling groups (:mod:`.truncation`,
   :mod:`.fixed_point_solver`); :func:`mean_field_trajectory` integrates the ODE.
+
+Each function takes a :class:`hetlb.System` and has a lower-level form on arrays (class speeds
+and fractions), named ``..._arrays``.
   JSQ(d_F, d_S) and JIQ(d_F, d_S) are for servers of one slot.
 - *Ranking* policies (``jsq``, ``jiq``, ``jsq-lisf``, ``jfsq``, ``jfiq``, ``jsq-fiq``, ``jssq``,
   ``sed``): an arrival always finds a server of least key, so the levels are filled in increasing
@@ -28,21 +31,27 @@ Plain NumPy (SciPy for the ranking policies' root and the ODE, imported where us
 depends on the simulation kernels."""
 
 from hetlb.theory.meanfield.classes import server_speeds
-from hetlb.theory.meanfield.fixed_points import mean_field, system_mean_field
+from hetlb.theory.meanfield.fixed_points import mean_field, mean_field_arrays
 from hetlb.theory.meanfield.limit import MeanFieldLimit
 from hetlb.theory.meanfield.policies import MEANFIELD_POLICIES, SAMPLING
 from hetlb.theory.meanfield.sampling import pod_equal_servers_response_time
-from hetlb.theory.meanfield.transients import MeanFieldTrajectory, mean_field_settling_time, mean_field_trajectory
+from hetlb.theory.meanfield.transients import (
+    MeanFieldTrajectory,
+    mean_field_settling_time,
+    mean_field_trajectory,
+    mean_field_trajectory_arrays,
+)
 
 __all__ = [
     "MEANFIELD_POLICIES",
     "MeanFieldLimit",
     "MeanFieldTrajectory",
     "mean_field",
+    "mean_field_arrays",
     "mean_field_trajectory",
+    "mean_field_trajectory_arrays",
     "pod_equal_servers_response_time",
     "mean_field_settling_time",
     "server_speeds",
-    "system_mean_field",
     "SAMPLING",
 ]

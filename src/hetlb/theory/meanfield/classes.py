@@ -156,19 +156,29 @@ def class_counts(class_fraction, n_servers: int) -> np.ndarray:
 
 
 def server_speeds(class_speed, class_fraction, n_servers: int) -> np.ndarray:
-    """Per-server speeds of an N-server fleet with the classes' fractions (:func:`class_counts`)."""
+    """Per-server speeds of an N-server fleet with the classes' fractions (``class_counts``).
+
+    Parameters
+    ----------
+    class_speed
+        mu_m, the speed of each class (jobs per unit time).
+    class_fraction
+        alpha_m, the share of servers in each class.
+    n_servers
+        N.
+    """
     return np.repeat(np.asarray(class_speed, dtype=float), class_counts(class_fraction, n_servers))
 
 
 def fleet(classes: ServerClasses, n_servers: int) -> dict:
     """The System.from_speeds arguments of an N-server fleet of ``classes`` (:func:`class_counts`):
-    per-server ``speed``, ``concurrency`` and ``rate_curve``."""
+    per-server ``speeds``, ``concurrency`` and ``rate_curve``."""
     counts = class_counts(classes.fraction, n_servers)
     curves: list[RateCurve] = []
     for curve, count in zip(classes.rate_curve, counts):
         curves.extend([curve] * int(count))
     return {
-        "speed": np.repeat(classes.speed, counts),
+        "speeds": np.repeat(classes.speed, counts),
         "concurrency": np.repeat(classes.concurrency, counts),
         "rate_curve": tuple(curves),
     }

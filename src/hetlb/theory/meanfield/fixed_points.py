@@ -1,4 +1,4 @@
-"""hetlb.theory.meanfield.mean_field: the fixed point of a policy's limit, by its kind of rule."""
+"""hetlb.theory.meanfield.mean_field and mean_field_arrays: the fixed point of a policy's limit, by its kind of rule."""
 
 from __future__ import annotations
 
@@ -29,25 +29,42 @@ def check_buffer(buffer) -> int | None:
     return validation.integer("buffer", buffer, low=1, high=10**6)
 
 
-def mean_field(
+def mean_field_arrays(
     speeds, fractions=None, *, load, policy: str = "jsq", buffer=None, concurrency=None, rate_curve=None, **params
 ) -> MeanFieldLimit:
-    """The fixed point of the N -> infinity limit of ``policy`` on the complete graph.
+    """The fixed point of the N -> infinity limit of ``policy`` on the complete graph, for server
+    classes given as arrays (the lower-level form of :func:`mean_field`: a limit is of class
+    fractions, which need no finite fleet, and a study over many loads or fractions builds no System).
 
-    speeds: the class speeds mu_m with ``fractions`` alpha_m (or class counts), or per-server speeds
-        when ``fractions`` is None. load: rho in (0, 1), the arrival rate over the capacity
-        sum_m alpha_m mu_m phi_m(c_m).
-    buffer: b, jobs per server counting those in service (None: infinite).
-    concurrency, rate_curve: c_m and phi_m (hetlb.model.servers), one for all or one per class (per
-        server when ``fractions`` is None); None: one job at a time. Exponential sizes.
-    params: ``d`` for pod; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` for jsq-df-ds and jiq-df-ds.
-
-    >>> limit = mean_field([1.0, 0.25], [0.5, 0.5], load=0.9, policy="jfsq")
+    >>> limit = mean_field_arrays([1.0, 0.25], [0.5, 0.5], load=0.9, policy="jfsq")
     >>> round(limit.mean_response_time, 4)   # C*/lambda = (0.5 + 0.25) / 0.5625
     1.3333
-    >>> batch = mean_field([1.0], [1.0], load=0.5, policy="random", concurrency=2)  # M/M/2, mu = 1
+    >>> batch = mean_field_arrays([1.0], [1.0], load=0.5, policy="random", concurrency=2)  # M/M/2, mu = 1
     >>> round(batch.mean_response_time, 4)   # 1 + C(2, 1) / (2 - 1) = 1 + 1/3
     1.3333
+
+    Parameters
+    ----------
+    speeds
+        The class speeds mu_m (jobs per unit time), or per-server speeds when ``fractions`` is None.
+    fractions
+        alpha_m, the share of servers in each class (or class counts); None: one class per server.
+    load
+        rho in (0, 1), the arrival rate over the capacity sum_m alpha_m mu_m phi_m(c_m).
+    policy
+        A policy id of MEANFIELD_POLICIES.
+    buffer
+        B, jobs per server counting those in service (None: infinite).
+    concurrency, rate_curve
+        c_m and phi_m (hetlb.model.servers), one for all or one per class (per server when
+        ``fractions`` is None); None: one job at a time. Exponential sizes.
+    **params
+        ``d`` for pod; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` for jsq-df-ds and jiq-df-ds.
+
+    Returns
+    -------
+    MeanFieldLimit
+        The fixed point and its measures (mean response time in time units).
     """
     rules = mean_field_rules()
     policy = validation.choice("policy", policy, tuple(rules))
@@ -97,30 +114,40 @@ def mean_field(
     )
 
 
-def system_mean_field(system: System, policy: str = "jsq", **params) -> MeanFieldLimit:
-    """:func:`mean_field` of ``system``'s server classes (System.server_groups(): speed,
-    concurrency, rate curve), load and buffer. The limit is for the complete graph, one buffer
-    size, Poisson arrivals and exponential sizes on servers that serve several jobs at once."""
-    system.check_supported(
-        "the mean-field limit",
-        job_sizes=None if system.has_single_slots else ("exponential",),
-    )
+def mean_field(system: System, policy: str = "jsq", **params) -> MeanFieldLimit:
+    """The fixed point of the N -> infinity limit of ``policy`` on ``system``'s server classes
+    (System.server_groups(): speed, concurrency, rate curve, their counts as fractions), load and
+    buffer. The limit is for the complete graph, one buffer size, Poisson arrivals and exponential
+    sizes on servers that serve several jobs at once. params: as :func:`mean_field_arrays`.
+
+    >>> import hetlb
+    >>> system = hetlb.System.from_speeds("50x1.0,50x0.25", load=0.9)
+    >>> round(mean_field(system, "jfsq").mean_response_time, 4)   # C*/lambda = (0.5 + 0.25) / 0.5625
+    1.3333
+    """
+    return mean_field_arrays(**system_classes(system, "the mean-field limit"), policy=policy, **params)
+
+
+def system_classes(system: System, model: str) -> dict:
+    """The keywords of :func:`mean_field_arrays` (speeds, fractions, load, buffer, concurrency,
+    rate_curve) that describe ``system``, refusing in one line what the limit ``model`` lacks."""
+    from hetlb.model.system import checked_system
+
+    checked_system("system", system)
+    system.check_supported(model, job_sizes=None if system.has_single_slots else ("exponential",))
     if system.graph.n_edges != system.graph.n_types * system.n_servers:
-        raise InputError("graph", "the mean-field limit is for the complete graph; omit --graph")
+        raise InputError("graph", f"{model} is for the complete graph; omit --graph")
     buffers = np.unique(system.buffer)
     if buffers.size > 1:
-        raise InputError("buffer", "the mean-field limit takes one buffer size for all servers")
-    buffer = None if system.has_infinite_buffers else int(buffers[0])
+        raise InputError("buffer", f"{model} takes one buffer size for all servers")
     groups = system.server_groups()
-    return mean_field(
-        [group["speed"] for group in groups],
-        [group["count"] for group in groups],
+    return dict(
+        speeds=[group["speed"] for group in groups],
+        fractions=[group["count"] for group in groups],
         load=system.load,
-        policy=policy,
-        buffer=buffer,
+        buffer=None if system.has_infinite_buffers else int(buffers[0]),
         concurrency=None if system.has_single_slots else [group["concurrency"] for group in groups],
         rate_curve=None if system.has_single_slots else [group["rate_curve"] for group in groups],
-        **params,
     )
 
 

@@ -24,6 +24,37 @@ class MeanFieldLimit:
     server; ``buffer`` b (None: infinite). Times are in the time unit of the speeds. ``stable`` is
     False when no fixed point with finite queues exists (then the means are infinite).
     ``finite_n_error`` is the order of the gap between the N-server system and the limit.
+
+    Parameters
+    ----------
+    policy
+        The policy's id.
+    parameters
+        Its parameters.
+    load
+        rho.
+    arrival_rate
+        lambda per server (jobs per unit time).
+    class_speed
+        mu_m (decreasing).
+    class_fraction
+        alpha_m.
+    buffer
+        b (None: infinite).
+    occupancy
+        s_{m,i} at [m, i-1].
+    stable
+        See above.
+    description
+        The limit's rule in words.
+    finite_n_error
+        See above.
+    levels
+        The levels i of ``occupancy``.
+    class_concurrency
+        c_m (int64; None: 1 each).
+    class_rate_curve
+        phi_m (None: one slot each).
     """
 
     policy: str
@@ -41,6 +72,13 @@ class MeanFieldLimit:
     class_concurrency: np.ndarray = None  # type: ignore[assignment]  # c_m, int64; None: 1 each
     class_rate_curve: tuple = None  # type: ignore[assignment]  # phi_m; None: SINGLE_SLOT each
 
+    def __repr__(self) -> str:
+        buffer = "infinite" if self.buffer is None else str(self.buffer)
+        return (
+            f"<MeanFieldLimit {self.policy}, {len(self.class_speed)} classes, load {self.load:.4g}, buffer {buffer}: "
+            f"mean response time {self.mean_response_time:.5g}>"
+        )
+
     def __post_init__(self):
         n_classes = len(self.class_speed)
         if self.class_concurrency is None:
@@ -48,8 +86,22 @@ class MeanFieldLimit:
         if self.class_rate_curve is None:
             object.__setattr__(self, "class_rate_curve", (SINGLE_SLOT,) * n_classes)
 
+    def plot(self, path=None):
+        """The matplotlib Figure of the fixed point's occupancy s_{m,i} per class against i (the
+        figure of SimulationResult.plot, without intervals); written to ``path`` when given."""
+        from hetlb.plots.figures import plot_occupancy
+
+        labels = [
+            f"speed {speed:g} ({fraction:.3g} of servers)"
+            for speed, fraction in zip(self.class_speed, self.class_fraction)
+        ]
+        return plot_occupancy(
+            labels, self.occupancy[None], path, title=f"mean-field limit of {self.policy}, load {self.load:.4g}"
+        )
+
     @property
     def classes(self) -> ServerClasses:
+        """The server classes of the limit: speeds mu_m, fractions alpha_m, concurrencies c_m and rate curves phi_m."""
         return ServerClasses(self.class_speed, self.class_fraction, self.class_concurrency, self.class_rate_curve)
 
     @property

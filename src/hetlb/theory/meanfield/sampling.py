@@ -149,7 +149,17 @@ def sampling_model(policy, parameters, classes: ServerClasses, arrival_rate) -> 
 def pod_equal_servers_response_time(load: float, d: int, terms: int = 200) -> float:
     """Mean response time of pod(d) on equal servers of speed 1 as N -> infinity (Mitzenmacher;
     Vvedenskaya et al.): s_i = rho^((d^i - 1)/(d - 1)), so E[T] = sum_i s_i / rho
-    = sum_{i >= 1} rho^((d^i - d)/(d - 1)) (and rho^(i-1) summed, 1 / (1 - rho), for d = 1)."""
+    = sum_{i >= 1} rho^((d^i - d)/(d - 1)) (and rho^(i-1) summed, 1 / (1 - rho), for d = 1).
+
+    Parameters
+    ----------
+    load
+        rho in (0, 1).
+    d
+        The servers sampled per arrival.
+    terms
+        The terms of the sum kept.
+    """
     rho = validation.number("load", load, 0.0, strict=True, high=1.0)
     d = validation.integer("d", d, low=1, high=64)
     if rho >= 1.0:

@@ -10,7 +10,7 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.theory.meanfield.fixed_points import mean_field
+from hetlb.theory.meanfield.fixed_points import mean_field_arrays, system_classes
 from hetlb.theory.meanfield.limit import MeanFieldLimit
 from hetlb.theory.meanfield.policies import INDEPENDENT_RULES, mean_field_rules, sampling_policies
 from hetlb.theory.meanfield.ranking import fill_in_order
@@ -19,8 +19,20 @@ from hetlb.theory.meanfield.sampling import FIRST_LEVELS, MAX_LEVELS, sampling_m
 
 @dataclass(frozen=True, eq=False)
 class MeanFieldTrajectory:
-    """The ODE solution: ``occupancy[t, m, i-1]`` = s_{m,i}(times[t]); ``mean_number_in_system[t]``
-    jobs per server."""
+    """The ODE solution; ``mean_number_in_system[t]`` is the jobs per server at ``times[t]``.
+
+    Parameters
+    ----------
+    times
+        The output times (time units).
+    occupancy
+        ``occupancy[t, m, i-1]`` = s_{m,i}(times[t]), the fraction of class-m servers with at
+        least i jobs.
+    class_speed
+        mu_m of each class (jobs per unit time).
+    class_fraction
+        alpha_m, the share of servers in each class.
+    """
 
     times: np.ndarray
     occupancy: np.ndarray
@@ -29,10 +41,42 @@ class MeanFieldTrajectory:
 
     @property
     def mean_number_in_system(self) -> np.ndarray:
+        """The mean jobs per server at each time of the trajectory, sum_m alpha_m sum_i x_{m,i}(t)."""
         return np.einsum("m,tmi->t", self.class_fraction, self.occupancy)
+
+    def plot(self, path=None):
+        """The matplotlib Figure of the mean number of jobs per server against time (time units),
+        and of each class's busy fraction s_{m,1}; written to ``path`` when given."""
+        from hetlb.plots.figures import plot_panels
+
+        none = np.full(self.times.size, np.nan)
+        busy = {f"speed {speed:g}": (self.occupancy[:, m, 0], none, none) for m, speed in enumerate(self.class_speed)}
+        common = {"x": self.times, "xlabel": "time t (time units)"}
+        return plot_panels(
+            [
+                {
+                    "series": {"jobs per server": (self.mean_number_in_system, none, none)},
+                    "ylabel": "mean jobs per server",
+                    **common,
+                },
+                {"series": busy, "ylabel": "s_{m,1}(t): busy fraction of class m", **common},
+            ],
+            path,
+            title="mean-field ODE",
+        )
 
 
 def mean_field_trajectory(
+    system, policy: str = "pod", *, times, initial=None, levels=None, **params
+) -> MeanFieldTrajectory:
+    """The mean-field ODE of a sampling ``policy`` on ``system``'s server classes, load and buffer
+    (as :func:`hetlb.theory.meanfield.mean_field`), at ``times``; the rest as
+    :func:`mean_field_trajectory_arrays`."""
+    classes = system_classes(system, "the mean-field limit")
+    return mean_field_trajectory_arrays(**classes, policy=policy, times=times, initial=initial, levels=levels, **params)
+
+
+def mean_field_trajectory_arrays(
     speeds,
     fractions=None,
     *,
@@ -48,16 +92,38 @@ def mean_field_trajectory(
 ) -> MeanFieldTrajectory:
     """Integrate the mean-field ODE ds_{m,i}/dt = a_{m,i-1}(s) (s_{m,i-1} - s_{m,i})
     - mu_m phi_m(min(i, c_m)) (s_{m,i} - s_{m,i+1}) of a sampling policy from ``initial``
-    (s_{m,i}; default empty); speeds, fractions, concurrency and rate_curve as :func:`mean_field`.
+    (s_{m,i}; default empty); speeds, fractions, concurrency and rate_curve as
+    :func:`hetlb.theory.meanfield.mean_field_arrays` (the lower-level form of :func:`mean_field_trajectory`).
 
-    times: increasing output times (time units, from 0). levels: truncation of an infinite
-    buffer (default: twice the fixed point's, at least 32). The ranking policies have a
-    discontinuous drift (a differential inclusion) and are refused.
+    The ODE is ds_{m,i}/dt = a_{m,i-1}(s) (s_{m,i-1} - s_{m,i}) - mu_m phi_m(min(i, c_m))
+    (s_{m,i} - s_{m,i+1}). The ranking policies have a discontinuous drift (a differential
+    inclusion) and are refused.
+
+    Parameters
+    ----------
+    speeds, fractions
+        As in ``mean_field``.
+    load
+        rho in (0, 1), as in ``mean_field``.
+    policy
+        A sampling policy of MEANFIELD_POLICIES.
+    times
+        Increasing output times (time units, from 0).
+    buffer
+        B, jobs per server counting those in service (None: infinite).
+    initial
+        s_{m,i}(0), the fraction of class-m servers with at least i jobs (default: empty).
+    levels
+        The truncation of an infinite buffer (default: twice the fixed point's, at least 32).
+    concurrency, rate_curve
+        As in ``mean_field``.
+    **params
+        The policy's parameters, as in ``mean_field``.
     """
     from scipy.integrate import solve_ivp  # here: the fixed points need no ODE solver
 
     policy = validation.choice("policy", policy, sampling_policies())
-    limit = mean_field(
+    limit = mean_field_arrays(
         speeds,
         fractions,
         load=load,
@@ -111,16 +177,27 @@ def mean_field_trajectory(
 
 
 def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, horizon: float = 1e5) -> float:
-    """A warm-up for simulating ``limit``'s system from empty (time units): for a sampling
-    policy, the time its ODE takes from the empty system to come within ``tolerance`` (relative)
-    of the fixed point's jobs per server (``horizon`` when it does not; for random and
-    weighted-random, ln(1/tolerance) over the least spectral gap mu_m (1 - sqrt(rho_m))^2 of their
-    M/M/1 queues, with the capacity mu_m phi_m(c_m) for mu_m on servers of several slots); for a
-    ranking policy (relaxation on the scale of a service time), 20 response times or
-    2 ln(1/tolerance) mean service times of the slowest busy class, whichever is longer; for
-    sed on servers of one slot, whose fast servers hold queues that fill from empty only with the
-    arrivals beyond the capacity of the classes faster than K, twice the waiting jobs over that
-    surplus, in addition."""
+    """A warm-up for simulating ``limit``'s system from empty (time units).
+
+    For a sampling policy, the time its ODE takes from the empty system to come within
+    ``tolerance`` (relative) of the fixed point's jobs per server (``horizon`` when it does not;
+    for random and weighted-random, ln(1/tolerance) over the least spectral gap
+    mu_m (1 - sqrt(rho_m))^2 of their M/M/1 queues, with the capacity mu_m phi_m(c_m) for mu_m on
+    servers of several slots); for a ranking policy (relaxation on the scale of a service time),
+    20 response times or 2 ln(1/tolerance) mean service times of the slowest busy class, whichever
+    is longer; for sed on servers of one slot, whose fast servers hold queues that fill from empty
+    only with the arrivals beyond the capacity of the classes faster than K, twice the waiting jobs
+    over that surplus, in addition.
+
+    Parameters
+    ----------
+    limit
+        The fixed point (mean_field).
+    tolerance
+        The relative distance to the fixed point's jobs per server that counts as settled.
+    horizon
+        The longest time the ODE is integrated (time units).
+    """
     rule = mean_field_rules()[limit.policy]
     classes = limit.classes
     if (
@@ -145,7 +222,7 @@ def mean_field_settling_time(limit: MeanFieldLimit, tolerance: float = 1e-3, hor
         gap = model.capacity * (1.0 - np.sqrt(np.minimum(load, 1.0))) ** 2
         return float(min(horizon, math.log(1.0 / tolerance) / max(float(np.min(gap)), 1.0 / horizon)))
     times = np.geomspace(0.01, horizon, 400)
-    path = mean_field_trajectory(
+    path = mean_field_trajectory_arrays(
         limit.class_speed,
         limit.class_fraction,
         load=limit.load,
