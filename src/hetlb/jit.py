@@ -99,14 +99,30 @@ def numba_loaded() -> bool:
 @contextmanager
 def plain_python(enabled: bool = True):
     """With ``enabled``, the stand-ins call their plain functions while inside (until numba is
-    imported: then they are numba functions, compiled or loaded from the cache)."""
+    imported: then they are numba functions, compiled or loaded from the cache). The plain
+    functions are put in their place in every loaded hetlb module meanwhile, so that a call costs
+    no stand-in's dispatch (about a tenth of a short run); the stand-ins, or the numba functions
+    made of them in between, are put back on the way out."""
     global _plain
-    before = _plain
-    _plain = enabled or before
+    if not enabled or _plain or _numba_loaded:
+        yield
+        return
+    _plain = True
+    swapped = []
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "hetlb" or name.startswith("hetlb.")):
+            namespace = vars(module)
+            for key, value in list(namespace.items()):
+                if type(value) is LazyFunction and value.plain is not None:
+                    namespace[key] = value.plain
+                    swapped.append((namespace, key, value))
     try:
         yield
     finally:
-        _plain = before
+        _plain = False
+        for namespace, key, lazy in swapped:
+            if namespace.get(key) is lazy.plain:
+                namespace[key] = lazy if lazy.dispatcher is None else lazy.dispatcher
 
 
 def njit(function: Callable | None = None, **options) -> Any:
@@ -241,51 +257,53 @@ class PlainRecords:
     """A structured array whose elements and columns are read and written by attribute, as in
     compiled code (``servers[s].queue_len``, ``servers.queue_len``), writing through to the array.
     A np.recarray view does that too, at several times the cost of an access (its records look a
-    name up among their methods first)."""
+    name up among their methods first); here each column is a view made once."""
 
-    __slots__ = ("array", "fields")
+    __slots__ = ("array", "columns")
 
     def __init__(self, array: np.ndarray):
         object.__setattr__(self, "array", array)
-        object.__setattr__(self, "fields", array.dtype.fields)
+        object.__setattr__(self, "columns", {name: array[name] for name in array.dtype.names or ()})
 
     def __getitem__(self, index):
         if isinstance(index, str):
-            return self.array[index]
+            return self.columns[index]
         if isinstance(index, int | np.integer):
-            return PlainRecord(self.array, index)
+            return PlainRecord(self.columns, index)
         return PlainRecords(self.array[index])
 
     def __setitem__(self, index, value):
         self.array[index] = value
 
     def __getattr__(self, name: str):
-        return self.array[name] if name in self.fields else getattr(self.array, name)
+        columns = self.columns
+        return columns[name] if name in columns else getattr(self.array, name)
 
     def __setattr__(self, name: str, value) -> None:
-        self.array[name] = value
+        self.columns[name][...] = value
 
     def __len__(self) -> int:
         return len(self.array)
 
     def __iter__(self):
-        return (PlainRecord(self.array, index) for index in range(len(self.array)))
+        return (PlainRecord(self.columns, index) for index in range(len(self.array)))
 
 
 class PlainRecord:
-    """Element ``index`` of a structured array, its fields read and written by attribute (or by name)."""
+    """Element ``index`` of a structured array (given by its ``columns``), its fields read and
+    written by attribute (or by name)."""
 
-    __slots__ = ("array", "index")
+    __slots__ = ("columns", "index")
 
-    def __init__(self, array: np.ndarray, index):
-        object.__setattr__(self, "array", array)
+    def __init__(self, columns: dict, index):
+        object.__setattr__(self, "columns", columns)
         object.__setattr__(self, "index", index)
 
     def __getattr__(self, name: str):
-        return self.array[name][self.index]
+        return self.columns[name][self.index]
 
     def __setattr__(self, name: str, value) -> None:
-        self.array[name][self.index] = value
+        self.columns[name][self.index] = value
 
     __getitem__ = __getattr__
     __setitem__ = __setattr__

@@ -26,7 +26,6 @@ def run(args) -> int:
     """Print the graph's statistics and the load it can carry, and with --assumption2 the search's result."""
     from hetlb.progress import working
 
-    notify_graph_compiling(args)
     with working("graph ", enabled=not quiet(args)) as bar:
         values = graph_values(args, bar)
     if args.json:
@@ -37,8 +36,8 @@ def run(args) -> int:
 
 
 def notify_graph_compiling(args) -> None:
-    """Say so when the graph kernels (the constructions' and the Assumption 2 search's) are not in
-    numba's cache: their first call compiles them, about 10 s."""
+    """Say so (once the inputs are checked) when the graph kernels (the constructions' and the
+    Assumption 2 search's) are not in numba's cache: their first call compiles them, about 10 s."""
     if quiet(args):
         return
     from hetlb.graphs import connectivity, constructions
@@ -69,13 +68,15 @@ def graph_values(args, bar) -> dict:
                 "seeds the Assumption 2 search only: give --assumption2 too (a random graph takes its seed "
                 "in --graph, e.g. random:p=0.1,seed=3)",
             )
-    values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
     if search:
         if system.has_infinite_buffers:
             raise InputError(
                 "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
             )
         check_assumption2_search(system, args.epsilon, int(system.buffer.max()))
+    notify_graph_compiling(args)
+    values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
+    if search:
         values["assumption2"] = well_connectedness(
             system.graph,
             system.arrival_rate,

@@ -60,6 +60,10 @@ def warm_cache() -> str:
     jit.compile_everything()
     if not needs_compiling(*event_loops()):
         return f"up to date: numba's cache in {jit.cache_directory()}"
+    from hetlb.simulation import fast_start, simulate
+
+    simulate.announced.update(simulate.MODELS)  # this says it compiles, not each sample run
+    fast_start.before_compiled_run(None)
     started = time.process_time()
     sample_calls()
     return f"compiled into numba's cache in {jit.cache_directory()} in {time.process_time() - started:.1f} s of CPU"
