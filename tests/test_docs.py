@@ -36,6 +36,7 @@ PAGES_WITH_CODE = [
     "reference/serve.md",
     "reference/testbed.md",
     "reference/engine.md",
+    "reference/pick.md",
 ]
 
 

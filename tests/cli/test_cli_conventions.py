@@ -54,6 +54,8 @@ def test_every_flag_of_every_command_has_help():
         "meanfield",
         "place",
         "serve",
+        "pick",
+        "envoy-config",
         "testbed",
         "compile",
     }
@@ -502,7 +504,7 @@ PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000", "--paths": "16"}
 """Smaller runs of the documented commands (their flags and their meaning unchanged)."""
 
-PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve", "place"}
+PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve", "pick", "place"}
 """Commands too long for the test suite (or that serve until stopped): their command lines are
 parsed, and their inputs checked (the sweep spec exists, the reproduction is registered); the live
 ones run as real processes in tests/live/."""

@@ -213,8 +213,8 @@ def test_a_backends_file_is_applied_as_a_difference():
             ("http://127.0.0.1:23001", "draining"), ("http://127.0.0.1:23002", "active"),
             ("http://127.0.0.1:23003", "active"),
         ]}  # fmt: skip
-        assert dispatcher.speed[1] == 3.0 and len(fleet.proxy.base) == 3 == dispatcher.n_backends
-        assert str(fleet.proxy.base[2]) == "http://127.0.0.1:23003"
+        assert dispatcher.speed[1] == 3.0 and len(fleet.gateway.base) == 3 == dispatcher.n_backends
+        assert str(fleet.gateway.base[2]) == "http://127.0.0.1:23003"
         fleet.apply(parse_backends("backends", ["http://127.0.0.1:23001,buffer=4", "http://127.0.0.1:23003"]), "test")
         assert states(fleet) == {"http://127.0.0.1:23001": "active", "http://127.0.0.1:23003": "active"}
         assert dispatcher.slot_of["http://127.0.0.1:23001"] == 0 and dispatcher.buffer[0] == 4  # taken back

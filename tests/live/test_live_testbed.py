@@ -61,8 +61,8 @@ def test_the_example_scenario_is_the_documented_one():
         ({"testbed": {"loads": [1.2]}}, "arrival_rate"),
         ({"testbed": {"rate": 3}}, "testbed.rate: unknown key"),
         (
-            {"testbed": {"compare": ["envoy"]}},
-            "testbed.compare: must be one of haproxy, nginx, vllm-router, sglang-router",
+            {"testbed": {"compare": ["traefik"]}},
+            "testbed.compare: must be one of haproxy, nginx, envoy, vllm-router, sglang-router",
         ),
         ({"testbed": {"compare": ["vllm-router"]}}, "testbed.compare: vllm-router routes inference engines only"),
         ({"testbed": {"policies": [], "compare": []}}, "testbed.policies: give policies"),
@@ -171,10 +171,10 @@ def test_policies_that_need_the_curves_are_refused_on_multi_slot_backends(policy
 
 
 def test_compare_names_known_balancers(tmp_path, capsys):
-    assert main(["testbed", str(EXAMPLE), "--compare", "haproxy,envoy", "--out", str(tmp_path / "out")]) == 2
+    assert main(["testbed", str(EXAMPLE), "--compare", "haproxy,traefik", "--out", str(tmp_path / "out")]) == 2
     assert (
         capsys.readouterr().err
-        == "hetlb: error: --compare: must be one of haproxy, nginx, vllm-router, sglang-router, got 'envoy'\n"
+        == "hetlb: error: --compare: must be one of haproxy, nginx, envoy, vllm-router, sglang-router, got 'traefik'\n"
     )
     assert not (tmp_path / "out").exists()
 

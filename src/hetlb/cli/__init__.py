@@ -1,6 +1,6 @@
 """The command line: ``hetlb simulate | exact | bound | meanfield | place | policies | sweep |
-store | plot | reproduce | graph | tune | diffusion | compile | demo | serve | backend | loadgen |
-testbed``.
+store | plot | reproduce | graph | tune | diffusion | compile | demo | serve | pick | envoy-config |
+backend | loadgen | testbed``.
 
 Every user error ends in one line on standard error naming the field and the rule, and exit
 status 2; so does a bare ``hetlb`` (after the usage). Each command takes only the flags it uses,
@@ -45,13 +45,15 @@ COMMANDS = {
     "compile": "compile the event loops into numba's cache, so that later runs load them at once",
     "demo": "compare policies on a heterogeneous system: table and plot",
     "serve": "a reverse proxy that routes HTTP requests to backends with a policy",
+    "pick": "an endpoint picker for Envoy: the policies over its ext_proc filter",
+    "envoy-config": "an Envoy bootstrap: hetlb pickers behind its ext_proc filter, or Envoy's own balancer",
     "backend": "test backends: the model's servers on HTTP, several on several ports; --openai: emulated "
     "inference engines",
     "loadgen": "open-loop load on one or several URLs (simulator's keys); --openai: streamed chat completions",
     "testbed": "a scenario live (backends, hetlb serve, loadgen) and simulated, side by side",
 }
 """The commands, in the order ``hetlb --help`` lists them, with the line it shows for each. The
-command NAME is the module hetlb.cli.NAME: its ``add_flags(parser)`` gives the command its flags,
+command NAME is the module hetlb.cli.NAME (a dash in NAME an underscore): its ``add_flags(parser)`` gives the command its flags,
 its ``run(args)`` carries it out."""
 
 
@@ -72,6 +74,8 @@ COMMAND_PAGES = {
     "compile": "background/performance.md",
     "demo": "tutorial.md",
     "serve": "reference/serve.md",
+    "pick": "reference/pick.md",
+    "envoy-config": "reference/pick.md",
     "backend": "reference/testbed.md",
     "loadgen": "reference/testbed.md",
     "testbed": "reference/testbed.md",
@@ -82,7 +86,7 @@ COMMAND_PAGES = {
 
 def command_module(name: str):
     """The module hetlb.cli.NAME of the command ``name``."""
-    return importlib.import_module(f"hetlb.cli.{name}")
+    return importlib.import_module(f"hetlb.cli.{name.replace('-', '_')}")
 
 
 def build_parser(flags_of=tuple(COMMANDS)) -> ArgumentParser:

@@ -16,7 +16,9 @@ def add_flags(parser) -> None:
     """The flags of ``hetlb testbed``."""
     parser.add_argument("scenario", metavar="SCENARIO.toml", help="[system], [testbed] and [run] tables")
     parser.add_argument(
-        "--compare", metavar="LIST", help="also HAProxy and/or nginx on the same backends: haproxy,nginx"
+        "--compare",
+        metavar="LIST",
+        help="also these balancers on the same backends: haproxy,nginx,envoy (with engines also vllm-router, sglang-router)",
     )
     parser.add_argument("--out", default="testbed-out", help="folder for the CSV, JSON and PNG (default %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")

@@ -83,7 +83,27 @@ class SweepResult:
         """The matplotlib Figure of ``metric`` (a column of ``summary``) against the axis ``x`` (by
         default the first axis the sweep varies besides the policy), a line per value of ``by``
         (default "policy.id" when the sweep varies it), 95% bands, C*/lambda with ``bound``;
-        written to ``path`` too when one is given (:func:`hetlb.plots.sweep_figure`)."""
+        written to ``path`` too when one is given (:func:`hetlb.plots.sweep_figure`).
+
+        Parameters
+        ----------
+        metric
+            A numeric column of ``summary``, e.g. "mean_response_time" (time units).
+        x
+            The axis on the horizontal, e.g. "system.load"; None: the first axis the sweep varies
+            besides the policy.
+        by
+            The axis with a line per value; None: "policy.id" when the sweep varies it; "": one line.
+        bound
+            Whether to draw C*/lambda, the lower bound of Prop. 1 of 000 on the mean response time.
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots import sweep_figure
 
         if x is None:

@@ -1,4 +1,6 @@
-"""The admin API's routes for the fleet, on a dispatcher's admin listener (docs/reference/serve.md):
+"""A dispatcher's admin listener (docs/reference/serve.md), the same for ``hetlb serve`` and
+``hetlb pick``: ``GET /metrics`` (Prometheus), ``GET /status`` (JSON), ``GET /ready``, and the
+routes for the fleet:
 
 - ``GET /backends``: the backends of the fleet, each with its spec, the types it serves now, its
   state (active or draining), its requests in flight and whether it is ejected;
@@ -23,9 +25,33 @@ from aiohttp import web
 from hetlb.errors import InputError
 from hetlb.live.dispatcher import RETIRED
 from hetlb.live.fleet import Fleet, FleetError
+from hetlb.live.metrics import Metrics, status
 
 WAIT_STEP_S = 0.01
 """How often ``DELETE ...&wait=1`` looks whether the backend has left the fleet."""
+
+
+def admin_app(fleet: Fleet, metrics: Metrics, index: int, started: float) -> web.Application:
+    """The admin application of dispatcher ``index`` (running since ``started``, monotonic seconds)."""
+    dispatcher = fleet.dispatcher
+    app = web.Application()
+
+    async def metrics_page(request):
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def status_page(request):
+        return web.json_response(status(dispatcher, metrics, index, started))
+
+    async def ready_page(request):
+        return web.Response(text="ready\n")
+
+    app.router.add_get("/metrics", metrics_page)
+    app.router.add_get("/status", status_page)
+    app.router.add_get("/ready", ready_page)
+    add_fleet_routes(app, fleet)
+    return app
 
 
 def add_fleet_routes(app: web.Application, fleet: Fleet) -> None:

@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import aiohttp
 from yarl import URL
@@ -38,8 +39,8 @@ from hetlb.live.config import (
     parse_backend,
     read_backends_file,
 )
-from hetlb.live.dispatcher import ACTIVE, DRAINING, RETIRED, STATE_NAMES
-from hetlb.live.proxy import Proxy
+from hetlb.live.dispatcher import ACTIVE, DRAINING, RETIRED, STATE_NAMES, Dispatcher
+from hetlb.live.probing import Prober
 
 MODELS_PATH = "/v1/models"
 RELOADED_KEYS = (
@@ -79,18 +80,42 @@ class ConfigSource:
         return load_config(self.path, **self.overrides)
 
 
-class Fleet:
-    """The changes of one dispatcher's fleet: its :class:`~hetlb.live.proxy.Proxy` (the dispatcher,
-    the backends' base URLs, the HTTP session), dispatcher ``index``, the ``source`` read again at
-    a reload (None: only the backends file), and ``say`` (a function of one log line)."""
+class Gateway(Protocol):
+    """What a fleet changes besides the dispatcher's arrays: a dispatcher's front end (hetlb serve's
+    :class:`~hetlb.live.proxy.Proxy`, hetlb pick's :class:`~hetlb.live.picker.Picker`) with its
+    configuration, its dispatcher, each slot's base URL (``base``, shared with the prober), its
+    prober and its HTTP session (for GET /v1/models)."""
 
-    def __init__(self, proxy: Proxy, index: int = 0, source: ConfigSource | None = None, say=print):
-        self.proxy = proxy
-        self.dispatcher = proxy.dispatcher
-        self.config = proxy.config
+    config: ServeConfig
+    dispatcher: Dispatcher
+    base: list[URL]
+    prober: Prober | None
+    session: aiohttp.ClientSession | None
+
+    def close_connections(self, s: int) -> None:
+        """Close the kept-alive connections to backend s (it left the fleet, none of its requests in flight)."""
+
+
+class Fleet:
+    """The changes of one dispatcher's fleet: its ``gateway`` (:class:`Gateway`), dispatcher
+    ``index``, the ``source`` read again at a reload (None: only the backends file), ``say`` (a
+    function of one log line) and ``command``, the name its log lines start with."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        index: int = 0,
+        source: ConfigSource | None = None,
+        say=print,
+        command: str = "hetlb serve: dispatcher",
+    ):
+        self.gateway = gateway
+        self.dispatcher = gateway.dispatcher
+        self.config = gateway.config
         self.index = index
         self.source = source
         self.say = say
+        self.command = command
         self.relay: Callable[[dict], None] | None = None
         """Told of every change made through the admin API (the other dispatchers make it too)."""
         self.tasks: set[asyncio.Task] = set()
@@ -121,7 +146,7 @@ class Fleet:
         task.add_done_callback(self.tasks.discard)
 
     def log(self, text: str) -> None:
-        self.say(f"hetlb serve: dispatcher {self.index}: {text}")
+        self.say(f"{self.command} {self.index}: {text}")
 
     # --- the changes -----------------------------------------------------------------------------
 
@@ -165,7 +190,7 @@ class Fleet:
             dispatcher.undrain(s)
         else:
             s = dispatcher.add(backend)
-            base = self.proxy.base  # the prober's list too: one per slot
+            base = self.gateway.base  # the prober's list too: one per slot
             base.extend(URL(url.rstrip("/")) for url in dispatcher.urls[len(base) :])
             if self.config.health_interval > 0:
                 dispatcher.set_ejected(s, True)
@@ -176,7 +201,7 @@ class Fleet:
 
     async def admit_when_healthy(self, s: int) -> None:
         """Admit a new backend s if its first active check succeeds (else the checks' loop will)."""
-        prober = self.proxy.prober
+        prober = self.gateway.prober
         healthy = prober is None or await prober.healthy(s)
         if healthy and self.dispatcher.state[s] != RETIRED:
             self.dispatcher.set_ejected(s, False)
@@ -195,9 +220,9 @@ class Fleet:
 
     def close_connections(self, s: int) -> None:
         """Backend s left the fleet: its kept-alive connections are closed when none of its requests
-        is in flight (else they end with the proxy, or when the backend closes them)."""
+        is in flight (else they end with the gateway, or when the backend closes them)."""
         if self.dispatcher.in_flight[s] == 0:
-            self.proxy.close_connections(s)
+            self.gateway.close_connections(s)
 
     def cancel_drain(self, s: int) -> None:
         timer = self.drain_timers.pop(s, None)
@@ -316,10 +341,10 @@ class Fleet:
 
     def set_config(self, config: ServeConfig) -> None:
         self.config = config
-        self.proxy.config = config
+        self.gateway.config = config
         self.dispatcher.config = config
-        if self.proxy.prober is not None:
-            self.proxy.prober.config = config
+        if self.gateway.prober is not None:
+            self.gateway.prober.config = config
 
     # --- discover --------------------------------------------------------------------------------
 
@@ -337,9 +362,9 @@ class Fleet:
         """The types of backend s become the ids its GET /v1/models lists (OpenAI's
         {"data": [{"id": ...}]}); an id that is not a job type name is left out. A failed or
         malformed answer changes nothing (the active checks eject a backend that is down)."""
-        session = self.proxy.session
+        session = self.gateway.session
         assert session is not None
-        url = self.proxy.base[s].with_path(self.proxy.base[s].path.rstrip("/") + MODELS_PATH)
+        url = self.gateway.base[s].with_path(self.gateway.base[s].path.rstrip("/") + MODELS_PATH)
         try:
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.config.probe_timeout)) as answer:
                 data = json.loads(await answer.read()) if answer.status == 200 else None

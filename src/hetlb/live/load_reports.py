@@ -10,6 +10,8 @@ malformed by hetlb.live.probing).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import re
@@ -117,12 +119,15 @@ def sample_lines(text: bytes, name: bytes) -> Iterator[bytes]:
 
 def orca_load(header: str) -> int | None:
     """running + waiting from an ORCA ``endpoint-load-metrics`` header: ``TEXT a=1,
-    named_metrics.num_requests_running=2, named_metrics.num_requests_waiting=3`` or ``JSON
-    {"named_metrics": {...}}``; None when either named metric is missing or the header is not one
-    of these formats (BIN, the base64 protobuf, is not read)."""
+    named_metrics.num_requests_running=2, named_metrics.num_requests_waiting=3``, ``JSON
+    {"named_metrics": {...}}`` or ``BIN <base64 xds.data.orca.v3.OrcaLoadReport>`` (read when
+    xds-protos is installed, the [pick] extra); None when either named metric is missing or the
+    header is not one of these formats."""
     kind, _, body = header.strip().partition(" ")
     named: dict = {}
-    if kind.upper() == "TEXT":
+    if kind.upper() == "BIN":
+        named = orca_binary_metrics(body) or {}
+    elif kind.upper() == "TEXT":
         for pair in body.split(","):
             key, equals, value = pair.strip().partition("=")
             if equals and key.startswith("named_metrics."):
@@ -139,6 +144,22 @@ def orca_load(header: str) -> int | None:
     except (KeyError, TypeError, ValueError):
         return None
     return None if running is None or waiting is None else reported_number(running + waiting)
+
+
+def orca_binary_metrics(body: str) -> dict | None:
+    """The named metrics of a base64 OrcaLoadReport (xds.data.orca.v3), None when it is not one or
+    xds-protos is not installed."""
+    try:
+        from google.protobuf.message import DecodeError
+        from xds.data.orca.v3.orca_load_report_pb2 import OrcaLoadReport
+    except ImportError:
+        return None
+    report = OrcaLoadReport()
+    try:
+        report.ParseFromString(base64.b64decode(body.strip(), validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return dict(report.named_metrics)
 
 
 def piggybacked_report(headers) -> tuple[int, int] | None:

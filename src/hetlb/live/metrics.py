@@ -27,7 +27,7 @@ SCRAPE_FAILURES = ("failed", "malformed")
 """Why a scrape of an engine's metrics gave no report."""
 REJECTIONS = (
     "bad_type", "unknown_type", "bad_body", "bad_path", "too_large", "body_timeout", "malformed", "header_timeout",
-    "header_too_large", "no_backend", "overload", "internal_error", "probe_skipped",
+    "header_too_large", "no_backend", "overload", "internal_error", "probe_skipped", "bad_message",
 )  # fmt: skip
 """The reasons a dispatcher answers a request itself (docs/reference/serve.md)."""
 

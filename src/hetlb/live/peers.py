@@ -1,4 +1,4 @@
-"""HAProxy and nginx in front of the same backends, for comparison: their configurations (written to a
+"""HAProxy, nginx and Envoy in front of the same backends, for comparison: their configurations (written to a
 folder of their own, never the system's), started in the foreground and stopped.
 
 Each balancer knows a backend's speed only as its static weight (``weight_of``) and its load only
@@ -11,7 +11,12 @@ as its own count of open connections to it, as in production:
 - ``haproxy-roundrobin`` (``balance roundrobin``): smooth weighted round robin, blind to the load;
 - ``nginx-least_conn`` (``least_conn``): argmin n / w, ties by weighted round robin;
 - ``nginx-random-two`` (``random two least_conn``): two servers drawn in proportion to their
-  weights, the one with fewer connections relative to its weight.
+  weights, the one with fewer connections relative to its weight;
+- ``envoy-least_request`` (``LEAST_REQUEST``, one worker): with unequal weights, a weighted
+  round robin (Envoy's earliest-deadline schedule) whose weights are w / (n + 1) at each pick
+  (active_request_bias 1); with equal weights the server of fewer requests among two drawn
+  (choice_count 2); ``envoy-round_robin`` (``ROUND_ROBIN``): weighted round robin (the
+  bootstraps of hetlb.live.envoy_config).
 
 With one worker (the default here) each balancer's counts are exact, as hetlb serve's own in-flight
 counts are with one dispatcher.
@@ -68,13 +73,20 @@ PEERS = {
         Peer("haproxy-roundrobin", "haproxy", "roundrobin", "weighted round robin"),
         Peer("nginx-least_conn", "nginx", "least_conn", "argmin n/w, ties by weighted round robin"),
         Peer("nginx-random-two", "nginx", "random two least_conn", "pod(2) drawn by weight, least n/w of the two"),
+        Peer(
+            "envoy-least_request",
+            "envoy",
+            "LEAST_REQUEST",
+            "unequal weights: weighted round robin on w/(n+1); equal: least n of 2 drawn",
+        ),
+        Peer("envoy-round_robin", "envoy", "ROUND_ROBIN", "weighted round robin"),
         Peer("vllm-router-round_robin", "vllm-router", "round_robin", "round robin over the model's engines"),
         Peer("vllm-router-cache_aware", "vllm-router", "cache_aware", "prefix affinity, else its least own count"),
         Peer("sglang-router-round_robin", "sglang-router", "round_robin", "round robin over the model's engines"),
         Peer("sglang-router-cache_aware", "sglang-router", "cache_aware", "prefix affinity, else its least own count"),
     )
 }
-PROGRAMS = ("haproxy", "nginx", "vllm-router", "sglang-router")
+PROGRAMS = ("haproxy", "nginx", "envoy", "vllm-router", "sglang-router")
 ROUTERS = {"vllm-router": (), "sglang-router": ("launch",)}
 """The inference routers among PROGRAMS (PyPI's vllm-router and sglang-router) and the subcommand
 that runs a router alone: OpenAI engines only, one process per model (each knows one pool of
@@ -254,6 +266,16 @@ def start_peer(
     if peer.program == "haproxy":
         config.write_text(haproxy_config(listen_port, backends, peer.method, workers, pools))
         command = [binary, "-db", "-f", str(config)]
+    elif peer.program == "envoy":
+        import json
+
+        from hetlb.live.config import Address
+        from hetlb.live.envoy_config import balancer_bootstrap, envoy_command
+
+        config = folder / f"{peer.id}.json"
+        bootstrap = balancer_bootstrap(Address("127.0.0.1", listen_port), backends, peer.method, pools=pools)
+        config.write_text(json.dumps(bootstrap))
+        command = envoy_command(str(config), binary)
     else:
         config.write_text(nginx_config(listen_port, backends, peer.method, folder, workers, pools))
         command = [binary, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(config)]

@@ -72,7 +72,8 @@ BAD_PATH = Refusal(400, "bad_path", "the path is not a path below the root")
 def normalised_path(path: str) -> str | None:
     """A request's path with its dot segments removed (RFC 3986 section 5.2.4, also when written
     ``%2e``), or None when no backend should see it: not starting with ``/``, climbing above the
-    root, or a segment that a backend decoding ``%2f`` or ``%5c`` would take for a dot segment."""
+    root, or read two ways by a backend that decodes ``%2f`` or ``%5c`` (a segment it would split
+    into dot segments, or one that a ``..`` removes whole here and only in part there)."""
     if not path.startswith("/"):
         return None
     if "/." not in path and "%" not in path and "\\" not in path:
@@ -83,17 +84,29 @@ def normalised_path(path: str) -> str | None:
         plain = segment.replace("%2e", ".").replace("%2E", ".")
         if plain in (".", ".."):
             if plain == "..":
-                if not kept:
+                if not kept or hides_separator(kept[-1]):  # above the root, or two readings of what it removes
                     return None
                 kept.pop()
             if i == len(segments) - 1:
                 kept.append("")  # "/a/b/.." is "/a/"
             continue
-        decoded = plain.replace("%2f", "/").replace("%2F", "/").replace("%5c", "/").replace("%5C", "/")
-        if any(part in (".", "..") for part in decoded.replace("\\", "/").split("/")):
+        if hides_separator(segment) and any(part in (".", "..") for part in separated(plain)):
             return None
         kept.append(segment)
     return "/" + "/".join(kept)
+
+
+def hides_separator(segment: str) -> bool:
+    """Whether a backend decoding %2f or %5c, or reading a backslash as a separator, would see more
+    than one segment in ``segment``."""
+    lowered = segment.lower()
+    return "%2f" in lowered or "%5c" in lowered or "\\" in segment
+
+
+def separated(segment: str) -> list[str]:
+    """The parts of ``segment`` for such a backend."""
+    lowered = segment.replace("%2F", "%2f").replace("%5C", "%5c")
+    return lowered.replace("%2f", "/").replace("%5c", "/").replace("\\", "/").split("/")
 
 
 def service_time(headers, found_empty: bool, watch: AnswerWatch, started: float) -> float | None:

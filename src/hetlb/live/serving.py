@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from hetlb.errors import InputError
-from hetlb.live.admin import add_fleet_routes
+from hetlb.live.admin import admin_app
 from hetlb.live.config import Address, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
 from hetlb.live.downstream import BACKLOG, Downstream, Limits
 from hetlb.live.fleet import ConfigSource, Fleet
-from hetlb.live.metrics import Metrics, status
+from hetlb.live.metrics import Metrics
 from hetlb.live.proxy import Proxy
 from hetlb.live.runtime import freeze_heap, loop_factory
 from hetlb.processes import STOP_GRACE_S, die_with_parent, stop_processes
@@ -134,24 +134,8 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     await fleet.start()  # the discovered types known before the first request
     await downstream.start(sockets.listen)
     if sockets.admin is not None:
-        admin_app = web.Application()
-
-        async def metrics_page(request):
-            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-            return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        async def status_page(request):
-            return web.json_response(status(dispatcher, metrics, m, started))
-
-        async def ready_page(request):
-            return web.Response(text="ready\n")
-
-        admin_app.router.add_get("/metrics", metrics_page)
-        admin_app.router.add_get("/status", status_page)
-        admin_app.router.add_get("/ready", ready_page)
-        add_fleet_routes(admin_app, fleet)
-        admin_runner = web.AppRunner(admin_app, handle_signals=False, access_log=None)
+        admin_application = admin_app(fleet, metrics, m, started)
+        admin_runner = web.AppRunner(admin_application, handle_signals=False, access_log=None)
         await admin_runner.setup()
         await web.SockSite(admin_runner, sockets.admin).start()
     listen, admin = config.dispatcher_addresses(m)

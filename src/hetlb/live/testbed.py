@@ -95,7 +95,12 @@ TESTBED_DEFAULTS = {
     "seed": 1,
     "prediction_runs": 100,
     "engine": None,
+    "gateway": "hetlb",
 }
+GATEWAYS = ("hetlb", "envoy")
+"""testbed.gateway: the policies run in hetlb serve (M dispatcher processes), or in M pairs of
+Envoy and a hetlb pick (its endpoint picker), each pair with its own estimates; a list runs each
+policy through each, in its order, on the same traffic."""
 ENGINES = ("openai",)
 """testbed.engine: the backends are emulated inference engines (``hetlb backend --openai``)."""
 ENGINE_DEFAULTS = {
@@ -254,6 +259,7 @@ class TestbedScenario:
     seed: int
     prediction_runs: int
     engine: EngineSettings | None = None
+    gateways: tuple[str, ...] = ("hetlb",)
     live_only: dict = field(default_factory=dict)  # policy id -> why the simulator does not model it
     scenarios: dict = field(default_factory=dict)  # (policy, update, load, run) -> Scenario
 
@@ -318,6 +324,7 @@ class TestbedScenario:
             seed=validation.seed("testbed.seed", settings["seed"]),
             prediction_runs=validation.integer("testbed.prediction_runs", settings["prediction_runs"], 40, 100_000),
             engine=engine,
+            gateways=parse_gateways(settings["gateway"]),
         )
         testbed.check()
         return testbed
@@ -457,6 +464,17 @@ class TestbedScenario:
         return spec is not None and ("continuous" in spec.models or spec.on_local_estimates)
 
 
+def parse_gateways(value) -> tuple[str, ...]:
+    """testbed.gateway: one of GATEWAYS, or a non-empty list of them without repeats."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise InputError("testbed.gateway", f"give one or more of {', '.join(GATEWAYS)}")
+    gateways = tuple(validation.choice("testbed.gateway", item, GATEWAYS) for item in items)
+    if len(set(gateways)) != len(gateways):
+        raise InputError("testbed.gateway", "a gateway is listed twice")
+    return gateways
+
+
 def decision_difference(policy_id: str, system: System) -> str | None:
     """Why a policy's live decisions on multi-slot backends differ from the simulator's, or None
     when they are the same. hetlb serve knows speeds, not concurrencies and rate curves: the
@@ -548,9 +566,21 @@ def backend_specs(system, urls: list[str], names: list[str] | None = None) -> li
 def serve_arguments(policy: dict, listen_port: int, admin_port: int, specs: list[str], testbed) -> list[str]:
     """The command line of ``hetlb serve`` for one run."""
     arguments = ["serve", "--listen", f"127.0.0.1:{listen_port}", "--admin", f"127.0.0.1:{admin_port}"]
-    arguments += ["--policy", policy["id"], "--dispatchers", str(testbed.dispatchers)]
-    arguments += ["--signals", testbed.signals_of(policy)]
-    arguments += ["--seed", str(testbed.seed), "--quiet"]
+    arguments += ["--dispatchers", str(testbed.dispatchers)]
+    return arguments + dispatcher_arguments(policy, specs, testbed, testbed.seed)
+
+
+def pick_arguments(policy: dict, grpc_port: int, admin_port: int, specs: list[str], testbed, m: int) -> list[str]:
+    """The command line of picker m's ``hetlb pick`` for one run (its seed the testbed's + m, as
+    hetlb serve seeds its dispatcher m)."""
+    arguments = ["pick", "--listen", f"127.0.0.1:{grpc_port}", "--admin", f"127.0.0.1:{admin_port}"]
+    return arguments + dispatcher_arguments(policy, specs, testbed, testbed.seed + m)
+
+
+def dispatcher_arguments(policy: dict, specs: list[str], testbed, seed: int) -> list[str]:
+    """The flags of a dispatcher's policy, signals, job types and backends, hetlb serve's and hetlb pick's."""
+    arguments = ["--policy", policy["id"], "--signals", testbed.signals_of(policy)]
+    arguments += ["--seed", str(seed), "--quiet"]
     if testbed.engine is not None:
         arguments += ["--type-body-field", "model"]
     for name, value in policy.items():
@@ -578,6 +608,7 @@ class Testbed(Result):
     rows: list = field(default_factory=list)
     details: list = field(default_factory=list)
     backend_urls: list = field(default_factory=list)
+    simulations: dict = field(default_factory=dict)
 
     def run(self) -> list[dict]:
         testbed = self.scenario
@@ -589,7 +620,8 @@ class Testbed(Result):
             backends = self.start_backends(system, stack)
             for load in testbed.loads:
                 for policy in testbed.policies:
-                    self.run_hetlb(policy, load, backends)
+                    for gateway in testbed.gateways:
+                        self.run_hetlb(policy, load, backends, gateway)
                 for peer in peers:
                     self.run_peer(peer, load, backends, stack)
         self.write()
@@ -657,23 +689,19 @@ class Testbed(Result):
             **common,
         )
 
-    def run_hetlb(self, policy: dict, load: float, backends: list[str]) -> None:
+    def run_hetlb(self, policy: dict, load: float, backends: list[str], gateway: str = "hetlb") -> None:
+        """One run of ``policy`` at ``load`` through ``gateway`` (GATEWAYS), live then simulated."""
         testbed = self.scenario
         system = testbed.system_at(load)
-        listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
-        admin = listen + testbed.dispatchers
         names = testbed.type_names() if testbed.engine is not None else None
-        arguments = serve_arguments(policy, listen, admin, backend_specs(system, backends, names), testbed)
-        self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
-        child = ChildProcess("hetlb serve", hetlb_command(*arguments))
-        try:
-            for m in range(testbed.dispatchers):
-                wait_listening("127.0.0.1", listen + m, child)
-            targets = [f"http://127.0.0.1:{listen + m}" for m in range(testbed.dispatchers)]
+        specs = backend_specs(system, backends, names)
+        with contextlib.ExitStack() as stack:
+            if gateway == "envoy":
+                targets, admins = self.start_envoy_gateways(policy, load, specs, stack)
+            else:
+                targets, admins = self.start_serve(policy, load, specs, stack)
             live = self.generate(self.load_spec(targets, system))
-            status = [self.admin_status(admin + m) for m in range(testbed.dispatchers)]
-        finally:
-            child.stop()
+            status = [self.admin_status(admin) for admin in admins]
         unseen = unseen_delay_ms(status)
         snapshot_delay = mean_delay_ms(status, "scrape_delay")
         simulated = None
@@ -683,7 +711,53 @@ class Testbed(Result):
                 testbed.scenario(policy, load, unseen, testbed.live_length_run(load), snapshot_delay)
             )
         label = policy["id"] if "signals" not in policy else f"{policy['id']} ({policy['signals']})"
+        if gateway == "envoy":
+            label += " via Envoy+pick"
         self.record("hetlb", label, load, live, policy["id"] if simulated else "", simulated, status)
+
+    def start_serve(self, policy: dict, load: float, specs: list[str], stack) -> tuple[list[str], list[int]]:
+        """hetlb serve's M dispatchers for one run, stopped with ``stack``: their URLs and admin ports."""
+        testbed = self.scenario
+        listen = free_port_block(2 * testbed.dispatchers)  # M ports to listen on, then M admin ports
+        admin = listen + testbed.dispatchers
+        self.say(f"hetlb testbed: load {load:g}, hetlb serve --policy {policy['id']} ...")
+        child = ChildProcess("hetlb serve", hetlb_command(*serve_arguments(policy, listen, admin, specs, testbed)))
+        stack.callback(child.stop)
+        for m in range(testbed.dispatchers):
+            wait_listening("127.0.0.1", listen + m, child)
+        dispatchers = range(testbed.dispatchers)
+        return [f"http://127.0.0.1:{listen + m}" for m in dispatchers], [admin + m for m in dispatchers]
+
+    def start_envoy_gateways(self, policy: dict, load: float, specs: list[str], stack) -> tuple[list[str], list[int]]:
+        """M pairs of Envoy (one worker) and hetlb pick for one run, nothing shared between pairs,
+        stopped with ``stack``: the Envoys' URLs and the pickers' admin ports."""
+        from hetlb.live.config import Address
+        from hetlb.live.envoy_config import envoy_command, picker_bootstrap
+
+        testbed = self.scenario
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hetlb-envoy-")))
+        self.say(
+            f"hetlb testbed: load {load:g}, {testbed.dispatchers} x (Envoy + hetlb pick --policy {policy['id']}) ..."
+        )
+        targets, admins = [], []
+        for m in range(testbed.dispatchers):
+            listen, grpc_port, admin = free_ports(3)
+            picker = ChildProcess(
+                f"hetlb pick {m}", hetlb_command(*pick_arguments(policy, grpc_port, admin, specs, testbed, m))
+            )
+            stack.callback(picker.stop)
+            wait_listening("127.0.0.1", admin, picker)
+            bootstrap = picker_bootstrap(
+                Address("127.0.0.1", listen), [Address("127.0.0.1", grpc_port)], body=testbed.engine is not None
+            )
+            path = folder / f"envoy-{m}.json"
+            path.write_text(json.dumps(bootstrap))
+            envoy = ChildProcess(f"envoy {m}", envoy_command(str(path)))
+            stack.callback(envoy.stop)
+            wait_listening("127.0.0.1", listen, envoy)
+            targets.append(f"http://127.0.0.1:{listen}")
+            admins.append(admin)
+        return targets, admins
 
     def run_peer(self, peer, load: float, backends: list[str], stack) -> None:
         testbed = self.scenario
@@ -743,15 +817,22 @@ class Testbed(Result):
         """The simulation's summary, its mean response time's interval Cox's on the log scale over
         the replications' means (one run: its batch means), hetlb.stats.intervals.positive_interval:
         a t interval of a few heavy-tailed replications reaches below zero."""
-        result = scenario.simulate()
+        result = self.simulation(scenario)
         runs = result.runs
         means = [run.mean_response_time for run in runs] if len(runs) > 1 else runs[0].batch_response_means
-        return result.summary | {"mean_response_time_ci": positive_interval(means)}
+        return dict(result.summary) | {"mean_response_time_ci": positive_interval(means)}
+
+    def simulation(self, scenario: Scenario):
+        """``scenario``'s simulation, run once (a policy run through two gateways is simulated once)."""
+        key = id(scenario)  # the scenarios are kept by TestbedScenario.scenario, so their ids stay theirs
+        if key not in self.simulations:
+            self.simulations[key] = scenario.simulate()
+        return self.simulations[key]
 
     def predict(self, scenario: Scenario) -> dict:
         """The mean and the prediction interval (PREDICTION_QUANTILES) of the mean response times of
         ``scenario``'s replications, in time units."""
-        means = np.array([run.mean_response_time for run in scenario.simulate().runs])
+        means = np.array([run.mean_response_time for run in self.simulation(scenario).runs])
         low, high = np.quantile(means, PREDICTION_QUANTILES)
         return {"mean": float(means.mean()), "low": float(low), "high": float(high), "runs": len(means)}
 
@@ -847,7 +928,17 @@ class Testbed(Result):
     def metadata(self) -> dict:
         """The [testbed] settings, the simulator's [system] and [run] tables, and the versions."""
         bed = self.scenario
-        names = ("mean_service_ms", "loads", "policies", "warmup", "duration", "dispatchers", "signals", "compare")
+        names = (
+            "mean_service_ms",
+            "loads",
+            "policies",
+            "warmup",
+            "duration",
+            "dispatchers",
+            "signals",
+            "compare",
+            "gateways",
+        )
         settings = {name: getattr(bed, name) for name in (*names, "seed", "prediction_runs")}
         if bed.engine is not None:
             settings |= {"engine": "openai", **bed.engine.to_dict()}

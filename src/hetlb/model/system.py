@@ -232,11 +232,26 @@ class System(ServerSpeeds):
 
     @classmethod
     def from_speed_mix(cls, n_servers: int, speed_mix, **system) -> System:
-        """:meth:`from_speeds` of ``n_servers`` servers in exact pools: ``speed_mix`` is a list of
-        (speed, fraction) pairs (mu, alpha_m; fractions > 0 summing to 1, fraction x n_servers
-        whole), as the [system] keys ``n_servers`` and ``speed_mix`` of a scenario. ``system``: the
-        other keywords of :meth:`from_speeds` (``load=``, ``buffer=``, ...).
+        """:meth:`from_speeds` of ``n_servers`` servers in exact pools, as the [system] keys
+        ``n_servers`` and ``speed_mix`` of a scenario.
 
+        Parameters
+        ----------
+        n_servers
+            N, the number of servers.
+        speed_mix
+            A list of (speed, fraction) pairs (mu in jobs per time unit, alpha_m; fractions > 0
+            summing to 1, fraction x n_servers whole).
+        **system
+            The other keywords of :meth:`from_speeds` (``load=``, ``buffer=``, ...).
+
+        Returns
+        -------
+        System
+            The system of those servers.
+
+        Examples
+        --------
         >>> System.from_speed_mix(10, [(1.0, 0.5), (0.5, 0.5)], load=0.8).speed_class_table()
         [{'speed': 1.0, 'count': 5}, {'speed': 0.5, 'count': 5}]
         """

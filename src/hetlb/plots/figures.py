@@ -128,9 +128,23 @@ def draw_metric(
 
 
 def plot_intervals(panels: list, path=None, *, sharey: bool = True) -> Figure:
-    """The Figure of panels side by side, each a dict with ``title``, ``ylabel`` and ``rows``: a list
-    of (label, mean, low, high), drawn as points with interval bars at one category each (nan:
-    left out); on one y scale with ``sharey``; written to ``path`` (PNG) when given."""
+    """The Figure of panels side by side, drawn as points with interval bars at one category each.
+
+    Parameters
+    ----------
+    panels
+        A list of dicts with ``title``, ``ylabel`` and ``rows``: a list of (label, mean, low, high),
+        a category each (a nan mean: left out; nan bounds: no bar).
+    path
+        A file to write the figure to (its format by the extension, e.g. PNG); None: none written.
+    sharey
+        Whether the panels share one y scale.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+    """
     width = max(6.4, 0.55 * max(len(panel["rows"]) for panel in panels) + 2)
     figure = ShownFigure(figsize=(width * len(panels), 4.8))
     axes = figure.subplots(1, len(panels), squeeze=False, sharey=sharey)

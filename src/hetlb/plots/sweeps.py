@@ -14,10 +14,31 @@ BOUND_LABEL = "C*/lambda (000, Prop. 1)"
 def sweep_figure(
     table, *, x: str, by: str | None = None, metric: str = "mean_response_time", bound: bool = False, path=None, name=""
 ):
-    """The matplotlib Figure of ``metric`` (a column of the summary ``table``) against the axis
-    ``x`` (e.g. "system.load"), one line per value of the axis ``by`` (default "policy.id" when
-    the sweep varies it; "" for one line), with 95% bands and, with ``bound``, C*/lambda; written
-    to ``path`` too when one is given. ``name`` starts the title."""
+    """The matplotlib Figure of ``metric`` against the axis ``x``, one line per value of the axis
+    ``by``, with 95% bands and, with ``bound``, C*/lambda.
+
+    Parameters
+    ----------
+    table
+        A sweep's summary table (SweepResult.summary, or the summary.csv of ``hetlb sweep``).
+    x
+        The axis on the horizontal, e.g. "system.load".
+    by
+        The axis with a line per value; None: "policy.id" when the sweep varies it; "": one line.
+    metric
+        A numeric column of ``table``, e.g. "mean_response_time" (time units).
+    bound
+        Whether to draw C*/lambda, the lower bound of Prop. 1 of 000 on the mean response time.
+    path
+        A file to write the figure to (its format by the extension); None: none written.
+    name
+        The start of the title ("" for none).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+    """
     x, by, metric = plot_columns(table, x, by, metric)
     xs, series, lower = plot_series(table, x, by, metric, bound)
     title = f"{axis_label(metric)} by {axis_label(x).split(' (')[0]}"

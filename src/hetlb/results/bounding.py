@@ -115,7 +115,18 @@ class BoundingResult(Result):
 
     def plot(self, path=None):
         """The matplotlib Figure of the mean of Q_i, the servers with at least i jobs, against the
-        level i (the replications' mean); written to ``path`` when given."""
+        level i (the replications' mean); written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_metric
 
         levels = np.arange(1, len(self.level_means) + 1)

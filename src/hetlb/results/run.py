@@ -417,7 +417,18 @@ class SimulationResult(ReplicatedResult):
     def plot(self, path=None):
         """The matplotlib Figure of the occupancy of 000: per speed class m, the fraction of its
         servers with at least i jobs against i, with the 95% t interval over the replications (no
-        band with one); written to ``path`` too when one is given (its format by the extension)."""
+        band with one); written to ``path`` too when one is given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_occupancy
 
         first = self.runs[0]

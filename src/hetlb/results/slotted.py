@@ -190,7 +190,18 @@ class SlottedResult(ReplicatedResult):
 
     def plot(self, path=None):
         """The matplotlib Figure of each server's time-average queue length Q_n (jobs), with the 95%
-        t interval over the replications (none with one); written to ``path`` when given."""
+        t interval over the replications (none with one); written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_intervals
 
         queues = np.array([run.mean_queue_length for run in self.runs], dtype=float)

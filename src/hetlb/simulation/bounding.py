@@ -170,9 +170,30 @@ def bounding_arrays(system) -> tuple[np.ndarray, float, int | None]:
 def simulate_bounding_system(
     system, kind: str = "fsl", *, horizon: float = 3000.0, warmup: float = 300.0, replications: int = 10, seed=0
 ) -> BoundingResult:
-    """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) of ``system`` (a hetlb.System: its
-    speeds, total arrival rate and buffer) from empty buffers; the rest as
-    :func:`simulate_bounding_system_arrays`."""
+    """Simulate JSQ-FSL (``kind="fsl"``) or JSQ-SSL (``"ssl"``) of ``system`` from empty buffers;
+    the rest as :func:`simulate_bounding_system_arrays`.
+
+    Parameters
+    ----------
+    system
+        A hetlb.System: its speeds mu_k (jobs per time unit), total arrival rate n lambda^n and
+        buffer b (one for all servers); the complete graph, one job at a time per server.
+    kind
+        "fsl" (faster servers serve longer buffers) or "ssl" (slower servers serve longer buffers).
+    horizon
+        The end of each path (time units); averages are exact time integrals over [warmup, horizon].
+    warmup
+        The start of the time averages (time units).
+    replications
+        Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    BoundingResult
+        The time averages of Q_{+1} and Q_{+2} with their intervals.
+    """
     speeds, rate, buffer = bounding_arrays(system)
     return simulate_bounding_system_arrays(
         speeds, rate, kind, buffer, horizon=horizon, warmup=warmup, replications=replications, seed=seed
@@ -206,8 +227,10 @@ def simulate_bounding_system_arrays(
     buffer
         b, the jobs a buffer holds; None (or math.inf) for infinite buffers, which need
         arrival_rate < sum(speeds).
-    horizon, warmup
-        Time units; averages are exact time integrals over [warmup, horizon].
+    horizon
+        The end of each path (time units); averages are exact time integrals over [warmup, horizon].
+    warmup
+        The start of the time averages (time units).
     replications
         Independent paths; replication r draws from SeedSequence(seed, spawn_key=(r,)).
     seed
@@ -312,8 +335,29 @@ def _time_weighted_law(probabilities: list, offset: int, scale: float) -> TimeWe
 def check_sandwich(
     system, tie_breaks=tuple(TIE_BREAKS), *, horizon: float = 1000.0, warmup: float = 0.0, seed=0
 ) -> SandwichCheck:
-    """:func:`check_sandwich_arrays` of ``system`` (a hetlb.System: its speeds, total arrival rate
-    and buffer)."""
+    """:func:`check_sandwich_arrays` of ``system``: JSQ-FSL, JSQ-SSL and JSQ under each of
+    ``tie_breaks`` on common random numbers, checking Q^FSL_{+i}(t) <= Q^pi_{+i}(t) <= Q^SSL_{+i}(t).
+
+    Parameters
+    ----------
+    system
+        A hetlb.System: its speeds mu_k (jobs per time unit), total arrival rate n lambda^n and
+        buffer b (one for all servers); the complete graph, one job at a time per server.
+    tie_breaks
+        The JSQ tie-breaking policies held between the two bounds.
+    horizon
+        The end of each path (time units), as in simulate_bounding_system.
+    warmup
+        The start of the time averages mean_jobs and mean_waiting (time units), as in
+        simulate_bounding_system; the order is checked at every tick.
+    seed
+        An integer >= 0 or a SeedSequence.
+
+    Returns
+    -------
+    SandwichCheck
+        The levels and ticks checked and the first violation, if any.
+    """
     speeds, rate, buffer = bounding_arrays(system)
     return check_sandwich_arrays(speeds, rate, buffer, tie_breaks, horizon=horizon, warmup=warmup, seed=seed)
 
@@ -344,8 +388,11 @@ def check_sandwich_arrays(
         b, the jobs a buffer holds (None: infinite).
     tie_breaks
         The JSQ tie-breaking policies held between the two bounds.
-    horizon, warmup
-        As in simulate_bounding_system (time units); the order is checked at every tick.
+    horizon
+        The end of each path (time units), as in simulate_bounding_system.
+    warmup
+        The start of the time averages mean_jobs and mean_waiting (time units), as in
+        simulate_bounding_system; the order is checked at every tick.
     seed
         An integer >= 0 or a SeedSequence.
 

@@ -63,6 +63,19 @@ def speed_lower_bound(system: System) -> SpeedLowerBound:
     """Proposition 1 of 000 for ``system``'s servers (speeds mu, concurrency c_s and rate curves
     phi_s) and total arrival rate lambda_Sigma; the graph and the buffers do not enter.
 
+    Parameters
+    ----------
+    system
+        A hetlb.System: its speeds mu (jobs per time unit), concurrency c_s, rate curves phi_s and
+        total arrival rate lambda_Sigma (jobs per time unit).
+
+    Returns
+    -------
+    SpeedLowerBound
+        K, C* and the lower bound C*/lambda on the mean response time (lambda = lambda_Sigma / N; time units).
+
+    Examples
+    --------
     >>> import hetlb
     >>> system = hetlb.System.from_speeds("50x1.0,50x0.25", load=0.9)
     >>> round(speed_lower_bound(system).lower_bound, 4)   # (0.5 + 0.25) / 0.5625

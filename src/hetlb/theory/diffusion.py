@@ -633,7 +633,22 @@ class DiffusionStationary:
     def plot(self, measure: str = "x_plus1", grid=None, path=None):
         """The matplotlib Figure of P(measure > y) against y (``grid``; default 60 points across
         the samples' 0.1% to 99.9% quantiles), shaded +- 1.96 standard errors across paths; written
-        to ``path`` when given."""
+        to ``path`` when given.
+
+        Parameters
+        ----------
+        measure
+            The stationary measure's name, x1, x2 or x_plus1 (X_1 + X_2, scaled), as in ``ccdf``.
+        grid
+            The values y (scaled by n^-1/2); None: 60 points across the 0.1% to 99.9% quantiles.
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_metric
 
         if grid is None:

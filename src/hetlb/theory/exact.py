@@ -365,7 +365,18 @@ class ExactSolution:
 
     def plot(self, path=None):
         """The matplotlib Figure of each server's utilisation P(n_s >= 1) and admitted rate (jobs per
-        time unit), exact (no interval); written to ``path`` when given."""
+        time unit), exact (no interval); written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_intervals
 
         def rows(values) -> list:
@@ -664,8 +675,11 @@ def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_ST
         and rate curves and its arrival process (Poisson, batch or mmpp) are the chain's.
     policy
         A policy id of EXACT_POLICIES or a ``hetlb.Policy``.
-    routing, max_states
-        As in ``solve_exact_arrays``.
+    routing
+        Optional callable (q, k) -> length-N probabilities that replaces ``policy``, as in
+        ``solve_exact_arrays``.
+    max_states
+        The largest number of states of the chain accepted, as in ``solve_exact_arrays``.
     **policy_params
         The policy's parameters (e.g. ``d=3`` for ``pod``).
 

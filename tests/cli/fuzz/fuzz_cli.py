@@ -75,9 +75,9 @@ BATCH = 50
 """Cases per child process."""
 MAX_ERROR_CHARS = 400
 
-NOT_FUZZED = {"backend", "loadgen", "testbed", "serve"}
+NOT_FUZZED = {"backend", "loadgen", "testbed", "serve", "pick"}
 """Commands that serve until they are stopped or send live traffic for seconds to minutes:
-tests/test_live_*.py and tests/test_serve_*.py run them with real processes, their bad input included."""
+tests/live/ runs them with real processes, their bad input included."""
 FAILURES = ("traceback", "hang", "crash", "nonsense-accepted", "long-error", "unclean-error", "bad-exit")
 FINE = ("ok", "verdict", "error")
 VERDICT_COMMANDS = ("policies", "reproduce")
@@ -616,6 +616,15 @@ def t_place(rng) -> Draft:
     return Draft("place", "place", args)
 
 
+def t_envoy_config(rng) -> Draft:
+    template = TEMPLATE["envoy-config"]
+    args = options(rng, template["base"])
+    args += options(rng, template["lb"] if rng.random() < 0.4 else template["pickers"])
+    if rng.random() < 0.5:
+        args += options(rng, template["times"])
+    return Draft("envoy-config", "envoy-config", args)
+
+
 def t_top(rng) -> Draft:
     argv = rng.choice(TEMPLATE["top-level"]["command_lines"])
     return Draft("top-level", None, [Arg(None, token, "top") for token in argv])
@@ -638,6 +647,7 @@ TEMPLATES = [
     (t_demo, 3),
     (t_meanfield, 6),
     (t_place, 3),
+    (t_envoy_config, 2),
     (t_top, 2),
 ]
 
@@ -1680,6 +1690,11 @@ class Judge:
             if pid not in registry()["policies"]:
                 self.bad("policies --check: unknown id", repr(pid)[:40])
 
+    def command_envoy_config(self, ns):
+        """Writes a file at most: never slow; its refusals are checked in tests/live/test_picker.py."""
+        if ns.lb is not None and ns.lb not in ("LEAST_REQUEST", "ROUND_ROBIN"):
+            self.bad("--lb: one of Envoy's LEAST_REQUEST, ROUND_ROBIN", ns.lb[:40])
+
     def command_demo(self, ns):
         self.count("--jobs", ns.jobs, slow_above=1000)
         self.count("--replications", ns.replications, slow_above=1)
@@ -2235,7 +2250,7 @@ def run_cases(
     started = time.perf_counter()
     from hetlb.cli import COMMANDS
 
-    commands = tuple(f"hetlb.cli.{name}" for name in COMMANDS)
+    commands = tuple(f"hetlb.cli.{name.replace('-', '_')}" for name in COMMANDS)
     for module in (*commands, "hetlb.scenario", "hetlb.simulation.continuous", "hetlb.simulation.slotted"):
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):

@@ -118,8 +118,26 @@ def mean_field(system: System, policy: str = "jsq", **params) -> MeanFieldLimit:
     """The fixed point of the N -> infinity limit of ``policy`` on ``system``'s server classes
     (System.server_groups(): speed, concurrency, rate curve, their counts as fractions), load and
     buffer. The limit is for the complete graph, one buffer size, Poisson arrivals and exponential
-    sizes on servers that serve several jobs at once. params: as :func:`mean_field_arrays`.
+    sizes on servers that serve several jobs at once.
 
+    Parameters
+    ----------
+    system
+        A hetlb.System: its server classes (speeds mu_m in jobs per time unit, concurrency c_m,
+        rate curves phi_m, counts as the fractions alpha_m), load rho in (0, 1) and buffer B.
+    policy
+        A policy id of MEANFIELD_POLICIES.
+    **params
+        ``d`` for pod; ``d_fast``, ``d_slow``, ``p_fast``, ``p_slow`` for jsq-df-ds and jiq-df-ds
+        (as :func:`mean_field_arrays`).
+
+    Returns
+    -------
+    MeanFieldLimit
+        The fixed point and its measures (mean response time in time units).
+
+    Examples
+    --------
     >>> import hetlb
     >>> system = hetlb.System.from_speeds("50x1.0,50x0.25", load=0.9)
     >>> round(mean_field(system, "jfsq").mean_response_time, 4)   # C*/lambda = (0.5 + 0.25) / 0.5625

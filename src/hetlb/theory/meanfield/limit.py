@@ -88,7 +88,18 @@ class MeanFieldLimit:
 
     def plot(self, path=None):
         """The matplotlib Figure of the fixed point's occupancy s_{m,i} per class against i (the
-        figure of SimulationResult.plot, without intervals); written to ``path`` when given."""
+        figure of SimulationResult.plot, without intervals); written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_occupancy
 
         labels = [

@@ -46,7 +46,18 @@ class MeanFieldTrajectory:
 
     def plot(self, path=None):
         """The matplotlib Figure of the mean number of jobs per server against time (time units),
-        and of each class's busy fraction s_{m,1}; written to ``path`` when given."""
+        and of each class's busy fraction s_{m,1}; written to ``path`` when given.
+
+        Parameters
+        ----------
+        path
+            A file to write the figure to (its format by the extension); None: none written.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         from hetlb.plots.figures import plot_panels
 
         none = np.full(self.times.size, np.nan)
@@ -71,7 +82,29 @@ def mean_field_trajectory(
 ) -> MeanFieldTrajectory:
     """The mean-field ODE of a sampling ``policy`` on ``system``'s server classes, load and buffer
     (as :func:`hetlb.theory.meanfield.mean_field`), at ``times``; the rest as
-    :func:`mean_field_trajectory_arrays`."""
+    :func:`mean_field_trajectory_arrays`.
+
+    Parameters
+    ----------
+    system
+        A hetlb.System: its server classes (speeds mu_m, concurrency c_m, rate curves phi_m, counts
+        as the fractions alpha_m), load rho in (0, 1) and buffer B, as in ``mean_field``.
+    policy
+        A sampling policy of MEANFIELD_POLICIES.
+    times
+        Increasing output times (time units, from 0).
+    initial
+        s_{m,i}(0), the fraction of class-m servers with at least i jobs (default: empty).
+    levels
+        The truncation of an infinite buffer (default: twice the fixed point's, at least 32).
+    **params
+        The policy's parameters, as in ``mean_field``.
+
+    Returns
+    -------
+    MeanFieldTrajectory
+        s_{m,i}(t) at each of ``times``.
+    """
     classes = system_classes(system, "the mean-field limit")
     return mean_field_trajectory_arrays(**classes, policy=policy, times=times, initial=initial, levels=levels, **params)
 
