@@ -13,9 +13,9 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test test-fast lint docs bench setup
 
-# the sources of the kernel compiled ahead of time (hetlb.simulation.ahead_of_time.SOURCES): an edit
-# of one of them compiles it again
-KERNEL_SOURCES := $(wildcard src/hetlb/jit.py src/hetlb/constants.py src/hetlb/kernels/*.py src/hetlb/policies/*.py)
+# the modules that define compiled functions (hetlb.jit.compiled_sources, whose hash names numba's
+# cache directory): an edit of one of them fills the cache again
+KERNEL_SOURCES := $(shell grep -rl njit src/hetlb --include='*.py')
 
 $(BIN)/hetlb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -24,6 +24,7 @@ import numpy as np
 
 from hetlb.model.servers import RateCurve
 from hetlb.processes import ChildProcess, hetlb_command
+from hetlb.progress import working
 
 
 async def lateness_ms(url: str, rate: float, seconds: float, seed: int) -> np.ndarray:
@@ -78,4 +79,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/backend_lateness.py ", live=False):
+        main()

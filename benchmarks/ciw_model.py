@@ -14,6 +14,8 @@ import time
 
 import ciw
 
+from hetlb.progress import working
+
 
 def build_network(speeds, arrival_rate):
     """The Ciw network: a routing node followed by one single-server node per server."""
@@ -51,6 +53,7 @@ def run_ciw(speeds, arrival_rate, jobs, seed):
 
 
 if __name__ == "__main__":
-    speeds = [1.0] * 5 + [0.5] * 5
-    m, ev, sec = run_ciw(speeds, 0.9 * sum(speeds), 20_000, seed=1)
-    print(f"N=10: mean response {m:.4f}, {ev} events in {sec:.2f} s, {ev / sec:,.0f} events/s")
+    with working("benchmarks/ciw_model.py ", live=False):
+        speeds = [1.0] * 5 + [0.5] * 5
+        m, ev, sec = run_ciw(speeds, 0.9 * sum(speeds), 20_000, seed=1)
+        print(f"N=10: mean response {m:.4f}, {ev} events in {sec:.2f} s, {ev / sec:,.0f} events/s")

@@ -24,6 +24,8 @@ from ciw_model import run_ciw  # noqa: E402
 from minimal_kernel import run_minimal  # noqa: E402
 from simpy_model import run_simpy  # noqa: E402
 
+from hetlb.progress import working
+
 
 def interval(values):
     values = np.asarray(values)
@@ -53,4 +55,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/cross_check.py ", live=False):
+        main()

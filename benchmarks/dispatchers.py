@@ -34,6 +34,7 @@ from hetlb.kernels import continuous as continuous_kernel  # noqa: E402
 from hetlb.kernels import dispatchers as dispatcher_kernel  # noqa: E402
 from hetlb.model.dispatchers import Updates  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
+from hetlb.progress import working  # noqa: E402
 from hetlb.simulation import continuous, dispatchers  # noqa: E402
 from hetlb.simulation.batch_servers import no_slots  # noqa: E402
 from hetlb.simulation.options import RunOptions  # noqa: E402
@@ -120,6 +121,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     speeds = canonical_speeds(args.servers)
     system = hetlb.System.from_speeds(list(speeds), load=LOAD)
+    hetlb.jit.compile_everything()  # numba's kernels, also for the short warm-up (hetlb.simulation.fast_start)
     for run in ROWS.values():  # compile or load every kernel first
         run(system, 1000)
     print(f"N = {args.servers}, load {LOAD}, {args.jobs:,} jobs, best of {args.repeat} (CPU seconds of the kernel)")
@@ -130,4 +132,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/dispatchers.py ", live=False):
+        main()

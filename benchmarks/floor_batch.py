@@ -38,6 +38,8 @@ import numpy as np
 from numba import njit
 from run_benchmarks import LOAD, SEED, canonical_speeds
 
+from hetlb.progress import working
+
 CONCURRENCY = 8
 ALPHA = 0.2
 GROW_RINGS = 1
@@ -302,6 +304,7 @@ def run_floor_batch(n_servers, jobs, seed=SEED, clock=time.thread_time):
 
 
 if __name__ == "__main__":
-    for n in (100, 10_000):
-        events, seconds = run_floor_batch(n, 1_000_000)
-        print(f"N={n}: {events} events in {seconds:.3f} s of CPU, {events / seconds / 1e6:.2f} M events/s")
+    with working("benchmarks/floor_batch.py ", live=False):
+        for n in (100, 10_000):
+            events, seconds = run_floor_batch(n, 1_000_000)
+            print(f"N={n}: {events} events in {seconds:.3f} s of CPU, {events / seconds / 1e6:.2f} M events/s")

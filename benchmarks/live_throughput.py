@@ -18,18 +18,22 @@ machine runs touches them alike; per balancer the median over rounds is reported
 hetlb / HAProxy and hetlb / nginx of the medians. The CPU time per request is the balancer's
 process tree's user and system time (``/proc/PID/stat``, its workers included) over the run,
 divided by the requests answered: what each proxied request costs, whatever else the machine runs.
-Goals: hetlb serve >= 2,000 requests/s, and at most 5 times nginx's CPU time per request.
+Goals: hetlb serve >= 2,000 requests/s, and at most 5 times nginx's CPU time per request. With nginx
+and uvloop installed, ``python-floor`` runs too: a proxy of Python on uvloop that does nothing but
+pass the bytes on (:data:`PYTHON_FLOOR`), the event loop's own share of a request's cost.
 
     python benchmarks/live_throughput.py                   # 3 rounds of 10 s per balancer
     python benchmarks/live_throughput.py --rounds 5 --seconds 5 --connections 32
 
-Writes benchmarks/results/live-throughput.json (with the machine's load average before and after).
+Writes out/benchmarks/live-throughput.json (--output benchmarks/results/live-throughput.json renews the
+figures the docs quote; with the machine's load average before and after).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -48,6 +52,7 @@ from hetlb.cli import build_parser  # noqa: E402
 from hetlb.live.addresses import free_ports  # noqa: E402
 from hetlb.live.peers import PEERS, program_path, start_peer  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.progress import working  # noqa: E402
 
 N_BACKENDS = 8
 
@@ -140,6 +145,51 @@ def measure_wrk(url: str, seconds: float, connections: int) -> dict:
     }
 
 
+PYTHON_FLOOR = """
+import asyncio, sys, uvloop
+port, backends = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+idle = []
+class Backend(asyncio.Protocol):
+    def connection_made(self, transport): self.transport, self.client, self.data = transport, None, b""
+    def data_received(self, data):
+        self.data += data
+        if b"\\r\\n\\r\\n" in self.data and self.data.endswith(b"ok"):  # the instant backends' whole answer
+            client, self.client, answer, self.data = self.client, None, self.data, b""
+            idle.append(self)
+            client.transport.write(answer)
+class Client(asyncio.Protocol):
+    def connection_made(self, transport): self.transport, self.data, self.turn = transport, b"", 0
+    def data_received(self, data):
+        self.data += data
+        if b"\\r\\n\\r\\n" in self.data:
+            self.data = b""
+            asyncio.get_running_loop().create_task(self.forward())
+    async def forward(self):
+        self.turn += 1
+        backend = idle.pop() if idle else (await loop.create_connection(Backend, "127.0.0.1", backends[self.turn % len(backends)]))[1]
+        backend.client = self
+        backend.transport.write(b"GET / HTTP/1.1\\r\\nHost: backend\\r\\n\\r\\n")
+async def main():
+    global loop
+    loop = asyncio.get_running_loop()
+    await loop.create_server(Client, "127.0.0.1", port, backlog=1024)
+    print("listening", flush=True)
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
+"""The reference of what Python on uvloop costs per proxied request at the least: a proxy that only
+finds the end of each head and passes the bytes on (no parsing, no decision, no accounting; GET
+only, the instant backends' answers only). Measured beside hetlb serve, it tells the event loop's
+share of hetlb's cost from that of hetlb's own work."""
+
+
+def start_python_floor(port: int, backends: list[str]) -> ChildProcess:
+    ports = [url.rsplit(":", 1)[1] for url in backends]
+    child = ChildProcess("python floor", [sys.executable, "-c", PYTHON_FLOOR, str(port), *ports])
+    wait_listening("127.0.0.1", port, child)
+    return child
+
+
 CLIENT = """
 import asyncio, sys, time, aiohttp
 url, seconds, connections = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
@@ -178,7 +228,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--output", default=str(HERE / "results" / "live-throughput.json"))
+    parser.add_argument("--output", default=str(HERE.parent / "out" / "benchmarks" / "live-throughput.json"))
     args = parser.parse_args()
 
     tool = "wrk" if shutil.which("wrk") else "aiohttp"
@@ -187,6 +237,8 @@ def main() -> None:
     balancers = (["hetlb"] if serve_available else []) + [
         peer_id for peer_id in ("haproxy-leastconn", "nginx-least_conn") if program_path(PEERS[peer_id].program)
     ]
+    if program_path("nginx") and importlib.util.find_spec("uvloop"):
+        balancers.append("python-floor")
     if not serve_available:
         print("note: hetlb serve is not part of this build; only the peers run", file=sys.stderr)
     load_before = os.getloadavg()
@@ -207,6 +259,8 @@ def main() -> None:
                     (port,) = free_ports(1)
                     if name == "hetlb":
                         child = start_hetlb(port, urls)
+                    elif name == "python-floor":
+                        child = start_python_floor(port, urls)
                     else:
                         child = start_peer(PEERS[name], port, [(url, 1.0) for url in urls], folder_path / name)
                     try:
@@ -262,4 +316,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/live_throughput.py ", live=False):
+        main()

@@ -50,6 +50,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from hetlb.graphs.connectivity import _max_flow, routable_load
 from hetlb.graphs.constructions import construct_graph, fig3_edge_probability, random_bipartite
+from hetlb.progress import working
 
 FIG3_SPEEDS = (1.0, 0.5, 0.25, 0.125)
 LOAD = 0.9
@@ -264,4 +265,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/max_flow.py ", live=False):
+        main()

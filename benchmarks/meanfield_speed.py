@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from hetlb.errors import InputError
+from hetlb.progress import working
 from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field_arrays
 
 
@@ -62,4 +63,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/meanfield_speed.py ", live=False):
+        main()

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import hetlb
+from hetlb.progress import working
 from hetlb.theory.meanfield import MEANFIELD_POLICIES, mean_field_arrays, mean_field_settling_time
 from hetlb.theory.meanfield.classes import fleet as class_fleet
 
@@ -249,7 +250,7 @@ def main() -> None:
     parser.add_argument("--policies", help="comma list: only these policies")
     parser.add_argument("--fleets", help="comma list of fleet numbers 1, 2, 3 (table; default all)")
     parser.add_argument("--name", help="file name of the CSV (default meanfield-table or meanfield-convergence)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=Path("out/benchmarks"))  # benchmarks/results: the docs' figures
     args = parser.parse_args()
     args.name = args.name or {"table": "meanfield-table", "batch": "meanfield-batch"}.get(
         args.what, "meanfield-convergence"
@@ -266,4 +267,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/meanfield_validation.py ", live=False):
+        main()

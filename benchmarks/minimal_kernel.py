@@ -31,6 +31,8 @@ import time
 import numpy as np
 from numba import njit
 
+from hetlb.progress import working
+
 # Up to this many servers a linear scan for the next departure beats the tournament tree.
 SCAN_MAX_SERVERS = 32
 
@@ -202,7 +204,8 @@ def run_minimal(speeds, arrival_rate, jobs, seed):
 
 
 if __name__ == "__main__":
-    for n in (10, 1000):
-        speeds = np.repeat([1.0, 0.5], n // 2)
-        m, ev, sec = run_minimal(speeds, 0.9 * speeds.sum(), 1_000_000, seed=1)
-        print(f"N={n}: mean response {m:.4f}, {ev} events in {sec:.3f} s, {ev / sec:,.0f} events/s")
+    with working("benchmarks/minimal_kernel.py ", live=False):
+        for n in (10, 1000):
+            speeds = np.repeat([1.0, 0.5], n // 2)
+            m, ev, sec = run_minimal(speeds, 0.9 * speeds.sum(), 1_000_000, seed=1)
+            print(f"N={n}: mean response {m:.4f}, {ev} events in {sec:.3f} s, {ev / sec:,.0f} events/s")

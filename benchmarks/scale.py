@@ -12,10 +12,13 @@ import json
 import subprocess
 import sys
 
+from hetlb.progress import working
+
 CHILD = """
 import json, resource, sys, time
 import numpy as np
 import hetlb
+hetlb.jit.compile_everything()  # numba's kernels, also for the short warm-up (hetlb.simulation.fast_start)
 n, events, policy = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 hetlb.simulate(hetlb.System.from_speeds([1.0, 0.5], load=0.5), policy, jobs=100)  # load the kernel
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -53,4 +56,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/scale.py ", live=False):
+        main()

@@ -17,6 +17,7 @@ from hetlb.live.config import LIVE_POLICIES, ServeConfig
 from hetlb.live.dispatcher import Dispatcher
 from hetlb.policies.choice import choose_server
 from hetlb.policies.registry import POLICIES
+from hetlb.progress import working
 
 
 def decision_times(dispatcher: Dispatcher, decisions: int, rng) -> np.ndarray:
@@ -74,4 +75,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/serve_decision.py ", live=False):
+        main()

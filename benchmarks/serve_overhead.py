@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
+from hetlb.progress import working  # noqa: E402
 
 from support.live_fleet import backend_process  # noqa: E402
 
@@ -134,5 +135,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt), working("benchmarks/serve_overhead.py ", live=False):
         main()

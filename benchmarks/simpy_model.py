@@ -14,6 +14,8 @@ import time
 
 import simpy
 
+from hetlb.progress import working
+
 
 def run_simpy(speeds, arrival_rate, jobs, seed):
     """Simulate JSQ in SimPy until ``jobs`` jobs have completed.
@@ -59,6 +61,7 @@ def run_simpy(speeds, arrival_rate, jobs, seed):
 
 
 if __name__ == "__main__":
-    speeds = [1.0] * 5 + [0.5] * 5
-    m, ev, sec = run_simpy(speeds, 0.9 * sum(speeds), 100_000, seed=1)
-    print(f"N=10: mean response {m:.4f}, {ev} events in {sec:.2f} s, {ev / sec:,.0f} events/s")
+    with working("benchmarks/simpy_model.py ", live=False):
+        speeds = [1.0] * 5 + [0.5] * 5
+        m, ev, sec = run_simpy(speeds, 0.9 * sum(speeds), 100_000, seed=1)
+        print(f"N=10: mean response {m:.4f}, {ev} events in {sec:.2f} s, {ev / sec:,.0f} events/s")

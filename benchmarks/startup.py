@@ -4,6 +4,14 @@ CPU time (user + system of the child) rather than wall time, so that a busy mach
 move the figures much. Run with a warm numba cache (run each command once first).
 
     PYTHONPATH=src python benchmarks/startup.py [--repeat 7]
+
+``--baseline SRC`` times each command also with another copy of hetlb's sources first on the path
+(another version, with its own compiled kernels), the two in turn, and prints the median of the
+ratios of the pairs (this tree's CPU time over the baseline's): a ratio at or below 1 is no slower.
+For example, against the commit before a change:
+
+    git archive HEAD~1 src | tar -x -C /tmp/baseline && PYTHONPATH=/tmp/baseline/src python -m hetlb compile
+    PYTHONPATH=src python benchmarks/startup.py --baseline /tmp/baseline/src "hetlb simulate (100 jobs)"
 """
 
 from __future__ import annotations
@@ -14,6 +22,9 @@ import resource
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+from hetlb.progress import working
 
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
@@ -55,10 +66,14 @@ COMMANDS = {
 }
 
 
-def child_cpu(argv: list[str]) -> float:
-    """User + system CPU seconds of one run of argv in a fresh process."""
+def child_cpu(argv: list[str], source: str | None = None) -> float:
+    """User + system CPU seconds of one run of argv in a fresh process (with ``source`` first on
+    the path, if given)."""
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [os.environ.get("PYTHONPATH")])])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -66,19 +81,31 @@ def child_cpu(argv: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--baseline", metavar="SRC", help="another hetlb source tree to compare with, in pairs")
     parser.add_argument("names", nargs="*", help="which commands (default: all)")
     args = parser.parse_args()
+    baseline = None if args.baseline is None else str(Path(args.baseline).resolve())
     for name, argv in COMMANDS.items():
         if args.names and name not in args.names:
             continue
         try:
             child_cpu(argv)  # warm the numba cache and the file cache
+            if baseline is not None:
+                child_cpu(argv, baseline)
         except subprocess.CalledProcessError:
             print(f"{name:<28} (fails here)")
             continue
-        times = [child_cpu(argv) for _ in range(args.repeat)]
-        print(f"{name:<28} median {statistics.median(times):6.3f} s CPU  (min {min(times):.3f}, max {max(times):.3f})")
+        times, ratios = [], []
+        for _ in range(args.repeat):
+            times.append(child_cpu(argv))
+            if baseline is not None:
+                ratios.append(times[-1] / child_cpu(argv, baseline))
+        line = f"{name:<28} median {statistics.median(times):6.3f} s CPU  (min {min(times):.3f}, max {max(times):.3f})"
+        if ratios:
+            line += f"  over the baseline: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})"
+        print(line)
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/startup.py ", live=False):
+        main()

@@ -21,6 +21,7 @@ import sys
 import time
 
 from hetlb.experiments import SweepSpec, sweep
+from hetlb.progress import working
 
 PLAIN = """
 import pickle, sys
@@ -93,4 +94,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/sweep_efficiency.py ", live=False):
+        main()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import hetlb
 from hetlb.experiments import SweepSpec, sweep
+from hetlb.progress import working
 from hetlb.scenario import Scenario
 
 
@@ -36,6 +37,7 @@ def main():
         "run": {"jobs": 10_000, "warmup": 10.0},
     }
     probe = Scenario.from_mapping(base)
+    hetlb.jit.compile_everything()  # numba's kernels, also for the short warm-up (hetlb.simulation.fast_start)
     hetlb.simulate(probe.system, "jsq", jobs=1000)  # load the compiled kernel
     rate = hetlb.simulate(probe.system, "jsq", jobs=200_000, seed=1).events_per_second
     base["run"]["jobs"] = int(args.seconds * rate / 2)
@@ -66,4 +68,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with working("benchmarks/sweep_overhead.py ", live=False):
+        main()

@@ -132,3 +132,108 @@ def test_testbed_reference_lists_every_key():
         assert f"`testbed.{key}`" in text
     for column in CSV_COLUMNS:
         assert f"`{column}`" in text
+
+
+# --- the commands of the docs ----------------------------------------------------------------------
+
+COMMAND_PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted(DOCS.rglob("*.md"))]
+OUTPUT_FLAGS = ("--out", "--output", "--store")
+"""The flags that name where a command writes."""
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """(page, argv) of every command in the bash, sh and console blocks of the docs: continued
+    lines joined, a console block's ``$`` prompts and output lines told apart, comments, pipes,
+    redirections and a trailing ``&`` left out, ``.venv/bin/`` dropped."""
+    import shlex
+
+    commands = []
+    for page in COMMAND_PAGES:
+        text = page.read_text()
+        for language, block in re.findall(r"```(bash|sh|console)\n(.*?)```", text, flags=re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = line.strip()
+                if language == "console":
+                    if not line.startswith("$ "):
+                        continue  # output
+                    line = line[2:]
+                words = shlex.split(line, comments=True)
+                for stop in ("|", ">", "2>", "&&", ";", "&"):
+                    if stop in words:
+                        words = words[: words.index(stop)]
+                if words and words[0].startswith(".venv/bin/"):
+                    words[0] = words[0].removeprefix(".venv/bin/")
+                if words:
+                    commands.append((str(page.relative_to(ROOT)), words))
+    return commands
+
+
+COMMANDS = documented_commands()
+HETLB_COMMANDS = [(page, words[1:]) for page, words in COMMANDS if words[0] == "hetlb"]
+
+
+def test_the_docs_have_commands_to_check():
+    assert len(HETLB_COMMANDS) > 80 and any(page.endswith("live-comparisons.md") for page, _ in HETLB_COMMANDS)
+
+
+@pytest.mark.parametrize(("page", "argv"), HETLB_COMMANDS, ids=[" ".join(a)[:60] for _, a in HETLB_COMMANDS])
+def test_every_documented_hetlb_command_parses_and_its_files_exist(page, argv):
+    """Checked for their parse only (many run for minutes, or start servers): the flags as written
+    are the command's (a synopsis such as ``[--scale quick|paper]`` is not), and every file of the
+    repository they read is there."""
+    from hetlb.cli import build_parser
+
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as error:
+        pytest.fail(f"{page}: hetlb {' '.join(argv)}: does not parse (exit {error.code})")
+    for word in argv:
+        for path in re.findall(r"(?:^|[=,])((?:examples|docs|benchmarks)/[\w./-]+)", word):
+            assert (ROOT / path).exists(), f"{page}: {path} does not exist"
+
+
+def tracked_files() -> set[str]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return set(listed.stdout.split()) if listed.returncode == 0 else set()
+
+
+def test_no_documented_command_writes_into_the_repositorys_files():
+    """Every folder or file a documented command writes to (--out, --output, --store) is neither a
+    tracked file nor in a tracked folder of sources, examples, docs or recorded results: results
+    go to out/ (or another folder of the user's)."""
+    tracked = tracked_files()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    kept = ("src/", "examples/", "docs/", "benchmarks/", "tests/")
+    offenders = []
+    for page, words in COMMANDS:
+        for flag, value in zip(words, words[1:]):
+            if flag in OUTPUT_FLAGS and (value in tracked or value.startswith(kept)):
+                offenders.append(f"{page}: {' '.join(words)}")
+    assert not offenders
+
+
+def test_the_benchmarks_write_their_results_under_out():
+    """benchmarks/results/ holds the figures the docs quote; a script renews them only when told
+    (--out benchmarks/results/...)."""
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        for default in re.findall(r"default=([^,)]*results[^,)]*)", script.read_text()):
+            pytest.fail(f"{script.name}: an output's default is {default}")
+
+
+def test_the_comparisons_testbed_file_is_the_example_with_the_pages_changes():
+    with (ROOT / "examples" / "testbed.toml").open("rb") as handle:
+        example = tomllib.load(handle)
+    with (ROOT / "examples" / "testbed-compare.toml").open("rb") as handle:
+        compare = tomllib.load(handle)
+    changes = {"loads": [0.8], "policies": ["jfsq", "sed"], "compare": ["haproxy", "nginx"], "warmup": 5.0}
+    changes |= {"duration": 90.0, "seed": 22}
+    assert compare == {**example, "testbed": {**example["testbed"], **changes}}
+    assert "hetlb testbed examples/testbed-compare.toml" in (DOCS / "background" / "live-comparisons.md").read_text()
+
+
+def test_every_documented_script_exists():
+    scripts = [words[1] for _, words in COMMANDS if words[0] in ("python", "python3") and len(words) > 1]
+    assert scripts and all((ROOT / script).is_file() for script in scripts if script.endswith(".py"))

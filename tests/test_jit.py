@@ -1,5 +1,5 @@
 """hetlb.jit: compiled functions are numba functions only once one is used, so that importing
-hetlb (and running kernels compiled ahead of time) does not import numba."""
+hetlb (and running short runs as plain Python) does not import numba."""
 
 import ast
 import os

@@ -7,10 +7,15 @@ than with numba's decorator. Ours records the function and returns a stand-in
 numba function has (``signatures``, ``_cache``), :func:`compile_everything` imports numba, makes
 every recorded function a numba dispatcher, and puts the dispatchers in place of the stand-ins in
 every hetlb module, where compiled callers look them up. Importing numba and loading the first
-cached function costs about 0.6 s of CPU (numba sets up its typing and lowering registries then):
-a command that runs no kernel, or runs kernels compiled ahead of time
-(hetlb.simulation.ahead_of_time), never pays it. ``py_func`` is the plain function, without
-compiling anything.
+cached function costs about 0.5 s of CPU (numba sets up its typing and lowering registries then):
+a command that runs no kernel, or only short runs as plain Python (below), never pays it.
+``py_func`` is the plain function, without compiling anything.
+
+**Plain Python in a compiling process.** Inside :func:`plain_python` the stand-ins, until numba
+is imported, call their plain functions (``records`` and ``prefetch`` their plain-Python
+definitions below), so a run too short to be worth numba's start-up runs without it, with the same
+results bit for bit (hetlb.simulation.fast_start decides when; tests/kernels/test_jit_off.py
+holds the plain functions to the compiled ones).
 
 **Plain Python.** With the JIT disabled (the environment variable ``NUMBA_DISABLE_JIT`` set to a
 non-zero integer, as numba reads it), :func:`njit` returns the function unchanged and the kernels
@@ -40,6 +45,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +61,11 @@ class LazyFunction:
     """A numba function before numba is imported: it makes itself (and every other one) a numba
     dispatcher when first called or asked for a dispatcher's attribute (module docstring)."""
 
-    def __init__(self, py_func: Callable | None, make: Callable[[], Any]):
+    def __init__(self, py_func: Callable | None, make: Callable[[], Any], plain: Callable | None = None):
         self.py_func = py_func
         self.make = make
+        self.plain = plain or py_func
+        """What a call runs inside :func:`plain_python` (the plain function by default)."""
         self.dispatcher: Any = None
         if py_func is not None:
             self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
@@ -70,6 +78,8 @@ class LazyFunction:
         return self.dispatcher
 
     def __call__(self, *args, **kwargs):
+        if _plain and self.dispatcher is None:
+            return self.plain(*args, **kwargs)
         return self.compiled()(*args, **kwargs)
 
     def __getattr__(self, name: str):
@@ -78,18 +88,55 @@ class LazyFunction:
 
 _waiting: list[LazyFunction] = []
 _numba_loaded = False
+_plain = False
+
+
+def numba_loaded() -> bool:
+    """Whether the stand-ins have been made numba functions (numba imported) in this process."""
+    return _numba_loaded
+
+
+@contextmanager
+def plain_python(enabled: bool = True):
+    """With ``enabled``, the stand-ins call their plain functions while inside (until numba is
+    imported: then they are numba functions, compiled or loaded from the cache). The plain
+    functions are put in their place in every loaded hetlb module meanwhile, so that a call costs
+    no stand-in's dispatch (about a tenth of a short run); the stand-ins, or the numba functions
+    made of them in between, are put back on the way out."""
+    global _plain
+    if not enabled or _plain or _numba_loaded:
+        yield
+        return
+    _plain = True
+    swapped = []
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "hetlb" or name.startswith("hetlb.")):
+            namespace = vars(module)
+            for key, value in list(namespace.items()):
+                if type(value) is LazyFunction and value.plain is not None:
+                    namespace[key] = value.plain
+                    swapped.append((namespace, key, value))
+    try:
+        yield
+    finally:
+        _plain = False
+        for namespace, key, lazy in swapped:
+            if namespace.get(key) is lazy.plain:
+                namespace[key] = lazy if lazy.dispatcher is None else lazy.dispatcher
 
 
 def njit(function: Callable | None = None, **options) -> Any:
     """numba's ``njit(cache=True, **options)``, applied when the first compiled function is used;
-    ``@njit`` or ``@njit(inline="always")``. With the JIT disabled, the function itself."""
+    ``@njit`` or ``@njit(inline="always")``. With the JIT disabled, the function itself. ``plain``
+    (an option of ours): what :func:`plain_python` runs instead of the function."""
+    plain = options.pop("plain", None)
 
     def decorate(py_func: Callable):
         if DISABLED:
             return py_func
         if _numba_loaded:
             return make_dispatcher(py_func, options)
-        lazy = LazyFunction(py_func, lambda: make_dispatcher(py_func, options))
+        lazy = LazyFunction(py_func, lambda: make_dispatcher(py_func, options), plain)
         _waiting.append(lazy)
         return lazy
 
@@ -150,10 +197,11 @@ def cache_somewhere() -> None:
     change (a stale ``selection_key`` inside ``choose_server``, say, after an upgrade or an
     edit). hetlb therefore gives numba a directory named by a hash of every module that defines
     compiled functions, and of numba's and numpy's versions: the package's __pycache__/numba-STAMP
-    (older stamps there are removed), or, when the package is read-only, hetlb-numba-cache-UID/STAMP
-    in the temporary directory, or, if that directory is not the user's alone, a new temporary
-    directory removed at exit (the kernels then compile once per process). A CACHE_DIR the user
-    set (NUMBA_CACHE_DIR) is left alone."""
+    (older stamps there are removed), or, when the package is read-only (installed for all users),
+    the user's cache directory, $XDG_CACHE_HOME/hetlb/numba-STAMP (default ~/.cache), or, when that
+    cannot be written, hetlb-numba-cache-UID/STAMP in the temporary directory, or, if that directory
+    is not the user's alone, a new temporary directory removed at exit (the kernels then compile
+    once per process). A CACHE_DIR the user set (NUMBA_CACHE_DIR) is left alone."""
     numba = importlib.import_module("numba")
     config: Any = numba.config  # numba sets its attributes at import
     if config.DISABLE_JIT or config.CACHE_DIR:
@@ -165,6 +213,13 @@ def cache_somewhere() -> None:
         writable = os.access(cache / f"numba-{stamp}", os.W_OK)
     except OSError:
         writable = False
+    if not writable:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hetlb"
+        try:
+            (cache / f"numba-{stamp}").mkdir(parents=True, exist_ok=True)
+            writable = os.access(cache / f"numba-{stamp}", os.W_OK)
+        except (OSError, RuntimeError):  # RuntimeError: no home directory
+            writable = False
     if writable:
         for old in cache.glob("numba-*"):
             if old.name != f"numba-{stamp}":
@@ -174,6 +229,11 @@ def cache_somewhere() -> None:
     directory = os.path.join(private_directory("hetlb-numba-cache"), stamp)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     config.CACHE_DIR = directory
+
+
+def cache_directory() -> str:
+    """numba's cache directory (after :func:`cache_somewhere`)."""
+    return importlib.import_module("numba").config.CACHE_DIR
 
 
 def private_directory(prefix: str) -> str:
@@ -193,19 +253,79 @@ def private_directory(prefix: str) -> str:
     return directory
 
 
+class PlainRecords:
+    """A structured array whose elements and columns are read and written by attribute, as in
+    compiled code (``servers[s].queue_len``, ``servers.queue_len``), writing through to the array.
+    A np.recarray view does that too, at several times the cost of an access (its records look a
+    name up among their methods first); here each column is a view made once."""
+
+    __slots__ = ("array", "columns")
+
+    def __init__(self, array: np.ndarray):
+        object.__setattr__(self, "array", array)
+        object.__setattr__(self, "columns", {name: array[name] for name in array.dtype.names or ()})
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            return self.columns[index]
+        if isinstance(index, int | np.integer):
+            return PlainRecord(self.columns, index)
+        return PlainRecords(self.array[index])
+
+    def __setitem__(self, index, value):
+        self.array[index] = value
+
+    def __getattr__(self, name: str):
+        columns = self.columns
+        return columns[name] if name in columns else getattr(self.array, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self.columns[name][...] = value
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __iter__(self):
+        return (PlainRecord(self.columns, index) for index in range(len(self.array)))
+
+
+class PlainRecord:
+    """Element ``index`` of a structured array (given by its ``columns``), its fields read and
+    written by attribute (or by name)."""
+
+    __slots__ = ("columns", "index")
+
+    def __init__(self, columns: dict, index):
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "index", index)
+
+    def __getattr__(self, name: str):
+        return self.columns[name][self.index]
+
+    def __setattr__(self, name: str, value) -> None:
+        self.columns[name][self.index] = value
+
+    __getitem__ = __getattr__
+    __setitem__ = __setattr__
+
+
+def plain_records(array):
+    """``array`` (a structured array) as :class:`PlainRecords`: its elements and columns are read
+    and written by attribute, as in compiled code."""
+    return PlainRecords(array)
+
+
+def plain_prefetch(array, index):
+    """Nothing: prefetching only changes when memory is read, never what is read."""
+
+
 if DISABLED:
-
-    def records(array):
-        """``array`` (a structured array) as a np.recarray view: its elements and columns are read
-        and written by attribute, as in compiled code."""
-        return array.view(np.recarray)
-
-    def prefetch(array, index):
-        """Nothing: prefetching only changes when memory is read, never what is read."""
+    records = plain_records
+    prefetch = plain_prefetch
 
 else:
 
-    @njit(inline="always")
+    @njit(inline="always", plain=plain_records)
     def records(array):
         """``array`` itself: compiled code reads the fields of a record array by attribute."""
         return array
@@ -243,7 +363,7 @@ else:
 
         return prefetch
 
-    prefetch = LazyFunction(None, make_prefetch)
+    prefetch = LazyFunction(None, make_prefetch, plain_prefetch)
     _waiting.append(prefetch)
 
 

@@ -334,12 +334,17 @@ SMALL = ["simulate", "--speeds", "3x1,2x0.5", "--load", "0.6", "--jobs", "3000",
 
 
 def test_compile_notice_and_quiet(capsys, monkeypatch):
+    """The notice precedes a run of numba's kernels, not one run as plain Python (fast_start)."""
     import hetlb.progress
-    from hetlb.simulation import ahead_of_time
+    from hetlb import jit
+    from hetlb.simulation import fast_start
 
     monkeypatch.setattr(hetlb.progress, "needs_compiling", lambda *kernels: True)
-    monkeypatch.setattr(ahead_of_time, "_looked", True)  # no kernel compiled ahead of time
-    monkeypatch.setattr(ahead_of_time, "_loaded", None)
+    monkeypatch.setattr(jit, "numba_loaded", lambda: False)
+    monkeypatch.setattr(fast_start, "_plain_events", 0.0)
+    status, _, err = run(capsys, ["simulate", "--speeds", "2,1", "--load", "0.5", "--jobs", "100"])
+    assert status == 0 and err == ""
+    monkeypatch.setattr(fast_start, "PLAIN_PYTHON_EVENTS", 0.0)
     status, _, err = run(capsys, SMALL)
     assert status == 0 and err.startswith("hetlb: compiling the simulation kernels") and err.count("\n") == 1
     status, _, err = run(capsys, [*SMALL, "--quiet"])

@@ -348,14 +348,11 @@ def test_the_message_without_a_store(tmp_path):
 
 
 def loaded_kernels() -> dict:
-    """Which event kernels this process has loaded: compiled ahead of time and called, or by the
-    JIT (compiled or from its cache)."""
+    """Which event kernels this process has loaded by the JIT (compiled or from its cache)."""
     from hetlb.kernels import continuous, dispatchers, slotted
-    from hetlb.simulation.ahead_of_time import compiled_kernels
 
-    ahead = compiled_kernels()
     return {
-        "continuous": bool(continuous.advance.signatures) or (ahead is not None and ahead.calls > 0),
+        "continuous": bool(continuous.advance.signatures),
         "dispatchers": bool(dispatchers.advance.signatures),
         "slotted": bool(slotted.advance.signatures),
     }

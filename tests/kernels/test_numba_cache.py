@@ -68,3 +68,14 @@ def test_a_cache_directory_the_user_set_is_left_alone(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
     jit.cache_somewhere()
     assert config.CACHE_DIR == str(tmp_path)
+
+
+@COMPILED
+def test_an_installed_read_only_package_caches_in_the_users_cache_directory(monkeypatch, tmp_path):
+    """So that the cache ``hetlb compile`` fills at set-up outlives the temporary directory."""
+    monkeypatch.setattr(config, "CACHE_DIR", "")
+    monkeypatch.setattr(jit.os, "access", lambda path, mode: not str(path).startswith(str(jit.PACKAGE)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    jit.cache_somewhere()
+    cache = Path(config.CACHE_DIR)
+    assert cache.parent == tmp_path / "cache" / "hetlb" and cache.name.startswith("numba-")

@@ -139,12 +139,13 @@ def test_a_system_of_many_servers_has_a_short_repr():
 
 
 def test_the_first_simulation_in_python_says_that_it_compiles(monkeypatch, capsys):
+    """(Of those that run numba's kernels: a short one runs as plain Python, fast_start.)"""
     from hetlb import progress
-    from hetlb.simulation import ahead_of_time
+    from hetlb.simulation import fast_start
     from hetlb.simulation import simulate as entry
 
     monkeypatch.setattr(entry, "announced", set())
-    monkeypatch.setattr(ahead_of_time, "compiled_kernels", lambda: None)
+    monkeypatch.setattr(fast_start, "PLAIN_PYTHON_EVENTS", 0.0)
     monkeypatch.setattr(progress, "needs_compiling", lambda *kernels: True)  # as on a fresh install
     system = hetlb.System.from_speeds([1.0, 0.5], load=0.5)
     for _ in range(2):

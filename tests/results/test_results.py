@@ -419,6 +419,16 @@ def test_the_bounding_result_lives_with_the_results_and_keeps_its_estimates(fami
     assert result.to_dict()["metadata"]["system"]["kind"] == "ssl" and result.metadata["seed"] == 0
 
 
+def test_the_versions_are_those_importlib_metadata_reads():
+    from importlib.metadata import version
+
+    from hetlb.results.base import installed_version, versions
+
+    for name in ("numba", "scipy", "numpy"):
+        assert installed_version(name) == version(name)
+    assert versions()["numba"] == version("numba") and versions()["scipy"] == version("scipy")
+
+
 def test_no_warm_up_warns_of_a_gap_the_intervals_would_hide():
     system = hetlb.System.from_speeds([1.0] * 20 + [0.1] * 20, load=0.8)
     run = dict(dispatchers=5, update="piggyback,push:p_hat=0.1:d=2", jobs=20_000, seed=1)

@@ -42,7 +42,7 @@ COMMANDS = {
     "tune": "tune (p_fast, p_slow) of jsq-df-ds by a grid of simulations with common random numbers",
     "diffusion": "stationary means of the diffusion limits of 002 (JFSQ, random ties, JFIQ, ...) "
     "in the Halfin-Whitt regime",
-    "compile": "compile the continuous-time kernel ahead of time, so that short simulations start without numba",
+    "compile": "compile the event loops into numba's cache, so that later runs load them at once",
     "demo": "compare policies on a heterogeneous system: table and plot",
     "serve": "a reverse proxy that routes HTTP requests to backends with a policy",
     "pick": "an endpoint picker for Envoy: the policies over its ext_proc filter",

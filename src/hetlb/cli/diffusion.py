@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hetlb.cli.flags import add_output_flags, parse_construction
+from hetlb.cli.flags import add_output_flags, parse_construction, quiet
 from hetlb.cli.text import format_diffusion, print_json
 from hetlb.errors import InputError
 
@@ -21,7 +21,7 @@ def add_flags(parser) -> None:
     parser.add_argument("--buffer", type=int, help="b (1: the loss system; default infinite)")
     parser.add_argument("--paths", type=int, default=256, help="independent paths (default 256)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the paths (default 0)")
-    add_output_flags(parser)
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:
@@ -34,8 +34,11 @@ def run(args) -> int:
         from hetlb.model import parse_speeds
 
         speeds = speed_pools(parse_speeds(args.speeds))
+    from hetlb.progress import working
+
     limit = policy_diffusion(args.policy, speeds, args.excess_capacity, buffer=args.buffer)
-    stationary = stationary_diffusion(limit, n_paths=args.paths, seed=args.seed)
+    with working(f"diffusion: {args.paths} paths ", enabled=not quiet(args)):
+        stationary = stationary_diffusion(limit, n_paths=args.paths, seed=args.seed)
     values = {
         "policy": args.policy,
         "excess_capacity": args.excess_capacity,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from hetlb import validation
-from hetlb.cli.flags import add_output_flags, add_scenario_flags, scenario_from_args
+from hetlb.cli.flags import add_output_flags, add_scenario_flags, quiet, say, scenario_from_args
 from hetlb.cli.text import format_graph, print_json
 from hetlb.errors import InputError
 
@@ -19,11 +19,37 @@ def add_flags(parser) -> None:
         "--epsilon", type=float, help="epsilon of Assumption 2 (default beta_hat); implies --assumption2"
     )
     search.add_argument("--seed", type=int, help="seed of the search's random restarts (default 0)")
-    add_output_flags(parser)
+    add_output_flags(parser, quiet=True)
 
 
 def run(args) -> int:
     """Print the graph's statistics and the load it can carry, and with --assumption2 the search's result."""
+    from hetlb.progress import working
+
+    with working("graph ", enabled=not quiet(args)) as bar:
+        values = graph_values(args, bar)
+    if args.json:
+        print_json(values)
+    else:
+        print(format_graph(values))
+    return 0
+
+
+def notify_graph_compiling(args) -> None:
+    """Say so (once the inputs are checked) when the graph kernels (the constructions' and the
+    Assumption 2 search's) are not in numba's cache: their first call compiles them, about 10 s."""
+    if quiet(args):
+        return
+    from hetlb.graphs import connectivity, constructions
+    from hetlb.progress import needs_compiling
+
+    kernels = [constructions._fill_subsets, connectivity._max_flow, connectivity._grow, connectivity._local_swaps]
+    if needs_compiling(*kernels):
+        say(args, "compiling the graph kernels: about 10 s, once (later runs load them)")
+
+
+def graph_values(args, bar) -> dict:
+    """What ``hetlb graph`` prints; the Assumption 2 search reports its share done to ``bar``."""
     from hetlb.graphs.connectivity import routable_load, well_connectedness
     from hetlb.graphs.constructions import graph_statistics
 
@@ -42,21 +68,25 @@ def run(args) -> int:
                 "seeds the Assumption 2 search only: give --assumption2 too (a random graph takes its seed "
                 "in --graph, e.g. random:p=0.1,seed=3)",
             )
-    values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
     if search:
         if system.has_infinite_buffers:
             raise InputError(
                 "--buffer", "the Assumption 2 search needs the buffer size b of paper 000: give --buffer B, e.g. 5"
             )
         check_assumption2_search(system, args.epsilon, int(system.buffer.max()))
+    notify_graph_compiling(args)
+    values = {"construction": construction, "routable": routable_load(system.graph, system.arrival_rate, system.speed)}
+    if search:
         values["assumption2"] = well_connectedness(
-            system.graph, system.arrival_rate, system.speed, args.epsilon, int(system.buffer.max()), rng=args.seed or 0
+            system.graph,
+            system.arrival_rate,
+            system.speed,
+            args.epsilon,
+            int(system.buffer.max()),
+            rng=args.seed or 0,
+            report=lambda done, what: bar.update(done, None, detail=f"Assumption 2 search, {what}"),
         )
-    if args.json:
-        print_json(values)
-    else:
-        print(format_graph(values))
-    return 0
+    return values
 
 
 ASSUMPTION2_MAX_WORK = 10**10

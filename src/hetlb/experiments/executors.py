@@ -89,9 +89,13 @@ def stop(executor, futures=()) -> None:
 
 def warm_kernels(kernels: tuple[str, ...] = ("continuous",)) -> None:
     """Load (or compile) each event loop of ``kernels`` ("continuous", "dispatchers", "slotted") in
-    this process with a tiny run, once per worker rather than in its first task."""
+    this process with a tiny run, once per worker rather than in its first task (numba imported
+    first: a worker runs many tasks, none of them as plain Python, hetlb.simulation.fast_start)."""
+    from hetlb import jit
     from hetlb.model import SlottedSystem, System
     from hetlb.simulation.simulate import simulate
+
+    jit.compile_everything()
 
     if "continuous" in kernels:
         simulate(System.from_speeds([1.0], arrival_rate=0.5), "jsq", jobs=20)

@@ -65,6 +65,9 @@ MAX_ROUNDS = 3
 SCAN_STEPS = 8
 BISECTIONS = 4
 """Geometric steps (factor 2) from the reference parameter, then bisections (on the log scale)."""
+EXPECTED_EVALUATIONS = 1 + 2 + BISECTIONS
+"""Evaluations a family's search takes, as the progress plans it: the reference, two scan steps,
+the bisections (the progress's share done is that of the replications run over those planned)."""
 DEFAULT_THEOREM_B = 5
 """b of the theorem constructions with infinite buffers (Assumption 2 of 000 needs a finite b)."""
 
@@ -248,6 +251,12 @@ class Search:
     bar: ProgressBar
     max_edges: int = DEFAULT_MAX_EDGES
     events: int = 0
+    replications_run: int = 0
+    """Replications simulated so far (those read from the store cost nothing): the work done."""
+    families_left: int = 0
+    """Families whose search has not started (the progress plans EXPECTED_EVALUATIONS for each)."""
+    family_evaluations: int = 0
+    """Evaluations of the family being searched."""
     candidates: list = field(default_factory=list)
     too_large: dict = field(default_factory=dict)
     """Per family, the parameters whose graphs exceed max_edges (not built, not simulated)."""
@@ -311,12 +320,14 @@ class Search:
         degree = graph.degree() if family != "complete" else np.full(self.rates.size, self.speed.size)
         threshold = 1.0 + self.tolerance
         replications = self.replications
+        self.family_evaluations += 1
         for _ in range(MAX_ROUNDS):
             key = self.key(family, parameter, replications, self.seed)
             ratios, cached = self.stored_run(graph, key, replications, self.seed, family=family, parameter=parameter)
+            self.replications_run += 0 if cached else replications
             low, high = interval(ratios) if np.all(np.isfinite(ratios)) else (math.inf, math.inf)
             verdict = "pass" if high < threshold else "fail" if low > threshold else "undecided"
-            self.bar.update(self.elapsed_fraction(), self.events, detail=f"{family} {parameter:.4g}: {verdict}")
+            self.bar.update(self.fraction_done(), self.events, detail=f"{family} {parameter:.4g}: {verdict}")
             if verdict != "undecided" or time.perf_counter() > self.deadline:
                 break
             replications *= 2
@@ -335,11 +346,14 @@ class Search:
         self.candidates.append(candidate)
         return candidate
 
-    def elapsed_fraction(self) -> float:
-        start = self.deadline - self.budget
-        return (time.perf_counter() - start) / self.budget
-
-    budget: float = 0.0
+    def fraction_done(self) -> float:
+        """The share of the search's work done: the replications run over those run and those
+        planned (EXPECTED_EVALUATIONS per family left and the rest of this one's, the verification's).
+        Not the share of the time budget spent: a search that ends long before its budget would
+        see its time left as the budget's."""
+        evaluations = max(EXPECTED_EVALUATIONS - self.family_evaluations, 1) + EXPECTED_EVALUATIONS * self.families_left
+        planned = (evaluations + 2) * self.replications
+        return self.replications_run / (self.replications_run + planned)
 
     def out_of_time(self) -> bool:
         return time.perf_counter() > self.deadline
@@ -465,8 +479,8 @@ def place(
         bound=bound.lower_bound,
         deadline=time.perf_counter() + time_budget,
         bar=bar,
-        budget=time_budget,
         max_edges=max_edges,
+        families_left=len(families),
     )
     best_by_family: dict = {}
     complete = True
@@ -480,6 +494,8 @@ def place(
         )
         families = ()
     for family in families:
+        search.families_left -= 1
+        search.family_evaluations = 0
         if search.out_of_time():
             notes.append(f"{family}: not searched (time budget spent)")
             complete = False

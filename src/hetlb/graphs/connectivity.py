@@ -397,6 +397,7 @@ def well_connectedness(
     c_p2: float = 1.0,
     max_swaps: int = 200,
     exhaustive_limit: int = 100_000,
+    report=None,
 ) -> dict:
     """Search for subsets violating Assumption 2 of paper 000 (section 4).
 
@@ -411,6 +412,8 @@ def well_connectedness(
     ``restarts`` randomised runs of both; each finished by local swaps (one server out, one in)
     while D_I grows. When there are at most ``exhaustive_limit`` subsets of that size, all are
     evaluated instead and the answer is exact.
+
+    ``report(fraction_done, what)``, if given, is called after each greedy run and each condition.
 
     Returns, per condition: the worst D_I found, the subset, the threshold N d~_j, and whether
     the condition held for every subset tried. Unless ``exhaustive`` is true this is a search, not
@@ -463,8 +466,9 @@ def well_connectedness(
             found_by, exhaustive, evaluated = "exhaustive", True, n_subsets
         else:
             best, subset, found_by, evaluated = _search(
-                indptr, indices, s_indptr, s_ports, rates, candidates, size, restarts, max_swaps, generator
-            )
+                indptr, indices, s_indptr, s_ports, rates, candidates, size, restarts, max_swaps, generator,
+                None if report is None else lambda done, what, j=j: report((j + done) / 2, f"condition {j + 1}: {what}"),
+            )  # fmt: skip
             exhaustive = False
         entry.update(
             {
@@ -480,6 +484,8 @@ def well_connectedness(
             }
         )
         groups.append(entry)
+        if report is not None:
+            report((j + 1) / 2, f"condition {j + 1} done")
     holds = all(g["holds_for_subsets_tried"] for g in groups)
     proof = all(g["exhaustive"] for g in groups)
     note = (
@@ -505,7 +511,7 @@ def well_connectedness(
     }
 
 
-def _search(indptr, indices, s_indptr, s_ports, rates, candidates, size, restarts, max_swaps, rng):
+def _search(indptr, indices, s_indptr, s_ports, rates, candidates, size, restarts, max_swaps, rng, report=None):
     n_servers = len(candidates)
     n_ports = len(rates)
     best, best_set, found_by, evaluated = -1.0, None, None, 0
@@ -528,6 +534,8 @@ def _search(indptr, indices, s_indptr, s_ports, rates, candidates, size, restart
         label = kind + (f" (restart {index + 1})" if randomised else "") + (f" + {swaps} swaps" if swaps else "")
         if value > best:
             best, best_set, found_by = value, np.flatnonzero(in_set), label
+        if report is not None:
+            report((runs.index((kind, index, randomised)) + 1) / len(runs), label)
     # recompute the winner from scratch (the searches update D incrementally)
     best = _uncovered_rate(indptr, indices, s_indptr, s_ports, rates, best_set)
     return best, best_set, found_by, evaluated

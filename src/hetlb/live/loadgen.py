@@ -30,7 +30,7 @@ queued on the client), and each measured request keeps three floats (24 bytes).
 
 The result (a :class:`~hetlb.results.load.LoadResult`: a mapping of the figures, with the spec and
 the versions as ``metadata``) has the simulator's keys (``mean_response_time`` and
-``mean_response_time_ci`` from the means of ``batches`` batches of equal numbers of the measured
+``mean_response_time_ci`` (on the log scale, above zero) from the means of ``batches`` batches of equal numbers of the measured
 requests in the order sent (as the simulator's batches of jobs; bursts fill slices of time unevenly),
 ``response_time_p50/p95/p99``, ``blocking_probability``: the share of 503 answers), in
 milliseconds, with the counts of requests, errors and per-backend answers (from ``X-Backend``, or
@@ -67,7 +67,7 @@ from hetlb.model.arrivals import ArrivalProcess
 from hetlb.progress import LOG_INTERVAL, is_terminal
 from hetlb.results.base import finite_or_null, versions
 from hetlb.results.load import LoadResult
-from hetlb.stats.intervals import interval
+from hetlb.stats.intervals import positive_interval
 
 ARRIVAL_CHUNK = 4096
 """Arrival epochs drawn at a time (the generator never holds the whole run's arrivals)."""
@@ -216,11 +216,12 @@ def parse_proportions(field: str, items: Sequence[str]) -> dict[str, float]:
 
 def mean_and_interval(values: np.ndarray, batches: int) -> tuple[float, list[float]]:
     """The mean of ``values`` (in the order the requests were sent) and its 95% interval over the
-    means of ``batches`` batches of equal numbers of them; nan and [nan, nan] without values."""
+    means of ``batches`` batches of equal numbers of them, on the log scale (Cox's, above zero:
+    hetlb.stats.intervals.positive_interval); nan and [nan, nan] without values."""
     if not len(values):
         return math.nan, [math.nan, math.nan]
     batch_means = [part.mean() if len(part) else math.nan for part in np.array_split(values, batches)]
-    return float(values.mean()), interval(batch_means)
+    return float(values.mean()), positive_interval(batch_means)
 
 
 def percentiles(values: np.ndarray, levels: Sequence[float]) -> list[float]:

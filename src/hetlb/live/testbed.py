@@ -76,6 +76,7 @@ from hetlb.scenario import Scenario, read_toml
 from hetlb.signals import LiveRun, model_twin
 from hetlb.signals import text as signal_text
 from hetlb.simulation.dispatchers import default_herd_window
+from hetlb.stats.intervals import positive_interval
 
 AGREEMENT_MARGIN = 0.05
 """A live mean (minus the path's overhead) agrees with the simulation when it lies in the
@@ -819,7 +820,13 @@ class Testbed(Result):
             return None
 
     def simulate(self, scenario: Scenario) -> dict:
-        return dict(self.simulation(scenario).summary)
+        """The simulation's summary, its mean response time's interval Cox's on the log scale over
+        the replications' means (one run: its batch means), hetlb.stats.intervals.positive_interval:
+        a t interval of a few heavy-tailed replications reaches below zero."""
+        result = self.simulation(scenario)
+        runs = result.runs
+        means = [run.mean_response_time for run in runs] if len(runs) > 1 else runs[0].batch_response_means
+        return dict(result.summary) | {"mean_response_time_ci": positive_interval(means)}
 
     def simulation(self, scenario: Scenario):
         """``scenario``'s simulation, run once (a policy run through two gateways is simulated once)."""
@@ -978,6 +985,7 @@ class Testbed(Result):
             "against_peers": self.against_peers(),
             "compared": len(compared),
             "agreeing": sum(compared),
+            "all_agree": all(compared),
         }
 
     def to_dict(self) -> dict:

@@ -24,7 +24,7 @@ from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.base import versions
 from hetlb.results.run import RunResult, SimulationResult
 from hetlb.simulation import batch_servers
-from hetlb.simulation.ahead_of_time import kernel as compiled
+from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import (
     MAX_EVENTS,
@@ -55,12 +55,12 @@ may use every server through key buckets, O(1) per decision, instead of the tree
 servers have at most this many speed classes (a jfsq key moves by the number of classes per
 event, one bucket per step); the tests run both paths."""
 
-advance = compiled("advance", kernel.advance)
+advance = kernel.advance
 advance_slots = slot_kernel.advance
-alias_table = compiled("alias_table", jit_alias_table)
-selection_keys = compiled("selection_keys", rules.selection_keys)
-"""The kernel functions called from here: compiled ahead of time where hetlb compile has built
-them for these arguments (hetlb.simulation.ahead_of_time), else by numba's JIT."""
+alias_table = jit_alias_table
+selection_keys = rules.selection_keys
+"""The kernel functions called from here: numba's (from its cache), or as plain Python in a
+short run (hetlb.simulation.fast_start)."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
@@ -97,29 +97,33 @@ def simulate_one_dispatcher(
         batch_servers.check_multi_slot_policy(system, policy)
     else:
         check_kernel_branch(policy.spec)
-    check_run(system, policy, options)
-    model = pack_model(system, policy, options)
-    slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
-    runs = run_replications(
-        options.root_seed,
-        options.replications,
-        f"{policy.id} ",
-        options.progress,
-        lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report, slot_model),
-    )
+    events = check_run(system, policy, options)
+    with kernels_for(events):
+        model = pack_model(system, policy, options)
+        slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
+        runs = run_replications(
+            options.root_seed,
+            options.replications,
+            f"{policy.id} ",
+            options.progress,
+            lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report, slot_model),
+        )
     metadata = run_metadata(system, policy.describe(), policy, options)
     return SimulationResult(runs, metadata)
 
 
-def check_run(system: System, policy: Policy, options: RunOptions) -> None:
+def check_run(system: System, policy: Policy, options: RunOptions) -> float:
     """What the run options cannot check alone: the system, the policy's stability on it, its
-    speeds, and the expected cost and memory of the run."""
+    speeds, and the expected cost and memory of the run; gives the expected events of every
+    replication."""
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
     check_policy_stability(system, policy)
     check_speeds(system)
-    run_cost(system, options.jobs, options.end_time, options.warmup).check(options.replications)
+    cost = run_cost(system, options.jobs, options.end_time, options.warmup)
+    cost.check(options.replications)
     check_run_memory(run_memory(system, policy, options), system.n_servers, options.replications)
+    return cost.events * options.replications
 
 
 def run_metadata(system: System, policy_description: dict, policy: Policy, options: RunOptions, **extra) -> dict:

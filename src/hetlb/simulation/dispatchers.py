@@ -31,6 +31,7 @@ from hetlb.policies.choice import BRANCHES, KEY_CODE, ON_ESTIMATES, decides, jba
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
 from hetlb.simulation import batch_servers, continuous
+from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import DEFAULT_JOBS, run_replications, safe_ratio
 
@@ -84,20 +85,21 @@ def simulate_dispatchers(
     check_poll_time(system, n_dispatchers, updates, options)
     rates = source_rates(system, n_dispatchers, options.dispatcher_share)
     window = default_herd_window(system) if options.herd_window is None else options.herd_window
-    continuous.check_run(system, policy, options)
+    events = continuous.check_run(system, policy, options)
 
-    model = continuous.pack_model(system, policy, options)
-    dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
-    slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
-    runs = run_replications(
-        options.root_seed,
-        options.replications,
-        f"{policy.id} x{n_dispatchers} ",
-        options.progress,
-        lambda seed_sequence, report: run_replication(
-            system, model, dispatcher_model, seed_sequence, options, report, slot_model
-        ),
-    )
+    with kernels_for(events):
+        model = continuous.pack_model(system, policy, options)
+        dispatcher_model = pack_dispatchers(system, policy, model, updates, rates, window)
+        slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
+        runs = run_replications(
+            options.root_seed,
+            options.replications,
+            f"{policy.id} x{n_dispatchers} ",
+            options.progress,
+            lambda seed_sequence, report: run_replication(
+                system, model, dispatcher_model, seed_sequence, options, report, slot_model
+            ),
+        )
     dispatchers = {
         "dispatchers": n_dispatchers,
         "update": updates.describe(),

@@ -20,6 +20,7 @@ from hetlb.model.system import System
 from hetlb.policies.registry import Policy
 from hetlb.results.dispatchers import DispatchersResult
 from hetlb.results.run import SimulationResult
+from hetlb.simulation import fast_start
 from hetlb.simulation.continuous import simulate_one_dispatcher
 from hetlb.simulation.dispatchers import simulate_dispatchers
 from hetlb.simulation.options import RunOptions, options_of
@@ -131,20 +132,25 @@ announced: set = set()
 def announce_compiling(
     models=("continuous",), *, enabled: bool = True, where: bool = False, again: bool = False
 ) -> None:
-    """Once per process and model (each time with ``again``), before the first simulation: when
-    the kernels of ``models`` ("continuous", "dispatchers", "slotted") have no compiled code in
-    numba's cache, so that the first call compiles them, say so on standard error (``enabled``;
-    ``where`` adds the cache's folder). hetlb.simulate and hetlb.simulate_slotted call it; each
-    command calls it first, with its --quiet and --verbose."""
+    """Once per process and model (each time with ``again``): when the kernels of ``models``
+    ("continuous", "dispatchers", "slotted") have no compiled code in numba's cache, say so on
+    standard error (``enabled``; ``where`` adds the cache's folder) before the first simulation
+    that runs numba's kernels, whose first call compiles them; a short one runs as plain Python
+    (hetlb.simulation.fast_start) and says nothing. hetlb.simulate and hetlb.simulate_slotted call
+    it; each command calls it first, with its --quiet and --verbose."""
     models = [model for model in models if again or model not in announced]
     if not models or multiprocessing.parent_process() is not None:  # a sweep's workers: their parent says it
         return
     announced.update(models)
+    fast_start.before_compiled_run((lambda: say_if_compiling(models, where)) if enabled else None)
+
+
+def say_if_compiling(models, where: bool) -> None:
+    """The notice of :func:`announce_compiling`, when a kernel of ``models`` is not in numba's cache."""
     from hetlb.progress import needs_compiling
-    from hetlb.simulation.ahead_of_time import compiled_kernels
 
     kernels = []
-    if "continuous" in models and compiled_kernels() is None:
+    if "continuous" in models:
         from hetlb.kernels import continuous
 
         kernels += [continuous.advance, continuous.finish]
@@ -156,7 +162,7 @@ def announce_compiling(
         from hetlb.kernels import slotted
 
         kernels += [slotted.advance]
-    if enabled and kernels and needs_compiling(*kernels):
+    if kernels and needs_compiling(*kernels):
         folder = getattr(getattr(kernels[0], "_cache", None), "_cache_path", "numba cache")
         notice = COMPILE_NOTICE.replace(":", f" into {folder}:", 1) if where else COMPILE_NOTICE
         print(f"hetlb: {notice}", file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from hetlb.policies.registry import POLICIES, Policy, resolve_policy
 from hetlb.results.base import versions
 from hetlb.results.slotted import SlottedResult, SlottedRunResult
 from hetlb.signals import LED_UPDATE_PARAMETERS, slotted_update
+from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import SlottedRunOptions, options_of
 from hetlb.simulation.replications import (
     check_events,
@@ -35,8 +36,16 @@ from hetlb.simulation.replications import (
 from hetlb.simulation.simulate import announce_compiling
 from hetlb.stats import growth_between_halves, interval, preference_report, ratio_per_batch
 
-SLOTS_PER_CALL = 200_000
-"""Slots per kernel call between progress updates (does not change results)."""
+WORK_PER_CALL = 4_000_000
+"""Work per kernel call between progress updates, in the units of check_slotted_run (per slot:
+the servers, the dispatchers and the arrivals); a call runs at least one slot. Does not change
+results."""
+
+
+def slots_per_call(system: SlottedSystem) -> int:
+    """Slots per kernel call: WORK_PER_CALL over the work of a slot (200,000 slots of 10 servers,
+    4,000 of 1,000), so that a large system's progress moves every few tenths of a second."""
+    return max(1, int(WORK_PER_CALL / (system.n_servers + system.dispatchers + system.total_arrival_rate)))
 
 
 def simulate_slotted(
@@ -121,16 +130,17 @@ def simulate_slotted(
     batches, preference, trace = options.batches, options.preference, options.trace
     root_seed = options.root_seed
     check_static_stability(system, policy)
-    check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
+    events = check_slotted_run(system, policy, slots, warmup, replications, batches, preference, trace)
 
-    model = pack_model(system, policy, slots, warmup, batches, preference)
-    runs = run_replications(
-        root_seed,
-        replications,
-        f"{policy.id} ",
-        options.progress,
-        lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
-    )
+    with kernels_for(events):
+        model = pack_model(system, policy, slots, warmup, batches, preference)
+        runs = run_replications(
+            root_seed,
+            replications,
+            f"{policy.id} ",
+            options.progress,
+            lambda seed_sequence, report: run_replication(system, model, seed_sequence, trace, report),
+        )
     metadata = {
         "model": "slotted",
         "system": system.describe(),
@@ -161,16 +171,17 @@ def check_kernel_branch(spec) -> None:
 
 def check_slotted_run(
     system: SlottedSystem, policy: Policy, slots, warmup, replications, batches, preference, trace
-) -> None:
+) -> float:
     """Refuse, before it starts, a run whose work (per slot: every server's service, every
     dispatcher's decision, every job when routed one by one, a sort of the servers per decision when
     measuring the preference) passes MAX_EVENTS, or whose arrays (per server, per dispatcher and
     server pair of the local estimates, tokens and preference counts, per batch, per trace entry,
-    with what each replication keeps) pass the machine's memory."""
+    with what each replication keeps) pass the machine's memory. Gives that work, in events."""
     n, m = system.n_servers, system.dispatchers
     decisions = system.total_arrival_rate if system.routing == "job" else m
     per_slot = n + m + system.total_arrival_rate + decisions * (n if preference else 1)
-    check_events("slots" if slots >= warmup else "warmup", (slots + warmup) * per_slot * replications, replications)
+    events = (slots + warmup) * per_slot * replications
+    check_events("slots" if slots >= warmup else "warmup", events, replications)
     pairs = m * n
     local, tokens = policy.spec.on_local_estimates, policy.code == registry.JIQ
     per_run = (
@@ -192,6 +203,7 @@ def check_slotted_run(
         + (f", {replications:,} replications" if replications > 1 else ""),
         "use fewer servers or dispatchers" if field == "system" else "use fewer replications",
     )
+    return events
 
 
 def check_static_stability(system: SlottedSystem, policy: Policy) -> None:
@@ -315,7 +327,8 @@ def run_replication(system: SlottedSystem, model, seed_sequence, trace: int, rep
     state = new_state(model, trace)
     counters = state.counters[0]
     started = time.perf_counter()
-    while kernel.advance(model, state, environment, dispatch, update, measurement, SLOTS_PER_CALL) != kernel.FINISHED:
+    chunk = slots_per_call(system)
+    while kernel.advance(model, state, environment, dispatch, update, measurement, chunk) != kernel.FINISHED:
         report(counters["slot"] / model.end_slot, int(counters["arrivals_total"] + counters["departures_total"]))
     wall = time.perf_counter() - started
     return run_result(system, model, state, seed_sequence, wall)

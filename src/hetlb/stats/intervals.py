@@ -1,4 +1,6 @@
-"""Confidence intervals: Student-t over batch means within a run or over independent replications."""
+"""Confidence intervals: Student-t over batch means within a run or over independent replications,
+and for a positive quantity whose batch means are skewed (heavy-tailed, slowly mixing runs) Cox's
+interval on the log scale, which never reaches below zero."""
 
 from __future__ import annotations
 
@@ -92,6 +94,26 @@ def interval(samples, confidence: float = CONFIDENCE) -> list[float]:
     """
     mean, half = t_interval(samples, confidence)
     return [mean - half, mean + half]
+
+
+def positive_interval(samples, confidence: float = CONFIDENCE) -> list[float]:
+    """[low, high], a 95% interval of the mean of positive, right-skewed ``samples`` (batch means
+    or replication means of a response time): Cox's method on their logarithms y, exp(ybar + s^2/2
+    +- t s_e) with s_e^2 = s^2/n + s^4/(2(n-1)), exact for log-normal samples to first order and
+    always above zero. Where a sample is not positive (the quantity is not one), the t interval
+    (:func:`interval`); [nan, nan] with fewer than two finite samples."""
+    values = np.asarray(samples, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return [math.nan, math.nan]
+    if np.any(values <= 0.0):
+        return interval(values, confidence)
+    logs = np.log(values)
+    n = len(logs)
+    variance = float(logs.var(ddof=1))
+    centre = float(logs.mean()) + variance / 2.0
+    half = t_quantile(n - 1, 0.5 + confidence / 2.0) * math.sqrt(variance / n + variance**2 / (2.0 * (n - 1)))
+    return [math.exp(centre - half), math.exp(centre + half)]
 
 
 def ratio_per_batch(numerator_cumulative, denominator_cumulative) -> np.ndarray:
