@@ -165,6 +165,8 @@ def read_toml(path, field: str = "config") -> dict:
     found = validation.input_file(field, path)
     name = validation.shorten(str(found))
     try:
+        if not found.is_file():  # a FIFO would block, a device (/dev/zero) never end
+            raise InputError(field, f"{name} is not a regular file")
         with found.open("rb") as handle:
             raw = handle.read(MAX_TOML_BYTES + 1)
     except OSError as error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,10 @@ MEMORY_FRACTION = 0.5
 """The share of the machine's memory one computation may plan to use: the rest is left to the
 process itself (Python, numpy, compiled kernels) and to whatever else runs on the machine."""
 
+TIME_LIMIT_S = 24 * 3600.0
+"""Seconds one computation may be estimated to take (a day); an estimate is a lower bound of the
+true time (the fastest rate any machine reaches), so what it refuses could not have finished sooner."""
+
 
 def count(name: str, value, low: int = 1) -> int:
     """A count: an integer in [low, MAX_COUNT], as an int."""
@@ -191,14 +196,40 @@ def byte_size(value) -> str:
 def check_memory(name: str, needed, what: str, advice: str = "") -> None:
     """Refuse, before allocating, ``what`` when its estimate ``needed`` (bytes; any int or float)
     is more than :func:`memory_limit`; ``advice`` says what to change."""
+    check_cost(name, what, memory=needed, advice=advice)
+
+
+def check_cost(
+    name: str, what: str, *, memory=0, seconds=0.0, time_limit: float = TIME_LIMIT_S, advice: str = ""
+) -> None:
+    """Refuse, before starting, ``what`` when its estimates are out of bounds: ``memory`` (bytes)
+    more than :func:`memory_limit`, or ``seconds`` (a lower bound of its run time) more than
+    ``time_limit``; the one-line error gives the estimate, the bound and ``advice`` (what to change).
+    Every command whose cost grows with an input (servers, dispatchers, rate x duration, --compare N)
+    calls it with its estimates before it allocates or runs anything of that size."""
+    tail = f"; {advice}" if advice else ""
     limit = memory_limit()
-    if needed > limit:
+    if memory > limit:
         raise InputError(
             name,
-            f"{what} needs about {byte_size(needed)} of memory, more than the {byte_size(limit)} a "
-            f"computation may use here ({MEMORY_FRACTION:.0%} of the memory available to it)"
-            + (f"; {advice}" if advice else ""),
+            f"{what} needs about {byte_size(memory)} of memory, more than the {byte_size(limit)} a "
+            f"computation may use here ({MEMORY_FRACTION:.0%} of the memory available to it){tail}",
         )
+    if seconds > time_limit:
+        raise InputError(
+            name, f"{what} would take at least {duration_text(seconds)}, more than {duration_text(time_limit)}{tail}"
+        )
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as "0.5 s", "12 min", "3.2 h", "41 days", "1.2e+08 days"."""
+    if seconds < 120:
+        return f"{seconds:.2g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{quantity(seconds / 86400)} days"
 
 
 def choice(name: str, value, choices) -> Any:
@@ -296,12 +327,18 @@ def output_file(name: str, value, *, suffixes=None, regular: bool = False, paren
     return found
 
 
-def output_folder(name: str, value) -> Path:
+def output_folder(name: str, value, *, make: bool = False) -> Path:
     """The path of a folder to write in: a folder, or a path where one can be made (no file on
-    the way, the nearest existing folder writable)."""
+    the way, the nearest existing folder writable). With ``make`` (for a long run that writes at
+    its end) the folder is made now and a file written in it and removed, so that a folder the
+    permissions allow but the file system refuses (/proc, a read-only mount) is refused first."""
     found = path(name, value)
     with os_errors(name, found):
         writable_folder(name, found)
+        if make:
+            found.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=found):
+                pass
     return found
 
 

@@ -56,6 +56,26 @@ def test_outcomes_are_classified(result, invalid, status):
     assert fuzz_cli.classify(fake_case(invalid=invalid), result)[0] == status
 
 
+def test_a_valid_enormous_run_out_of_time_is_too_slow_not_a_hang():
+    timed_out = outcome(timeout=True, where="hetlb/simulation/continuous.py:1 in run")
+    enormous = fuzz_cli.Case(0, 0, "simulate", "simulate", ["simulate"], {}, [], [], ["run.jobs 2147483648"])
+    assert fuzz_cli.classify(enormous, timed_out)[0] == "too-slow"
+    unread = fuzz_cli.Case(0, 0, "simulate", "simulate", ["simulate"], {}, [], [], ["the judge could not read"])
+    assert fuzz_cli.classify(unread, timed_out)[0] == "hang"
+
+
+def test_servers_are_stopped_as_soon_as_they_take_sigterm_and_exit_0():
+    """SIGTERM as soon as the server has its handler: with several dispatchers that is while the
+    parent forks them (a stop then must reach every child, which exits 0 before it serves)."""
+    port = fuzz_cli.serve_port(fuzz_cli.random.Random(5))
+    serve = ["serve", "--listen", f"127.0.0.1:{port}", "--backend", "http://127.0.0.1:9"]
+    argvs = [serve, [*serve, "--dispatchers", "3"], ["backend", "--listen", "127.0.0.1:0"]]
+    cases = [fuzz_cli.Case(0, index, argv[0], argv[0], argv, {}, [], [], []) for index, argv in enumerate(argvs)]
+    report = fuzz_cli.run_cases(cases)
+    assert [report.outcomes[case.id]["status"] for case in cases] == ["ok", "ok", "ok"], report.summary()
+    assert all(report.outcomes[case.id]["stopped"] for case in cases)
+
+
 def test_a_verdict_is_exit_1_of_policies_check_and_reproduce():
     assert fuzz_cli.classify(fake_case("policies"), outcome(1, stdout="jsq FAILS"))[0] == "verdict"
     assert fuzz_cli.classify(fake_case("bound"), outcome(1, stdout="?"))[0] == "bad-exit"
@@ -147,6 +167,9 @@ def test_the_unmutated_templates_run_fine():
                 n: ("bytes", fuzz_cli.toml_text(s[1]).encode()) if s[0] == "toml" else s for n, s in draft.files.items()
             }
             invalid, costly = fuzz_cli.Judge(draft, files).run()
+            if draft.base == "testbed":  # valid, it runs for seconds: campaigns only
+                assert not invalid and costly, (argv, invalid, costly)
+                continue
             if draft.base != "top-level":
                 assert not invalid and not costly, (argv, invalid, costly)
             cases.append(

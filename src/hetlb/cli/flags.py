@@ -233,8 +233,10 @@ def policy_parameter_help(flag: str) -> str:
     return f"{text} (default {default}; a parameter of {', '.join(spec.id for spec in users)})"
 
 
-def scenario_from_args(args, continuous_only: bool = False):
-    """Merge --config and the flags into a Scenario (either model, unless ``continuous_only``)."""
+def scenario_from_args(args, continuous_only: bool = False, with_policy: bool = True):
+    """Merge --config and the flags into a Scenario (either model, unless ``continuous_only``);
+    without ``with_policy``, the system and run alone (the policy left to the default: a command
+    that reads the policy itself, as ``meanfield`` with policies only the theory has)."""
     from hetlb.scenario import Scenario, read_toml
 
     flag = lambda name: getattr(args, name, None)  # noqa: E731 - commands take only the flags they use
@@ -269,14 +271,8 @@ def scenario_from_args(args, continuous_only: bool = False):
         system["speed_distribution"] = parse_construction(args.speed_distribution)
     if flag("graph") is not None:
         system["graph"] = parse_construction(args.graph)
-    policy = dict(validation.table("policy", data.get("policy", {})))
     load_plugin_flags(args)
-    if flag("policy") is not None:  # a new policy keeps only the plugins of --config
-        policy = {"id": args.policy, **({"plugins": policy["plugins"]} if "plugins" in policy else {})}
-    if flag("d") is not None:
-        policy["d"] = args.d
-    policy.update(parse_assignment(text, "--set") for text in flag("set") or [])
-    policy.update({name: flag(name) for name in LED_FLAGS if flag(name) is not None})
+    policy = policy_from_args(args, data, system.get("model", "continuous")) if with_policy else {}
     run = dict(validation.table("run", data.get("run", {})))
     for key in (
         "jobs",
@@ -299,6 +295,25 @@ def scenario_from_args(args, continuous_only: bool = False):
     if continuous_only and scenario.model != "continuous":
         raise InputError("system.model", f"`hetlb {args.command}` applies to the continuous model only")
     return scenario
+
+
+def policy_from_args(args, data: dict, model: str = "continuous") -> dict:
+    """The [policy] table of --config (``data``) with --policy, --d, --set and the LED flags over it;
+    ``model``: the system's (in continuous time the updates are --update, never ``--set update``)."""
+    flag = lambda name: getattr(args, name, None)  # noqa: E731
+    policy = dict(validation.table("policy", data.get("policy", {})))
+    if flag("policy") is not None:  # a new policy keeps only the plugins of --config
+        policy = {"id": args.policy, **({"plugins": policy["plugins"]} if "plugins" in policy else {})}
+    if flag("d") is not None:
+        policy["d"] = args.d
+    assignments = dict(parse_assignment(text, "--set") for text in flag("set") or [])
+    if "update" in assignments and model != "slotted":
+        raise InputError(
+            "--set update", "the updates of dispatchers in continuous time are --update, not a policy parameter"
+        )
+    policy.update(assignments)
+    policy.update({name: flag(name) for name in LED_FLAGS if flag(name) is not None})
+    return policy
 
 
 LED_FLAGS = (

@@ -10,7 +10,7 @@ from hetlb.cli.flags import (
     add_policy_flags,
     add_scenario_flags,
     notify_compiling,
-    parse_assignment,
+    policy_from_args,
     quiet,
     scenario_from_args,
 )
@@ -36,8 +36,7 @@ def run(args) -> int:
     from hetlb.theory.meanfield import mean_field
 
     policy, params = meanfield_policy(args)
-    args.policy, args.d, args.set = None, None, None  # the system alone: the policy may be theory-only
-    scenario = scenario_from_args(args, continuous_only=True)
+    scenario = scenario_from_args(args, continuous_only=True, with_policy=False)  # the policy may be theory-only
     limit = mean_field(scenario.system, policy, **params)
     values = limit.to_dict()
     if args.compare is not None:
@@ -63,9 +62,13 @@ def run(args) -> int:
 
 
 def meanfield_policy(args) -> tuple[str, dict]:
-    """--policy (default jsq), --d and --set of ``hetlb meanfield`` (its policies include
-    jiq-df-ds, which only the theory has)."""
-    params = dict(parse_assignment(text, "--set") for text in args.set or [])
-    if args.d is not None:
-        params["d"] = args.d
-    return args.policy or "jsq", params
+    """The policy id (default jsq) and parameters of ``hetlb meanfield``: the [policy] table of
+    --config, with --policy, --d and --set over it (its policies include jiq-df-ds, which only the
+    theory has)."""
+    from hetlb.scenario import read_toml
+
+    data = read_toml(args.config) if args.config is not None else {}
+    params = policy_from_args(args, data)
+    params.pop("plugins", None)  # loaded with --plugin's by scenario_from_args
+    policy = validation.text("policy", params.pop("id", "jsq"))
+    return policy, params

@@ -34,7 +34,7 @@ def run(args) -> int:
     from hetlb.processes import ChildFailed, signals_interrupt
 
     compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
-    out = validation.output_folder("--out", args.out)
+    out = validation.output_folder("--out", args.out, make=True)  # before the run, not after
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     earlier = [name for name in ("testbed.csv", "testbed.json", "testbed.png") if (out / name).exists()]
     if earlier:

@@ -15,6 +15,7 @@ from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.model.system import System
 from hetlb.policies.registry import POLICIES
+from hetlb.simulation.continuous import EVENTS_PER_S_AT_MOST
 from hetlb.simulation.simulate import simulate
 from hetlb.theory.meanfield import MeanFieldLimit, mean_field_settling_time
 from hetlb.theory.meanfield.classes import fleet
@@ -42,9 +43,10 @@ def compare_with_simulation(
             "policy", f"{limit.policy} has no stable limit at load {limit.load:g}: nothing to compare with"
         )
     validation.count("replications", replications, low=2)
-    system = System.from_speeds(**fleet(limit.classes, n_servers), load=limit.load, buffer=limit.buffer)
     if warmup is None:
         warmup = mean_field_settling_time(limit)
+    check_comparison_cost(limit, n_servers, jobs, replications, warmup)
+    system = System.from_speeds(**fleet(limit.classes, n_servers), load=limit.load, buffer=limit.buffer)
     result = simulate(
         system,
         limit.policy,
@@ -85,3 +87,23 @@ def compare_with_simulation(
             else list(np.array(simulated["utilisation"]) - limit.utilisation),
         },
     }
+
+
+SIMULATED_BYTES_PER_SERVER_AT_LEAST = 400
+"""Bytes a simulation holds per server at the least (hetlb.simulation.continuous.run_memory: its
+records, trees, key buckets and row of the graph), with the fleet's arrays built for it."""
+
+
+def check_comparison_cost(limit: MeanFieldLimit, n_servers: int, jobs: int, replications: int, warmup: float) -> None:
+    """Refuse, before the fleet is built, a comparison at N = ``n_servers`` whose simulation does not
+    fit in memory or would take more than a day: each replication has an arrival and a departure
+    for each of the ``jobs`` measured and of the lambda N ``warmup`` arrivals before them."""
+    n_servers = validation.count("--compare", n_servers)
+    events = 2.0 * replications * (jobs + limit.arrival_rate * n_servers * warmup)
+    validation.check_cost(
+        "--compare",
+        f"a simulation of {validation.quantity(n_servers)} servers ({validation.quantity(events)} events)",
+        memory=SIMULATED_BYTES_PER_SERVER_AT_LEAST * n_servers,
+        seconds=events / EVENTS_PER_S_AT_MOST,
+        advice="use fewer servers, jobs or replications",
+    )

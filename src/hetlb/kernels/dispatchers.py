@@ -680,36 +680,36 @@ def advance(
             continue
         if dispatcher_counters.next_snapshot == now:
             dispatcher_counters.snapshot_events += 1
-            polled = dispatcher_counters.snapshot_dispatcher
-            for m in range(dispatcher_model.n_dispatchers):
-                if polled < 0 or m == polled:
-                    for s in range(n_servers):
-                        send(
-                            key_code,
-                            delay_law,
-                            delay_mean,
-                            estimate,
-                            estimate_time,
-                            idle_since,
-                            key_trees,
-                            flights,
-                            flight_observed,
-                            flight_target,
-                            flight_value,
-                            dispatched_flat,
-                            messages,
-                            dispatcher_counters,
-                            servers,
-                            n_classes,
-                            class_speed,
-                            slots,
-                            SNAPSHOT,
-                            m,
-                            s,
-                            now,
-                            tagging,
-                            update_rng,
-                        )
+            polled = dispatcher_counters.snapshot_dispatcher  # -1: every dispatcher (aligned polls)
+            first_polled, end_polled = (0, dispatcher_model.n_dispatchers) if polled < 0 else (polled, polled + 1)
+            for m in range(first_polled, end_polled):  # one poll costs O(N), not O(M N)
+                for s in range(n_servers):
+                    send(
+                        key_code,
+                        delay_law,
+                        delay_mean,
+                        estimate,
+                        estimate_time,
+                        idle_since,
+                        key_trees,
+                        flights,
+                        flight_observed,
+                        flight_target,
+                        flight_value,
+                        dispatched_flat,
+                        messages,
+                        dispatcher_counters,
+                        servers,
+                        n_classes,
+                        class_speed,
+                        slots,
+                        SNAPSHOT,
+                        m,
+                        s,
+                        now,
+                        tagging,
+                        update_rng,
+                    )
             schedule_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
             continue
 

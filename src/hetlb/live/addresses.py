@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.processes import ChildFailed
 
 MAX_PORT = 65535
+HOST_NAME_MAX = 253
+"""Characters of a host name at most (RFC 1035: 255 octets on the wire)."""
 
 
 def host_ports(field: str, text: str) -> tuple[str, list[int]]:
@@ -25,8 +29,9 @@ def host_ports(field: str, text: str) -> tuple[str, list[int]]:
             ipaddress.IPv6Address(host)
     except ValueError:
         raise InputError(field, f"{host!r} is not an IPv6 address (write it in brackets, [::1]:8080)") from None
+    check_host(field, host)
     first, dash, last = ports.partition("-")
-    if not (first.isdigit() and (not dash or last.isdigit())):
+    if not (is_ascii_digits(first) and (not dash or is_ascii_digits(last))):
         raise InputError(field, f"the port must be an integer or a range FIRST-LAST, got {ports!r}")
     low, high = int(first), int(last) if dash else int(first)
     if not (0 <= low <= MAX_PORT and 0 <= high <= MAX_PORT):
@@ -34,6 +39,46 @@ def host_ports(field: str, text: str) -> tuple[str, list[int]]:
     if dash and not 0 < low <= high:
         raise InputError(field, f"a port range needs 0 < FIRST <= LAST, got {ports!r}")
     return host, list(range(low, high + 1))
+
+
+def is_ascii_digits(text: str) -> bool:
+    """Digits 0-9 only (``str.isdigit`` takes any script's digits too: a full-width ``０``)."""
+    return text.isascii() and text.isdigit()
+
+
+def check_host(field: str, host: str) -> None:
+    """Refuse a host name that cannot be looked up: one the IDNA codec refuses (a label over 63
+    characters, an empty label, a name over 253), control characters or spaces."""
+    if not host.isprintable() or any(character.isspace() for character in host):
+        raise InputError(field, f"the host must be a name or address without spaces, got {validation.shown(host)}")
+    try:
+        encoded = host.encode("idna")
+    except UnicodeError:
+        rule = "each dot-separated label of a host name has 1 to 63 characters"
+        raise InputError(field, f"{rule}, got {validation.shown(host)}") from None
+    if len(encoded) > HOST_NAME_MAX:
+        raise InputError(field, f"a host name has at most {HOST_NAME_MAX} characters, got {len(encoded)}")
+
+
+def http_url(field: str, text: str, *, port: bool = False) -> str:
+    """An http:// or https:// URL with a host (and, with ``port``, its port), printable ASCII with
+    no spaces; ``text`` unchanged."""
+    text = validation.text(field, text)
+    if not (text.isascii() and text.isprintable()) or " " in text:
+        raise InputError(field, f"must be a URL of printable ASCII without spaces, got {validation.shown(text)}")
+    try:
+        parts = urlsplit(text)
+        given_port = parts.port
+    except ValueError as error:
+        raise InputError(field, f"not a URL ({error}): {validation.shown(text)}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(field, f"must be an http:// or https:// URL with a host, got {validation.shown(text)}")
+    check_host(field, parts.hostname)
+    if port and given_port is None:
+        raise InputError(field, f"must name its port, e.g. http://127.0.0.1:9001, got {validation.shown(text)}")
+    if given_port == 0:
+        raise InputError(field, f"port 0 cannot be connected to, got {validation.shown(text)}")
+    return text
 
 
 def url(host: str, port: int) -> str:

@@ -120,15 +120,19 @@ def parse_listen(text: str) -> list[BackendSpec]:
 
 
 def model_names(field: str, text: str, separator: str = ",") -> tuple[str, ...]:
-    """The model ids of a list such as ``llama-3-8b,qwen-7b``: each non-empty, without spaces, once."""
+    """The model ids of a list such as ``llama-3-8b,qwen-7b``: each non-empty, printable UTF-8
+    without spaces, once."""
+    validation.utf8(field, text)
     names = tuple(name.strip() for name in text.split(separator))
     for name in names:
-        if not name or any(character.isspace() for character in name):
+        if not name or not name.isprintable() or any(character.isspace() for character in name):
             raise InputError(
-                field, f"model ids are non-empty and without spaces, separated by {separator!r}, got {text!r}"
+                field,
+                f"model ids are non-empty, printable and without spaces, separated by {separator!r}, "
+                f"got {validation.shown(text)}",
             )
     if len(set(names)) != len(names):
-        raise InputError(field, f"each model id once, got {text!r}")
+        raise InputError(field, f"each model id once, got {validation.shown(text)}")
     return names
 
 
@@ -481,11 +485,11 @@ class Fleet:
                 site = web.TCPSite(runner, backend.spec.host, backend.spec.port)
                 await site.start()
                 backend.url = url(backend.spec.host, runner.addresses[0][1])
-        except OSError as error:
+        except (OSError, UnicodeError, ValueError, OverflowError) as error:  # UnicodeError: a name IDNA refuses
             await self.stop()
-            raise InputError(
-                "--listen", f"cannot listen on {backend.spec.host}:{backend.spec.port}: {error.strerror or error}"
-            ) from None
+            where = validation.shorten(f"{backend.spec.host}:{backend.spec.port}")
+            reason = getattr(error, "strerror", None) or error
+            raise InputError("--listen", f"cannot listen on {where}: {reason}") from None
         return self.urls
 
     async def stop(self) -> None:

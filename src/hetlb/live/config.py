@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.live.addresses import check_host, http_url
 from hetlb.live.load_reports import ENGINE_METRICS, METRIC_NAME, EngineMetrics
 from hetlb.policies.registry import POLICIES, Policy, make_policy, policies_where
 from hetlb.signals import (
@@ -318,7 +319,11 @@ class ServeConfig:
                 raise InputError(
                     "backends_file", "the backends come from the file: give no backends (--backend) with it"
                 )
-            data["backends_file"] = str(Path(validation.text("backends_file", data["backends_file"])).resolve())
+            path = validation.path("backends_file", data["backends_file"])
+            try:
+                data["backends_file"] = str(path.resolve())
+            except (OSError, RuntimeError) as error:  # RuntimeError: a loop of symbolic links
+                raise InputError("backends_file", f"cannot use {validation.shown(str(path))}: {error}") from None
             from_file = read_backends_file(data["backends_file"])
         elif "backends" not in data:
             raise InputError("backends", "give at least one backend (--backend URL[,speed=S][,types=A|B][,buffer=B])")
@@ -385,6 +390,7 @@ def address(name: str, value) -> Address:
     if match is None:
         raise InputError(name, f"must be HOST:PORT, got {validation.shown(text)}")
     host = match[1] or match[3]
+    check_host(name, host)
     port = int(match[2] or match[4])
     if not 1 <= port <= MAX_PORT:
         raise InputError(name, f"the port must be in 1..{MAX_PORT}, got {port}")
@@ -400,17 +406,9 @@ def job_type(name: str, value) -> str:
 
 def backend_url(name: str, value) -> str:
     """An http:// or https:// URL with a host and a port (a path prefix allowed), nothing else."""
-    text = validation.text(name, value)
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError as error:
-        raise InputError(name, f"not a URL ({error}): {validation.shown(text)}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(name, f"must be an http:// or https:// URL with a host, got {validation.shown(text)}")
-    if port is None:
-        raise InputError(name, f"must name its port, e.g. http://127.0.0.1:9001, got {validation.shown(text)}")
-    if parts.query or parts.fragment or parts.username or parts.password or " " in text:
+    text = http_url(name, validation.text(name, value), port=True)
+    parts = urlsplit(text)
+    if parts.query or parts.fragment or parts.username or parts.password:
         raise InputError(name, f"must have no query, fragment or user, got {validation.shown(text)}")
     return text
 
@@ -495,6 +493,10 @@ def parse_backends(name: str, value) -> tuple[Backend, ...]:
     return backends
 
 
+MAX_BACKENDS_FILE_BYTES = 8 * 2**20
+"""The largest backends file read (a larger one is refused rather than read into memory)."""
+
+
 def read_backends_file(path) -> tuple[Backend, ...]:
     """The backends of a TOML or JSON file with a top-level ``backends`` list (the configuration's
     syntax); a file ending in .json is JSON, any other TOML. InputError naming ``backends_file``."""
@@ -502,8 +504,17 @@ def read_backends_file(path) -> tuple[Backend, ...]:
     import tomllib
 
     name = "backends_file"
+    found = Path(path)
     try:
-        text = Path(path).read_text()
+        if found.exists() and not found.is_file():  # a FIFO would block, /dev/zero never end
+            raise InputError(name, f"{validation.shown(str(path))} is not a regular file")
+        with found.open("rb") as handle:
+            raw = handle.read(MAX_BACKENDS_FILE_BYTES + 1)
+        if len(raw) > MAX_BACKENDS_FILE_BYTES:
+            raise InputError(
+                name, f"{validation.shown(str(path))} is larger than {MAX_BACKENDS_FILE_BYTES // 2**20} MiB"
+            )
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(
             name, f"cannot read {validation.shown(str(path))}: {getattr(error, 'strerror', None) or error}"
@@ -643,6 +654,7 @@ def policy_from(value, d: int | None, p_hat: float | None) -> Policy:
     policy_id = table.pop("id", None)
     if policy_id is None:
         raise InputError("policy.id", "missing")
+    policy_id = validation.text("policy.id", policy_id)
     if policy_id not in LIVE_POLICIES:
         hint = "" if policy_id not in POLICIES else f" ({policy_id} does not run live)"
         raise InputError(

@@ -671,7 +671,7 @@ class EngineFleet(Fleet):
             "engine": engine,
             "token_time_ms": validation.positive_number("--token-time-ms", token_time_ms),
             "prefill_cost": validation.number("--prefill-cost", prefill_cost, 0.0),
-            "max_model_len": validation.integer("--max-model-len", max_model_len),
+            "max_model_len": validation.count("--max-model-len", max_model_len),
             "error_probability": validation.probability("--error-probability", error_probability),
             "stall_probability": validation.probability("--stall-probability", stall_probability),
             "abort_probability": validation.probability("--abort-probability", abort_probability),

@@ -395,14 +395,14 @@ class InferenceLoadGenerator(OpenLoopGenerator):
         self.output_law = parse_law("--output-law", spec.output_law)
         self.drawn = 0
 
-    def arrivals(self, rng: np.random.Generator):
+    def arrivals(self, rng: np.random.Generator, horizon: float = math.inf):
         """The open-loop arrivals; with ``target_per_model`` each to its model's target (the drawn
         target is still drawn, so that the epochs and marks are those of the same seed without it)."""
         if not self.spec.target_per_model:
-            yield from super().arrivals(rng)
+            yield from super().arrivals(rng, horizon)
             return
         index = {name: m for m, name in enumerate(self.model_names)}
-        for offset, _, request in super().arrivals(rng):
+        for offset, _, request in super().arrivals(rng, horizon):
             yield offset, index[request.model], request
 
     def marks(self, rng: np.random.Generator, count: int) -> list[ChatRequest]:

@@ -60,6 +60,8 @@ import numpy as np
 
 from hetlb import validation
 from hetlb.errors import InputError
+from hetlb.live.addresses import http_url
+from hetlb.live.config import job_type
 from hetlb.live.runtime import EpochClock, frozen_heap
 from hetlb.model.arrivals import ArrivalProcess
 from hetlb.progress import LOG_INTERVAL, is_terminal
@@ -72,6 +74,11 @@ ARRIVAL_CHUNK = 4096
 START_DELAY_S = 0.05
 """Seconds between starting and the first possible arrival (the session and its connector ready)."""
 PROGRESS_INTERVAL_S = 1.0
+ARRIVALS_PER_S_AT_MOST = 1e7
+"""More arrivals than one process can draw, schedule and count in a second (about 4e6 measured
+with none of them sent, --max-in-flight 1); a rate above it cannot be the rate of the run."""
+MEASURED_BYTES = 24
+"""Bytes kept per measured request (three floats)."""
 DEFAULT_TIME_UNIT_MS = 20.0
 """The time unit of an MMPP's phase means: the mean service time at speed 1 (hetlb backend's
 default --mean-service-ms)."""
@@ -101,19 +108,35 @@ class OpenLoopSpec:
         if not self.targets:
             raise InputError("--target", "give at least one target URL")
         for target in self.targets:
-            if not (target.startswith("http://") or target.startswith("https://")):
-                raise InputError("--target", f"must be an http:// or https:// URL, got {target!r}")
+            http_url("--target", target)
         validation.positive_number("--rate", self.rate)
         validation.positive_number("--duration", self.duration)
         validation.number("--warmup", self.warmup, 0.0)
+        self.check_cost()
         validation.seed("--seed", self.seed)
         validation.positive_number("--timeout", self.timeout)
-        validation.integer("--max-in-flight", self.max_in_flight, 1)
+        validation.count("--max-in-flight", self.max_in_flight)
         validation.integer("--batches", self.batches, 2, 128)
         if self.shares is not None:
             if len(self.shares) != len(self.targets):
                 raise InputError("--shares", f"give one share per target ({len(self.targets)}), got {len(self.shares)}")
             validation.positive_finite_array("--shares", self.shares)
+
+    def check_cost(self) -> None:
+        """Refuse a load longer than a day (validation.TIME_LIMIT_S), one whose arrivals one process
+        cannot draw in the run's time (at most ARRIVALS_PER_S_AT_MOST a second), or one whose
+        measurements do not fit in memory."""
+        total = self.warmup + self.duration
+        arrivals = self.rate * total
+        validation.check_cost("--duration", f"a load of {total:g} s", seconds=total, advice="run it in parts")
+        validation.check_cost(
+            "--rate",
+            f"{validation.quantity(arrivals)} requests in {total:g} s",
+            memory=MEASURED_BYTES * self.rate * self.duration,
+            seconds=arrivals / ARRIVALS_PER_S_AT_MOST,
+            time_limit=total,
+            advice=f"one loadgen sends at most {ARRIVALS_PER_S_AT_MOST:.0e} a second: lower --rate or run several",
+        )
 
     def to_dict(self) -> dict:
         """The spec as JSON-ready values (a result's metadata)."""
@@ -122,7 +145,7 @@ class OpenLoopSpec:
 
     def target_probabilities(self) -> np.ndarray:
         shares = np.ones(len(self.targets)) if self.shares is None else np.asarray(self.shares, float)
-        return shares / shares.sum()
+        return normalised(shares)
 
 
 @dataclass(frozen=True)
@@ -137,12 +160,20 @@ class LoadSpec(OpenLoopSpec):
     def __post_init__(self):
         super().__post_init__()
         if not re.fullmatch(r"[A-Za-z]{1,20}", self.method):
-            raise InputError("--method", f"must be an HTTP method such as GET or POST, got {self.method!r}")
-        if not self.path.startswith("/"):
-            raise InputError("--path", f"must start with /, got {self.path!r}")
+            raise InputError(
+                "--method", f"must be an HTTP method such as GET or POST, got {validation.shown(self.method)}"
+            )
+        if self.method.upper() == "CONNECT":
+            raise InputError(
+                "--method", "CONNECT asks for a tunnel (RFC 9110 9.3.6), not an answer: use another method"
+            )
+        if not re.fullmatch(r"/[!-~]*", self.path):
+            raise InputError("--path", f"must start with / and be printable ASCII, got {validation.shown(self.path)}")
         if self.job_types is not None:
             if not self.job_types:
                 raise InputError("--job-types", "give at least one TYPE=PROPORTION")
+            for name in self.job_types:
+                job_type("--job-types", name)
             validation.positive_finite_array("--job-types", list(self.job_types.values()))
 
     def to_dict(self) -> dict:
@@ -159,8 +190,14 @@ class LoadSpec(OpenLoopSpec):
 
 def proportions_of(weights: Mapping[str, float]) -> tuple[list[str], np.ndarray]:
     """The names of ``weights`` and their probabilities (the weights normalised)."""
-    values = np.asarray(list(weights.values()), float)
-    return list(weights), values / values.sum()
+    return list(weights), normalised(np.asarray(list(weights.values()), float))
+
+
+def normalised(weights: np.ndarray) -> np.ndarray:
+    """Positive finite ``weights`` as probabilities, scaled by their largest first so that their
+    sum cannot overflow (1e308 twice)."""
+    scaled = weights / weights.max()
+    return scaled / scaled.sum()
 
 
 def parse_proportions(field: str, items: Sequence[str]) -> dict[str, float]:
@@ -337,18 +374,20 @@ class OpenLoopGenerator:
         """Send one request (``sent``: the monotonic clock at its send) and return what it measured."""
         raise NotImplementedError
 
-    def arrivals(self, rng: np.random.Generator):
-        """(epoch offset, target index, mark) of every arrival, in order, forever."""
-        for epochs, target in self.epochs(rng):
+    def arrivals(self, rng: np.random.Generator, horizon: float = math.inf):
+        """(epoch offset, target index, mark) of every arrival, in order, forever (or, for an MMPP,
+        until its phases pass ``horizon`` seconds: one of tiny rates may draw no arrival for ever)."""
+        for epochs, target in self.epochs(rng, horizon):
             yield from zip(epochs.tolist(), target.tolist(), self.marks(rng, len(epochs)))
 
-    def epochs(self, rng: np.random.Generator):
-        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever."""
+    def epochs(self, rng: np.random.Generator, horizon: float = math.inf):
+        """Chunks of (epoch offsets in seconds, target indices) of the arrival process, forever (an
+        MMPP's until ``horizon``)."""
         spec = self.spec
         process = spec.arrivals
         targets = spec.target_probabilities()
         if process.kind == "mmpp":
-            yield from self.mmpp_epochs(rng, targets)
+            yield from self.mmpp_epochs(rng, targets, horizon)
             return
         batch = process.mean_batch if process.kind == "batch" else 1.0
         offset = 0.0
@@ -361,9 +400,10 @@ class OpenLoopGenerator:
                 yield starts, rng.choice(len(targets), ARRIVAL_CHUNK, p=targets)
             offset = float(starts[-1])
 
-    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray):
+    def mmpp_epochs(self, rng: np.random.Generator, targets: np.ndarray, horizon: float = math.inf):
         """The MMPP's chunks: from its stationary phase, exponential phase sojourns (means T1 and
-        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each."""
+        T2 in ``time_unit_ms``), Poisson arrivals at the phase's rate within each, until a phase
+        starts after ``horizon`` seconds."""
         spec = self.spec
         process = spec.arrivals
         unit_s = spec.time_unit_ms / 1e3
@@ -371,7 +411,7 @@ class OpenLoopGenerator:
         means = (process.on * unit_s, process.off * unit_s)
         phase = 0 if rng.random() < process.on_probability() else 1
         start, end = 0.0, rng.exponential(means[phase])
-        while True:
+        while start < horizon:
             expected = rates[phase] * (end - start)  # draw about what the phase needs, at most a chunk
             count = int(min(ARRIVAL_CHUNK, 2 * expected + 16))
             epochs = start + np.cumsum(rng.exponential(1.0 / rates[phase], count))
@@ -409,7 +449,7 @@ class OpenLoopGenerator:
         start = time.monotonic() + START_DELAY_S
         window_start = start + spec.warmup
         end = window_start + spec.duration
-        for offset, target, mark in self.arrivals(np.random.default_rng(spec.seed)):
+        for offset, target, mark in self.arrivals(np.random.default_rng(spec.seed), spec.warmup + spec.duration):
             scheduled = start + offset
             if scheduled >= end:
                 break

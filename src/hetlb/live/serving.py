@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.admin import admin_app
 from hetlb.live.config import Address, ServeConfig
@@ -54,7 +55,9 @@ def bind(name: str, address: Address) -> socket.socket:
     try:
         infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise InputError(name, f"cannot resolve {address.host}: {error.strerror}") from None
+        raise InputError(name, f"cannot resolve {validation.shorten(address.host)}: {error.strerror}") from None
+    except (UnicodeError, ValueError, OverflowError) as error:  # a name IDNA refuses, a port out of range
+        raise InputError(name, f"cannot resolve {validation.shorten(address.host)}: {error}") from None
     family, kind, protocol, _, where = infos[0]
     sock = socket.socket(family, kind, protocol)
     try:
@@ -178,10 +181,17 @@ def relay_through(pipe, fleet: Fleet, loop) -> None:
 # --- several dispatchers ---------------------------------------------------------------------------
 
 
+def stop_before_serving(number, frame):
+    """A stop signal before the dispatcher's loop takes it: the child has served nothing, it ends
+    at once with status 0 (a stop, not a failure)."""
+    raise SystemExit(0)
+
+
 def child_main(config: ServeConfig, m: int, sockets: Sockets, source, pipe) -> None:
     die_with_parent(signal.SIGTERM)  # Linux: no orphaned dispatcher, and it drains on the way out
     for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_DFL)
+        signal.signal(number, stop_before_serving)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the parent across the fork
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the dispatcher's loop reloads on it
     code = run_dispatcher(config, m, sockets, lambda line: print(line, file=sys.stderr, flush=True), source, pipe)
     sys.stdout.flush()
@@ -208,12 +218,17 @@ def supervise(config: ServeConfig, sockets: list[Sockets], say, source=None) -> 
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     pipes = [context.Pipe() for _ in sockets]  # (the parent's end, the child's end)
     try:
-        for m, own in enumerate(sockets):
-            child = context.Process(
-                target=child_main, args=(config, m, own, source, pipes[m][1]), name=f"hetlb-dispatcher-{m}"
-            )
-            child.start()
-            children.append(child)
+        # a stop signal while the children start waits until each has its handler (and the parent its loop)
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for m, own in enumerate(sockets):
+                child = context.Process(
+                    target=child_main, args=(config, m, own, source, pipes[m][1]), name=f"hetlb-dispatcher-{m}"
+                )
+                child.start()
+                children.append(child)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         for own in sockets:
             own.listen.close()
             if own.admin is not None:

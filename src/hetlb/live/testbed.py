@@ -349,7 +349,13 @@ class TestbedScenario:
         parameters = POLICIES[policy["id"]].parameters
         serve_flags = {"signals", "p_hat"} | ({"d"} - set(parameters))  # --signals, --p-hat, push's --d
         policy = {name: value for name, value in policy.items() if name not in serve_flags}
-        key = (json.dumps(policy, sort_keys=True), update, load, json.dumps(run, sort_keys=True))
+        # repr for what JSON cannot write (a TOML date): hetlb.scenario refuses it below
+        key = (
+            json.dumps(policy, sort_keys=True, default=repr),
+            update,
+            load,
+            json.dumps(run, sort_keys=True, default=repr),
+        )
         if key not in self.scenarios:
             system = {**self.system, "load": load}
             if update is not None:

@@ -63,11 +63,10 @@ def draw_speeds(n_servers: int, spec: dict) -> np.ndarray:
         return rng.uniform(low, high, n_servers)
     if kind == "discrete":
         speeds = _positive_list(spec, "speeds")
-        probabilities = np.asarray(spec.get("probabilities", []), dtype=float)
-        if len(probabilities) != len(speeds) or np.any(probabilities <= 0) or not np.isclose(probabilities.sum(), 1):
-            raise InputError(
-                "system.speed_distribution.probabilities", "needs one probability > 0 per speed, summing to 1"
-            )
+        field = "system.speed_distribution.probabilities"
+        probabilities = validation.positive_finite_array(field, spec.get("probabilities", []))
+        if len(probabilities) != len(speeds) or not np.isclose(probabilities.sum(), 1):
+            raise InputError(field, "needs one probability > 0 per speed, summing to 1")
         return rng.choice(speeds, size=n_servers, p=probabilities / probabilities.sum())
     if kind == "lognormal":
         mean, cv = _positive(spec, "mean"), _positive(spec, "cv")

@@ -64,6 +64,9 @@ short run (hetlb.simulation.fast_start)."""
 
 EVENTS_PER_CALL = 4_000_000
 """Events per kernel call between progress updates (does not change results)."""
+EVENTS_PER_S_AT_MOST = 1e8
+"""More events than the kernels simulate in a second on any machine (about 1e7 at best, measured by
+benchmarks/floor_ratio.py): a time estimate from it is a lower bound (hetlb.validation.check_cost)."""
 
 SPEED_RANGE = (2.0**-30, 2.0**20)
 """Speeds the simulation takes. Its response-time histogram spans 2^-30 to 2^40 time units: mean

@@ -33,7 +33,7 @@ from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
 from hetlb.simulation import batch_servers, continuous
 from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import RunOptions
-from hetlb.simulation.replications import run_replications, safe_ratio
+from hetlb.simulation.replications import DEFAULT_JOBS, run_replications, safe_ratio
 
 HERD_WINDOW_FRACTION = 0.1
 """The default herd window: this fraction of N / lambda_Sigma, the mean time between two decisions
@@ -44,9 +44,13 @@ DISPATCHER_BYTES_PER_PAIR = 24 + 2 * 16 * 4 + 2 * 24
 least-key tree's two nodes per leaf, its width up to 4N; two entries of 24 bytes of the segment of
 messages in flight (room for twice a snapshot of every dispatcher)."""
 
-SOURCE_BYTES = 64
+SOURCE_BYTES = 64 + 2 * 32
 """Bytes per (dispatcher, job type) pair at most: its rate, its alias-table entries and their
-temporaries, and the dispatcher's counts."""
+temporaries, and the dispatcher's counts; and its rate in the metadata and the result as Python
+floats in lists (32 bytes each)."""
+RESULT_BYTES_PER_DISPATCHER = 4 * 32
+"""Bytes per dispatcher of a result's Python lists: its decisions, herded decisions (two kinds)
+and herd fraction, 32 bytes each."""
 
 MIN_FLIGHT_CAPACITY = 64
 """Entries of a delayed kind's segment of messages in flight at the start of a run (at least)."""
@@ -78,6 +82,7 @@ def simulate_dispatchers(
     n_dispatchers = options.dispatchers or 1
     updates = Updates.parse(default_update(policy)) if options.update is None else options.update
     check_dispatcher_memory(system.n_servers, system.n_types, n_dispatchers, updates)
+    check_poll_time(system, n_dispatchers, updates, options)
     rates = source_rates(system, n_dispatchers, options.dispatcher_share)
     window = default_herd_window(system) if options.herd_window is None else options.herd_window
     events = continuous.check_run(system, policy, options)
@@ -177,9 +182,31 @@ def check_dispatcher_memory(n_servers: int, n_types: int, n_dispatchers: int, up
     views = 1 if updates.truth else n_dispatchers
     validation.check_memory(
         "dispatchers",
-        DISPATCHER_BYTES_PER_PAIR * n_servers * views + SOURCE_BYTES * n_types * n_dispatchers,
+        DISPATCHER_BYTES_PER_PAIR * n_servers * views
+        + SOURCE_BYTES * n_types * n_dispatchers
+        + RESULT_BYTES_PER_DISPATCHER * n_dispatchers,
         f"the estimates of {n_dispatchers:,} dispatchers of {n_servers:,} servers",
         "use fewer dispatchers or servers",
+    )
+
+
+def check_poll_time(system: System, n_dispatchers: int, updates: Updates, options) -> None:
+    """Refuse snapshots whose messages alone would take more than a day: every tau each of the M
+    dispatchers learns the N servers' numbers (aligned or not), N M / tau messages per time unit
+    over the simulated time (the horizon, or the jobs' arrival time n / lambda), plus the warm-up,
+    in each replication; at most EVENTS_PER_S_AT_MOST messages a second."""
+    snapshot = updates.signals.get("snapshot")
+    if snapshot is None:
+        return
+    jobs = DEFAULT_JOBS if options.jobs is None else options.jobs
+    measured = options.horizon if options.horizon is not None else jobs / system.total_arrival_rate
+    messages = options.replications * (measured + options.warmup) * system.n_servers * n_dispatchers / snapshot["tau"]
+    validation.check_cost(
+        "update",
+        f"snapshots of {system.n_servers:,} servers to {n_dispatchers:,} dispatchers every tau = "
+        f"{snapshot['tau']:g} ({validation.quantity(messages)} messages)",
+        seconds=messages / continuous.EVENTS_PER_S_AT_MOST,
+        advice="use a longer tau, fewer dispatchers or fewer jobs",
     )
 
 

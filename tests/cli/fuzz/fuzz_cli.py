@@ -8,6 +8,9 @@ TOML files (wrong types, missing or unknown tables and keys, binary, UTF-16, dee
 (missing, a directory, /dev/null, /dev/zero, a file where a folder is expected) and combinations.
 These inputs, and the options of the small valid invocations, are data in corpus.toml beside this
 file (its header explains the notation for values TOML cannot hold); this module holds the logic.
+The live commands are among them: serve (flags, --config, a backends file) and backend are sent
+SIGTERM as soon as they listen and must exit 0; loadgen sends to the discard port; a valid
+testbed runs only in campaigns.
 
 Cases run in-process through ``hetlb.cli.main`` in child processes, a fresh child per batch, each
 child with a capped address space and each case under a time limit; a child that does not answer
@@ -27,6 +30,7 @@ slow (a million jobs, a process pool, the paper scale) run only in campaigns, no
     python tests/cli/fuzz/fuzz_cli.py --cases 3000 --seed 1   # a campaign: failures grouped by cause
     python tests/cli/fuzz/fuzz_cli.py --fixed                  # the set tests/cli/test_fuzz_cli.py runs
     python tests/cli/fuzz/fuzz_cli.py --replay 1:417           # one case again, with its full output
+    python tests/cli/fuzz/fuzz_cli.py --cases 2000 --seed 26 --templates live   # the live commands and the newer ones
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 import traceback
@@ -75,10 +80,21 @@ BATCH = 50
 """Cases per child process."""
 MAX_ERROR_CHARS = 400
 
-NOT_FUZZED = {"backend", "loadgen", "testbed", "serve", "pick"}
-"""Commands that serve until they are stopped or send live traffic for seconds to minutes:
-tests/live/ runs them with real processes, their bad input included."""
-FAILURES = ("traceback", "hang", "crash", "nonsense-accepted", "long-error", "unclean-error", "bad-exit")
+SERVING = ("serve", "pick", "backend")
+"""Commands that serve until they are stopped: a case of one is sent SIGTERM as soon as it has its
+own handler for it (stop_when_serving), and is fine when it then exits 0."""
+FAILURES = (
+    "traceback",
+    "hang",
+    "too-slow",
+    "crash",
+    "nonsense-accepted",
+    "long-error",
+    "unclean-error",
+    "bad-exit",
+)
+"""What a case may fail with; "too-slow" is a valid input that asks for a long run (the judge's
+reason given: a billion jobs) and did not finish in the time limit, told apart from a hang."""
 FINE = ("ok", "verdict", "error")
 VERDICT_COMMANDS = ("policies", "reproduce")
 """Commands whose exit status 1 is a verdict (a failed conformance check or claim), not an error."""
@@ -131,13 +147,11 @@ def parser():
 
 @cache
 def command_flags() -> dict[str, list[str]]:
-    """Every fuzzed command's option strings, from the parser (NOT_FUZZED left out: no mutation
-    turns a case into one of them)."""
+    """Every command's option strings, from the parser."""
     (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return {
         name: sorted({s for a in sub._actions for s in a.option_strings if s.startswith("--") and s != "--help"})
         for name, sub in commands.choices.items()
-        if name not in NOT_FUZZED
     }
 
 
@@ -616,6 +630,87 @@ def t_place(rng) -> Draft:
     return Draft("place", "place", args)
 
 
+def t_dispatchers(rng) -> Draft:
+    """The many-dispatcher model: a policy on estimates, M dispatchers and their update signals."""
+    template = TEMPLATE["dispatchers"]
+    on_estimates = [
+        pid for pid, p in registry()["policies"].items() if p["on_estimates"] and "continuous" in p["models"]
+    ]
+    args = speeds_args(rng) + [rate_arg(rng), A("--policy", rng.choice(on_estimates))]
+    args += options(rng, template["count"]) + options(rng, template["length"])
+    if rng.random() < 0.8:
+        args.append(option(rng, rng.choice(template["update"])))
+    add_some(rng, args, template["extras"], [0, 1, 2])
+    args.append(A("-q"))
+    return Draft("simulate-dispatchers", "simulate", args)
+
+
+def serve_port(rng) -> int:
+    """A port for a served case: drawn, so that the case is the same on every run (one in use is
+    a clean error, never a failure)."""
+    return rng.randrange(20000, 30000)
+
+
+def t_serve(rng, command: str = "serve") -> Draft:
+    """hetlb serve (or, with ``command``, pick: the same configuration keys) from flags, a --config
+    file or a backends file; stopped as soon as it takes SIGTERM."""
+    template = TEMPLATE[command]
+    port = serve_port(rng)
+    args = [A("--listen", f"127.0.0.1:{port}")]
+    files = {}
+    toml = None
+    roll = rng.random()
+    if roll < 0.25:
+        doc = copy.deepcopy(template["config"])
+        doc["listen"] = f"127.0.0.1:{port}"
+        args, files, toml = [A("--config", "serve.toml")], {"serve.toml": ("toml", doc)}, "serve.toml"
+    elif roll < 0.4:
+        args.append(A("--backends-file", "backends.toml", "config"))
+        files, toml = {"backends.toml": ("toml", copy.deepcopy(template["backends_file"]))}, "backends.toml"
+    else:
+        args += options(rng, rng.sample(template["backends"], rng.choice([1, 2])))
+    if roll >= 0.25:
+        args.append(A("--policy", rng.choice(template["policies"])))
+    if rng.random() < 0.2:
+        args.append(A("--admin", f"127.0.0.1:{port + 1}"))
+    add_some(rng, args, template["extras"], [0, 1, 2])
+    return Draft(command, command, args, files, toml=toml)
+
+
+def t_pick(rng) -> Draft:
+    return t_serve(rng, "pick")
+
+
+def t_backend(rng) -> Draft:
+    template = TEMPLATE["backend"]
+    args = options(rng, template["listen"])
+    if rng.random() < 0.3:
+        args += options(rng, template["openai"])
+        add_some(rng, args, template["openai_extras"], [0, 1, 2])
+    else:
+        add_some(rng, args, template["extras"], [0, 1, 2])
+    return Draft("backend", "backend", args)
+
+
+def t_loadgen(rng) -> Draft:
+    template = TEMPLATE["loadgen"]
+    args = options(rng, template["base"])
+    if rng.random() < 0.25:
+        args += options(rng, template["openai"])
+        add_some(rng, args, template["openai_extras"], [0, 1])
+    else:
+        add_some(rng, args, template["extras"], [0, 1, 2])
+    return Draft("loadgen", "loadgen", args)
+
+
+def t_testbed(rng) -> Draft:
+    """A testbed scenario: valid, it starts backends, a dispatcher and a load generator (campaigns
+    only); mutated, its checks before anything starts."""
+    args = [Arg(None, "bed.toml", "config"), *options(rng, TEMPLATE["testbed"]["options"])]
+    doc = copy.deepcopy(TEMPLATE["testbed"]["scenario"])
+    return Draft("testbed", "testbed", args, {"bed.toml": ("toml", doc)}, toml="bed.toml")
+
+
 def t_envoy_config(rng) -> Draft:
     template = TEMPLATE["envoy-config"]
     args = options(rng, template["base"])
@@ -647,6 +742,12 @@ TEMPLATES = [
     (t_demo, 3),
     (t_meanfield, 6),
     (t_place, 3),
+    (t_dispatchers, 6),
+    (t_serve, 6),
+    (t_pick, 4),
+    (t_backend, 4),
+    (t_loadgen, 6),
+    (t_testbed, 3),
     (t_envoy_config, 2),
     (t_top, 2),
 ]
@@ -1012,10 +1113,24 @@ def subparser(command: str):
 # --- generation ----------------------------------------------------------------------------------------
 
 
-def generate(seed: int, index: int) -> Case:
-    """Case ``index`` of ``seed``: the same case on every run and machine."""
+LIVE_AND_NEWER = ("serve", "pick", "backend", "loadgen", "testbed", "meanfield", "place", "simulate-dispatchers")
+"""The templates of ``--templates live``: the live commands, meanfield, place and the many-dispatcher model."""
+
+
+def template_base(template) -> str:
+    """The name a template gives its drafts (its function's name without t_, as --templates takes it)."""
+    names = {"t_slotted": "simulate-slotted", "t_dispatchers": "simulate-dispatchers", "t_config": "config"}
+    return {**names, "t_top": "top-level"}.get(
+        template.__name__, template.__name__.removeprefix("t_").replace("_", "-")
+    )
+
+
+def generate(seed: int, index: int, bases: tuple[str, ...] | None = None) -> Case:
+    """Case ``index`` of ``seed`` (of the templates ``bases``, default all): the same case on every
+    run and machine."""
     rng = random.Random(f"hetlb-fuzz:{seed}:{index}")
-    template = rng.choices([t for t, _ in TEMPLATES], weights=[w for _, w in TEMPLATES])[0]
+    chosen = [(t, w) for t, w in TEMPLATES if bases is None or template_base(t) in bases]
+    template = rng.choices([t for t, _ in chosen], weights=[w for _, w in chosen])[0]
     draft = template(rng)
     draft.files.setdefault("speeds.txt", ("bytes", CORPUS["case_files"]["speeds.txt"].encode()))
     draft.files.setdefault("utf16.txt", ("bytes", CORPUS["case_files"]["utf16.txt"].encode("utf-16")))
@@ -1047,13 +1162,14 @@ def generate(seed: int, index: int) -> Case:
     )
 
 
-def generate_cases(seed: int, n: int, fixed: bool = False) -> list[Case]:
-    """``n`` cases of ``seed``; ``fixed``: only those cheap whatever the outcome (the CI set)."""
+def generate_cases(seed: int, n: int, fixed: bool = False, bases: tuple[str, ...] | None = None) -> list[Case]:
+    """``n`` cases of ``seed`` (of the templates ``bases``); ``fixed``: only those cheap whatever the
+    outcome (the CI set)."""
     cases = []
     for index in itertools.count():
         if len(cases) == n:
             return cases
-        case = generate(seed, index)
+        case = generate(seed, index, bases)
         if not (fixed and case.costly):
             cases.append(case)
 
@@ -1336,6 +1452,7 @@ class Judge:
             graph = system.get("graph")
             if isinstance(graph, dict):
                 self.graph(graph)
+            self.count("system.dispatchers", system.get("dispatchers", 1), slow_above=100_000)  # O(M) results
         else:
             self.count("system.dispatchers", system.get("dispatchers", 1), slow_above=100)
             for key in ("arrivals", "service"):
@@ -1345,7 +1462,7 @@ class Judge:
             if system.get("ties", "independent") not in ("independent", "shared"):
                 self.bad("system.ties: unknown", repr(system.get("ties"))[:40])
         if command in ("simulate", "sweep", "exact", "bound", "graph", "tune"):
-            self.policy(policy, model, command)
+            self.policy(policy, model, command, with_dispatchers="dispatchers" in system)
         if command in ("simulate", "sweep"):
             self.run_table(run, model, system)
 
@@ -1456,14 +1573,17 @@ class Judge:
         elif trials:
             self.bad(f"{name}: only a binomial has trials", value[:40])
 
-    def policy(self, policy, model, command):
+    def policy(self, policy, model, command, with_dispatchers: bool = False):
+        """``with_dispatchers``: the continuous model's dispatchers, which run the policies on
+        estimates (the LED policies of the slotted model included)."""
         pid = policy.get("id", "jsq")
         policies = registry()["policies"]
         if not isinstance(pid, str) or pid not in policies:
             self.bad("policy: unknown id", repr(pid)[:40])
             return
         spec = policies[pid]
-        if command in ("simulate", "sweep") and model not in spec["models"]:
+        on_dispatchers = with_dispatchers and model == "continuous" and spec["on_estimates"]
+        if command in ("simulate", "sweep") and model not in spec["models"] and not on_dispatchers:
             self.bad(f"policy: {pid} has no rule in the {model} model")
         if command == "exact" and not spec["exact"]:
             self.bad(f"policy: {pid} has no exact rule")
@@ -1683,6 +1803,107 @@ class Judge:
             self.slow("N^1.25 ports")
         self.store_path(ns.store, must_exist=False)
 
+    # the live commands ---------------------------------------------------------------------------
+
+    def listen_address(self, name, text, *, port_zero: bool):
+        """HOST:PORT (or HOST:FIRST-LAST with port_zero, the backends'): ASCII digits, a port in range."""
+        if text is None:
+            return
+        address = text.split(",", 1)[0]
+        host, sep, ports = address.rpartition(":")
+        first, dash, last = ports.partition("-")
+        digits = all(part.isascii() and part.isdigit() for part in ([first, last] if dash else [first]))
+        if not sep or not host or not digits:
+            self.bad(f"{name}: must be HOST:PORT with a port of digits 0-9", repr(text)[:60])
+            return
+        low, high = int(first), int(last or first)
+        if high > 65535 or (not port_zero and low == 0) or low > high:
+            self.bad(f"{name}: a port in range", repr(text)[:60])
+        elif high - low >= 16:
+            self.slow(f"{name}: {high - low + 1} ports")
+        plain = host.strip("[]")
+        if len(plain) > 253 or any(len(label) > 63 or not label for label in plain.split(".")) and ":" not in plain:
+            self.bad(f"{name}: a host name IDNA cannot encode", repr(host)[:60])
+        if any(not c.isprintable() or c.isspace() for c in host):
+            self.bad(f"{name}: a host with spaces or control characters", repr(host)[:60])
+
+    def url(self, name, text):
+        if text is None:
+            return
+        if not text.startswith(("http://", "https://")):
+            self.bad(f"{name}: an http:// or https:// URL", repr(text)[:60])
+        elif not (text.isascii() and text.isprintable()) or " " in text:
+            self.bad(f"{name}: a URL of printable ASCII without spaces", repr(text)[:60])
+
+    def command_serve(self, ns):
+        from hetlb.live.config import LIVE_POLICIES
+
+        self.listen_address("--listen", ns.listen, port_zero=False)
+        self.listen_address("--admin", ns.admin, port_zero=False)
+        for backend in ns.backend or []:
+            self.url("--backend", backend.split(",", 1)[0])
+        if ns.policy is not None and ns.policy not in LIVE_POLICIES:
+            self.bad("serve --policy: a live policy", repr(ns.policy)[:40])
+        self.count("--dispatchers", getattr(ns, "dispatchers", None), slow_above=2)  # serve's, not pick's
+        self.count("--d", ns.d)
+        self.seed("--seed", ns.seed)
+        if ns.config is not None:
+            doc = self.read_toml("--config", ns.config)
+            policy = (doc or {}).get("policy")
+            if isinstance(policy, dict) and not isinstance(policy.get("id", ""), str):
+                self.bad("policy.id: a text", repr(policy["id"])[:40])
+            if isinstance(doc, dict) and isinstance(doc.get("listen"), str):
+                self.listen_address("listen", doc["listen"], port_zero=False)
+        if ns.backends_file is not None:
+            self.read_toml("--backends-file", ns.backends_file)
+
+    def command_pick(self, ns):
+        self.command_serve(ns)
+
+    def command_backend(self, ns):
+        for text in ns.listen or []:
+            self.listen_address("--listen", text, port_zero=True)
+        if len(ns.listen or []) > 16:
+            self.slow(f"{len(ns.listen)} backends")
+        for name in ("error_probability", "stall_probability", "abort_probability"):
+            self.real("--" + name.replace("_", "-"), getattr(ns, name), low=0.0, high=1.0)
+        for name in ("mean_service_ms", "token_time_ms"):
+            self.real("--" + name.replace("_", "-"), getattr(ns, name), low=0.0, low_open=True)
+        self.seed("--seed", ns.seed)
+        self.count("--max-model-len", ns.max_model_len)
+
+    def command_loadgen(self, ns):
+        for target in ns.target or []:
+            self.url("--target", target)
+        self.real("--rate", ns.rate, low=0.0, low_open=True, slow_outside=(0.0, 1000.0))
+        self.real("--duration", ns.duration, low=0.0, low_open=True, slow_outside=(0.0, 2.0))
+        self.real("--warmup", ns.warmup, low=0.0, slow_outside=(0.0, 2.0))
+        self.real("--timeout", ns.timeout, low=0.0, low_open=True)
+        self.real("--time-unit-ms", ns.time_unit_ms, low=0.0, low_open=True)
+        self.count("--max-in-flight", ns.max_in_flight)
+        self.count("--batches", ns.batches, low=2)
+        self.seed("--seed", ns.seed)
+        if is_number(ns.rate) and is_number(ns.duration) and ns.rate * ns.duration > 2000:
+            self.slow(f"{ns.rate * ns.duration:g} requests")
+        if ns.method is not None and (not re.fullmatch(r"[A-Za-z]{1,20}", ns.method) or ns.method.upper() == "CONNECT"):
+            self.bad("--method: an HTTP method other than CONNECT", repr(ns.method)[:40])
+        if ns.path is not None and not re.fullmatch(r"/[!-~]*", ns.path):
+            self.bad("--path: / and printable ASCII", repr(ns.path)[:40])
+        for item in ns.job_types or []:
+            name = item.partition("=")[0]
+            if not re.fullmatch(r"[A-Za-z0-9_.:/-]{1,64}", name):
+                self.bad("--job-types: a job type of letters, digits and _.:/-", repr(item)[:40])
+        if ns.shares is not None and len(ns.shares.split(",")) != len(ns.target or []):
+            self.bad("--shares: one per target", repr(ns.shares)[:40])
+
+    def command_testbed(self, ns):
+        doc = self.read_toml("scenario", ns.scenario)
+        if doc is not None and (set(doc) - {"system", "testbed", "run"}):
+            self.bad("testbed: unknown table", repr(sorted(set(doc) - {"system", "testbed", "run"}))[:40])
+        self.output_folder("--out", ns.out)
+        if not self.invalid:  # refused, it is cheap: the fixed set has it
+            self.slow("a testbed starts backends, a dispatcher and a load generator for seconds")
+
     def command_policies(self, ns):
         if ns.check == []:  # a bare --check checks every policy: tens of seconds
             self.slow("the conformance check of every policy")
@@ -1876,6 +2097,26 @@ class CaseTimeout(BaseException):
     """Raised in the case when its time is up (a BaseException: not caught as an error)."""
 
 
+class ServerNotStopped(BaseException):
+    """Raised in a served case by SIGTERM when the server has no handler of its own for it."""
+
+
+def _not_stopped(signum, frame):
+    raise ServerNotStopped(where_stack(frame))
+
+
+def stop_when_serving(done: threading.Event, stopped: list) -> None:
+    """Send SIGTERM to this process once the server of the case has its own handler for it (the
+    server installs it before it listens, and is then stopped by it wherever it is in its start),
+    unless the case ends first; a server that never installs one meets the case's time limit."""
+    while not done.wait(0.02):
+        handler = signal.getsignal(signal.SIGTERM)
+        if callable(handler) and handler is not _not_stopped:
+            stopped.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+
 ON_TIMEOUT = []
 """Callbacks of the time limit, given where the case was: the worker tells its parent first, so a
 crash that follows the exception (it interrupts compiled code) still counts as a hang."""
@@ -1953,10 +2194,17 @@ def run_in_process(case: Case, folder: Path, fixtures: Path, seconds: float) -> 
     result = {"exit": None, "exception": None, "timeout": False}
     started = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, _alarm)
+    previous_term = signal.signal(signal.SIGTERM, _not_stopped)
+    served, stopped = threading.Event(), []
+    watcher = None
+    if case.command in SERVING:
+        watcher = threading.Thread(target=stop_when_serving, args=(served, stopped))
     try:
         os.chdir(folder)
         sys.stdout, sys.stderr, sys.argv = out, err, ["hetlb", *case.argv]
         signal.setitimer(signal.ITIMER_REAL, seconds)
+        if watcher is not None:
+            watcher.start()
         with warnings.catch_warnings():  # warnings shown once per case, as in a fresh process
             try:
                 status = main(list(case.argv))
@@ -1970,6 +2218,8 @@ def run_in_process(case: Case, folder: Path, fixtures: Path, seconds: float) -> 
             result["exit"] = status if isinstance(status, int) else repr(status)
     except CaseTimeout as error:
         result.update(timeout=True, where=error.args[0] if error.args else where(error.__traceback__))
+    except ServerNotStopped as error:
+        result.update(timeout=True, where=f"SIGTERM not handled at {error.args[0]}")
     except BaseException as error:  # noqa: B036 - anything that escapes main is the finding
         result["exception"] = {
             "type": type(error).__name__,
@@ -1978,10 +2228,15 @@ def run_in_process(case: Case, folder: Path, fixtures: Path, seconds: float) -> 
             "traceback": "".join(traceback.format_exception(error))[-6000:],
         }
     finally:
+        served.set()
+        if watcher is not None and watcher.is_alive():
+            watcher.join()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
         sys.stdout, sys.stderr, sys.argv = saved[:3]
         os.chdir(saved[3])
+    result["stopped"] = bool(stopped)
     result["seconds"] = time.perf_counter() - started
     result["stdout"] = out_bytes.getvalue().decode("utf-8", "replace")[:20000]
     result["stderr"] = err_bytes.getvalue().decode("utf-8", "replace")[-20000:]
@@ -2008,6 +2263,8 @@ def _worker(conn, cases, root, fixtures, seconds, memory_mb):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         conn.send(("done", case.id, outcome))
+        if outcome["timeout"]:  # interrupted anywhere (an import, a compilation): a fresh child goes on
+            break
     conn.send(("bye", None, None))
     conn.close()
 
@@ -2163,13 +2420,13 @@ def noise_key(line: str) -> str:
 def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
     """(status, cause, detail) of an outcome: a fine one (FINE) or a failure (FAILURES)."""
     command = f"hetlb {case.command}".strip() if case.command in command_flags() else "hetlb"
-    enormous = case.costly and not case.invalid
+    enormous = not case.invalid and any(not why.startswith("the judge could not") for why in case.costly)
     if outcome.get("killed") or outcome.get("timeout"):
         at = f"time limit at {outcome['where']}" if outcome.get("timeout") else "no answer in time, killed"
         after = outcome.get("after")
         then = f"then {'killed' if after.get('killed') else 'died: ' + after.get('crashed', '?')}" if after else ""
         if enormous:
-            return "hang", f"{at} ({command}, valid but enormous input)", f"{case.costly[0]} {then}".strip()
+            return "too-slow", f"{at} ({command}, valid but enormous input)", f"{case.costly[0]} {then}".strip()
         return "hang", f"{at} ({command})", then
     if outcome.get("crashed"):
         return "crash", f"the process died ({outcome['crashed']}): {command}", ""
@@ -2183,7 +2440,12 @@ def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
         if case.invalid:
             rule, detail = case.invalid[0]
             return "nonsense-accepted", f"exit {status} on invalid input ({rule}): {command}", detail
-        if status == 0 and not outcome.get("stdout", "").strip() and case.command != "store":
+        if (
+            status == 0
+            and not outcome.get("stdout", "").strip()
+            and case.command != "store"
+            and not outcome.get("stopped")
+        ):
             return "bad-exit", f"exit 0 without output: {command}", ""
         return ("ok" if status == 0 else "verdict"), "", ""
     if status == 2:
@@ -2197,6 +2459,8 @@ def classify(case: Case, outcome: dict) -> tuple[str, str, str]:
         if len(errors) > 1 or last != len(stderr_lines) - 1:
             return "unclean-error", f"text after the error line: {command}", stderr_lines[last][:160]
         before = strip_usage(stderr_lines[:last])
+        if {"-v", "--verbose"} & set(case.argv):  # the progress asked for may come before the error
+            before = [line for line in before if not (line.startswith("hetlb: ") and ": warning:" not in line)]
         if before:
             return "unclean-error", f"'{noise_key(before[0])}' before the error line: {command}", ""
         line = stderr_lines[last]
@@ -2255,6 +2519,8 @@ def run_cases(
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):
         __import__(module)
+    for module in ("hetlb.live.serving", "hetlb.live.backend", "hetlb.live.engine", "hetlb.live.testbed"):
+        __import__(module)  # the live commands' modules (aiohttp, the dispatcher's compiled rules)
     context = multiprocessing.get_context("fork")
     root = Path(tempfile.mkdtemp(prefix="hetlb-fuzz-"))
     outcomes: dict[str, dict] = {}
@@ -2312,9 +2578,10 @@ def run_cases(
                     slot.deadline = now + seconds + grace
                     if progress:
                         progress(len(outcomes), len(cases))
-                else:
+                else:  # bye: the child is done; the cases it left (after a time limit) go to a fresh one
                     kill_group(slot.process)
                     del running[conn]
+                    queue.extendleft(reversed(slot.remaining))
             now = time.perf_counter()
             for slot in list(running.values()):
                 if now > slot.deadline:
@@ -2344,9 +2611,9 @@ def end(slot: Slot, running: dict, queue: deque, outcomes: dict, how: dict) -> N
 # --- the command ----------------------------------------------------------------------------------------
 
 
-def replay(case_id: str, seconds: float, memory_mb: int) -> int:
+def replay(case_id: str, seconds: float, memory_mb: int, bases: tuple[str, ...] | None = None) -> int:
     seed, index = (int(part) for part in case_id.split(":"))
-    case = generate(seed, index)
+    case = generate(seed, index, bases)
     report = run_cases([case], seconds=seconds, memory_mb=memory_mb)
     outcome = report.outcomes[case.id]
     print(f"case {case.id}: {case.label}")
@@ -2386,13 +2653,25 @@ def main(argv=None) -> int:
     options.add_argument("--all", action="store_true", help="with --report, every case and its outcome too")
     options.add_argument("--list", action="store_true", help="print the cases, do not run them")
     options.add_argument("--replay", metavar="SEED:INDEX", nargs="+", help="run these cases again, verbosely")
+    options.add_argument(
+        "--templates",
+        metavar="LIST",
+        help="only these templates, comma-separated (live: " + ",".join(LIVE_AND_NEWER) + "); the same with --replay",
+    )
     args = options.parse_args(argv)
+    bases = None
+    if args.templates:
+        bases = tuple(LIVE_AND_NEWER if args.templates == "live" else args.templates.split(","))
+        unknown = set(bases) - {template_base(t) for t, _ in TEMPLATES}
+        if unknown:
+            options.error(f"unknown templates: {', '.join(sorted(unknown))}")
     if args.replay:
-        return max(replay(case_id, args.seconds, args.memory_mb) for case_id in args.replay)
+        return max(replay(case_id, args.seconds, args.memory_mb, bases) for case_id in args.replay)
     if args.fixed:
         cases, label = fixed_cases(), f" (fixed set, seed {FIXED_SEED})"
     else:
-        cases, label = generate_cases(args.seed, args.cases), f" (seed {args.seed})"
+        cases = generate_cases(args.seed, args.cases, bases=bases)
+        label = f" (seed {args.seed}" + (f", templates {args.templates})" if bases else ")")
     if args.list:
         for case in cases:
             flags = ("invalid " if case.invalid else "") + ("costly " if case.costly else "")

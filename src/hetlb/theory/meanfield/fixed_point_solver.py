@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetlb.errors import InputError
 from hetlb.theory.meanfield.sampling import MAX_LEVELS, SamplingModel, birth_death_tails
 
 RESIDUAL_TOLERANCE = 1e-10
@@ -51,7 +52,11 @@ def solve_sampling(model: SamplingModel, levels: int, guess) -> np.ndarray:
         current = damped(model, current, DAMPED_STEPS, RESIDUAL_TOLERANCE)
         solution = newton(model, current)
         if solution is None:
-            raise RuntimeError(f"{model.policy}: the mean-field fixed point did not converge")
+            raise InputError(
+                "load",
+                f"{model.policy}'s mean-field fixed point did not converge on {levels} levels (its queues are "
+                "near the limit of stability); try a finite --buffer, a lower --load or other --set p_fast/p_slow",
+            )
     return model.step(solution[None, :])[0][0]
 
 

@@ -42,6 +42,8 @@ def sampling_fixed_point(policy, parameters, classes: ServerClasses, arrival_rat
         and pod_overloads_slowest(classes.capacity, classes.fraction, arrival_rate, parameters["d"])
     ):
         return np.ones((classes.size, 1)), False
+    if buffer is None and rule.startswith("fast-slow") and fast_slow_overloads_fast(model, parameters, arrival_rate):
+        return np.ones((classes.size, 1)), False
     first = FIRST_LEVELS
     saturation = 2 * classes.saturation_level()
     while first < saturation:
@@ -133,6 +135,17 @@ def pod_overloads_slowest(capacity, fraction, arrival_rate, d) -> bool:
     beta = np.cumsum(fraction[order])
     served = np.cumsum((fraction * capacity)[order])
     return bool(np.any(arrival_rate * beta**d >= served))
+
+
+def fast_slow_overloads_fast(model, parameters, arrival_rate) -> bool:
+    """True when the fast group of jsq-df-ds or jiq-df-ds gets at least its capacity whatever its
+    state: it gets every job that samples an idle fast server and, when none is idle, a share of at
+    least min(1 - p_S, p_F) of the others, so at least lambda min(1 - p_S, p_F) in all; a group
+    whose arrivals reach sum_m f_m mu_m phi_m(c_m) over its classes has no stationary queues
+    (critical at equality: its queues grow without bound, slowly)."""
+    least_share = min(1.0 - parameters["p_slow"], parameters["p_fast"])
+    fast = model.group_of_class == 0
+    return bool(arrival_rate * least_share >= np.sum((model.fraction * model.capacity)[fast]))
 
 
 def trim_levels(occupancy: np.ndarray) -> np.ndarray:
