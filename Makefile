@@ -46,7 +46,7 @@ test: lint docs
 	NUMBA_DISABLE_JIT=1 $(BIN)/python -m pytest -q -m jit_off
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not soak"
 
 bench: setup
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -532,7 +532,7 @@ def test_a_soak_with_client_aborts_loses_and_duplicates_nothing(soak_fleet):
     assert growth < LEAK_BYTES_PER_REQUEST * 4000, [round(r / 2**20, 2) for r in rss]
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # python -m pytest -m soak tests/live/test_serve_faults.py
 def test_200000_requests_with_3_percent_aborts_keep_memory_within_5_percent(soak_fleet):
     rss = soak_checks(soak_fleet, 200_000, abort_every=33)
     assert max(rss[1:]) <= 1.05 * rss[0], [round(r / 2**20, 1) for r in rss]
