@@ -331,14 +331,20 @@ def output_folder(name: str, value, *, make: bool = False) -> Path:
     """The path of a folder to write in: a folder, or a path where one can be made (no file on
     the way, the nearest existing folder writable). With ``make`` (for a long run that writes at
     its end) the folder is made now and a file written in it and removed, so that a folder the
-    permissions allow but the file system refuses (/proc, a read-only mount) is refused first."""
+    permissions allow but the file system refuses (/proc, a read-only mount) is refused first; the
+    folders made for the trial are removed again (the run makes them when it writes)."""
     found = path(name, value)
     with os_errors(name, found):
         writable_folder(name, found)
         if make:
+            missing = [folder for folder in (found, *found.parents) if not folder.exists()]
             found.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=found):
-                pass
+            try:
+                with tempfile.TemporaryFile(dir=found):
+                    pass
+            finally:
+                for folder in missing:  # the deepest first
+                    folder.rmdir()
     return found
 
 
