@@ -27,6 +27,9 @@ FIGURE_MODULES = [
     "experiments/zhou/continuous.py",
     "results/bounding.py",
     "theory/diffusion.py",
+    "theory/meanfield/transients.py",
+    "theory/meanfield/limit.py",
+    "results/run.py",
     "live/testbed.py",
 ]
 ASCII_MATH = [
