@@ -16,7 +16,7 @@ from hetlb.plots.figures import BAND_LABEL, axis_label, draw_metric
 @pytest.mark.parametrize(
     "text, label",
     [
-        ("system.load", "load rho (arrival rate / total capacity)"),
+        ("system.load", r"load $\rho$ (arrival rate / total capacity)"),
         ("mean_response_time", "mean response time (time units)"),
         ("mean response time", "mean response time (time units)"),  # as `hetlb plot` writes a metric
         ("mean_delay", "mean delay (slots)"),
@@ -41,7 +41,7 @@ def test_coinciding_series_stay_distinguishable_and_the_shading_is_named():
     legend = axes.get_legend()
     assert [text.get_text() for text in legend.get_texts()] == ["jsq", "jiq", BAND_LABEL]
     assert legend.get_title().get_text() == "policy"
-    assert axes.get_xlabel() == "load rho (arrival rate / total capacity)"
+    assert axes.get_xlabel() == r"load $\rho$ (arrival rate / total capacity)"
     assert axes.get_ylabel() == "mean response time (time units)"
     plt.close(figure)
 
@@ -77,7 +77,7 @@ def test_demo_names_its_columns_as_a_sweep_does(tmp_path, monkeypatch, capsys):
     for column in set(row) & set(frame.columns) - {"policy.id"}:
         assert float(row[column]) == pytest.approx(float(frame.loc[0, column]), rel=1e-12), column
     assert float(row["weighted_random_exact"]) == pytest.approx(100 / (0.3 * 46.875))  # N / ((1 - rho) sum mu)
-    assert axis_label(drawn["xlabel"]) == "load rho (arrival rate / total capacity)"
+    assert axis_label(drawn["xlabel"]) == r"load $\rho$ (arrival rate / total capacity)"
     assert axis_label(drawn["ylabel"]) == "mean response time (time units)"
     assert drawn["legend_title"] == "policy.id" and "2 replications per point" in drawn["title"]
 

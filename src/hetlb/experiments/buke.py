@@ -47,7 +47,13 @@ from hetlb.theory.diffusion import continuous_speeds, policy_diffusion, stationa
 
 FIG41_POLICIES = ["jfsq", "jsq-fiq", "jssq", "jsq", "jsq-lisf"]
 LABELS = {"jfsq": "JFSQ", "jsq-fiq": "JFIQ (jsq-fiq)", "jssq": "JSSQ", "jsq": "RR (jsq)", "jsq-lisf": "LISF"}
-MEASURE_LABELS = {"x1": "E|X_1|", "x2": "E X_2", "x3": "E X_3", "x_plus1": "E X_{+1}", "x_plus2": "E X_{+2}"}
+MEASURE_LABELS = {
+    "x1": r"$\mathbb{E}|X_1|$",
+    "x2": r"$\mathbb{E}[X_2]$",
+    "x3": r"$\mathbb{E}[X_3]$",
+    "x_plus1": r"$\mathbb{E}[X_{+1}]$",
+    "x_plus2": r"$\mathbb{E}[X_{+2}]$",
+}
 
 CLAIMS = {
     "C15a": "eta of jfsq and jsq-fiq in the slowest servers, the two alike (Fig. 4.1)",
@@ -132,23 +138,23 @@ def run_fig41(context) -> Outcome:
                 x=centres,
                 series=series["eta"],
                 xlabel="service rate (bin centre; points shifted apart to stay visible)",
-                ylabel="eta (share of idleness)",
+                ylabel=r"$\eta$ (share of idleness)",
                 bound=tb,
-                bound_label="TB benchmark (mu dF)",
-                title="(a) fairness measure eta",
+                bound_label=r"TB benchmark ($\mu\,dF$)",
+                title=r"(a) fairness measure $\eta$",
             ),
             dict(
                 bars=True,
                 x=centres,
                 series=series["xi2"],
                 xlabel="service rate (bin centre; points shifted apart to stay visible)",
-                ylabel="xi_2 (n^-1/2 servers with >= 2 jobs)",
-                title="(b) occupancy xi_2",
+                ylabel=r"$\xi_2$ ($n^{-1/2}$ servers with $\geq 2$ jobs)",
+                title=r"(b) occupancy $\xi_2$",
             ),
         ],
         context.out / "buke-fig41.png",
         title=f"002 Fig. 4.1: n = {o['n_servers']}, U[{o['low']}, {o['high']}], c = {o['excess_capacity']}, "
-        f"T = {o['horizon']:g}, T_wu = {o['warmup']:g}, {bins} bins",
+        f"$T = {o['horizon']:g}$, $T_{{wu}} = {o['warmup']:g}$, {bins} bins",
         note=intervals_note(o["replications"], "error bars"),
     )
     eta = {p: profile[p]["eta"] for p in FIG41_POLICIES}
@@ -248,7 +254,7 @@ def run_fig42(context) -> Outcome:
                     for m, d in differences.items()
                     if m in group
                 },
-                xlabel="c = varsigma + nu",
+                xlabel=r"$c = \varsigma + \nu$",
                 ylabel="JFSQ - RR (paired)",
                 title=title,
                 bound=np.zeros(len(cs)),
@@ -340,7 +346,7 @@ def run_scaling(context) -> Outcome:
         }
         for p in ("jfsq", "jsq"):
             series[f"{LABELS[p]} diffusion limit"] = (np.full(len(sizes), limits[p][measure][0]),) * 3
-        panels.append(dict(x=sizes, series=series, xlabel="n", ylabel=MEASURE_LABELS[measure], log2_x=True))
+        panels.append(dict(x=sizes, series=series, xlabel=r"$n$", ylabel=MEASURE_LABELS[measure], log2_x=True))
     plot_reproduction(
         panels,
         context.out / "buke-scaling.png",

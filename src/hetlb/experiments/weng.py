@@ -284,13 +284,13 @@ def run_fig3(context, *, name="weng-fig3", job_sizes=None) -> Outcome:
             dict(
                 x=x,
                 series=series_of(table, "mean_response_time", "policy", "n_servers"),
-                xlabel="number of servers N",
+                xlabel=r"number of servers $N$",
                 ylabel="mean response time",
                 log2_x=True,
-                title=f"000 Fig. {'D.3' if job_sizes else '3'}: rho = {o['load']}, b = {o['buffer']}, "
-                f"L = N^{o['ports_exponent']}, {sizes}",
+                title=rf"000 Fig. {'D.3' if job_sizes else '3'}: $\rho = {o['load']}$, $b = {o['buffer']}$, "
+                f"$L = N^{{{o['ports_exponent']}}}$, {sizes}",
                 bound=row(table, policy="jfsq", n_servers=n_min)["speed_lower_bound"] * np.ones(len(x)),
-                bound_label="C*/lambda (000, Prop. 1)",
+                bound_label=r"$C^* / \lambda$ (000, Prop. 1)",
             )
         ],
         context.out / f"{name}.png",
@@ -309,10 +309,10 @@ def run_fig4(context) -> Outcome:
             dict(
                 x=x,
                 series=series_of(table, "blocking_probability", "policy", "n_servers"),
-                xlabel="number of servers N",
+                xlabel=r"number of servers $N$",
                 ylabel="blocking probability",
                 log2_x=True,
-                title=f"000 Fig. 4: rho = {o['load']}, b = {o['buffer']}, L = N^{o['ports_exponent']}",
+                title=rf"000 Fig. 4: $\rho = {o['load']}$, $b = {o['buffer']}$, $L = N^{{{o['ports_exponent']}}}$",
             )
         ],
         context.out / "weng-fig4.png",
@@ -380,9 +380,9 @@ def run_fig2(context) -> Outcome:
                 xlabel="load",
                 ylabel="mean response time",
                 title=f"000 Fig. 2: {n_fast} fast, {o['n_servers'] - n_fast} slow, speed ratio {o['speed_ratio']}, "
-                f"b = {o['buffer']}",
+                f"$b = {o['buffer']}$",
                 bound=[float(row(table, load=v, policy="jfsq")["speed_lower_bound"]) for v in x],
-                bound_label="C*/lambda (000, Prop. 1)",
+                bound_label=r"$C^* / \lambda$ (000, Prop. 1)",
             )
         ],
         context.out / "weng-fig2.png",

@@ -35,16 +35,16 @@ LINE_STYLES = ("-", "--", "-.", ":")
 BAND_LABEL = "shaded: 95% confidence interval"
 
 LABELS = {
-    "system.load": "load rho (arrival rate / total capacity)",
-    "system.n_servers": "number of servers N",
-    "system.excess_capacity": "excess capacity c (Halfin-Whitt)",
-    "system.dispatchers": "number of dispatchers M",
-    "system.buffer": "buffer size b (jobs per server)",
+    "system.load": r"load $\rho$ (arrival rate / total capacity)",
+    "system.n_servers": r"number of servers $N$",
+    "system.excess_capacity": r"excess capacity $c$ (Halfin-Whitt)",
+    "system.dispatchers": r"number of dispatchers $M$",
+    "system.buffer": r"buffer size $b$ (jobs per server)",
     "system.scv": "squared coefficient of variation of job sizes",
-    "system.arrival_rate": "arrival rate lambda (jobs per time unit)",
+    "system.arrival_rate": r"arrival rate $\lambda$ (jobs per time unit)",
     "policy.id": "policy",
-    "policy.d": "servers sampled d",
-    "policy.p_hat": "update probability p_hat",
+    "policy.d": r"servers sampled $d$",
+    "policy.p_hat": r"update probability $\hat{p}$",
     "policy.push_d": "servers probed per update",
     "run.jobs": "measured jobs",
     "run.slots": "measured slots",
@@ -57,12 +57,12 @@ LABELS = {
     "blocking_probability": "blocking probability",
     "mean_number_in_system": "mean number of jobs in system",
     "number_in_system_growth": "growth of the number in system (second half / first half - 1)",
-    "littles_law_gap": "Little's law gap (L - lambda W) / L",
+    "littles_law_gap": r"Little's law gap $(L - \lambda W) / L$",
     "mean_delay": "mean delay (slots)",
-    "mean_estimate_error": "mean estimate error |Q - Q~| (jobs)",
+    "mean_estimate_error": r"mean estimate error $|Q - \tilde{Q}|$ (jobs)",
     "messages_per_arrival": "messages per arrival",
     "messages_per_decision": "messages per decision",
-    "speed_lower_bound": "lower bound C*/lambda (time units)",
+    "speed_lower_bound": r"lower bound $C^* / \lambda$ (time units)",
 }
 """Words for the column names of the sweep tables."""
 
@@ -247,8 +247,8 @@ def plot_occupancy(labels, occupancy, path=None, *, title: str = "", band_label:
         levels,
         series,
         path,
-        xlabel="jobs i at a server",
-        ylabel="s_{m,i}: fraction of class m with >= i jobs",
+        xlabel=r"jobs $i$ at a server",
+        ylabel=r"$s_{m,i}$: fraction of class $m$ with $\geq i$ jobs",
         title=title,
         band_label=band_label,
     )

@@ -135,8 +135,8 @@ class BoundingResult(Result):
             levels,
             {self.kind: (self.level_means, none, none)},
             path,
-            xlabel="level i",
-            ylabel="mean of Q_i: servers with >= i jobs",
+            xlabel=r"level $i$",
+            ylabel=r"mean of $Q_i$: servers with $\geq i$ jobs",
             title=f"{self.kind}, n = {self.n_servers}, c = {self.excess_capacity:.4g}",
             log_y=bool(np.all(self.level_means > 0)),
         )

@@ -660,10 +660,10 @@ class DiffusionStationary:
             np.asarray(grid, dtype=float),
             {self.limit.policy: (probability, *band)},
             path,
-            xlabel=f"y ({measure}, scaled by n^-1/2)",
-            ylabel=f"P({measure} > y)",
+            xlabel=f"$y$ ({measure}, scaled by $n^{{-1/2}}$)",
+            ylabel=f"$P$({measure} $> y$)",
             title=f"stationary diffusion limit of {self.limit.policy}",
-            band_label="shaded: +- 1.96 standard errors across paths",
+            band_label=r"shaded: $\pm 1.96$ standard errors across paths",
         )
 
     def quantile(self, measure: str, probability):

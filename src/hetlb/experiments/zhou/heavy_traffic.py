@@ -80,13 +80,13 @@ def run_heavy_traffic(context) -> Outcome:
             dict(
                 x=sorted(table["epsilon"].unique()),
                 series=series_of(table, "scaled_number_in_system", "policy", "epsilon"),
-                xlabel="eps = mu_Sigma - lambda_Sigma (jobs per slot)",
-                ylabel="eps E[sum_n Q_n] / (zeta / 2)",
+                xlabel=r"$\epsilon = \mu_\Sigma - \lambda_\Sigma$ (jobs per slot)",
+                ylabel=r"$\epsilon\, \mathbb{E}[\sum_n Q_n] / (\zeta / 2)$",
                 log2_x=True,
                 bound=np.ones(table["epsilon"].nunique()),
-                bound_label="resource pooling, zeta / 2 (001 Eq. (4))",
+                bound_label=r"resource pooling, $\zeta / 2$ (001 Eq. (4))",
                 title=f"001 Theorem 2: M = {o['dispatchers']}, N = {o['n_servers']} ({speeds}), push d = "
-                f"{o['push_d']}, p_hat = {o['p_hat']:g}",
+                rf"{o['push_d']}, $\hat{{p}} = {o['p_hat']:g}$",
             )
         ],
         context.out / "zhou-heavy-traffic.png",

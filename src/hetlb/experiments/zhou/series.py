@@ -181,7 +181,7 @@ def panel_against_load(table, metric: str, ylabel: str, title: str) -> dict:
     return dict(
         x=sorted(table["load"].unique()),
         series=series_of(stable, metric, "policy", "load"),
-        xlabel="load lambda_Sigma / mu_Sigma",
+        xlabel=r"load $\lambda_\Sigma / \mu_\Sigma$",
         ylabel=ylabel,
         log_y=True,
         title=title,

@@ -62,7 +62,7 @@ class MeanFieldTrajectory:
 
         none = np.full(self.times.size, np.nan)
         busy = {f"speed {speed:g}": (self.occupancy[:, m, 0], none, none) for m, speed in enumerate(self.class_speed)}
-        common = {"x": self.times, "xlabel": "time t (time units)"}
+        common = {"x": self.times, "xlabel": r"time $t$ (time units)"}
         return plot_panels(
             [
                 {
@@ -70,7 +70,7 @@ class MeanFieldTrajectory:
                     "ylabel": "mean jobs per server",
                     **common,
                 },
-                {"series": busy, "ylabel": "s_{m,1}(t): busy fraction of class m", **common},
+                {"series": busy, "ylabel": r"$s_{m,1}(t)$: busy fraction of class $m$", **common},
             ],
             path,
             title="mean-field ODE",
