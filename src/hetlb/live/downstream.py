@@ -38,6 +38,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httptools
 from multidict import CIMultiDict
 
+from hetlb.live.runtime import WriteFlowControl
+
 HIGH_WATER = 256 * 1024
 """Bytes of a request body held before the connection stops reading (resumed below a quarter)."""
 HEADER_LINES_HELD = 8
@@ -259,7 +261,7 @@ class Request:
 Handler = Callable[[Request], Awaitable[None]]
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(WriteFlowControl, asyncio.Protocol):
     """One client's connection: its parser, its requests in order, the task that answers them."""
 
     def __init__(self, handler: Handler, limits: Limits, on_error: Callable[[BaseException], None], live: set):
@@ -323,18 +325,6 @@ class ClientConnection(asyncio.Protocol):
             self.task.cancel()  # the client went away: its request's call with it
         if self.drained is not None and not self.drained.done():
             self.drained.set_exception(ClientGone())
-
-    def pause_writing(self) -> None:
-        self.drained = self.loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
-        self.drained = None
-
-    async def drain(self) -> None:
-        if self.drained is not None:
-            await self.drained
 
     def pause_reading(self) -> None:
         if not self.reading_paused and self.transport is not None and not self.closed:

@@ -104,3 +104,24 @@ def wake(futures: list[asyncio.Future]) -> None:
     for future in futures:
         if not future.done():
             future.set_result(None)
+
+
+class WriteFlowControl:
+    """The write side of an asyncio protocol's flow control: once the transport's buffer is over its
+    high mark, :meth:`drain` waits until it is below its low mark again. A protocol sets
+    ``self.loop`` and ``self.drained = None``."""
+
+    loop: asyncio.AbstractEventLoop
+    drained: asyncio.Future | None
+
+    def pause_writing(self) -> None:
+        self.drained = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.drained = None
+
+    async def drain(self) -> None:
+        if self.drained is not None:
+            await self.drained

@@ -28,6 +28,7 @@ import httptools
 from multidict import CIMultiDict
 
 from hetlb.live.header_lines import relayed
+from hetlb.live.runtime import WriteFlowControl
 
 HIGH_WATER = 256 * 1024
 """Bytes of an answer's body held before the connection stops reading (resumed below a quarter)."""
@@ -49,7 +50,7 @@ class BackendUnreachable(OSError):
     """No connection to the backend within connect_timeout, or refused."""
 
 
-class Answer(asyncio.Protocol):
+class Answer(WriteFlowControl, asyncio.Protocol):
     """One kept-alive connection to a backend, and the answer it is reading: ``status``,
     ``headers`` (a CIMultiDict of str), ``content_length`` (None without),
     ``content_type``; the body by :meth:`chunks`."""
@@ -105,19 +106,6 @@ class Answer(asyncio.Protocol):
         elif not self.complete:
             self.fail(BackendClosed("the backend closed the connection"))
         self.pool.forget(self)
-
-    def pause_writing(self) -> None:
-        """The backend reads a streamed body slowly: its next chunk waits (:meth:`drain`)."""
-        self.drained = self.loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
-        self.drained = None
-
-    async def drain(self) -> None:
-        if self.drained is not None:
-            await self.drained
 
     def broken(self) -> None:
         """The backend sent bytes outside an answer (a protocol violation): the connection cannot be
