@@ -103,6 +103,18 @@ def instant_backends_hetlb() -> tuple[ChildProcess, list[str]]:
     return child, [line.split()[0] for line in child.read_lines(N_BACKENDS)]
 
 
+def instant_backends(folder: Path) -> tuple[ChildProcess, list[str], str]:
+    """The instant backends (nginx's, else hetlb backend's), their URLs and what they are."""
+    if program_path("nginx"):
+        return (*instant_backends_nginx(folder), "nginx return 200")
+    return (*instant_backends_hetlb(), "hetlb backend, 1 us deterministic service")
+
+
+def load_tool():
+    """The load generator's name and its measure(url, seconds, connections): wrk, else aiohttp."""
+    return ("wrk", measure_wrk) if shutil.which("wrk") else ("aiohttp", measure_aiohttp)
+
+
 def start_hetlb(port: int, backends: list[str]) -> ChildProcess:
     arguments = ["serve", "--listen", f"127.0.0.1:{port}", "--policy", "jsq", "--quiet"]
     for url in backends:
@@ -231,8 +243,7 @@ def main() -> None:
     parser.add_argument("--output", default=str(HERE.parent / "out" / "benchmarks" / "live-throughput.json"))
     args = parser.parse_args()
 
-    tool = "wrk" if shutil.which("wrk") else "aiohttp"
-    measure = measure_wrk if tool == "wrk" else measure_aiohttp
+    tool, measure = load_tool()
     serve_available = "serve" in build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     balancers = (["hetlb"] if serve_available else []) + [
         peer_id for peer_id in ("haproxy-leastconn", "nginx-least_conn") if program_path(PEERS[peer_id].program)
@@ -247,12 +258,7 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory(prefix="hetlb-bench-") as folder:
         folder_path = Path(folder)
-        if program_path("nginx"):
-            backend_kind = "nginx return 200"
-            backend, urls = instant_backends_nginx(folder_path)
-        else:
-            backend_kind = "hetlb backend, 1 us deterministic service"
-            backend, urls = instant_backends_hetlb()
+        backend, urls, backend_kind = instant_backends(folder_path)
         try:
             for round_index in range(args.rounds):
                 for name in balancers:

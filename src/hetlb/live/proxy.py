@@ -21,7 +21,6 @@ import random
 import sys
 import time
 
-import aiohttp
 from yarl import URL
 
 from hetlb.live.answers import AnswerWatch
@@ -155,7 +154,6 @@ class Proxy:
         self.metrics = metrics
         self.index = index
         self.base = [URL(url.rstrip("/")) for url in dispatcher.urls]
-        self.session: aiohttp.ClientSession | None = None
         self.prober: Prober | None = None
         self.active = 0
         self.started = time.monotonic()
@@ -169,21 +167,12 @@ class Proxy:
     # --- life ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
-        self.session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        self.prober = Prober(self.config, self.dispatcher, self.metrics, self.session, self.base)
+        self.prober = Prober(self.config, self.dispatcher, self.metrics, self.base)
         self.prober.start()
 
     async def stop(self) -> None:
         if self.prober is not None:
             await self.prober.stop()
-        if self.session is not None:
-            await self.session.close()
         for pool, _, _ in self.pools.values():
             pool.close()
 
