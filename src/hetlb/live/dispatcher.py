@@ -43,6 +43,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hetlb.jit import entry_point
 from hetlb.live.config import Backend, ServeConfig
 from hetlb.live.random_source import RandomSource, decide
 from hetlb.model.system import speed_classes
@@ -101,6 +102,7 @@ class Dispatcher:
         self.sample_size = int(params.get("d", 2))
         self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback = jba_options(params)
         self.random_source = RandomSource(np.random.default_rng(seed))
+        self.decide = decide  # numba's dispatcher; its compiled code after warm_up
         self.accounting_violations = 0
 
         self.backends: list[Backend] = []  # per slot: its spec now (a retired slot keeps its last)
@@ -284,12 +286,14 @@ class Dispatcher:
             lo, hi = 0, len(candidates)
         if lo == hi:
             return NO_BACKEND
-        return int(
-            decide(
-                self.random_source, self.policy_code, candidates, lo, hi, self.estimate, self.speed_class,
-                self.n_classes, self.speed, cumulative_speed, self.idle_since, self.sample_size,
-                self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample,
-            )
+        return int(self.decide(*self.decision_arguments(candidates, lo, hi, cumulative_speed)))
+
+    def decision_arguments(self, candidates: np.ndarray, lo: int, hi: int, cumulative_speed: np.ndarray) -> tuple:
+        """What :func:`hetlb.live.random_source.decide` takes, for candidates[lo:hi]."""
+        return (
+            self.random_source, self.policy_code, candidates, lo, hi, self.estimate, self.speed_class,
+            self.n_classes, self.speed, cumulative_speed, self.idle_since, self.sample_size,
+            self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample,
         )  # fmt: skip
 
     def held(self, s: int) -> int:
@@ -384,6 +388,11 @@ class Dispatcher:
         return time.monotonic() - self.reported_at
 
     def warm_up(self) -> None:
-        """Compile (or load from the cache) the decision rule on these arrays' types."""
+        """Compile (or load from the cache) the decision rule on these arrays' types; then every
+        decision calls its compiled code directly (:func:`hetlb.jit.entry_point`: the arrays keep
+        their types when the fleet changes)."""
         for k in range(len(self.compatible)):
             self.choose(k)
+        compiled = entry_point(decide, self.decision_arguments(self.candidates, 0, 0, self.cumulative_speed))
+        if compiled is not None:
+            self.decide = compiled

@@ -130,9 +130,12 @@ def lags(headers, decided: float, now: float) -> tuple[float | None, float | Non
     """A request's forward delay (the dispatcher's decision at ``decided`` to its arrival at the
     backend, X-Departure minus X-Sojourn-Ms) and answer lag (X-Departure to ``now``), in seconds on
     the host's monotonic clock; each None unless the headers give it within the last minute."""
+    departure_text = headers.get(DEPARTURE)
+    if departure_text is None:  # (most backends: no exception raised per request)
+        return None, None
     try:
-        departure = float(headers[DEPARTURE])
-    except (KeyError, ValueError):
+        departure = float(departure_text)
+    except ValueError:
         return None, None
     try:
         forward = departure - float(headers[SOJOURN]) / 1e3 - decided
@@ -334,7 +337,7 @@ class Proxy:
             return self.upstream_failed(request, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
             lease.release()
-            if watch is not None:
+            if watch is not None and watch.events:
                 self.metrics.events[s] += watch.events  # relayed, also of an answer that was cut
             if upstream is not None:
                 upstream.finish()  # kept alive after a whole answer, else closed (the backend's call ends)

@@ -336,8 +336,7 @@ class UpstreamPool:
             reused = answer is not None
             if answer is None:
                 answer = await self.new_connection()
-            answer.reset()
-            answer.exchanging = True
+            answer.exchanging = True  # (an idle connection was reset when given back; a new one is fresh)
             answer.expects_body = method != "HEAD"
             assert answer.transport is not None
             try:
