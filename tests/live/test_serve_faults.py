@@ -366,6 +366,22 @@ def test_a_client_that_aborts_releases_its_count_once_and_cancels_the_upstream_c
     check_recovered(fleet, marks)
 
 
+def test_a_client_that_aborts_before_its_answer_releases_its_count_once_and_cancels_the_upstream_call(fleet):
+    """A request without a body is on its way by callbacks, not a task, until its answer arrives: a
+    client gone before any answer byte still releases its count once and closes the backend's call."""
+    marks = fleet.marks()
+    before, count = fleet.backend(fleet.urls[1]), echo_count(fleet)
+    with socket.create_connection(("127.0.0.1", fleet.port), timeout=5) as connection:
+        connection.sendall(raw_request("/sleep/3000", "ok"))
+        assert wait_for(lambda: fleet.backend(fleet.urls[1])["in_flight"] == 1, timeout=5)
+        abort(connection)
+    assert wait_for(lambda: fleet.backend(fleet.urls[1])["client_gone"] == before["client_gone"] + 1, timeout=5)
+    assert wait_for(lambda: echo_count(fleet)["cancelled"] == count["cancelled"] + 1, timeout=5)
+    after = fleet.backend(fleet.urls[1])
+    assert after["requests"] - before["requests"] == 1 and after["ejections"] == before["ejections"]
+    check_recovered(fleet, marks)
+
+
 # --- paths and forwarded headers -----------------------------------------------------------------------------
 
 

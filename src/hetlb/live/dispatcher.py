@@ -296,6 +296,10 @@ class Dispatcher:
             self.jba_rate_weighted, self.jba_inclusive, self.jba_fallback, self.keys, self.ties, self.sample,
         )  # fmt: skip
 
+    def admitted_count(self, k: int) -> int:
+        """How many admitted backends serve job type index k."""
+        return int(self.indptr[k + 1] - self.indptr[k])
+
     def held(self, s: int) -> int:
         """What this dispatcher knows backend s holds: its own requests plus the others' last reported."""
         return int(self.in_flight[s] + self.others[s])

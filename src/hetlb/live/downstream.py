@@ -34,6 +34,7 @@ import functools
 import http
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 import httptools
 from multidict import CIMultiDict
@@ -259,13 +260,22 @@ class Request:
 
 
 Handler = Callable[[Request], Awaitable[None]]
+AnswerNow = Callable[[Request], None]
+"""Answers a request without a body at once, or holds the connection's task slot with
+:meth:`ClientConnection.hold` or :meth:`ClientConnection.continue_with` until it calls
+:meth:`ClientConnection.finished`."""
 
 
 class ClientConnection(WriteFlowControl, asyncio.Protocol):
-    """One client's connection: its parser, its requests in order, the task that answers them."""
+    """One client's connection: its parser, its requests in order, the task that answers them (or,
+    for a request without a body, ``answer_now``'s callbacks: no task)."""
 
-    def __init__(self, handler: Handler, limits: Limits, on_error: Callable[[BaseException], None], live: set):
+    def __init__(
+        self, handler: Handler, limits: Limits, on_error: Callable[[BaseException], None], live: set,
+        answer_now: AnswerNow | None = None,
+    ):  # fmt: skip
         self.handler = handler
+        self.answer_now = answer_now
         self.limits = limits
         self.on_error = on_error
         self.live = live  # every open connection of the server, for its stop
@@ -276,7 +286,7 @@ class ClientConnection(WriteFlowControl, asyncio.Protocol):
         self.closed = False
         self.keep_alive = True
         self.requests: collections.deque[Request] = collections.deque()
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task | InFlight | None = None  # the request being answered
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0  # loop time
         self.on_deadline: Callable[[], None] | None = None
@@ -444,7 +454,10 @@ class ClientConnection(WriteFlowControl, asyncio.Protocol):
         if len(self.requests) > 1:
             self.pause_reading()  # a pipelined request waits for the answers before it
         if self.task is None:
-            self.task = self.loop.create_task(self.answer_all())
+            if self.answer_now is not None and request.body_complete and len(self.requests) == 1:
+                self.start_now(request)
+            else:
+                self.task = self.loop.create_task(self.answer_all())
 
     def on_body(self, body: bytes) -> None:
         if self.parsing is not None:
@@ -459,33 +472,87 @@ class ClientConnection(WriteFlowControl, asyncio.Protocol):
 
     # --- answering -----------------------------------------------------------------------------------
 
-    async def answer_all(self) -> None:
-        """Answer the connection's requests in order; close it when one is not kept alive."""
+    async def answer_all(self, continuation: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Answer the connection's requests in order (the first by ``continuation``, when given);
+        close the connection when one is not kept alive."""
         while self.requests:
             request = self.requests[0]
             try:
-                await self.handler(request)
+                if continuation is not None:
+                    answering, continuation = continuation(), None
+                else:
+                    answering = self.handler(request)
+                await answering
             except asyncio.CancelledError:
                 return  # the connection is lost
             except Exception as error:  # noqa: BLE001 (any failure of the handler is this request's, not the server's)
-                self.on_error(error)
-                if not request.answer_started:
-                    request.respond(500, b"Content-Type: text/plain\r\n", b"internal error\n")
-                else:
-                    request.abort()
-            if self.closed:
+                self.failed(request, error)
+            if not self.done_with(request):
                 return
-            self.requests.popleft()
-            if not request.answer_complete:
-                request.abort()
-                return
-            if not (request.keep_alive and self.keep_alive and request.body_complete and request.error is None):
-                self.close()  # (a body not read to its end cannot be skipped safely)
-                return
-            self.resume_reading()
         self.task = None
+        self.wait_idle()
+
+    def start_now(self, request: Request) -> None:
+        """Give a request without a body to answer_now: answered at once, or in flight."""
+        assert self.answer_now is not None
+        try:
+            self.answer_now(request)
+        except Exception as error:  # noqa: BLE001 (as in answer_all)
+            self.failed(request, error)
+        if self.task is None:
+            self.finished(request)
+
+    def hold(self, in_flight: InFlight) -> None:
+        """The request is in flight by callbacks; ``in_flight.cancel()`` if the client goes away."""
+        self.task = in_flight
+
+    def continue_with(self, continuation: Callable[[], Awaitable[None]], not_continued: Callable[[], None]) -> None:
+        """The request goes on as a task; ``not_continued`` is called when the task ends (also if it
+        was cancelled before ``continuation`` began)."""
+        self.task = task = self.loop.create_task(self.answer_all(continuation))
+        task.add_done_callback(lambda _: not_continued())
+
+    def finished(self, request: Request) -> None:
+        """The request in flight by callbacks has been answered: the next one, or the wait for it."""
+        self.task = None
+        if self.done_with(request):
+            if self.requests:
+                self.task = self.loop.create_task(self.answer_all())
+            else:
+                self.wait_idle()
+
+    def failed(self, request: Request, error: Exception) -> None:
+        """A failure of the handler's own code: counted, the request answered 500 (or its answer cut)."""
+        self.on_error(error)
+        if not request.answer_started:
+            request.respond(500, b"Content-Type: text/plain\r\n", b"internal error\n")
+        else:
+            request.abort()
+
+    def done_with(self, request: Request) -> bool:
+        """The request at the head has been answered: False when the connection closes."""
+        if self.closed:
+            return False
+        self.requests.popleft()
+        if not request.answer_complete:
+            request.abort()
+            return False
+        if not (request.keep_alive and self.keep_alive and request.body_complete and request.error is None):
+            self.close()  # (a body not read to its end cannot be skipped safely)
+            return False
+        self.resume_reading()
+        return True
+
+    def wait_idle(self) -> None:
+        """No request left: the connection waits at most keep_alive_timeout for the next."""
         if not self.closed and not self.begun:  # (a header section under way has its own timer)
             self.arm(self.limits.keep_alive_timeout, self.idle_timed_out)
+
+
+class InFlight(Protocol):
+    """A request answered by callbacks (the connection's task slot holds it)."""
+
+    def cancel(self) -> None: ...
 
 
 class RequestTooLarge(Exception):
@@ -506,8 +573,12 @@ class RequestRefused(Exception):
 class Downstream:
     """The server side of one dispatcher: its listening socket's connections."""
 
-    def __init__(self, handler: Handler, limits: Limits, on_error: Callable[[BaseException], None]):
+    def __init__(
+        self, handler: Handler, limits: Limits, on_error: Callable[[BaseException], None],
+        answer_now: AnswerNow | None = None,
+    ):  # fmt: skip
         self.handler = handler
+        self.answer_now = answer_now
         self.limits = limits
         self.on_error = on_error
         self.connections: set[ClientConnection] = set()
@@ -516,7 +587,7 @@ class Downstream:
     async def start(self, sock) -> None:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
-            lambda: ClientConnection(self.handler, self.limits, self.on_error, self.connections),
+            lambda: ClientConnection(self.handler, self.limits, self.on_error, self.connections, self.answer_now),
             sock=sock,
             backlog=BACKLOG,  # (the loop listens again with its own, 100 by default)
         )

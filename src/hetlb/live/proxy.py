@@ -11,6 +11,13 @@ when the call ends, whatever way (response, 5xx, connection failure, timeout, th
 disconnect, which cancels the request's task and so the upstream call). A backend's failure that
 its answer shows (5xx, refused or reset connection, timeout, an answer cut short or malformed, more
 bytes than it announced) counts towards its ejection; only a complete answer counts as a success.
+
+Two ways, one set of rules: a request with a body, or whose backend has no idle connection, is a
+task of coroutines (:meth:`Proxy.handle`); a request without a body is sent from the parser's
+callback and its answer, when it arrives whole, relayed from the answer's (:meth:`Proxy.answer_now`,
+:class:`Exchange`): no task and no future, a tenth of the proxy's work per request. Every other turn
+(an answer that streams, a failure, a retry, the client's going away) takes the task's way from
+where the exchange stands, with the same lease.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from yarl import URL
 
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig
-from hetlb.live.dispatcher import NO_BACKEND, Dispatcher
+from hetlb.live.dispatcher import NO_BACKEND, Dispatcher, Lease
 from hetlb.live.downstream import (
     BodyMalformed,
     BodyTimeout,
@@ -40,7 +47,7 @@ from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import ORCA_FORMAT, piggybacked_report
 from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
-from hetlb.live.upstream import BackendClosed, ProtocolViolation, UpstreamPool
+from hetlb.live.upstream import Answer, BackendClosed, ProtocolViolation, UpstreamPool
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"))
 SOJOURN = "X-Sojourn-Ms"
@@ -208,9 +215,9 @@ class Proxy:
         if length is not None and length > config.max_body_bytes:
             request.keep_alive = False  # its body is not read
             return self.refuse(request, self.too_large)
-        path = normalised_path(request.path)
+        path = self.checked_path(request)
         if path is None:
-            return self.refuse(request, BAD_PATH)
+            return
         body: bytes | None = None
         named: str | None = None
         try:
@@ -230,16 +237,67 @@ class Proxy:
             return self.refuse(request, BODY_MALFORMED)
         except ClientGone:
             return  # the client went away while its body was read: nobody to answer
-        k = job_type(config, self.dispatcher, request.headers, path, named)
-        if isinstance(k, Refusal):
-            return self.refuse(request, k)
-        if self.active >= config.max_in_flight:
-            return self.refuse(request, Refusal(503, "overload", "overloaded"))
+        k = self.admitted_type(request, path, named)
+        if k is None:
+            return
         self.active += 1
         try:
             await self.forward(request, k, path, started, body)
         finally:
             self.active -= 1
+
+    def answer_now(self, request: Request) -> None:
+        """:meth:`handle` for a request without a body, by callbacks: when the policy's backend has
+        an idle connection, the request is sent at once and its answer, if it arrives whole, is
+        relayed from the answer's own parse (no task, no future: a short answer costs a tenth
+        less). Unless it was answered at once (refused), the request holds its connection's task
+        slot: the :class:`Exchange` under way, or the task that goes on with it (no idle
+        connection: it opens one)."""
+        started = time.perf_counter()
+        path = self.checked_path(request)
+        if path is None:
+            return None
+        k = self.admitted_type(request, path, None)
+        if k is None:
+            return None
+        s = self.pick(request, k, ())
+        if s is None:
+            return None
+        self.active += 1
+        exchange = Exchange(self, request, k, path, started, s)
+        exchange.last = self.is_last(k, 0, self.attempts(request, False), ())
+        pool, prefix, _ = self.upstream(s)
+        self.push_maybe()
+        exchange.lease = self.dispatcher.start(s)  # released by the exchange, or by call() once handed over
+        try:
+            upstream = pool.send_now(request.method, prefix + exchange.target, exchange.headers)
+        except BaseException:
+            exchange.end(None)
+            raise
+        if upstream is None:
+            request.connection.continue_with(exchange.continuation, exchange.not_continued)
+            return
+        exchange.upstream = upstream
+        upstream.listener = exchange.on_answer
+        request.connection.hold(exchange)
+
+    def checked_path(self, request: Request) -> str | None:
+        """The request's path without dot segments, or None when it was refused (400)."""
+        path = normalised_path(request.path)
+        if path is None:
+            self.refuse(request, BAD_PATH)
+        return path
+
+    def admitted_type(self, request: Request, path: str, named: str | None) -> int | None:
+        """The request's job type index, or None when it was refused (no type, unknown, overload)."""
+        k = job_type(self.config, self.dispatcher, request.headers, path, named)
+        if isinstance(k, Refusal):
+            self.refuse(request, k)
+            return None
+        if self.active >= self.config.max_in_flight:
+            self.refuse(request, Refusal(503, "overload", "overloaded"))
+            return None
+        return k
 
     def forwarded_headers(self, request: Request) -> bytes:
         """The request's end-to-end header lines for the backend, with the proxy's X-Forwarded-For,
@@ -257,58 +315,101 @@ class Proxy:
             headers.append((ORCA_FORMAT, "TEXT"))  # an engine with ORCA reports (vLLM) then sends them
         return relayed(request.raw_headers, self.dropped) + encoded(headers)
 
-    async def forward(self, request: Request, k: int, path: str, started: float, body: bytes | None) -> None:
+    def attempts(self, request: Request, streamed_body: bool) -> int:
+        """How many backends a request may be sent to: 1 + retries for an idempotent method whose
+        body is held (a streamed body is sent once), else 1."""
+        return 1 + (self.config.retries if request.method in IDEMPOTENT and not streamed_body else 0)
+
+    def is_last(self, k: int, attempt: int, attempts: int, tried: tuple[int, ...]) -> bool:
+        """Whether this attempt is the request's last: no attempt left, or no backend left to retry on."""
+        return attempt == attempts - 1 or self.dispatcher.admitted_count(k) - len(tried) <= 1
+
+    def pick(self, request: Request, k: int, tried: tuple[int, ...]) -> int | None:
+        """The policy's backend for a request of type k, not one of ``tried``; None when the request
+        has been answered 503 (no healthy backend, or the chosen one holds its buffer)."""
         dispatcher = self.dispatcher
-        headers = self.forwarded_headers(request)
+        decided = time.perf_counter()
+        s = dispatcher.choose(k, tried)
+        self.metrics.decision(time.perf_counter() - decided)
+        if s == NO_BACKEND:
+            self.refuse(request, Refusal(503, "no_backend", "no healthy backend"))
+            return None
+        if dispatcher.is_full(s):
+            dispatcher.blocked[s] += 1
+            request.respond(503, BACKEND_FULL_HEADERS, b"backend full\n")
+            return None
+        return s
+
+    async def forward(
+        self, request: Request, k: int, path: str, started: float, body: bytes | None, first: Exchange | None = None
+    ) -> None:
+        """Send the request to the policy's backends until one answers (retries for idempotent
+        requests); ``first``: the attempt :meth:`answer_now` began."""
         streamed_body = body is None and request.body_exists
-        retry = request.method in IDEMPOTENT and not streamed_body  # a streamed body is sent once
-        attempts = 1 + (self.config.retries if retry else 0)
-        target = path + ("?" + request.query if request.query else "")  # path and query, encoded as sent
+        attempts = self.attempts(request, streamed_body)
+        if first is None:
+            headers = self.forwarded_headers(request)
+            target = path + ("?" + request.query if request.query else "")  # path and query, encoded as sent
+        else:
+            headers, target = first.headers, first.target
         tried: tuple[int, ...] = ()
         for attempt in range(attempts):
-            decided = time.perf_counter()
-            s = dispatcher.choose(k, tried)
-            self.metrics.decision(time.perf_counter() - decided)
-            if s == NO_BACKEND:
-                return self.refuse(request, Refusal(503, "no_backend", "no healthy backend"))
-            if dispatcher.is_full(s):
-                dispatcher.blocked[s] += 1
-                request.respond(503, BACKEND_FULL_HEADERS, b"backend full\n")
-                return
-            untried = dispatcher.indptr[k + 1] - dispatcher.indptr[k] - len(tried)
-            last = attempt == attempts - 1 or untried <= 1
+            if attempt == 0 and first is not None:
+                s, last = first.s, first.last
+            else:
+                chosen = self.pick(request, k, tried)
+                if chosen is None:
+                    return
+                s, last = chosen, self.is_last(k, attempt, attempts, tried)
             data = request.chunks(self.config.max_body_bytes) if streamed_body else body
-            if await self.call(request, s, target, headers, data, started, last):
+            if await self.call(request, s, target, headers, data, started, last, first if attempt == 0 else None):
                 return
             tried += (s,)
         raise AssertionError("the last attempt always answers")
 
-    async def call(self, request: Request, s: int, target: str, headers, data, started: float, last: bool) -> bool:
-        """One call to backend s, its answer relayed as it arrives; False when it failed before
-        answering and a retry is allowed. The request is in flight (its lease held) until the
-        answer's last byte has been relayed, the backend failed, or the client went away."""
-        dispatcher = self.dispatcher
+    def push_maybe(self) -> None:
+        """With push signals, this request tells the others its backends' counts with probability p_hat."""
         if self.config.signals.push and self.random.random() < self.config.p_hat:
             assert self.prober is not None
             self.prober.push()
+
+    async def call(
+        self, request: Request, s: int, target: str, headers, data, started: float, last: bool,
+        first: Exchange | None = None,
+    ) -> bool:  # fmt: skip
+        """One call to backend s, its answer relayed as it arrives; False when it failed before
+        answering and a retry is allowed (``first``: a call :meth:`answer_now` began, its lease
+        taken and its request perhaps sent). The request is in flight (its lease held) until the
+        answer's last byte has been relayed, the backend failed, or the client went away."""
+        dispatcher = self.dispatcher
         pool, prefix, backend_line = self.upstream(s)
-        upstream = None
         watch = None
-        lease = dispatcher.start(s)  # released in the finally below, with no await in between
+        if first is None:
+            self.push_maybe()
+            lease = dispatcher.start(s)  # released in the finally below, with no await in between
+            upstream = None
+        else:
+            first.handed_over = True
+            assert first.lease is not None
+            lease, upstream = first.lease, first.upstream
         try:
-            upstream = await pool.send(request.method, prefix + target, headers, data)
+            if upstream is None:
+                upstream = await pool.send(request.method, prefix + target, headers, data)
+            else:
+                try:
+                    await upstream.headers_arrived()
+                except BackendClosed:
+                    if upstream.received:
+                        raise
+                    upstream.close()  # a kept-alive connection the backend had closed: once more on a new one
+                    upstream = await pool.send(request.method, prefix + target, headers, data)
             self.on_response(lease, upstream)
             if upstream.status >= 500 and not last:
                 return False
-            answer_headers = upstream.header_lines(FRAMING) + backend_line
             watch = AnswerWatch(upstream.content_type, bool(dispatcher.speed_auto[s]))
-            whole = upstream.body_so_far() if request.method != "HEAD" else None
-            if whole is not None:  # a short answer, arrived with its headers: written in one piece
-                watch.passed(whole)
-                self.answered(lease, upstream, watch, started)
-                request.respond(upstream.status, answer_headers, whole)
+            if self.relayed_whole(request, lease, upstream, watch, backend_line, started):
                 return True
-            request.start(upstream.status, answer_headers, upstream.content_length)
+            request.start(upstream.status, upstream.header_lines(FRAMING) + backend_line, upstream.content_length)
             async for chunk in upstream.chunks():
                 watch.passed(chunk)
                 await request.write(chunk)
@@ -336,11 +437,29 @@ class Proxy:
         except (BackendClosed, OSError) as error:
             return self.upstream_failed(request, s, 502, f"backend failed ({type(error).__name__})", last)
         finally:
-            lease.release()
-            if watch is not None and watch.events:
-                self.metrics.events[s] += watch.events  # relayed, also of an answer that was cut
-            if upstream is not None:
-                upstream.finish()  # kept alive after a whole answer, else closed (the backend's call ends)
+            self.ended(lease, upstream, watch)
+
+    def relayed_whole(
+        self, request: Request, lease, upstream, watch: AnswerWatch, backend_line: bytes, started: float
+    ) -> bool:
+        """Relay an answer that arrived with its headers (a short one) in one piece; False when its
+        body is still to come (or it answers a HEAD)."""
+        whole = upstream.body_so_far() if request.method != "HEAD" else None
+        if whole is None:
+            return False
+        watch.passed(whole)
+        self.answered(lease, upstream, watch, started)
+        request.respond(upstream.status, upstream.header_lines(FRAMING) + backend_line, whole)
+        return True
+
+    def ended(self, lease, upstream, watch: AnswerWatch | None) -> None:
+        """A call is over, whatever way: its lease given back (once), its events counted, its
+        connection kept alive after a whole answer, else closed (the backend's call ends)."""
+        lease.release()
+        if watch is not None and watch.events:
+            self.metrics.events[lease.backend] += watch.events  # relayed, also of an answer that was cut
+        if upstream is not None:
+            upstream.finish()
 
     def refused_body(self, request: Request, refusal: Refusal) -> bool:
         """The client's body failed on its way to the backend (too large, too slow): the client's
@@ -429,3 +548,74 @@ class Proxy:
         next answer on any connection may be framed as wrongly."""
         if self.dispatcher.failed(s, at_once=True):
             self.metrics.ejection(s)
+
+
+class Exchange:
+    """A request without a body on its way by callbacks (:meth:`Proxy.answer_now`): its job type
+    ``k``, backend ``s``, lease (the in-flight count) and the answer under way. A whole answer is
+    relayed from :meth:`on_answer`; anything else (an answer that streams or fails, a 5xx to retry,
+    a HEAD) goes on as the request's task, in :meth:`Proxy.call`, which takes the lease over."""
+
+    __slots__ = (
+        "proxy", "request", "k", "path", "started", "s", "last", "target", "headers", "lease", "upstream",
+        "handed_over",
+    )  # fmt: skip
+
+    def __init__(self, proxy: Proxy, request: Request, k: int, path: str, started: float, s: int):
+        self.proxy = proxy
+        self.request = request
+        self.k = k
+        self.path = path
+        self.started = started
+        self.s = s
+        self.last = True
+        self.target = path + ("?" + request.query if request.query else "")
+        self.headers = proxy.forwarded_headers(request)
+        self.lease: Lease | None = None
+        self.upstream: Answer | None = None
+        self.handed_over = False
+
+    def on_answer(self) -> None:
+        """The answer's headers have arrived, or it failed (the upstream connection's listener)."""
+        upstream, proxy, request = self.upstream, self.proxy, self.request
+        assert upstream is not None
+        upstream.listener = None
+        whole = upstream.error is None and upstream.complete and request.method != "HEAD"
+        if not (whole and (upstream.status < 500 or self.last)):
+            request.connection.continue_with(self.continuation, self.not_continued)
+            return
+        watch = None
+        try:
+            proxy.on_response(self.lease, upstream)
+            watch = AnswerWatch(upstream.content_type, bool(proxy.dispatcher.speed_auto[self.s]))
+            proxy.relayed_whole(request, self.lease, upstream, watch, proxy.upstream(self.s)[2], self.started)
+        except Exception as error:  # noqa: BLE001 (a failure of the proxy's own code: this request's 500)
+            request.connection.failed(request, error)
+        finally:
+            self.end(watch)
+        request.connection.finished(request)
+
+    async def continuation(self) -> None:
+        """The rest of the request, as its task (from the first attempt's answer on)."""
+        try:
+            await self.proxy.forward(self.request, self.k, self.path, self.started, None, first=self)
+        finally:
+            self.proxy.active -= 1
+
+    def not_continued(self) -> None:
+        """The request's task ended before its :meth:`continuation` took the lease over (the client
+        went away first)."""
+        if not self.handed_over:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """The client went away before the answer (the connection's task slot holds the exchange)."""
+        if self.upstream is not None:
+            self.upstream.listener = None
+        self.proxy.metrics.aborted(self.s, "client_gone")
+        self.end(None)
+
+    def end(self, watch: AnswerWatch | None) -> None:
+        self.handed_over = True  # (nothing is left to hand over)
+        self.proxy.ended(self.lease, self.upstream, watch)
+        self.proxy.active -= 1

@@ -131,7 +131,7 @@ async def dispatch(config: ServeConfig, m: int, sockets: Sockets, say, source=No
     if pipe is not None:
         relay_through(pipe, fleet, loop)
 
-    downstream = Downstream(proxy.handle, limits(config), proxy.on_server_error)
+    downstream = Downstream(proxy.handle, limits(config), proxy.on_server_error, proxy.answer_now)
     admin_runner = None
     await proxy.start()
     await fleet.start()  # the discovered types known before the first request

@@ -81,6 +81,9 @@ class Answer(WriteFlowControl, asyncio.Protocol):
         self.reusable = False
         self.exchanging = False  # between a request's sending and the end of its answer's reading
         self.drained: asyncio.Future | None = None
+        self.listener: Callable[[], None] | None = None
+        """Told, instead of a waiting task, when the answer's headers are in or it failed
+        (:meth:`UpstreamPool.send_now`)."""
 
     # --- the connection --------------------------------------------------------------------------
 
@@ -98,6 +101,8 @@ class Answer(WriteFlowControl, asyncio.Protocol):
             self.fail(ProtocolViolation("the backend upgraded the connection"))
         except httptools.HttpParserError as error:
             self.fail(ProtocolViolation(f"malformed answer ({error})"))
+        if self.listener is not None and self.headers_done:
+            self.listener()  # (after the parse: a short answer's body is in by now)
 
     def connection_lost(self, exc) -> None:
         self.reusable = False
@@ -106,6 +111,8 @@ class Answer(WriteFlowControl, asyncio.Protocol):
         elif not self.complete:
             self.fail(BackendClosed("the backend closed the connection"))
         self.pool.forget(self)
+        if self.listener is not None and self.headers_done:
+            self.listener()
 
     def broken(self) -> None:
         """The backend sent bytes outside an answer (a protocol violation): the connection cannot be
@@ -186,6 +193,8 @@ class Answer(WriteFlowControl, asyncio.Protocol):
             waiter.set_exception(error)
         if self.transport is not None:
             self.transport.abort()
+        if self.listener is not None:
+            self.listener()
 
     async def wait(self) -> None:
         """Until the parser has more (headers, a chunk, the end), at most the pool's read timeout:
@@ -194,22 +203,32 @@ class Answer(WriteFlowControl, asyncio.Protocol):
         if self.error is not None:
             raise self.error
         self.waiter = waiter = self.loop.create_future()
-        self.deadline = self.loop.time() + self.pool.read_timeout
-        if self.timer is None:
-            self.timer = self.loop.call_at(self.deadline, self.check)
+        self.expect()
         try:
             await waiter
         finally:
             self.waiter = None
 
+    async def headers_arrived(self) -> None:
+        """Until the answer's headers are in (or it failed)."""
+        while not self.headers_done:
+            await self.wait()
+
+    def expect(self) -> None:
+        """The backend has read_timeout seconds to send more."""
+        self.deadline = self.loop.time() + self.pool.read_timeout
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.deadline, self.check)
+
     def check(self) -> None:
         """The timer: a wait past its deadline fails; one under way is checked again at its deadline."""
         self.timer = None
-        if self.waiter is None or self.transport is None:
+        waiting = self.listener is not None or (self.waiter is not None and not self.waiter.done())
+        if not waiting or self.transport is None:
             return
         if self.loop.time() < self.deadline:
             self.timer = self.loop.call_at(self.deadline, self.check)
-        elif not self.waiter.done():
+        else:
             self.fail(TimeoutError("the backend stayed silent"))
 
     # --- one exchange ------------------------------------------------------------------------------
@@ -322,6 +341,20 @@ class UpstreamPool:
         except OSError as error:
             raise BackendUnreachable(f"cannot connect: {error.strerror or error}") from None
         self.busy.add(answer)
+        return answer
+
+    def send_now(self, method: str, target: str, lines: bytes) -> Answer | None:
+        """Send a request without a body on a kept-alive connection, if one is idle (else None:
+        :meth:`send` opens one); its :attr:`Answer.listener` is told when the answer's headers are
+        in or it failed, within read_timeout."""
+        answer = self.idle_connection()
+        if answer is None:
+            return None
+        answer.exchanging = True
+        answer.expects_body = method != "HEAD"
+        assert answer.transport is not None
+        answer.transport.write(self.head(method, target, lines, None, True))
+        answer.expect()
         return answer
 
     async def send(self, method: str, target: str, lines: bytes, body) -> Answer:
