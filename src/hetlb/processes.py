@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -211,6 +212,12 @@ def stop_processes(processes: Iterable, grace: float = STOP_GRACE_S) -> None:
 
 
 # --- children with captured output -----------------------------------------------------------------
+
+
+def program_path(program: str) -> str | None:
+    """Where ``program`` is installed (on PATH, beside this Python, or Debian's /usr/sbin), or None."""
+    beside = str(Path(sys.executable).parent)
+    return shutil.which(program) or shutil.which(program, path=f"{beside}:/usr/sbin:/usr/local/sbin")
 
 
 def hetlb_command(*args: str) -> list[str]:

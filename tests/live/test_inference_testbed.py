@@ -17,9 +17,11 @@ from hetlb.errors import InputError
 from hetlb.kernels.dispatchers import record_herd
 from hetlb.live import testbed as testbed_module
 from hetlb.live.addresses import free_port_block
+from hetlb.live.balancer_pools import ROUTE_HEADER
 from hetlb.live.inference_load import herd_fraction
-from hetlb.live.peers import PEERS, ROUTE_HEADER, ROUTERS, haproxy_config, nginx_config, program_path
+from hetlb.live.peers import PEERS, ROUTERS, haproxy_config, nginx_config
 from hetlb.live.testbed import backend_specs, listen_arguments, serve_arguments
+from hetlb.processes import program_path
 
 from support.serve_processes import leftover_processes
 

@@ -15,9 +15,10 @@ from scipy import stats
 from hetlb.cli import build_parser, main
 from hetlb.errors import InputError
 from hetlb.live import testbed as testbed_module
-from hetlb.live.peers import PEERS, haproxy_config, nginx_config, program_path, weight_of
+from hetlb.live.balancer_pools import weight_of
+from hetlb.live.peers import PEERS, haproxy_config, nginx_config
 from hetlb.live.testbed import backend_specs, serve_arguments
-from hetlb.processes import ChildFailed
+from hetlb.processes import ChildFailed, program_path
 
 from support.serve_processes import leftover_processes
 

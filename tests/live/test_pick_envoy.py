@@ -31,8 +31,8 @@ ext_proc = pytest.importorskip(
 )
 
 from hetlb.live.config import Address  # noqa: E402
+from hetlb.live.endpoint_picker import SUBSET, SUBSET_NAMESPACE  # noqa: E402
 from hetlb.live.envoy_config import envoy_command, envoy_path, picker_bootstrap  # noqa: E402
-from hetlb.live.picker import SUBSET, SUBSET_NAMESPACE  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 TYPES = {0: "a", 1: "a|b", 2: "b"}

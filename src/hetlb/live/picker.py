@@ -32,7 +32,6 @@ cluster routes on that header (hetlb.live.envoy_config writes such a bootstrap).
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import random
 import signal
 import sys
@@ -48,6 +47,7 @@ from hetlb.errors import InputError
 from hetlb.live.answers import AnswerWatch
 from hetlb.live.config import ServeConfig, load_config
 from hetlb.live.dispatcher import NO_BACKEND, Dispatcher, Lease
+from hetlb.live.endpoint_picker import DESTINATION, DESTINATION_NAMESPACE, SERVED, SUBSET, SUBSET_NAMESPACE, endpoint
 from hetlb.live.fleet import ConfigSource, Fleet
 from hetlb.live.job_types import Refusal, body_type, job_type
 from hetlb.live.load_reports import (
@@ -59,12 +59,6 @@ from hetlb.live.metrics import Metrics
 from hetlb.live.probing import Prober
 from hetlb.live.proxy import lags
 
-DESTINATION = "x-gateway-destination-endpoint"
-"""The request header (and key of the ``envoy.lb`` metadata) naming the picked endpoints."""
-DESTINATION_NAMESPACE = "envoy.lb"
-SUBSET = "x-gateway-destination-endpoint-subset"
-SUBSET_NAMESPACE = "envoy.lb.subset_hint"
-SERVED = "x-gateway-destination-endpoint-served"
 BACKEND = "x-backend"
 """The answer header naming the backend's URL, as hetlb serve's X-Backend."""
 DEFAULT_LISTEN = "127.0.0.1:9002"
@@ -119,21 +113,6 @@ class PickSource(ConfigSource):
 
     def load(self) -> ServeConfig:
         return load_pick_config(self.path, **self.overrides).serve
-
-
-def endpoint(name: str, url: str) -> str:
-    """A backend's ``IP:PORT`` (``[IPv6]:PORT``) as Envoy's original-destination cluster takes it:
-    the URL must be http://IP:PORT with no path; else InputError naming ``name``."""
-    parts = urlsplit(url)
-    try:
-        ipaddress.ip_address(parts.hostname or "")
-    except ValueError:
-        raise InputError(
-            name, f"an endpoint picker names backends by IP:PORT: give http://IP:PORT, got {validation.shown(url)}"
-        ) from None
-    if parts.scheme != "http" or parts.path.strip("/"):
-        raise InputError(name, f"a backend of hetlb pick is http://IP:PORT with no path, got {validation.shown(url)}")
-    return parts.netloc
 
 
 class BadMessage(Exception):

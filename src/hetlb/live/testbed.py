@@ -62,15 +62,16 @@ import numpy as np
 from hetlb import validation
 from hetlb.errors import InputError
 from hetlb.live.addresses import free_port_block, free_ports
+from hetlb.live.balancer_pools import ROUTE_HEADER
 from hetlb.live.inference_load import TOKEN_LIMIT, InferenceLoadSpec, generate_inference_load, parse_law, token_counts
 from hetlb.live.loadgen import LoadSpec, generate_load
-from hetlb.live.peers import PEERS, PROGRAMS, ROUTE_HEADER, ROUTERS, program_path, start_peer, start_routers
+from hetlb.live.peers import PEERS, PROGRAMS, ROUTERS, start_peer, start_routers
 from hetlb.model import System
 from hetlb.model.job_sizes import SCV_KINDS, JobSizes
 from hetlb.model.servers import RateCurve, concurrency_text
 from hetlb.policies import POLICIES
 from hetlb.policies.registry import JFSQ, L_JBA, WEIGHTED_RANDOM, policies_where
-from hetlb.processes import ChildProcess, hetlb_command, wait_listening
+from hetlb.processes import ChildProcess, hetlb_command, program_path, wait_listening
 from hetlb.results.base import Result, versions
 from hetlb.scenario import Scenario, read_toml
 from hetlb.signals import LiveRun, model_twin
