@@ -41,7 +41,8 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-test: lint docs
+test: setup
+	$(MAKE) --no-print-directory -j2 lint docs
 	$(BIN)/python -m pytest -q
 	NUMBA_DISABLE_JIT=1 $(BIN)/python -m pytest -q -m jit_off
 
