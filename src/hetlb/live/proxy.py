@@ -151,6 +151,11 @@ def lags(headers, decided: float, now: float) -> tuple[float | None, float | Non
     return within_a_minute(forward), within_a_minute(now - departure)
 
 
+def target_of(request: Request, path: str) -> str:
+    """The target the backend is sent: the normalised path and the query, encoded as sent."""
+    return path + ("?" + request.query if request.query else "")
+
+
 def within_a_minute(seconds: float) -> float | None:
     return seconds if 0.0 <= seconds < 60.0 else None
 
@@ -256,13 +261,13 @@ class Proxy:
         started = time.perf_counter()
         path = self.checked_path(request)
         if path is None:
-            return None
+            return
         k = self.admitted_type(request, path, None)
         if k is None:
-            return None
+            return
         s = self.pick(request, k, ())
         if s is None:
-            return None
+            return
         self.active += 1
         exchange = Exchange(self, request, k, path, started, s)
         exchange.last = self.is_last(k, 0, self.attempts(request, False), ())
@@ -349,7 +354,7 @@ class Proxy:
         attempts = self.attempts(request, streamed_body)
         if first is None:
             headers = self.forwarded_headers(request)
-            target = path + ("?" + request.query if request.query else "")  # path and query, encoded as sent
+            target = target_of(request, path)
         else:
             headers, target = first.headers, first.target
         tried: tuple[int, ...] = ()
@@ -569,7 +574,7 @@ class Exchange:
         self.started = started
         self.s = s
         self.last = True
-        self.target = path + ("?" + request.query if request.query else "")
+        self.target = target_of(request, path)
         self.headers = proxy.forwarded_headers(request)
         self.lease: Lease | None = None
         self.upstream: Answer | None = None
