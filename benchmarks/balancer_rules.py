@@ -5,7 +5,7 @@ hetlb only the testbed's weights, its input errors and its t intervals) of N FCF
 queues of speeds mu_s: Poisson arrivals of rate lambda = load * sum(mu), exponential job sizes of
 mean 1 (a job of size x takes x / mu_s at server s). The balancer sees every server's number of
 requests in system n_s exactly and at once (one worker whose own connection counts are the truth).
-Balancers that take weights get the testbed's (hetlb.live.balancer_pools.weight_of): the integers
+Balancers that take weights get the testbed's (hetlb.testbed.balancer_pools.weight_of): the integers
 round(256 * mu_s / max(mu)) (256, 128, 64, 32 for speeds 1, 1/2, 1/4, 1/8). A time unit is the mean service time of a job at speed 1.
 
 Rules (the balancers' own selection code, as read in their sources; see benchmarks/README.md):
@@ -59,9 +59,9 @@ from pathlib import Path
 import numpy as np
 
 from hetlb.errors import InputError
-from hetlb.live.balancer_pools import weight_of
 from hetlb.progress import working
 from hetlb.stats.intervals import t_interval
+from hetlb.testbed.balancer_pools import weight_of
 
 BE_WEIGHT_SCALE = 16  # HAProxy: effective weight = user weight * BE_WEIGHT_SCALE (wmult = 1)
 SRV_UWGHT_MAX = 256  # HAProxy 2.x: the largest user weight (SRV_UWGHT_RANGE)

@@ -49,10 +49,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from hetlb.cli import build_parser  # noqa: E402
-from hetlb.live.addresses import free_ports  # noqa: E402
-from hetlb.live.peers import PEERS, start_peer  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, program_path, wait_listening  # noqa: E402
 from hetlb.progress import working  # noqa: E402
+from hetlb.testbed.peers import PEERS, start_peer  # noqa: E402
+from hetlb.wire.addresses import free_ports  # noqa: E402
 
 N_BACKENDS = 8
 

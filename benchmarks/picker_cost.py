@@ -50,11 +50,11 @@ from live_throughput import (  # noqa: E402
     load_tool,
 )
 
-from hetlb.live.addresses import free_ports  # noqa: E402
-from hetlb.live.config import Address  # noqa: E402
-from hetlb.live.envoy_config import balancer_bootstrap, envoy_command, envoy_path, picker_bootstrap  # noqa: E402
+from hetlb.gateway.envoy.bootstrap import envoy_command, envoy_path, picker_bootstrap  # noqa: E402
 from hetlb.processes import ChildProcess, hetlb_command, wait_listening  # noqa: E402
 from hetlb.progress import working  # noqa: E402
+from hetlb.testbed.peers import balancer_bootstrap  # noqa: E402
+from hetlb.wire.addresses import Address, free_ports  # noqa: E402
 
 
 def start_envoy(config: dict, folder: Path, port: int) -> ChildProcess:

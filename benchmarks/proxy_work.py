@@ -1,5 +1,5 @@
 """hetlb serve's own work per proxied request, without the network: the proxy of one dispatcher
-(hetlb.live.downstream, hetlb.live.proxy, hetlb.live.upstream) with in-memory transports on both
+(hetlb.gateway.http.downstream, hetlb.gateway.http.proxy, hetlb.gateway.http.upstream) with in-memory transports on both
 sides, so that what is counted is hetlb's Python and nothing of the kernel's.
 
 A client connection sends ``GET / HTTP/1.1`` with a Host header, one at a time; the dispatcher
@@ -34,13 +34,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from hetlb.live.config import ServeConfig  # noqa: E402
-from hetlb.live.dispatcher import Dispatcher  # noqa: E402
-from hetlb.live.downstream import ClientConnection, Limits  # noqa: E402
-from hetlb.live.metrics import Metrics  # noqa: E402
-from hetlb.live.proxy import Proxy  # noqa: E402
-from hetlb.live.runtime import freeze_heap, loop_factory  # noqa: E402
-from hetlb.live.upstream import Answer  # noqa: E402
+from hetlb.gateway.config import ServeConfig  # noqa: E402
+from hetlb.gateway.dispatcher import Dispatcher  # noqa: E402
+from hetlb.gateway.http.downstream import ClientConnection, Limits  # noqa: E402
+from hetlb.gateway.http.proxy import Proxy  # noqa: E402
+from hetlb.gateway.http.upstream import Answer  # noqa: E402
+from hetlb.gateway.metrics import Metrics  # noqa: E402
+from hetlb.wire.runtime import freeze_heap, loop_factory  # noqa: E402
 
 N_BACKENDS = 8
 CONNECTIONS_PER_BACKEND = 4

@@ -1,5 +1,5 @@
 """Decision time of hetlb serve: one call of the policy's rule on a dispatcher's estimates, as the
-proxy makes it per request (hetlb.live.dispatcher.Dispatcher.choose, which calls
+proxy makes it per request (hetlb.gateway.dispatcher.Dispatcher.choose, which calls
 hetlb.policies.choice.choose_server), at 64 backends of four speeds, with random estimates.
 
     PYTHONPATH=src python benchmarks/serve_decision.py [--backends 64] [--decisions 50000]
@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from hetlb.live.config import LIVE_POLICIES, ServeConfig
-from hetlb.live.dispatcher import Dispatcher
+from hetlb.gateway.config import LIVE_POLICIES, ServeConfig
+from hetlb.gateway.dispatcher import Dispatcher
 from hetlb.policies.choice import choose_server
 from hetlb.policies.registry import POLICIES
 from hetlb.progress import working

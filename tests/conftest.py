@@ -6,6 +6,8 @@ tests/test_<module>.py for its top-level modules.
 
 import pytest
 
+from support.serve_processes import Processes
+
 
 @pytest.fixture
 def restore_registry():
@@ -21,3 +23,13 @@ def restore_registry():
     registry.BY_CODE.update(by_code)
     plugins._loaded.clear()
     plugins._loaded.update(loaded)
+
+
+@pytest.fixture
+def processes():
+    """The processes a test starts, every one stopped at its end (also when it fails)."""
+    started = Processes()
+    try:
+        yield started
+    finally:
+        started.stop_all()

@@ -27,7 +27,7 @@ PACKAGES = (
     "hetlb.theory.meanfield",
     "hetlb.experiments",
     "hetlb.experiments.zhou",
-    "hetlb.live",
+    "hetlb.gateway",
     "hetlb.plots",
 )
 """The public packages: each has an ``__all__``, and a page (or a section of one) in docs/api/."""

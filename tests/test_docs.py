@@ -125,7 +125,7 @@ def test_scenario_reference_lists_every_key():
 
 
 def test_testbed_reference_lists_every_key():
-    from hetlb.live.testbed import CSV_COLUMNS, ENGINE_DEFAULTS, TESTBED_DEFAULTS
+    from hetlb.testbed.scenario import CSV_COLUMNS, ENGINE_DEFAULTS, TESTBED_DEFAULTS
 
     text = (DOCS / "reference" / "testbed.md").read_text()
     for key in [*TESTBED_DEFAULTS, *ENGINE_DEFAULTS]:

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ENV = {**os.environ, "PYTHONPATH": str(SRC)}
 
 
-NUMBA_AT_THE_TOP = {"hetlb/jit.py", "hetlb/live/random_source.py"}
+NUMBA_AT_THE_TOP = {"hetlb/jit.py", "hetlb/gateway/random_source.py"}
 """hetlb.jit, and the StructRef type of hetlb serve's random source (a numba class, defined when its
 module is imported; only the live dispatcher imports it, and its compiled functions use hetlb.jit)."""
 

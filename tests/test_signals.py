@@ -10,9 +10,9 @@ import pytest
 import hetlb
 from hetlb import signals
 from hetlb.errors import InputError
+from hetlb.gateway.config import ServeConfig, parse_signals
 from hetlb.kernels import dispatchers as kernel
 from hetlb.kernels import flights
-from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
 from hetlb.scenario import Scenario

@@ -1,6 +1,6 @@
 """Child processes: that they end with their parent, how signals stop the work, and how they are
 stopped and cleaned up. The sweeps' worker pool (hetlb.experiments.executors), the dispatcher
-processes of ``hetlb serve`` (hetlb.live.serving) and the testbed's children (backends,
+processes of ``hetlb serve`` (hetlb.gateway.serving) and the testbed's children (backends,
 dispatchers, HAProxy, nginx: :class:`ChildProcess`) all use this module.
 
 - **Ending with the parent.** On Linux a child asks the kernel for a signal when the thread that

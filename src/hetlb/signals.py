@@ -9,7 +9,7 @@ model of 001, ``hetlb.simulate_slotted``) and its live forms, the signals of ``h
 update signals that are its simulated twin. Every other table of signals is
 read from these entries: the continuous model's updates (hetlb.model.dispatchers), the LED
 policies' update parameters (:data:`LED_UPDATE_PARAMETERS`, hetlb.policies.registry), the kernel's
-message counts, serve's ``--signals`` (hetlb.live.config) and the testbed's twin of a live run
+message counts, serve's ``--signals`` (hetlb.gateway.config) and the testbed's twin of a live run
 (:func:`model_twin`). Adding a signal is one entry here and its kernel or live support
 (docs/how-to/add-a-signal.md).
 
@@ -39,9 +39,9 @@ MODELS = (CONTINUOUS, SLOTTED)
 (hetlb.simulation.dispatchers) and the slotted model of 001 (hetlb.simulation.slotted)."""
 
 DURATION = "a duration such as 100ms or 0.5s"
-"""The kind of a live signal's time parameter (seconds; hetlb.live.config.duration reads it)."""
+"""The kind of a live signal's time parameter (seconds; hetlb.gateway.config.duration reads it)."""
 WORD = "a name"
-"""The kind of a live signal's positional option (metrics' engine; hetlb.live.config checks it)."""
+"""The kind of a live signal's positional option (metrics' engine; hetlb.gateway.config checks it)."""
 
 EXAMPLE = "piggyback,push:p_hat=0.1:d=2"
 SLOTTED_EXAMPLE = "pull:p_hat=0.5:trigger=departure"

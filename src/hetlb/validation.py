@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -249,6 +250,18 @@ def flag(name: str, value) -> bool:
 def seed(name: str, value) -> int:
     """A seed: an integer >= 0."""
     return integer(name, value, low=0)
+
+
+JOB_TYPE_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,64}$")
+"""A job type's name (a model's, an adapter's): 1 to 64 letters, digits or ``_.:/-``."""
+
+
+def job_type_name(name: str, value) -> str:
+    """A job type's name (JOB_TYPE_NAME): the gateway's types, the load generator's, an engine's models."""
+    checked = text(name, value)
+    if not JOB_TYPE_NAME.match(checked):
+        raise InputError(name, f"a job type is 1 to 64 letters, digits or _.:/-, got {shown(checked)}")
+    return checked
 
 
 def text(name: str, value) -> str:

@@ -507,7 +507,7 @@ SHRINK = {"--jobs": "2000", "--horizon": "40", "--warmup": "5", "--slots": "2000
 PARSE_ONLY = {"sweep", "plot", "reproduce", "demo", "backend", "loadgen", "testbed", "serve", "pick", "place"}
 """Commands too long for the test suite (or that serve until stopped): their command lines are
 parsed, and their inputs checked (the sweep spec exists, the reproduction is registered); the live
-ones run as real processes in tests/live/."""
+ones run as real processes in tests/gateway/, tests/engines/, tests/load/ and tests/testbed/."""
 
 
 def documented_commands(pages=PAGES):

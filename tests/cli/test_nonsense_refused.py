@@ -13,11 +13,11 @@ import hetlb
 from hetlb import validation
 from hetlb.cli import main
 from hetlb.errors import InputError
-from hetlb.live.addresses import host_ports
-from hetlb.live.config import Address, load_config
-from hetlb.live.loadgen import LoadSpec, normalised
-from hetlb.live.serving import bind
+from hetlb.gateway.config import load_config
+from hetlb.gateway.serving import bind
+from hetlb.load.open_loop import LoadSpec, normalised
 from hetlb.theory.meanfield import mean_field
+from hetlb.wire.addresses import Address, host_ports
 
 LONG_HOST = "a" * 300
 
@@ -191,7 +191,7 @@ def test_dispatchers_refuse_a_policy_parameter_named_update(capsys):
 
 
 def test_testbed_checks_its_output_folder_before_the_run(monkeypatch, tmp_path, capsys):
-    from hetlb.live import testbed
+    from hetlb import testbed
 
     def never(*args, **kwargs):
         raise AssertionError("the testbed ran")
@@ -272,7 +272,7 @@ def test_an_mmpp_of_a_tiny_rate_ends_at_the_run_s_horizon():
     past the horizon (it looped for ever), and what it yields before is what the unbounded one yields."""
     import itertools
 
-    from hetlb.live.loadgen import LoadGenerator
+    from hetlb.load.open_loop import LoadGenerator
 
     tiny = LoadSpec(("http://127.0.0.1:9",), 1e-300, 0.5, arrivals="mmpp:ratio=2,on=5,off=5")
     assert list(LoadGenerator(tiny, progress=False).arrivals(np.random.default_rng(0), horizon=0.5)) == []

@@ -239,7 +239,7 @@ def load_result():
     from the generator's measurements without a network."""
     from array import array
 
-    from hetlb.live.loadgen import LoadSpec, Measurements
+    from hetlb.load.open_loop import LoadSpec, Measurements
 
     spec = LoadSpec(targets=("http://127.0.0.1:1",), rate=10.0, duration=4.0, batches=4, seed=3)
     measured = Measurements(spec, window=4.0, measured=42, sent=42, blocked=2)
@@ -257,7 +257,7 @@ def inference_load_result():
     measurements without a network."""
     from collections import Counter
 
-    from hetlb.live.inference_load import ChatRequest, InferenceLoadSpec, StreamAnswer, StreamMeasurements
+    from hetlb.load.inference import ChatRequest, InferenceLoadSpec, StreamAnswer, StreamMeasurements
     from hetlb.stats.histogram import bin_of
 
     spec = InferenceLoadSpec(("http://127.0.0.1:1",), 5.0, 4.0, batches=4, models={"a": 1, "b": 1})
@@ -273,7 +273,7 @@ def inference_load_result():
 
 def made_testbed(tmp_path):
     """A testbed's result with three hetlb runs recorded by hand, two of them agreeing."""
-    from hetlb.live.testbed import Testbed, TestbedScenario
+    from hetlb.testbed import Testbed, TestbedScenario
 
     bed = TestbedScenario.from_mapping(
         {"system": {"speeds": "2x1,2x0.25"}, "testbed": {"loads": [0.5], "policies": ["jsq", "jfsq", "sed"]}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import subprocess
 
-from hetlb.live.envoy_config import envoy_path
+from hetlb.gateway.envoy.bootstrap import envoy_path
 
 
 @functools.cache

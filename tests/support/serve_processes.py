@@ -16,8 +16,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from hetlb.live.addresses import free_port_block
 from hetlb.processes import child_environment
+from hetlb.wire.addresses import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_BACKEND = Path(__file__).with_name("echo_backend.py")

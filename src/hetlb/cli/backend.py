@@ -9,7 +9,7 @@ from hetlb.errors import InputError
 PLAIN_FLAGS = ("mean_service_ms", "job_sizes", "scv")
 """The flags of the plain backends only (without --openai)."""
 ENGINE_FLAGS = ("models", "engine", "token_time_ms", "prefill_cost", "max_model_len", "abort_probability")
-"""The flags of the emulated engines only (with --openai); hetlb.live.engine.EngineFleet's defaults apply."""
+"""The flags of the emulated engines only (with --openai); hetlb.engines.inference.EngineFleet's defaults apply."""
 
 
 def add_flags(parser) -> None:
@@ -109,7 +109,7 @@ def refuse_flags(args, names, rule: str) -> None:
 
 def run(args) -> int:
     """Run the test backends (or, with --openai, the emulated engines) of --listen until they are stopped."""
-    from hetlb.live.backend import BackendFleet, parse_listen, run_backends
+    from hetlb.engines.backend import BackendFleet, parse_listen, run_backends
     from hetlb.model.job_sizes import JobSizes
 
     specs = [spec for text in args.listen for spec in parse_listen(text)]
@@ -121,7 +121,7 @@ def run(args) -> int:
         "rate_curve": args.rate_curve,
     }
     if args.openai:
-        from hetlb.live.engine import EngineFleet
+        from hetlb.engines.inference import EngineFleet
 
         refuse_flags(args, PLAIN_FLAGS, "applies without --openai (an engine's times follow the token law)")
         return run_backends(EngineFleet(specs, **given(args, ENGINE_FLAGS), **common))

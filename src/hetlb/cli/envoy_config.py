@@ -36,8 +36,9 @@ def run(args) -> int:
     from pathlib import Path
 
     from hetlb.errors import InputError
-    from hetlb.live.config import address, duration, parse_backend
-    from hetlb.live.envoy_config import balancer_bootstrap, picker_bootstrap
+    from hetlb.gateway.config import address, duration, parse_backend
+    from hetlb.gateway.envoy.bootstrap import picker_bootstrap
+    from hetlb.testbed.peers import balancer_bootstrap
 
     listen = address("--listen", args.listen or "127.0.0.1:8080")
     admin = None if args.admin is None else address("--admin", args.admin)

@@ -85,8 +85,8 @@ def flag_of(name: str) -> str:
 
 def load_spec_of(args):
     """The LoadSpec, or with --openai the InferenceLoadSpec, of the flags."""
-    from hetlb.live.inference_load import InferenceLoadSpec
-    from hetlb.live.loadgen import LoadSpec, parse_proportions
+    from hetlb.load.inference import InferenceLoadSpec
+    from hetlb.load.open_loop import LoadSpec, parse_proportions
 
     for name in OPENAI_ONLY if not args.openai else PLAIN_ONLY:
         if getattr(args, name) is not None:
@@ -131,12 +131,12 @@ def run(args) -> int:
     output = None if args.output is None else validation.output_file("--output", args.output, suffixes=("json",))
     result: LoadResult
     if args.openai:
-        from hetlb.live.inference_load import format_inference_load_result, generate_inference_load
+        from hetlb.load.inference import format_inference_load_result, generate_inference_load
 
         result = generate_inference_load(spec, progress=not args.quiet)
         readable = format_inference_load_result(result)
     else:
-        from hetlb.live.loadgen import format_load_result, generate_load
+        from hetlb.load.open_loop import format_load_result, generate_load
 
         result = generate_load(spec, progress=not args.quiet)
         readable = format_load_result(result)

@@ -21,7 +21,7 @@ def add_flags(parser) -> None:
 
 def run(args) -> int:
     """Run the picker of --config and the flags until it is stopped; its exit status."""
-    from hetlb.live.picker import PickSource, load_pick_config, pick
+    from hetlb.gateway.envoy.picker import PickSource, load_pick_config, pick
 
     overrides = {**dispatcher_overrides(args), "fallbacks": args.fallbacks}
     config = load_pick_config(args.config, **overrides)

@@ -6,7 +6,7 @@ from hetlb.cli.flags import add_dispatcher_flags, add_health_flags, add_output_f
 
 
 def add_flags(parser) -> None:
-    """The flags of ``hetlb serve``: the keys of hetlb.live.config.CONFIG_KEYS, and --quiet."""
+    """The flags of ``hetlb serve``: the keys of hetlb.gateway.config.CONFIG_KEYS, and --quiet."""
     group = parser.add_argument_group("dispatcher (flags override --config)")
     add_dispatcher_flags(group, "where dispatcher 0 listens (default 127.0.0.1:8000)")
     group.add_argument(
@@ -49,8 +49,8 @@ def add_flags(parser) -> None:
 
 def run(args) -> int:
     """Run the dispatcher of --config and the flags until it is stopped; its exit status."""
-    from hetlb.live import load_config, serve
-    from hetlb.live.fleet import ConfigSource
+    from hetlb.gateway import load_config, serve
+    from hetlb.gateway.fleet import ConfigSource
 
     overrides = {
         **dispatcher_overrides(args),

@@ -28,9 +28,9 @@ def add_flags(parser) -> None:
 def run(args) -> int:
     """Run the scenario live and simulated; print the table (or --json) and write CSV, JSON and PNG
     to --out; the exit status says whether every run agreed."""
-    from hetlb import validation
+    from hetlb import testbed, validation
+    from hetlb.testbed.report import format_table
     from hetlb.errors import one_line
-    from hetlb.live import testbed
     from hetlb.processes import ChildFailed, signals_interrupt
 
     compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
@@ -50,7 +50,7 @@ def run(args) -> int:
     if args.json:
         print(bed.to_json())
     else:
-        print(testbed.format_table(bed.rows, bed.order_agreement(), bed.against_peers()))
+        print(format_table(bed.rows, bed.order_agreement(), bed.against_peers()))
         print(f"written: {out / 'testbed.csv'}, {out / 'testbed.json'}, {out / 'testbed.png'}")
     summary = bed.summary
     if not summary["all_agree"]:

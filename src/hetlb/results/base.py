@@ -9,7 +9,7 @@ value), ``to_json()`` (strict JSON: numpy values as numbers, nan and inf as null
 and many-dispatcher models (RunResult, SlottedRunResult, DispatcherRunResult) and their
 replications (SimulationResult, SlottedResult, DispatchersResult), the bounding systems of 002
 (BoundingResult), the load generator's runs (LoadResult, InferenceLoadResult) and the testbed's
-(hetlb.live.testbed.Testbed).
+(hetlb.testbed.Testbed).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The results of a load generator's run: plain HTTP requests (``hetlb loadgen``,
-hetlb.live.loadgen), its figures as a mapping with the simulator's keys, and streamed chat
-completions (``hetlb loadgen --openai``, hetlb.live.inference_load), its figures overall, per model
+hetlb.load.open_loop), its figures as a mapping with the simulator's keys, and streamed chat
+completions (``hetlb loadgen --openai``, hetlb.load.inference), its figures overall, per model
 and per backend; in milliseconds, with their metadata.
 """
 
@@ -45,7 +45,7 @@ INFERENCE_LOAD_SUMMARY = (
 
 class LoadResult(Result, dict):
     """One open-loop run of the load generator: a mapping of its figures (keys and units in
-    hetlb.live.loadgen's docstring; a figure that cannot be computed is None), so that it is read,
+    hetlb.load.open_loop's docstring; a figure that cannot be computed is None), so that it is read,
     compared and dumped to JSON as before, with ``metadata`` (the LoadSpec and the versions).
 
     Parameters
@@ -82,7 +82,7 @@ class LoadResult(Result, dict):
 
 class InferenceLoadResult(LoadResult):
     """One open-loop run of streamed chat completions: a mapping of its figures (keys and units in
-    hetlb.live.inference_load's docstring and docs/reference/testbed.md; a figure that cannot be
+    hetlb.load.inference's docstring and docs/reference/testbed.md; a figure that cannot be
     computed is None), with ``metadata`` (the InferenceLoadSpec and the versions).
 
     Parameters

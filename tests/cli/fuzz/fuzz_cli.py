@@ -1836,7 +1836,7 @@ class Judge:
             self.bad(f"{name}: a URL of printable ASCII without spaces", repr(text)[:60])
 
     def command_serve(self, ns):
-        from hetlb.live.config import LIVE_POLICIES
+        from hetlb.gateway.config import LIVE_POLICIES
 
         self.listen_address("--listen", ns.listen, port_zero=False)
         self.listen_address("--admin", ns.admin, port_zero=False)
@@ -1912,7 +1912,7 @@ class Judge:
                 self.bad("policies --check: unknown id", repr(pid)[:40])
 
     def command_envoy_config(self, ns):
-        """Writes a file at most: never slow; its refusals are checked in tests/live/test_picker.py."""
+        """Writes a file at most: never slow; its refusals are checked in tests/gateway/test_picker.py."""
         if ns.lb is not None and ns.lb not in ("LEAST_REQUEST", "ROUND_ROBIN"):
             self.bad("--lb: one of Envoy's LEAST_REQUEST, ROUND_ROBIN", ns.lb[:40])
 
@@ -2519,7 +2519,7 @@ def run_cases(
         __import__(module)  # imported once here, so that each child starts with them
     for module in ("hetlb.experiments", "hetlb.theory", "hetlb.plots", "hetlb.demo", "pandas", "pyarrow.parquet"):
         __import__(module)
-    for module in ("hetlb.live.serving", "hetlb.live.backend", "hetlb.live.engine", "hetlb.live.testbed"):
+    for module in ("hetlb.gateway.serving", "hetlb.engines.backend", "hetlb.engines.inference", "hetlb.testbed"):
         __import__(module)  # the live commands' modules (aiohttp, the dispatcher's compiled rules)
     context = multiprocessing.get_context("fork")
     root = Path(tempfile.mkdtemp(prefix="hetlb-fuzz-"))
