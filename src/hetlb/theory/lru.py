@@ -390,7 +390,8 @@ def _che_characteristic_time(p: np.ndarray, sizes: np.ndarray, capacity: int) ->
 
     The left side rises from 0 to sum_i s_i > C. It is at most t sum_i s_i p_i, so it is <= C at
     t_lo = C / sum_i s_i p_i; it is at least sum_i s_i (1 - exp(-p_min t)), so it is >= C at
-    t_hi = -log(1 - C / sum_i s_i) / p_min. Brent's method finds the root in [t_lo, t_hi]."""
+    t_hi = -log(1 - C / sum_i s_i) / p_min <= log(sum_i s_i) / p_min. Brent's method finds the root
+    in [t_lo, t_hi]."""
     blocks = sizes.astype(np.float64)
 
     def excess(t: float) -> float:
@@ -398,10 +399,12 @@ def _che_characteristic_time(p: np.ndarray, sizes: np.ndarray, capacity: int) ->
 
     low = capacity / float(np.dot(blocks, p))
     total = float(_total(sizes))
-    high = -math.log1p(-capacity / total) / float(p.min()) if capacity < total else math.inf
-    high = max(high, low)
+    # -log(1 - C / total) <= log(total) for C <= total - 1; the second stays finite when C / total rounds to 1
+    high = max(min(-math.log1p(-min(capacity / total, 1.0)), math.log(total)) / float(p.min()), low)
     if excess(low) >= 0:  # rounding at the bound
         return low
-    while not excess(high) >= 0:  # rounding at the bound: widen it until the sign changes
+    for _ in range(64):  # rounding at the bound: widen it until the sign changes
+        if excess(high) >= 0:
+            return float(brentq(excess, low, high, xtol=low * 1e-15, rtol=1e-14, maxiter=500))
         high *= 2.0
-    return float(brentq(excess, low, high, xtol=low * 1e-15, rtol=1e-14, maxiter=500))
+    return high  # the sum stays below C to float precision: every h_i is 1 to float precision
