@@ -1,5 +1,6 @@
 """Independent checks on the simulator: closed forms, the speed lower bound, exact small systems,
-the many-server (mean-field) limits and the Halfin-Whitt diffusion limits of paper 002.
+the many-server (mean-field) limits, the Halfin-Whitt diffusion limits of paper 002, and the hit
+ratios of an LRU (prefix) cache.
 
 Plain NumPy/SciPy; nothing here depends on the simulation kernels. The names below are imported
 from their modules on first use, so that one of them (``hetlb meanfield``) does not pay for the
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         solve_exact,
         solve_exact_arrays,
     )
+    from hetlb.theory.lru import LRU_METHODS, MAX_LRU_EXACT_STEPS, LruHitRatio, lru_hit_ratio, zipf_popularity
     from hetlb.theory.meanfield import (
         MEANFIELD_POLICIES,
         MeanFieldLimit,
@@ -103,6 +105,13 @@ EXPORTS = {
         "solve_exact",
         "solve_exact_arrays",
     ),
+    "lru": (
+        "LRU_METHODS",
+        "MAX_LRU_EXACT_STEPS",
+        "LruHitRatio",
+        "lru_hit_ratio",
+        "zipf_popularity",
+    ),
     "meanfield": (
         "MEANFIELD_POLICIES",
         "MeanFieldLimit",
@@ -143,6 +152,9 @@ __all__ = [
     "DiffusionPaths",
     "DiffusionStationary",
     "EXACT_POLICIES",
+    "LRU_METHODS",
+    "LruHitRatio",
+    "MAX_LRU_EXACT_STEPS",
     "MAX_STATES",
     "MEANFIELD_POLICIES",
     "MeanFieldLimit",
@@ -163,6 +175,7 @@ __all__ = [
     "mean_field_trajectory",
     "mean_field_trajectory_arrays",
     "erlang_c",
+    "lru_hit_ratio",
     "mm1_mean_number_in_system",
     "mm1_mean_response_time",
     "mm1_mean_waiting_time",
@@ -190,6 +203,7 @@ __all__ = [
     "speed_pools",
     "stationary_diffusion",
     "stationary_mean_x1",
+    "zipf_popularity",
 ]
 
 
