@@ -4,9 +4,25 @@ The tests mirror the package: tests/<package>/test_*.py for each package of src/
 tests/test_<module>.py for its top-level modules.
 """
 
+from pathlib import Path
+
 import pytest
 
 from support.serve_processes import Processes
+
+LIVE_FOLDERS = ("gateway", "engines", "load", "testbed")
+"""The folders of tests/ whose tests run real processes on loopback ports: marked ``live``."""
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the tests of LIVE_FOLDERS ``live``: make test runs the others in parallel
+    (pytest-xdist), then these one at a time, because they compare live timings with predictions."""
+    live = pytest.mark.live
+    for item in items:
+        parts = Path(item.path).resolve().relative_to(TESTS).parts if Path(item.path).is_relative_to(TESTS) else ()
+        if parts and parts[0] in LIVE_FOLDERS:
+            item.add_marker(live)
 
 
 @pytest.fixture

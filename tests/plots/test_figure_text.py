@@ -30,7 +30,7 @@ FIGURE_MODULES = [
     "theory/meanfield/transients.py",
     "theory/meanfield/limit.py",
     "results/run.py",
-    "live/testbed.py",
+    "testbed/runs.py",
 ]
 ASCII_MATH = [
     r"\bvarsigma\b",
