@@ -4,6 +4,8 @@ The tests mirror the package: tests/<package>/test_*.py for each package of src/
 tests/test_<module>.py for its top-level modules.
 """
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,16 @@ def processes():
         yield started
     finally:
         started.stop_all()
+
+
+@pytest.fixture
+def short_tmp_path():
+    """A temporary folder with a short path (/tmp/hetlb-XXXXXXXX), for the tests that hold an error
+    message to the whole path it names: a message shortens a path of more than
+    hetlb.validation.MESSAGE_WIDTH characters, and a pytest-xdist worker's tmp_path is longer than
+    one pytest's alone."""
+    folder = Path(tempfile.mkdtemp(prefix="hetlb-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

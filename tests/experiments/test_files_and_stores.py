@@ -185,10 +185,10 @@ def test_plot_writes_other_formats(finished, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content", [b"", b"PAR1 but nothing else", b"\x00" * 1000])
-def test_a_corrupt_summary_is_named(tmp_path, capsys, content):
-    (tmp_path / "summary.parquet").write_bytes(content)
-    message = error_line(capsys, ["plot", tmp_path, "--x", "system.load"])
-    assert message.startswith(f"sweep_dir: {tmp_path / 'summary.parquet'} is not a readable Parquet table (")
+def test_a_corrupt_summary_is_named(short_tmp_path, capsys, content):
+    (short_tmp_path / "summary.parquet").write_bytes(content)
+    message = error_line(capsys, ["plot", short_tmp_path, "--x", "system.load"])
+    assert message.startswith(f"sweep_dir: {short_tmp_path / 'summary.parquet'} is not a readable Parquet table (")
 
 
 def test_a_summary_that_is_not_a_sweeps(tmp_path, capsys):
@@ -317,8 +317,8 @@ def unreadable_files(tmp_path) -> list:
     ]
 
 
-def test_unreadable_spec_and_config_files(tmp_path, capsys):
-    for path, rule in unreadable_files(tmp_path):
+def test_unreadable_spec_and_config_files(short_tmp_path, capsys):
+    for path, rule in unreadable_files(short_tmp_path):
         assert error_line(capsys, ["sweep", path, "-q"]).startswith(f"spec: {rule}")
         assert error_line(capsys, ["simulate", "--config", path]).startswith(f"--config: {rule}")
 
@@ -421,7 +421,8 @@ def damaged_stores(tmp_path, store: Path) -> list:
     return cases
 
 
-def test_damaged_stores_are_named_in_one_line_and_left_as_they_are(finished, tmp_path, capsys):
+def test_damaged_stores_are_named_in_one_line_and_left_as_they_are(finished, short_tmp_path, capsys):
+    tmp_path = short_tmp_path
     _, store, _, _ = finished
     spec = spec_file(tmp_path, CONTINUOUS_SPEC)
     for path, words in damaged_stores(tmp_path, store):

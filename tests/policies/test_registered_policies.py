@@ -192,7 +192,8 @@ def test_a_policy_flag_keeps_the_plugins_of_the_config(restore_registry, monkeyp
     assert "fiq-sed" in capsys.readouterr().out
 
 
-def test_plugins_that_cannot_load_are_one_line_errors(restore_registry, tmp_path):
+def test_plugins_that_cannot_load_are_one_line_errors(restore_registry, short_tmp_path):
+    tmp_path = short_tmp_path
     with pytest.raises(InputError, match=r"plugins\[0\]: no module 'no_such_plugin_module'"):
         load_plugins(["no_such_plugin_module"])
     with pytest.raises(InputError, match="no file"):

@@ -29,9 +29,9 @@ def run(args) -> int:
     """Run the scenario live and simulated; print the table (or --json) and write CSV, JSON and PNG
     to --out; the exit status says whether every run agreed."""
     from hetlb import testbed, validation
-    from hetlb.testbed.report import format_table
     from hetlb.errors import one_line
     from hetlb.processes import ChildFailed, signals_interrupt
+    from hetlb.testbed.report import format_table
 
     compare = None if args.compare is None else [name for name in args.compare.split(",") if name]
     out = validation.output_folder("--out", args.out, make=True)  # before the run, not after

@@ -80,9 +80,7 @@ __all__: list[str] = []
 
 
 def deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"{old} is deprecated and goes in the next release; use {new}", DeprecationWarning, stacklevel=3
-    )
+    warnings.warn(f"{old} is deprecated and goes in the next release; use {new}", DeprecationWarning, stacklevel=3)
 
 
 def __getattr__(name: str):
