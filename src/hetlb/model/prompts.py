@@ -40,6 +40,7 @@ trace       the trace's mean     the trace's mean (Trace)
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -444,8 +445,6 @@ def json_reader():
     try:
         import orjson
     except ImportError:
-        import json
-
         return json.loads
     return orjson.loads
 
@@ -494,8 +493,15 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
             try:
                 record = loads(line)
             except ValueError as error:  # orjson's and json's decode errors, and bytes that are not UTF-8
-                raise InputError(field_name, f"{where}: is not JSON: {error}") from None
-            timestamp, n_input, n_output, raw_ids = trace_request(field_name, where, record)
+                reason = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else error
+                raise InputError(field_name, f"{where}: is not JSON: {reason}") from None
+            try:
+                timestamp, n_input, n_output, raw_ids = trace_request(field_name, where, record)
+            except InputError:
+                if loads is json.loads:
+                    raise
+                # orjson reads an integer beyond 64 bits as a float: the standard library keeps it an int
+                timestamp, n_input, n_output, raw_ids = trace_request(field_name, where, json.loads(line))
             if timestamp < previous_ms:
                 raise InputError(
                     field_name,
