@@ -24,9 +24,10 @@ Kinds (PROMPTS_SYNTAX; integer codes in hetlb.constants.PROMPT_KINDS):
 * ``trace:FILE``: the requests of a Mooncake-format JSONL trace (:func:`read_trace`): arrival
   times, token counts and chains, the trace's block ids remapped to canonical ids.
 
-Ids stay below 2^63 while K B + (requests) U, or (sessions) T B, does. Per prompt, the expected
-number of blocks (:meth:`Prompts.mean_prompt_blocks`) and of blocks an earlier prompt also had
-(:meth:`Prompts.mean_reusable_blocks`, the hits of a cache that keeps every block) are:
+Ids stay below 2^63 as long as K B + r U (shared, after r requests) or n T B (sessions, after n
+sessions) does. Per prompt, the expected number of blocks (:meth:`Prompts.mean_prompt_blocks`)
+and of blocks an earlier prompt also had (:meth:`Prompts.mean_reusable_blocks`, the hits of a
+cache that keeps every block) are:
 
 ==========  ===================  =======================================
 kind        blocks per prompt    reusable blocks per prompt
@@ -40,9 +41,10 @@ trace       the trace's mean     the trace's mean (Trace)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -195,7 +197,7 @@ class Prompts:
     turns: int = 1
     think: float = 1.0
     path: str | None = None
-    trace: Trace | None = field(default=None, compare=False, repr=False)
+    trace: Trace | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         checked = checked_parameters("prompts", self.kind, {key: getattr(self, key) for key in PARAMETER_DEFAULTS})
@@ -324,106 +326,102 @@ def exact_text(value: float) -> str:
     return short if float(short) == value else repr(value)
 
 
-def checked_parameters(field_name: str, kind, values: dict) -> dict:
+def checked_parameters(field: str, kind, values: dict) -> dict:
     """The parameters of ``kind`` (PARAMETER_DEFAULTS' keys) in their canonical types, checked:
     integers K, B, T >= 1 and U >= 0, numbers S, Z > 0, sizes within MAX_PROMPT_BLOCKS and the
     ids within int64, the popularity's memory within the machine's; the others at their defaults."""
     if kind not in PROMPT_KINDS:
-        raise InputError(field_name, f"must be {PROMPTS_SYNTAX}, got {validation.shown(kind)}")
+        raise InputError(field, f"must be {PROMPTS_SYNTAX}, got {validation.shown(kind)}")
     checked = dict(values)
     for key, default in PARAMETER_DEFAULTS.items():
         if key not in KIND_PARAMETERS[kind]:
             if values[key] != default:
                 takers = [name for name, keys in KIND_PARAMETERS.items() if key in keys]
-                raise InputError(
-                    f"{field_name}.{key}", f"is a parameter of {' and '.join(takers)} prompts, not of {kind}"
-                )
+                raise InputError(f"{field}.{key}", f"is a parameter of {' and '.join(takers)} prompts, not of {kind}")
             checked[key] = default
     if kind in ("shared", "sessions"):
-        checked["blocks"] = validation.count(f"{field_name}.blocks", values["blocks"])
+        checked["blocks"] = validation.count(f"{field}.blocks", values["blocks"])
     if kind == "shared":
-        checked["count"] = validation.count(f"{field_name}.count", values["count"])
-        checked["unique"] = validation.count(f"{field_name}.unique", values["unique"], low=0)
-        checked["zipf"] = validation.number(f"{field_name}.zipf", values["zipf"], 0.0, strict=True)
+        checked["count"] = validation.count(f"{field}.count", values["count"])
+        checked["unique"] = validation.count(f"{field}.unique", values["unique"], low=0)
+        checked["zipf"] = validation.number(f"{field}.zipf", values["zipf"], 0.0, strict=True)
         length = checked["blocks"] + checked["unique"]
         if length > MAX_PROMPT_BLOCKS:
-            raise InputError(
-                field_name, f"blocks + unique must be <= {MAX_PROMPT_BLOCKS:,} blocks a prompt, got {length:,}"
-            )
+            raise InputError(field, f"blocks + unique must be <= {MAX_PROMPT_BLOCKS:,} blocks a prompt, got {length:,}")
         if checked["count"] * checked["blocks"] > validation.MAX_COUNT:
-            raise InputError(field_name, "count x blocks must be <= 2^62: the block ids are int64")
+            raise InputError(field, "count x blocks must be <= 2^62: the block ids are int64")
         validation.check_memory(
-            f"{field_name}.count",
+            f"{field}.count",
             24 * checked["count"],
             f"the popularity of {validation.quantity(checked['count'])} prefixes",
             advice="take fewer prefixes",
         )
     if kind == "sessions":
-        checked["turns"] = validation.count(f"{field_name}.turns", values["turns"])
-        checked["think"] = validation.number(f"{field_name}.think", values["think"], 0.0, strict=True, high=1e12)
+        checked["turns"] = validation.count(f"{field}.turns", values["turns"])
+        checked["think"] = validation.number(f"{field}.think", values["think"], 0.0, strict=True, high=1e12)
         if checked["turns"] * checked["blocks"] > MAX_PROMPT_BLOCKS:
             raise InputError(
-                field_name,
+                field,
                 f"turns x blocks must be <= {MAX_PROMPT_BLOCKS:,} blocks a prompt, "
                 f"got {checked['turns'] * checked['blocks']:,}",
             )
     if kind == "trace":
-        checked["path"] = str(validation.path(f"{field_name}.path", values["path"]))
+        checked["path"] = str(validation.path(f"{field}.path", values["path"]))
     return checked
 
 
-def parse_prompts(field_name: str, text) -> Prompts:
-    """Prompts from their text (PROMPTS_SYNTAX), every error an InputError naming ``field_name``
-    (``field_name.KEY`` for a parameter); Prompts given are returned as they are.
+def parse_prompts(field: str, text) -> Prompts:
+    """Prompts from their text (PROMPTS_SYNTAX), every error an InputError naming ``field``
+    (``field.KEY`` for a parameter); Prompts given are returned as they are.
 
     Parameters
     ----------
-    field_name
+    field
         What the text was given as (``prompts``, ``--prompts``): the errors' field.
     text
         The text.
     """
     if isinstance(text, Prompts):
         return text
-    text = validation.text(field_name, text).strip()
+    text = validation.text(field, text).strip()
     kind, colon, rest = text.partition(":")
     kind = kind.strip()
     if kind == "trace":
         path = rest.strip()
         if not path:
-            raise InputError(field_name, f"trace takes a file, trace:FILE, got {validation.shown(text)}")
-        checked = checked_parameters(field_name, "trace", {**PARAMETER_DEFAULTS, "path": path})
-        return Prompts("trace", path=checked["path"], trace=read_trace(checked["path"], field_name))
+            raise InputError(field, f"trace takes a file, trace:FILE, got {validation.shown(text)}")
+        checked = checked_parameters(field, "trace", {**PARAMETER_DEFAULTS, "path": path})
+        return Prompts("trace", path=checked["path"], trace=read_trace(checked["path"], field))
     if kind not in PROMPT_KEYS:
-        raise InputError(field_name, f"must be {PROMPTS_SYNTAX}, got {validation.shown(text)}")
+        raise InputError(field, f"must be {PROMPTS_SYNTAX}, got {validation.shown(text)}")
     allowed = PROMPT_KEYS[kind]
     if not allowed and (colon or rest):
-        raise InputError(field_name, f"none takes no parameters, got {validation.shown(text)}")
+        raise InputError(field, f"none takes no parameters, got {validation.shown(text)}")
     values: dict = {}
     for item in (item.strip() for item in rest.split(",")):
         if not item:
             continue
         key, equals, value = (part.strip() for part in item.partition("="))
         if not equals:
-            raise InputError(field_name, f"{validation.shown(item)}: each parameter is KEY=NUMBER")
+            raise InputError(field, f"{validation.shown(item)}: each parameter is KEY=NUMBER")
         if key not in allowed:
             raise InputError(
-                field_name,
+                field,
                 f"{kind} takes {', '.join(allowed)}, not {validation.shown(key)}, in {validation.shown(text)}",
             )
         if key in values:
-            raise InputError(f"{field_name}.{key}", f"is given twice in {validation.shown(text)}")
-        values[key] = number_of(f"{field_name}.{key}", value, integer=key in INTEGER_KEYS)
+            raise InputError(f"{field}.{key}", f"is given twice in {validation.shown(text)}")
+        values[key] = number_of(f"{field}.{key}", value, integer=key in INTEGER_KEYS)
     missing = [key for key in allowed if key not in values]
     if missing:
         raise InputError(
-            field_name, f"{kind} takes {','.join(f'{key}=...' for key in allowed)}; missing {', '.join(missing)}"
+            field, f"{kind} takes {','.join(f'{key}=...' for key in allowed)}; missing {', '.join(missing)}"
         )
-    checked = checked_parameters(field_name, kind, {**PARAMETER_DEFAULTS, **values})
+    checked = checked_parameters(field, kind, {**PARAMETER_DEFAULTS, **values})
     return Prompts(kind, **{key: checked[key] for key in allowed})
 
 
-def number_of(field_name: str, text: str, integer: bool):
+def number_of(field: str, text: str, integer: bool):
     """The number a parameter's text writes: an int when ``integer`` and it is whole (``1e6`` too),
     else a float."""
     try:
@@ -433,7 +431,7 @@ def number_of(field_name: str, text: str, integer: bool):
     try:
         value = float(text)
     except ValueError:
-        raise InputError(field_name, f"must be a number, got {validation.shown(text)}") from None
+        raise InputError(field, f"must be a number, got {validation.shown(text)}") from None
     return int(value) if integer and value.is_integer() else value
 
 
@@ -449,7 +447,7 @@ def json_reader():
     return orjson.loads
 
 
-def read_trace(path, field_name: str = "prompts") -> Trace:
+def read_trace(path, field: str = "prompts") -> Trace:
     """The requests of a Mooncake-format JSONL trace.
 
     Each line is one JSON object with ``timestamp`` (ms, non-decreasing), ``input_length`` and
@@ -461,21 +459,21 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
     order of first appearance. Two canonical ids are equal exactly when their raw leading runs
     are, and a raw id met after a different parent gets a different canonical id.
 
-    Every error is an InputError naming ``field_name``, with the file and the line
+    Every error is an InputError naming ``field``, with the file and the line
     (``prompts: trace.jsonl line 12: hash_ids: must be a list of integers, got 'x'``).
 
     Parameters
     ----------
     path
         The trace's file.
-    field_name
+    field
         What the trace was given as: the errors' field.
     """
-    found = validation.input_file(field_name, path)
+    found = validation.input_file(field, path)
     name = validation.shorten(str(path))
-    with validation.os_errors(field_name, found):
+    with validation.os_errors(field, found):
         size = found.stat().st_size
-    validation.check_memory(field_name, TRACE_MEMORY_PER_BYTE * size, f"reading the trace {name}")
+    validation.check_memory(field, TRACE_MEMORY_PER_BYTE * size, f"reading the trace {name}")
     loads = json_reader()
     arrival_ms: list[float] = []
     input_tokens: list[int] = []
@@ -485,7 +483,7 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
     canonical_of: dict[tuple[int, int], int] = {}
     find = canonical_of.get
     previous_ms = -math.inf
-    with validation.os_errors(field_name, found), found.open("rb") as handle:
+    with validation.os_errors(field, found), found.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -494,17 +492,17 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
                 record = loads(line)
             except ValueError as error:  # orjson's and json's decode errors, and bytes that are not UTF-8
                 reason = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else error
-                raise InputError(field_name, f"{where}: is not JSON: {reason}") from None
+                raise InputError(field, f"{where}: is not JSON: {reason}") from None
             try:
-                timestamp, n_input, n_output, raw_ids = trace_request(field_name, where, record)
+                timestamp, n_input, n_output, raw_ids = trace_request(field, where, record)
             except InputError:
                 if loads is json.loads:
                     raise
                 # orjson reads an integer beyond 64 bits as a float: the standard library keeps it an int
-                timestamp, n_input, n_output, raw_ids = trace_request(field_name, where, json.loads(line))
+                timestamp, n_input, n_output, raw_ids = trace_request(field, where, json.loads(line))
             if timestamp < previous_ms:
                 raise InputError(
-                    field_name,
+                    field,
                     f"{where}: timestamp: must not decrease, got {validation.shown(timestamp)} after "
                     f"{validation.shown(previous_ms)}",
                 )
@@ -522,7 +520,7 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
                 parent = canonical
             chain_ends.append(len(blocks))
     if not arrival_ms:
-        raise InputError(field_name, f"{name}: the trace has no requests (no line holds a JSON object)")
+        raise InputError(field, f"{name}: the trace has no requests (no line holds a JSON object)")
     return Trace(
         path=str(path),
         arrival_ms=np.array(arrival_ms, dtype=np.float64),
@@ -534,30 +532,26 @@ def read_trace(path, field_name: str = "prompts") -> Trace:
     )
 
 
-def trace_request(field_name: str, where: str, record) -> tuple[float, int, int, list]:
+def trace_request(field: str, where: str, record) -> tuple[float, int, int, list]:
     """(timestamp in ms, input tokens, output tokens, raw ids) of one line's object, checked."""
     if type(record) is not dict:
-        raise InputError(field_name, f"{where}: must be a JSON object, got {validation.shown(record)}")
+        raise InputError(field, f"{where}: must be a JSON object, got {validation.shown(record)}")
     for key in TRACE_KEYS:
         if key not in record:
-            raise InputError(field_name, f"{where}: has no {key} (each line has {', '.join(TRACE_KEYS)})")
+            raise InputError(field, f"{where}: has no {key} (each line has {', '.join(TRACE_KEYS)})")
     timestamp = record["timestamp"]
     if type(timestamp) not in (int, float) or not finite(timestamp):
-        raise InputError(
-            field_name, f"{where}: timestamp: must be a finite number (ms), got {validation.shown(timestamp)}"
-        )
+        raise InputError(field, f"{where}: timestamp: must be a finite number (ms), got {validation.shown(timestamp)}")
     lengths = []
     for key in ("input_length", "output_length"):
         value = record[key]
         if type(value) is not int or not 0 <= value <= validation.MAX_COUNT:
-            raise InputError(
-                field_name, f"{where}: {key}: must be an integer >= 0 (tokens), got {validation.shown(value)}"
-            )
+            raise InputError(field, f"{where}: {key}: must be an integer >= 0 (tokens), got {validation.shown(value)}")
         lengths.append(value)
     raw_ids = record["hash_ids"]
     if type(raw_ids) is not list or not all(type(raw) is int for raw in raw_ids):  # bool is not int here
         bad = next((raw for raw in raw_ids if type(raw) is not int), raw_ids) if type(raw_ids) is list else raw_ids
-        raise InputError(field_name, f"{where}: hash_ids: must be a list of integers, got {validation.shown(bad)}")
+        raise InputError(field, f"{where}: hash_ids: must be a list of integers, got {validation.shown(bad)}")
     return float(timestamp), lengths[0], lengths[1], raw_ids
 
 
