@@ -37,6 +37,7 @@ PAGES_WITH_CODE = [
     "reference/testbed.md",
     "reference/engine.md",
     "reference/pick.md",
+    "reference/prompts.md",
 ]
 
 

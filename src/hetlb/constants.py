@@ -22,3 +22,10 @@ ARRIVALS_BATCH = 1
 ARRIVALS_MMPP = 2
 ARRIVAL_KINDS = {"poisson": ARRIVALS_POISSON, "batch": ARRIVALS_BATCH, "mmpp": ARRIVALS_MMPP}
 """Arrival processes of the continuous-time model (hetlb.model.arrivals)."""
+
+PROMPTS_NONE = 0
+PROMPTS_SHARED = 1
+PROMPTS_SESSIONS = 2
+PROMPTS_TRACE = 3
+PROMPT_KINDS = {"none": PROMPTS_NONE, "shared": PROMPTS_SHARED, "sessions": PROMPTS_SESSIONS, "trace": PROMPTS_TRACE}
+"""The prompts of jobs as chains of cache blocks (hetlb.model.prompts)."""
