@@ -19,6 +19,7 @@ NEVER_IMPORTS = {
     "hetlb.load": ("hetlb.gateway", "hetlb.engines", "hetlb.testbed", "hetlb.cli", "hetlb.live"),
     "hetlb.testbed": ("hetlb.cli", "hetlb.live"),
     "hetlb.theory": ("hetlb.kernels", "hetlb.simulation"),
+    "hetlb.model": ("hetlb.kernels", "hetlb.simulation", "hetlb.experiments", "hetlb.gateway", "hetlb.cli"),
     "hetlb.kernels": ("hetlb.simulation", "hetlb.experiments", "hetlb.gateway", "hetlb.testbed", "hetlb.cli"),
 }
 """A package (the key) and the packages none of its modules may import, at its top or in a function."""

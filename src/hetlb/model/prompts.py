@@ -265,14 +265,6 @@ class Prompts:
         weight = np.arange(1, self.count + 1, dtype=np.float64) ** -self.zipf
         return weight / weight.sum()
 
-    def alias_table(self) -> tuple[np.ndarray, np.ndarray]:
-        """(keep, alias): Walker's alias table of p_k (index k - 1), for a prefix drawn in O(1) with
-        one uniform number by hetlb.kernels.sampling.alias_draw; built by the kernels' own builder,
-        hetlb.kernels.sampling.alias_table (shared)."""
-        from hetlb.kernels.sampling import alias_table
-
-        return alias_table(self.popularity())
-
     def integer_parameters(self) -> np.ndarray:
         """(K, B, U, T, K B, T B) as int64, for a kernel: count, blocks, unique, turns,
         unique_id_start and session_stride (the products 0 for the kinds they do not belong to)."""
