@@ -10,8 +10,8 @@ import pytest
 import hetlb
 from hetlb import signals
 from hetlb.errors import InputError
-from hetlb.kernels import dispatchers as kernel
 from hetlb.kernels import flights
+from hetlb.kernels import updates as kernel
 from hetlb.live.config import ServeConfig, parse_signals
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
