@@ -3,7 +3,9 @@
 The queues, the job slots, the departures' tournament tree and every statistic of the single
 dispatcher are those of :mod:`hetlb.kernels.continuous` (its KernelModel and KernelState, and its
 helpers, the server's side of every event among them); on servers of concurrency c_s > 1 the
-server's side is that of :mod:`hetlb.kernels.batch_servers`. This loop adds the dispatchers
+server's side is that of :mod:`hetlb.kernels.batch_servers`. A server changes in those helpers
+alone, so per-server state beyond the queue (hetlb.kernels.server_state, passed down as
+``extension``) joins this loop where it joins the other two. This loop adds the dispatchers
 (docs/reference/dispatchers.md), in three modules:
 
 * :mod:`hetlb.kernels.decisions`: each arrival belongs to a source (dispatcher m, job type k),
@@ -249,6 +251,7 @@ def advance(
     # what the measurement's rare events read, grouped (pass_marks, close_window)
     levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
     window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
+    extension = state.extension  # per-server state beyond the queue (hetlb.kernels.server_state)
     truth_view = dispatcher_model.truth_view == 1
     herd_window = dispatcher_model.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
@@ -538,7 +541,7 @@ def advance(
                     )
             else:
                 slot_count = slot_servers[s].concurrency if multi_slot else 1
-                admit_job(c, server, q, now, q >= slot_count)
+                admit_job(c, server, s, q, now, q >= slot_count, extension)
                 if q + 1 <= n_levels:
                     move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
                 if truth_view:
@@ -558,12 +561,12 @@ def advance(
                     )
                 if multi_slot and q < slot_count:
                     next_time = start_slot_service(
-                        c, server, slot_servers[s], s, now, size, m, service, slot_counters, speed[s], curves
+                        c, server, slot_servers[s], s, now, size, m, service, slot_counters, speed[s], curves, extension
                     )
                     set_time(departures, s, next_time)
                 elif q == 0:
                     service_dispatcher[s] = m
-                    lower_time(departures, s, start_service(c, server, now, size))
+                    lower_time(departures, s, start_service(c, server, s, now, size, extension))
                 else:
                     slot = queue_job(c, server, q - slot_count, now, size, job_arrival, job_size, job_next)
                     job_dispatcher[slot] = m
@@ -620,7 +623,7 @@ def advance(
                 else:
                     response, waiting = measure_response(c, server, now, histogram)
                 add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, waiting)
-            q = leave_server(c, server, now)
+            q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if truth_view:
@@ -632,6 +635,7 @@ def advance(
                     c,
                     server,
                     slot_servers[s],
+                    s,
                     q,
                     now,
                     service,
@@ -640,9 +644,12 @@ def advance(
                     job_next,
                     job_dispatcher,
                     curves,
+                    extension,
                 )
             elif q > 0:
-                service_dispatcher[s] = job_dispatcher[serve_next(c, server, now, job_arrival, job_size, job_next)]
+                service_dispatcher[s] = job_dispatcher[
+                    serve_next(c, server, s, now, job_arrival, job_size, job_next, extension)
+                ]
                 next_time = now + server.service_size * server.inv_speed
             else:
                 idle(c, server, now)
