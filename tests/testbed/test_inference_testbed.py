@@ -15,7 +15,7 @@ import pytest
 
 from hetlb import testbed as testbed_module
 from hetlb.errors import InputError
-from hetlb.kernels.dispatchers import record_herd
+from hetlb.kernels.decisions import record_herd
 from hetlb.load.inference import herd_fraction
 from hetlb.processes import program_path
 from hetlb.testbed import scenario

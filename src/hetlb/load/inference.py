@@ -359,7 +359,7 @@ class StreamMeasurements(WindowCounts):
 def herd_fraction(times: np.ndarray, dispatchers: np.ndarray, servers: np.ndarray, window: float) -> float:
     """The fraction of decisions that herd: whose server's previous decision (by any dispatcher)
     came less than ``window`` before and from another dispatcher, as the continuous model counts
-    its ``herd_fraction`` (hetlb.kernels.dispatchers.record_herd). Decision i sent dispatcher
+    its ``herd_fraction`` (hetlb.kernels.decisions.record_herd). Decision i sent dispatcher
     ``dispatchers[i]``'s request to ``servers[i]`` at ``times[i]`` (any order; seconds or any unit
     of ``window``); nan without decisions. Live, a request's send time stands for its decision's."""
     if len(times) == 0:
