@@ -1,8 +1,8 @@
 # hetlb: the two commands of the README.
 #   make demo   set up a virtual environment and run the demo (table + plot in out/)
 #   make test   set up a virtual environment, check the code (ruff lint and format, mypy), run the
-#               test suite with the doctests (the tests that are not live on both cores with
-#               pytest-xdist, then the live ones one at a time), then the kernels as plain Python
+#               test suite with the doctests (the tests that are not live on every core with
+#               pytest-xdist, then the live ones, also in parallel), then the kernels as plain Python
 #               (NUMBA_DISABLE_JIT=1); .ci/run runs this
 # For development:
 #   make lint       only the checks of the code
@@ -42,14 +42,15 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# the tests marked live (tests/conftest.py) compare live timings with the simulator's: they run
-# after the others, one at a time; the rest run on every core (pytest-xdist, a file per worker)
+# the tests marked live (tests/conftest.py) run real processes and compare live timings with the
+# simulator's: they run after the others, so that they never share the cores with a CPU-bound test;
+# both phases run on every core (pytest-xdist, a file per worker)
 WORKERS ?= auto
 
 test: setup
 	$(MAKE) --no-print-directory -j2 lint docs
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not soak and not live"
-	$(BIN)/python -m pytest -q -m "live and not soak"
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "live and not soak"
 	NUMBA_DISABLE_JIT=1 $(BIN)/python -m pytest -q -n $(WORKERS) -m jit_off
 
 test-fast: setup

@@ -19,7 +19,8 @@ TESTS = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(items):
     """Mark the tests of LIVE_FOLDERS ``live``: make test runs the others in parallel
-    (pytest-xdist), then these one at a time, because they compare live timings with predictions."""
+    (pytest-xdist), then these in a phase of their own, so that the live timings they compare with
+    predictions never share the cores with a CPU-bound test."""
     live = pytest.mark.live
     for item in items:
         parts = Path(item.path).resolve().relative_to(TESTS).parts if Path(item.path).is_relative_to(TESTS) else ()
