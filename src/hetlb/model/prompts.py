@@ -462,7 +462,8 @@ def read_trace(path, field: str = "prompts") -> Trace:
         What the trace was given as: the errors' field.
     """
     found = validation.input_file(field, path)
-    name = validation.shorten(str(path))
+    text = str(path)
+    name = text if len(text) <= validation.MESSAGE_WIDTH else f".../{found.name}"  # the file's name, whole
     with validation.os_errors(field, found):
         size = found.stat().st_size
     validation.check_memory(field, TRACE_MEMORY_PER_BYTE * size, f"reading the trace {name}")
