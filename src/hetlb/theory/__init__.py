@@ -11,7 +11,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound, speed_lower_bound_arrays
+    from hetlb.theory.bounds import (
+        CacheCapacity,
+        SpeedLowerBound,
+        cache_capacity,
+        speed_lower_bound,
+        speed_lower_bound_arrays,
+    )
     from hetlb.theory.diffusion import (
         DIFFUSION_POLICIES,
         DiffusionLimit,
@@ -72,7 +78,9 @@ if TYPE_CHECKING:
 
 EXPORTS = {
     "bounds": (
+        "CacheCapacity",
         "SpeedLowerBound",
+        "cache_capacity",
         "speed_lower_bound",
         "speed_lower_bound_arrays",
     ),
