@@ -91,7 +91,8 @@ EXPORTS = {
         "DiffusionStationary",
         "ReflectedOUStationary",
         "SpeedLaw",
-        "continuous_speeds",
+        "cache_capacity",
+    "continuous_speeds",
         "default_step",
         "diffusion_paths",
         "diffusion_relaxation_time",
@@ -155,6 +156,7 @@ EXPORTS = {
 HOME = {name: module for module, names in EXPORTS.items() for name in names}
 
 __all__ = [
+    "CacheCapacity",
     "DIFFUSION_POLICIES",
     "DiffusionLimit",
     "DiffusionPaths",
