@@ -207,11 +207,13 @@ def test_flows_balance(policy):
     assert solution.residual < 1e-9
 
 
-def views(n_servers: int, blocks: int, cache_size: int):
-    """Every state a dispatcher can see of 2 servers of buffer 3 (a superset of the reachable ones)."""
+def views(n_servers: int, buffer: int, blocks: int, cache_size: int):
+    """Every view a dispatcher can have of ``n_servers`` servers (a superset of the reachable ones):
+    per server its jobs n, the job's match m, its index's blocks, the blocks its running job holds
+    and the blocks its jobs missed at dispatch, sum of B - m."""
     per_server = [
         (n, m, size, held, missed)
-        for n in range(4)
+        for n in range(buffer + 1)
         for m in range(blocks + 1)
         for size in range(m, cache_size + 1)
         for held in range(min(size, blocks) + 1 if n else 1)
@@ -222,9 +224,10 @@ def views(n_servers: int, blocks: int, cache_size: int):
 
 @pytest.mark.parametrize("policy", EXACT_CACHE_POLICIES)
 def test_routing_probabilities_of_every_state_sum_to_one(policy):
-    blocks, work, cache_size = 2, 0.7, 3
+    """Every view of two servers of buffer 2 with caches of 2 blocks, for chains of 2 blocks."""
+    blocks, work, cache_size = 2, 0.7, 2
     seen = 0
-    for view in itertools.islice(views(2, blocks, cache_size), 0, None, 7):
+    for view in views(2, 2, blocks, cache_size):
         n, m, size, held, missed = (np.array(column) for column in zip(*view))
         probability = cache_routing_probabilities(
             policy, n, m, [1.0, 2.5], blocks=blocks, index_blocks=size, held_blocks=held,
@@ -234,7 +237,7 @@ def test_routing_probabilities_of_every_state_sum_to_one(policy):
         assert np.all(probability >= 0)
         assert probability.sum() == pytest.approx(1.0, abs=1e-12)
         seen += 1
-    assert seen > 1000
+    assert seen == sum(1 for _ in views(1, 2, blocks, cache_size)) ** 2
 
 
 # --- the rules on chosen states --------------------------------------------------------------------
@@ -523,7 +526,7 @@ def test_exact_chain_agrees_with_a_monte_carlo_simulation(policy):
     assert exact.n_closed_classes == 1
     full = {**CACHE_POLICY_DEFAULTS[policy], **params}
     replications = np.array(
-        [Simulation(**system, **cache, policy=policy, params=full, seed=seed).run(50.0, 3000.0) for seed in range(30)]
+        [Simulation(**system, **cache, policy=policy, params=full, seed=seed).run(50.0, 6000.0) for seed in range(30)]
     )
     means = replications.mean(axis=0)
     for column, value in enumerate([exact.mean_response_time, exact.mean_ttft, exact.block_hit_ratio]):

@@ -47,10 +47,12 @@ search, refused beyond ``max_states``.
 Long run. Caches never shrink, so the states with caches not yet full are transient. The chain
 may have several closed classes: ``cache-aware`` on a balanced system sends every job of a prefix
 to where it was first cached, so which server holds it is decided once, at random. A single long
-run settles in one class and its averages are that class's; this solution is their mixture, each
-class weighted by the probability that the chain started empty enters it (``n_closed_classes``
-says how many there are; with one, the mixture is the stationary law). Within a class the law
-solves pi Q = 0 as hetlb.theory.exact does.
+run settles in one class and its averages are that class's. Each measure here is then the
+average of the classes' measures, each class weighted by the probability that the chain started
+empty enters it: the expected value of what a long run started empty reports (a server's hit
+ratio is averaged over the classes in which jobs start service there). ``n_closed_classes`` says
+how many classes there are; with one, the measures are those of the stationary law. Within a
+class the law solves pi Q = 0 with hetlb.theory.exact's solver.
 
 Measures. PASTA: an arrival sees the law in time. A job's blocks hit are counted at its service
 start. The mean response time is Little's, the mean number in system over the throughput (the rate
@@ -114,7 +116,8 @@ class ExactCacheSolution:
     n_recurrent_states
         The states of its closed classes (the others are transient, of probability 0).
     n_closed_classes
-        The closed classes (module docstring: with more than one the result is their mixture).
+        The closed classes (module docstring: with more than one, each measure is the classes'
+        measures averaged by the chances of entering each from the empty system).
     blocking_probability
         The share of arrivals lost at a full server (PASTA).
     throughput
