@@ -384,13 +384,14 @@ def format_graph(values: dict) -> str:
 def format_exact(values: dict) -> str:
     """The text output of ``hetlb exact``: a line per figure of the exact solution."""
     lines = []
+    width = max(24, max(len(key) + 2 for key in values))
     for key, value in values.items():
         shown = (
             ", ".join(f"{v:.6g}" for v in value)
             if isinstance(value, list)
             else (f"{value:.8g}" if isinstance(value, float) else value)
         )
-        lines.append(f"{key:<24}{shown}")
+        lines.append(f"{key:<{width}}{shown}")
     return "\n".join(lines)
 
 
