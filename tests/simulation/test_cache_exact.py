@@ -1,6 +1,6 @@
 """The simulator with prefix caches against the exact chain over queues and cache orders
 (hetlb.theory.solve_exact_cache), written separately from the kernels: two servers of speeds 2
-and 1, finite buffers, caches of 2 and 3 blocks, three shared prefixes of two blocks, an
+and 1, finite buffers, caches of 2 and 3 blocks, two shared prefixes of two blocks, an
 exponential prefill law (the chain's), for the cache-reading policies and jsq.
 
 Tolerance: independent replications, a Student-t interval at family level 0.1% split over every
@@ -13,7 +13,7 @@ from hetlb.theory import solve_exact_cache
 
 from support.statistics import bonferroni_t_halfwidth
 
-PROMPTS = "shared:count=3,blocks=2,zipf=1,unique=0"
+PROMPTS = "shared:count=2,blocks=2,zipf=1,unique=0"
 POLICIES = [
     ("cache-aware", {"abs": 1.0, "rel": 1.5, "match": 0.5}),
     ("chash", {"load": 1.25}),
