@@ -63,3 +63,22 @@ def test_the_simulator_agrees_with_the_exact_chain_with_caches(policy, params):
         halfwidth = bonferroni_t_halfwidth(samples, FAMILY_ALPHA, COMPARISONS)
         mean = sum(samples) / len(samples)
         assert abs(mean - expected[figure]) <= halfwidth, (figure, mean, expected[figure], halfwidth)
+
+
+@pytest.mark.slow
+def test_a_large_catalogue_agrees_with_ches_approximation():
+    """One server, 2,000 one-block prefixes of Zipf(0.8) popularity and a cache of 200 blocks: the
+    admitted prompts are independent requests in FIFO order, so the hit ratio is LRU's under the
+    independent reference model, which Che's approximation gives within about 1% at this size
+    (Fricker, Robert and Roberts 2012; tests/theory/test_lru.py measures its error shrinking with the
+    cache): the simulated ratio lies within that error plus the replications' interval."""
+    from hetlb.theory import lru_hit_ratio
+
+    system = hetlb.System.from_speeds(
+        [1.0], load=0.5, buffer=4, cache_blocks=200, prompts="shared:count=2000,blocks=1,zipf=0.8,unique=0"
+    )
+    che = lru_hit_ratio(system.caches.prompts.popularity(), 200, method="che").hit_ratio
+    result = hetlb.simulate(system, "jsq", jobs=100_000, warmup=2_000.0, replications=8, seed=3)
+    samples = [run.cache_hit_ratio for run in result.runs]
+    halfwidth = bonferroni_t_halfwidth(samples, FAMILY_ALPHA, 1)
+    assert abs(sum(samples) / len(samples) - che) <= halfwidth + 0.01 * che
