@@ -121,14 +121,23 @@ def test_prefix_score_weighs_match_queue_and_usage():
 
 def test_eft_is_sed_without_prefill_and_prices_a_hit_against_speed():
     # W = 0: (U_s + 1) / mu_s with U_s = n_s, sed's key
-    key = keys(EFT, [], queue_len=[2, 0], match=[0, 4], chain_len=4, work=[2.0, 0.0], rate=[2.0, 0.5])
+    key = keys(EFT, [0.0], queue_len=[2, 0], match=[0, 4], chain_len=4, work=[2.0, 0.0], rate=[2.0, 0.5])
     assert np.allclose(key, [3 / 2.0, 1 / 0.5])
     # W = 0.5, L = 4: fast miss (0 + 1 + 2) / 2 = 1.5 against slow hit (0 + 1 + 0) / 0.5 = 2: the fast server
-    key = keys(EFT, [], queue_len=[0, 0], match=[0, 4], chain_len=4, work=[0.0, 0.0], rate=[2.0, 0.5], prefill_work=0.5)
+    key = keys(
+        EFT, [0.0], queue_len=[0, 0], match=[0, 4], chain_len=4, work=[0.0, 0.0], rate=[2.0, 0.5], prefill_work=0.5
+    )
     assert np.allclose(key, [1.5, 2.0])
     # W = 2: fast miss (1 + 8) / 2 = 4.5 against slow hit 2: the slow server's cache wins
-    key = keys(EFT, [], queue_len=[0, 0], match=[0, 4], chain_len=4, work=[0.0, 0.0], rate=[2.0, 0.5], prefill_work=2.0)
+    key = keys(
+        EFT, [0.0], queue_len=[0, 0], match=[0, 4], chain_len=4, work=[0.0, 0.0], rate=[2.0, 0.5], prefill_work=2.0
+    )
     assert np.allclose(key, [4.5, 2.0])
+    # evict = 1 prices the miss twice: fast miss (1 + 2 * 0.5 * 4) / 2 = 2.5 against slow hit (1 + 0) / 0.5 = 2
+    key = keys(
+        EFT, [1.0], queue_len=[0, 0], match=[0, 4], chain_len=4, work=[0.0, 0.0], rate=[2.0, 0.5], prefill_work=0.5
+    )
+    assert np.allclose(key, [2.5, 2.0])
 
 
 def test_balanced_pandas_is_workload_over_the_jobs_rate():

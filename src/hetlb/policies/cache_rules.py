@@ -10,7 +10,7 @@ c_s); mu_s with concurrency 1). Every rule but chash is a selection key, least w
 at random (hetlb.policies.rules.least_key_server); chash walks a ring.
 
 ``params`` holds a policy's parameters in the order of its registry entry: cache-aware (abs, rel,
-match), prefix-score (prefix, queue, kv), chash (load,).
+match), prefix-score (prefix, queue, kv), chash (load,), eft (evict,).
 """
 
 import numpy as np
@@ -94,7 +94,7 @@ def cache_keys(
     size (the emptiest cache). prefix-score: -(a m_s / L + b (q_max - n_s) / (q_max - q_min) +
     c (1 - held_s / K_s)), the queue term 1 when every n_s is equal, the usage 0 without a cache.
     balanced-pandas: (U_s / rate_s) (1 + W (L - m_s)) / rate_s. eft and l-eft:
-    (U_s + 1 + W (L - m_s)) / rate_s. A prompt of no block has match ratios 0."""
+    (U_s + 1 + (1 + evict) W (L - m_s)) / rate_s. A prompt of no block has match ratios 0."""
     most, least, best = queue_len[candidates[lo]], queue_len[candidates[lo]], 0
     for i in range(lo, hi):
         s = candidates[i]
@@ -122,7 +122,7 @@ def cache_keys(
     elif policy_code == EFT or policy_code == L_EFT:
         for i in range(lo, hi):
             s = candidates[i]
-            key[s] = (work[s] + 1.0 + prefill_work * (chain_len - match[s])) / rate[s]
+            key[s] = (work[s] + 1.0 + (1.0 + params[0]) * prefill_work * (chain_len - match[s])) / rate[s]
 
 
 @njit

@@ -590,10 +590,12 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec(
             "eft",
             EFT,
-            "earliest expected finish: the least (U_s + 1 + W (L - m_s)) / (mu_s phi_s(b')), b' = "
+            "earliest expected finish: the least (U_s + 1 + (1 + evict) W (L - m_s)) / (mu_s phi_s(b')), b' = "
             "min(n_s + 1, c_s): the work expected at s with the job's own uncached prefill and decode, at "
-            "s's rate; sed without a cache or with W = 0; ties at random",
+            "s's rate, a miss priced also for the blocks it evicts (evict = 0: the job's own time); sed "
+            "without a cache or with W = 0; ties at random",
             "hetlb (docs/background/prefix-caches.md)",
+            {"evict": (0.0, "weight of the prefill a miss's evictions cost later jobs, per block missed", NONNEGATIVE)},
             models=(CONTINUOUS,),
             reads_cache=True,
         ),
