@@ -47,9 +47,9 @@ CACHE_POLICY_PARAMETERS: dict[str, dict[str, float]] = {
     "prefix-score": {"prefix": 3.0, "queue": 2.0, "kv": 2.0},
     "chash": {"load": 1.25},
     "balanced-pandas": {},
-    "eft": {},
+    "eft": {"evict": 0.0},
 }
-"""Each cache policy's parameters with their defaults (the docs' A, R, M; a, b, c; L)."""
+"""Each cache policy's parameters with their defaults (the docs' A, R, M; a, b, c; L; eft's evict)."""
 
 EXACT_CACHE_POLICIES = tuple(CACHE_POLICY_PARAMETERS)
 """The policies that hetlb.theory.solve_exact_cache implements."""
@@ -210,9 +210,10 @@ def balanced_pandas_rule(view: CacheView, params: dict) -> np.ndarray:
 def eft_rule(view: CacheView, params: dict) -> np.ndarray:
     """``eft``: "the job goes to the server where it is expected to finish first, counting the work
     queued there, its own uncached prefill there and its decode, at that server's speed:
-    eft_s = (U_s + 1 + W (L - m_s)) / (mu_s phi_s(b'_s))"; here c_s = 1, so phi_s = 1. Ties at
-    random."""
-    return _least((view.expected_work + 1.0 + view.prefill_work * (view.blocks - view.matched_blocks)) / view.speed)
+    eft_s = (U_s + 1 + W (L - m_s)) / (mu_s phi_s(b'_s))", a miss weighed (1 + evict) times; here
+    c_s = 1, so phi_s = 1. Ties at random."""
+    missed = (1.0 + params["evict"]) * view.prefill_work * (view.blocks - view.matched_blocks)
+    return _least((view.expected_work + 1.0 + missed) / view.speed)
 
 
 CACHE_RULES: dict[str, Callable[[CacheView, dict], np.ndarray]] = {
