@@ -411,7 +411,7 @@ def of_kind(name: str, kind, value):
     if kind in (NONNEGATIVE, AT_LEAST_ONE):
         low = 0.0 if kind == NONNEGATIVE else 1.0
         if not is_real(value) or not math.isfinite(value) or value < low:
-            raise InputError(name, f"must be {kind[2:]}, got {shown(value)}")
+            raise InputError(name, f"must be {kind}, got {shown(value)}")
         return float(value)
     return probability(name, value, positive=kind == POSITIVE_PROBABILITY)
 

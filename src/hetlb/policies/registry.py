@@ -137,6 +137,9 @@ class PolicySpec:
     reads_cache
         Its decision reads the router's index of the servers' prefix caches (the job's match at each
         server; hetlb.policies.cache_rules); every other policy ignores the caches.
+    exact_cache_rule
+        The name of its rule in hetlb.theory.cache_routing, the exact chain's with caches, or None
+        where that chain does not cover it.
     """
 
     id: str
@@ -161,6 +164,7 @@ class PolicySpec:
     selection_key: Callable | None = None
     speed_blind: bool = False
     reads_cache: bool = False
+    exact_cache_rule: str | None = None
 
     def __post_init__(self):
         unknown = set(self.models) - set(MODELS)
@@ -336,6 +340,7 @@ POLICIES: dict[str, PolicySpec] = {
             decides_on_estimates=True,
             mean_field=MeanFieldRule("idle-uniform", "idle servers taken uniformly: s_{m,1} = R / (R + mu_m)"),
             speed_blind=True,
+            exact_cache_rule="jsq_rule",
         ),
         PolicySpec(
             "jfsq",
@@ -438,6 +443,7 @@ POLICIES: dict[str, PolicySpec] = {
                 "least-expected-delay",
                 "slots of key i / mu_m filled in increasing key up to a threshold; ties at random",
             ),
+            exact_cache_rule="sed_rule",
         ),
         PolicySpec(
             "jlu",
@@ -545,6 +551,7 @@ POLICIES: dict[str, PolicySpec] = {
             models=(CONTINUOUS,),
             speed_blind=True,
             reads_cache=True,
+            exact_cache_rule="cache_aware_rule",
         ),
         PolicySpec(
             "prefix-score",
@@ -562,6 +569,7 @@ POLICIES: dict[str, PolicySpec] = {
             models=(CONTINUOUS,),
             speed_blind=True,
             reads_cache=True,
+            exact_cache_rule="prefix_score_rule",
         ),
         PolicySpec(
             "chash",
@@ -575,6 +583,7 @@ POLICIES: dict[str, PolicySpec] = {
             models=(CONTINUOUS,),
             speed_blind=True,
             reads_cache=True,
+            exact_cache_rule="chash_rule",
         ),
         PolicySpec(
             "balanced-pandas",
@@ -586,6 +595,7 @@ POLICIES: dict[str, PolicySpec] = {
             "remote rates at every level of the match",
             models=(CONTINUOUS,),
             reads_cache=True,
+            exact_cache_rule="balanced_pandas_rule",
         ),
         PolicySpec(
             "eft",
@@ -598,6 +608,7 @@ POLICIES: dict[str, PolicySpec] = {
             {"evict": (0.0, "weight of the prefill a miss's evictions cost later jobs, per block missed", NONNEGATIVE)},
             models=(CONTINUOUS,),
             reads_cache=True,
+            exact_cache_rule="eft_rule",
         ),
         PolicySpec(
             "l-jsq",

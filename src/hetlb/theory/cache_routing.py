@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb import validation
-from hetlb.errors import InputError, UnexpectedKeyword
+from hetlb.errors import InputError
+from hetlb.policies.registry import POLICIES, make_policy, policies_where
 from hetlb.theory.exact import _check_server_set
 
 __all__ = [
-    "CACHE_POLICY_PARAMETERS",
     "EXACT_CACHE_POLICIES",
     "CacheView",
     "cache_routing_probabilities",
@@ -40,22 +40,12 @@ __all__ = [
 RELATIVE_TIE = 1e-12
 """Real keys within this share of the best one tie with it."""
 
-CACHE_POLICY_PARAMETERS: dict[str, dict[str, float]] = {
-    "jsq": {},
-    "sed": {},
-    "cache-aware": {"abs": 64.0, "rel": 1.5, "match": 0.3},
-    "prefix-score": {"prefix": 3.0, "queue": 2.0, "kv": 2.0},
-    "chash": {"load": 1.25},
-    "balanced-pandas": {},
-    "eft": {"evict": 0.0},
-}
-"""Each cache policy's parameters with their defaults (the docs' A, R, M; a, b, c; L; eft's evict)."""
+EXACT_CACHE_POLICIES = policies_where(exact_cache_rule=True)
+"""The policies that hetlb.theory.solve_exact_cache implements: those whose registry entry names a
+rule of this module (PolicySpec.exact_cache_rule); their parameters and defaults are the registry's."""
 
-EXACT_CACHE_POLICIES = tuple(CACHE_POLICY_PARAMETERS)
-"""The policies that hetlb.theory.solve_exact_cache implements."""
-
-USES_EXPECTED_WORK = ("balanced-pandas", "eft")
-"""The policies that read U_s (so the chain keeps each job's match at dispatch)."""
+EXPECTED_WORK_RULES = ("balanced_pandas_rule", "eft_rule")
+"""The rules that read U_s (so the chain keeps each job's match at dispatch)."""
 
 RING_POINTS = 100
 """Points of each server on the ring of ``chash``."""
@@ -216,15 +206,14 @@ def eft_rule(view: CacheView, params: dict) -> np.ndarray:
     return _least((view.expected_work + 1.0 + missed) / view.speed)
 
 
-CACHE_RULES: dict[str, Callable[[CacheView, dict], np.ndarray]] = {
-    "jsq": jsq_rule,
-    "sed": sed_rule,
-    "cache-aware": cache_aware_rule,
-    "prefix-score": prefix_score_rule,
-    "chash": chash_rule,
-    "balanced-pandas": balanced_pandas_rule,
-    "eft": eft_rule,
-}
+def cache_rule(policy_id: str) -> Callable[[CacheView, dict], np.ndarray]:
+    """The rule of this module that the registry names for ``policy_id``."""
+    return globals()[POLICIES[policy_id].exact_cache_rule]
+
+
+def reads_expected_work(policy_id: str) -> bool:
+    """Whether the policy's rule reads U_s."""
+    return POLICIES[policy_id].exact_cache_rule in EXPECTED_WORK_RULES
 
 
 # --- the ring of chash -------------------------------------------------------------------------
@@ -309,21 +298,7 @@ def cache_policy(policy, policy_params: dict) -> tuple[str, dict]:
                 raise InputError("policy", f"parameters must be key=number, got {item.strip()!r}") from None
             if not equals:
                 raise InputError("policy", f"parameters must be key=number, got {item.strip()!r}")
-    defaults = CACHE_POLICY_PARAMETERS[policy_id]
-    for name in given:
-        if name not in defaults:
-            raise UnexpectedKeyword(
-                name, f"is no parameter of {policy_id} (its parameters: {', '.join(defaults) or 'none'})"
-            )
-    params = {name: given.get(name, default) for name, default in defaults.items()}
-    for name, value in params.items():
-        field = f"{policy_id}.{name}"
-        if name == "match":
-            params[name] = validation.number(field, value, 0.0, high=1.0)
-        elif name == "load":
-            params[name] = validation.number(field, value, 1.0)  # below 1 no server may be below the bound
-        else:
-            params[name] = validation.number(field, value, 0.0)
+    params = dict(make_policy(policy_id, **given).params)
     return policy_id, params
 
 
@@ -428,5 +403,5 @@ def cache_routing_probabilities(
         n_servers=n_servers,
     )
     probability = np.zeros(n_servers)
-    probability[servers] = CACHE_RULES[policy_id](view, params)
+    probability[servers] = cache_rule(policy_id)(view, params)
     return probability

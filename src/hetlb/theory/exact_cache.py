@@ -72,7 +72,7 @@ from scipy.sparse.linalg import spsolve
 
 from hetlb import validation
 from hetlb.errors import InputError
-from hetlb.theory.cache_routing import CACHE_RULES, USES_EXPECTED_WORK, CacheView, cache_policy
+from hetlb.theory.cache_routing import CacheView, cache_policy, cache_rule, reads_expected_work
 from hetlb.theory.exact import (
     _check_buffer,
     _check_server_set,
@@ -233,7 +233,7 @@ class _CacheModel:
     @property
     def tracks_match(self) -> bool:
         """Whether the state keeps each job's match at dispatch (the policy reads U_s and W > 0)."""
-        return self.policy in USES_EXPECTED_WORK and self.prefill_work > 0
+        return reads_expected_work(self.policy) and self.prefill_work > 0
 
     def label(self, s: int, prefix: int, match: int) -> tuple[int, int]:
         """A job's entry in server s's queue, with what no rule reads lumped to 0."""
@@ -302,7 +302,7 @@ class _CacheModel:
             first_block_id=prefix * self.blocks,
             n_servers=len(self.speed),
         )
-        return CACHE_RULES[self.policy](view, self.params)
+        return cache_rule(self.policy)(view, self.params)
 
 
 @dataclass
