@@ -76,6 +76,10 @@ SYSTEM_KEYS = {
         "n_types",
         "dispatchers",
         "dispatcher_share",
+        "cache_blocks",
+        "prompts",
+        "prefill_work",
+        "prefill_law",
     },
     "slotted": SPEED_KEYS
     | {"model", "load", "arrival_rate", "dispatchers", "dispatcher_share", "arrivals", "service", "routing", "ties"},
@@ -234,11 +238,15 @@ def build_system(data: dict) -> System:
         concurrency=per_group(data.get("concurrency"), data, len(speeds)),
         rate_curve=per_group(data.get("rate_curve"), data, len(speeds)),
         arrivals=data.get("arrivals"),
+        cache_blocks=per_group(data.get("cache_blocks"), data, len(speeds)),
+        prompts=data.get("prompts"),
+        prefill_work=data.get("prefill_work"),
+        prefill_law=data.get("prefill_law"),
     )
 
 
 def per_group(value, data: dict, n_servers: int):
-    """A list of ``concurrency`` or ``rate_curve`` values with one per group of servers (an item
+    """A list of ``concurrency``, ``rate_curve`` or ``cache_blocks`` values with one per group of servers (an item
     COUNTxSPEED of a ``speeds`` text, a row of ``speed_mix``), as [count, value] pairs per server
     group; any other value as it is (one for all, one per server, or pairs already)."""
     counts = group_counts(data)

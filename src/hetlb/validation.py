@@ -391,6 +391,8 @@ PROBABILITY = "a number in [0, 1]"
 POSITIVE_PROBABILITY = "a number in (0, 1]"
 FLAG = "true or false"
 POSITIVE_TIME = "a time > 0"
+NONNEGATIVE = "a number >= 0"
+AT_LEAST_ONE = "a number >= 1"
 
 
 def of_kind(name: str, kind, value):
@@ -405,6 +407,11 @@ def of_kind(name: str, kind, value):
     if kind == POSITIVE_TIME:
         if not is_real(value) or not math.isfinite(value) or value <= 0:
             raise InputError(name, f"must be a time > 0, got {shown(value)}")
+        return float(value)
+    if kind in (NONNEGATIVE, AT_LEAST_ONE):
+        low = 0.0 if kind == NONNEGATIVE else 1.0
+        if not is_real(value) or not math.isfinite(value) or value < low:
+            raise InputError(name, f"must be {kind}, got {shown(value)}")
         return float(value)
     return probability(name, value, positive=kind == POSITIVE_PROBABILITY)
 

@@ -51,10 +51,11 @@ def add_scenario_flags(
     job_sizes: bool = True,
     graph: bool = True,
     servers: bool = True,
+    caches: bool = False,
 ) -> None:
     """The flags that describe a system (and --config), as far as the command uses them:
     ``servers`` adds the servers' concurrency and rate curve, ``rate`` the arrival rate and
-    process."""
+    process, ``caches`` the servers' prefix caches and the jobs' prompts."""
     group = parser.add_argument_group("system (flags override --config)")
     group.add_argument("--config", metavar="FILE", help="scenario TOML file ([system], [policy], [run])")
     group.add_argument("--speeds", help='server speeds: "2,1,0.5" or "50x1.0,50x0.5" (COUNTxSPEED)')
@@ -91,6 +92,29 @@ def add_scenario_flags(
             metavar="CURVE",
             help="total rate with b jobs in service, in units of the speed: independent (b, default), shared (1), "
             "saturating:alpha=A (b/(1+A(b-1))) or table:v1,v2,...",
+        )
+    if caches:
+        group.add_argument(
+            "--cache-blocks",
+            metavar="SPEC",
+            help='blocks of each server\'s prefix cache, in the speeds\' syntax: "64" or "8x64,8x16" (default: no cache)',
+        )
+        group.add_argument(
+            "--prompts",
+            metavar="KIND",
+            help="the jobs' prompts as chains of blocks: shared:count=K,blocks=B,zipf=S,unique=U, "
+            "sessions:turns=T,blocks=B,think=Z or trace:FILE (Mooncake JSONL); with --cache-blocks",
+        )
+        group.add_argument(
+            "--prefill-work",
+            type=float,
+            metavar="W",
+            help="prefill work of one block not in the cache, in units of the mean job size (default 0)",
+        )
+        group.add_argument(
+            "--prefill-law",
+            choices=("deterministic", "exponential"),
+            help="a job's prefill work: exactly W per missing block (default) or exponential of that mean",
         )
     if buffer:
         group.add_argument(
@@ -258,6 +282,10 @@ def scenario_from_args(args, continuous_only: bool = False, with_policy: bool = 
             "service",
             "routing",
             "ties",
+            "cache_blocks",
+            "prompts",
+            "prefill_work",
+            "prefill_law",
         )
     }
     system.update({key: value for key, value in flags.items() if value is not None})

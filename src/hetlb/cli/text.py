@@ -384,13 +384,14 @@ def format_graph(values: dict) -> str:
 def format_exact(values: dict) -> str:
     """The text output of ``hetlb exact``: a line per figure of the exact solution."""
     lines = []
+    width = max(24, max(len(key) + 2 for key in values))
     for key, value in values.items():
         shown = (
             ", ".join(f"{v:.6g}" for v in value)
             if isinstance(value, list)
             else (f"{value:.8g}" if isinstance(value, float) else value)
         )
-        lines.append(f"{key:<24}{shown}")
+        lines.append(f"{key:<{width}}{shown}")
     return "\n".join(lines)
 
 
@@ -398,10 +399,18 @@ def format_bound(values: dict) -> str:
     """The text output of ``hetlb bound``: C* and the bound C*/lambda (Proposition 1 of 000, or its
     extension to multi-slot servers, docs/reference/model.md)."""
     source = "its extension to multi-slot servers" if values.get("multi_slot") else "Proposition 1 of paper 000"
-    return (
+    text = (
         f"load {values['load']:.6g}: K = {values['K']}, C* = {values['c_star']:.6g}, "
         f"mean response time >= C*/lambda = {values['lower_bound']:.6g}  ({source})"
     )
+    caches = values.get("caches")
+    if caches is not None:
+        text += (
+            f"\ncaches: any policy carries at most lambda = {caches['rate_all_hits']:.6g} (load "
+            f"{caches['load_all_hits']:.6g}), every reusable prefix a hit (work {caches['least_work']:.6g} a job); "
+            f"with no hit {caches['rate_no_hits']:.6g} (load {caches['load_no_hits']:.6g}, work {caches['most_work']:.6g})"
+        )
+    return text
 
 
 def format_policies(specs) -> str:

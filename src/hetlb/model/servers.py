@@ -152,27 +152,32 @@ def concurrency_array(concurrency, n_servers: int) -> np.ndarray:
     "inf")."""
     if concurrency is None:
         return np.ones(n_servers, dtype=np.int64)
-    if isinstance(concurrency, str):
+    values = per_server_values("concurrency", concurrency, n_servers, "C or COUNTxC (e.g. 50x8, C an integer or inf)")
+    slots = [_slots(value) for value in values]
+    return np.broadcast_to(np.array(slots, dtype=np.int64), (n_servers,)).copy()
+
+
+def per_server_values(field: str, value, n_servers: int, item_rule: str) -> list:
+    """The values of a per-server setting, unchecked: one for all servers or one per server, from a
+    list or a text in the speeds' syntax ("8", "50x8,50x32"); ``item_rule`` says what an item of the
+    text must be."""
+    if isinstance(value, str):
         values: list = []
-        for item in concurrency.split(","):
+        for item in value.split(","):
             item = item.strip()
-            count, _, value = item.partition("x") if "x" in item else ("1", "", item)
+            count, _, text = item.partition("x") if "x" in item else ("1", "", item)
             try:
                 count_int = int(count)
             except ValueError:
                 count_int = 0
             if count_int < 1:
-                raise InputError(
-                    "concurrency",
-                    f"each item must be C or COUNTxC (e.g. 50x8, C an integer or inf), got {validation.shown(item)}",
-                )
-            values.extend([value] * count_int)
+                raise InputError(field, f"each item must be {item_rule}, got {validation.shown(item)}")
+            values.extend([text] * count_int)
     else:
-        values = list(np.atleast_1d(np.asarray(concurrency, dtype=object)))
+        values = list(np.atleast_1d(np.asarray(value, dtype=object)))
     if len(values) not in (1, n_servers):
-        raise InputError("concurrency", f"give one value or one per server ({n_servers}), got {len(values)}")
-    slots = [_slots(value) for value in values]
-    return np.broadcast_to(np.array(slots, dtype=np.int64), (n_servers,)).copy()
+        raise InputError(field, f"give one value or one per server ({n_servers}), got {len(values)}")
+    return values
 
 
 def _slots(value) -> int:

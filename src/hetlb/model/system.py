@@ -22,6 +22,7 @@ from hetlb.constants import INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.graphs.graph import CompatibilityGraph
 from hetlb.model.arrivals import ArrivalProcess
+from hetlb.model.caches import PrefixCaches
 from hetlb.model.job_sizes import JobSizes
 from hetlb.model.servers import (
     capacity_factor,
@@ -112,6 +113,9 @@ class System(ServerSpeeds):
         phi_s, each server's rate curve.
     arrivals
         The arrival process (Poisson, batch or MMPP).
+    caches
+        The servers' prefix caches and the jobs' prompts (hetlb.model.caches.PrefixCaches), or None:
+        no cache.
     """
 
     speed: np.ndarray
@@ -123,6 +127,7 @@ class System(ServerSpeeds):
     concurrency: np.ndarray = None  # type: ignore[assignment]  # c_s, int64; None: 1 each
     rate_curve: tuple = None  # type: ignore[assignment]  # phi_s, one RateCurve per server
     arrivals: ArrivalProcess = field(default_factory=ArrivalProcess)
+    caches: PrefixCaches | None = None
 
     def __post_init__(self):
         if self.concurrency is None:
@@ -146,6 +151,10 @@ class System(ServerSpeeds):
         concurrency=None,
         rate_curve=None,
         arrivals: ArrivalProcess | str | None = None,
+        cache_blocks=None,
+        prompts=None,
+        prefill_work=None,
+        prefill_law=None,
     ) -> System:
         """Build and validate a system.
 
@@ -183,6 +192,16 @@ class System(ServerSpeeds):
         arrivals
             The arrival process (``hetlb.model.arrivals.ArrivalProcess`` or its text: "poisson",
             "batch:mean=B", "mmpp:ratio=R,on=T1,off=T2").
+        cache_blocks
+            K_s, the blocks of each server's prefix cache: None (no cache), one for all, one per
+            server, or a text in the speeds' syntax ("8x64,8x16") (docs/background/prefix-caches.md).
+        prompts
+            The jobs' prompts as chains of blocks (hetlb.model.prompts.Prompts or its text, e.g.
+            "shared:count=16,blocks=8,zipf=1,unique=2"); with a cache.
+        prefill_work
+            W, the prefill work of one missing block in units of the mean job size; with a cache.
+        prefill_law
+            "deterministic" (W per missing block) or "exponential" (of that mean); with a cache.
 
         Returns
         -------
@@ -216,6 +235,13 @@ class System(ServerSpeeds):
         arrival_rate = port_arrival_rates(capacity, graph.n_types, arrival_rate, load, excess_capacity)
         if isinstance(job_sizes, str):
             job_sizes = JobSizes.parse(job_sizes)
+        caches = None
+        if cache_blocks is not None:
+            caches = PrefixCaches.build(n_servers, cache_blocks, prompts, prefill_work, prefill_law)
+        else:
+            for name, value in (("prompts", prompts), ("prefill_work", prefill_work), ("prefill_law", prefill_law)):
+                if value is not None:
+                    raise InputError(name, "goes with the servers' caches: give cache_blocks too")
         system = cls(
             speed,
             arrival_rate,
@@ -226,6 +252,7 @@ class System(ServerSpeeds):
             concurrency,
             rate_curve,
             ArrivalProcess.parse(arrivals or "poisson"),
+            caches,
         )
         system.check_stability()
         return system
@@ -334,17 +361,34 @@ class System(ServerSpeeds):
         """With infinite buffers the offered load must be below the capacity reachable through the graph."""
         if not self.has_infinite_buffers:
             return
-        scale = self.max_routable_scale()
+        scale = self.max_routable_scale() / self.least_work_per_job
         if scale <= 1.0:
+            work = (
+                ""
+                if self.caches is None
+                else (
+                    f" with every reusable prefix a hit (a job's work {self.least_work_per_job:.6g}, "
+                    "docs/background/prefix-caches.md)"
+                )
+            )
             raise InputError(
                 "arrival_rate",
                 f"unstable with infinite buffers: the graph can carry at most {scale:.6g} times the offered "
-                f"load (load {self.load:.6g} of total capacity); lower the load or set a buffer",
+                f"load (load {self.load:.6g} of total capacity){work}; lower the load or set a buffer",
             )
 
-    def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None) -> None:
+    @property
+    def least_work_per_job(self) -> float:
+        """The least mean work of a job any policy can achieve: 1 (its decode work) without caches;
+        with caches 1 + W (E[L] - E[reusable]), every block an earlier prompt can have left a hit."""
+        if self.caches is None:
+            return 1.0
+        return self.caches.work_per_job(self.caches.mean_reusable_blocks)
+
+    def check_supported(self, model: str, *, arrivals=("poisson",), job_sizes=None, caches: bool = False) -> None:
         """Refuse, in one line naming the field, what ``model`` (e.g. "the mean-field limit") does
-        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any).
+        not have: an arrival process not in ``arrivals``, job sizes not in ``job_sizes`` (None: any),
+        prefix caches unless ``caches``.
 
         Parameters
         ----------
@@ -354,12 +398,18 @@ class System(ServerSpeeds):
             The arrival processes it supports.
         job_sizes
             The job-size kinds it supports (None: any).
+        caches
+            Whether it carries the servers' prefix caches (docs/background/prefix-caches.md).
 
         Raises
         ------
         InputError
             Naming the field the system has and the model does not support.
         """
+        if self.caches is not None and not caches:
+            raise InputError(
+                "cache_blocks", f"{model} has no prefix caches (docs/background/prefix-caches.md says which models do)"
+            )
         if self.arrivals.kind not in arrivals:
             raise InputError("arrivals", f"{model} takes {' or '.join(arrivals)} arrivals, not {self.arrivals.text}")
         if job_sizes is not None and self.job_sizes.kind not in job_sizes:
@@ -388,6 +438,7 @@ class System(ServerSpeeds):
             **({"graph_construction": self.graph_construction} if self.graph_construction else {}),
             **({"servers": self.server_groups()} if self.has_multi_slot_servers else {}),
             **({"arrivals": self.arrivals.describe()} if not self.arrivals.is_poisson else {}),
+            **({"caches": self.caches.describe()} if self.caches is not None else {}),
         }
 
 

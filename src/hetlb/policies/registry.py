@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from hetlb.errors import InputError, UnexpectedKeyword
 from hetlb.policies import exact_rules
 from hetlb.signals import LED_UPDATE_PARAMETERS
-from hetlb.validation import COUNT, FLAG, POSITIVE_PROBABILITY, PROBABILITY, describe_kind  # noqa: F401
+from hetlb.validation import (  # noqa: F401
+    AT_LEAST_ONE,
+    COUNT,
+    FLAG,
+    NONNEGATIVE,
+    POSITIVE_PROBABILITY,
+    PROBABILITY,
+    describe_kind,
+)
 from hetlb.validation import of_kind as check_parameter
 
 # --- kernel codes: the kernels branch on these (``policy_code == JSQ``) ---------------------------
@@ -43,6 +51,15 @@ L_JSQ = 20
 L_JBA = 21
 L_POD = 22
 """The LED policies of 001, which decide on a dispatcher's local estimates."""
+
+CACHE_AWARE = 30
+PREFIX_SCORE = 31
+CHASH = 32
+BALANCED_PANDAS = 33
+EFT = 34
+L_EFT = 35
+"""The policies that read the prefix cache (docs/background/prefix-caches.md): the routers' rules
+and hetlb's earliest expected finish, with its LED form."""
 
 JBA_AVERAGES = ("plain", "rate-weighted")
 JBA_EMPTY_SET = ("weighted-random", "l-jsq")
@@ -117,6 +134,12 @@ class PolicySpec:
         Its decision reads no speed, concurrency or rate curve (queue lengths, their estimates, or
         nothing), so a dispatcher that knows only its backends' queues decides it as the simulator
         does on any servers (the testbed's multi-slot backends).
+    reads_cache
+        Its decision reads the router's index of the servers' prefix caches (the job's match at each
+        server; hetlb.policies.cache_rules); every other policy ignores the caches.
+    exact_cache_rule
+        The name of its rule in hetlb.theory.cache_routing, the exact chain's with caches, or None
+        where that chain does not cover it.
     """
 
     id: str
@@ -140,6 +163,8 @@ class PolicySpec:
     estimate_rule: Callable | None = None
     selection_key: Callable | None = None
     speed_blind: bool = False
+    reads_cache: bool = False
+    exact_cache_rule: str | None = None
 
     def __post_init__(self):
         unknown = set(self.models) - set(MODELS)
@@ -315,6 +340,7 @@ POLICIES: dict[str, PolicySpec] = {
             decides_on_estimates=True,
             mean_field=MeanFieldRule("idle-uniform", "idle servers taken uniformly: s_{m,1} = R / (R + mu_m)"),
             speed_blind=True,
+            exact_cache_rule="jsq_rule",
         ),
         PolicySpec(
             "jfsq",
@@ -417,6 +443,7 @@ POLICIES: dict[str, PolicySpec] = {
                 "least-expected-delay",
                 "slots of key i / mu_m filled in increasing key up to a threshold; ties at random",
             ),
+            exact_cache_rule="sed_rule",
         ),
         PolicySpec(
             "jlu",
@@ -508,6 +535,80 @@ POLICIES: dict[str, PolicySpec] = {
             mean_field=MeanFieldRule(
                 "fast-slow-shortest", "JSQ(d_F, d_S) of Gardner et al. (the rule of hetlb's jsq-df-ds)"
             ),
+        ),
+        PolicySpec(
+            "cache-aware",
+            CACHE_AWARE,
+            "with n_s the jobs at s: when max n - min n > abs and max n > rel min n, a shortest compatible "
+            "queue; else, when the highest match ratio m_s / L is at least match, a server of the longest "
+            "match; else the server whose index holds the fewest blocks; ties at random",
+            "SGLang's router and SMG (cache_aware), vLLM's router (cache_aware); defaults of SMG 1.13",
+            {
+                "abs": (64.0, "absolute load gap beyond which the system is imbalanced", NONNEGATIVE),
+                "rel": (1.5, "relative load gap beyond which the system is imbalanced", AT_LEAST_ONE),
+                "match": (0.3, "the least match ratio that routes on the cache", PROBABILITY),
+            },
+            models=(CONTINUOUS,),
+            speed_blind=True,
+            reads_cache=True,
+            exact_cache_rule="cache_aware_rule",
+        ),
+        PolicySpec(
+            "prefix-score",
+            PREFIX_SCORE,
+            "the highest a m_s / L + b (q_max - n_s) / (q_max - q_min) + c (1 - u_s): the match ratio, the "
+            "queue normalised over the compatible servers (1 when all are equal) and the free share of the "
+            "cache (u_s: blocks held by running jobs over K_s, 0 without a cache); ties at random",
+            "llm-d's inference scheduler: prefix-cache, queue and kv-cache-utilization scorers, max-score "
+            "picker; weights of its default profile",
+            {
+                "prefix": (3.0, "weight a of the prefix-cache score", NONNEGATIVE),
+                "queue": (2.0, "weight b of the queue score", NONNEGATIVE),
+                "kv": (2.0, "weight c of the KV-cache utilisation score", NONNEGATIVE),
+            },
+            models=(CONTINUOUS,),
+            speed_blind=True,
+            reads_cache=True,
+            exact_cache_rule="prefix_score_rule",
+        ),
+        PolicySpec(
+            "chash",
+            CHASH,
+            "consistent hashing of the job's first block with bounded loads: clockwise from the block's "
+            "point on a ring of 100 points a server, the first compatible server holding fewer than "
+            "ceil(load (n + 1) / N_k) jobs, n the jobs at the N_k compatible servers",
+            "Karger et al.; Mirrokni, Thorup and Zadimoghaddam (bounded loads); the session affinity of "
+            "Envoy's RING_HASH, nginx's hash consistent and vllm-router's consistent_hash",
+            {"load": (1.25, "the bound on a server's jobs over the mean", AT_LEAST_ONE)},
+            models=(CONTINUOUS,),
+            speed_blind=True,
+            reads_cache=True,
+            exact_cache_rule="chash_rule",
+        ),
+        PolicySpec(
+            "balanced-pandas",
+            BALANCED_PANDAS,
+            "the least (U_s / r_s) (1 + W (L - m_s)) / r_s: the weighted workload of s (U_s the expected "
+            "work of its jobs, each 1 + W (L_j - m_j) at its dispatch) over the job's own rate there, "
+            "r_s = mu_s phi_s(b') / (1 + W (L - m_s)); ties at random",
+            "Balanced-PANDAS (Xie, Yekkehkhany and Lu; Yekkehkhany, Hojjati and Hajiesmaili): its local and "
+            "remote rates at every level of the match",
+            models=(CONTINUOUS,),
+            reads_cache=True,
+            exact_cache_rule="balanced_pandas_rule",
+        ),
+        PolicySpec(
+            "eft",
+            EFT,
+            "earliest expected finish: the least (U_s + 1 + (1 + evict) W (L - m_s)) / (mu_s phi_s(b')), b' = "
+            "min(n_s + 1, c_s): the work expected at s with the job's own uncached prefill and decode, at "
+            "s's rate, a miss priced also for the blocks it evicts (evict = 0: the job's own time); sed "
+            "without a cache or with W = 0; ties at random",
+            "hetlb (docs/background/prefix-caches.md)",
+            {"evict": (0.0, "weight of the prefill a miss's evictions cost later jobs, per block missed", NONNEGATIVE)},
+            models=(CONTINUOUS,),
+            reads_cache=True,
+            exact_cache_rule="eft_rule",
         ),
         PolicySpec(
             "l-jsq",

@@ -1,6 +1,6 @@
 """Independent checks on the simulator: closed forms, the speed lower bound, exact small systems,
-the many-server (mean-field) limits, the Halfin-Whitt diffusion limits of paper 002, and the hit
-ratios of an LRU (prefix) cache.
+the many-server (mean-field) limits, the Halfin-Whitt diffusion limits of paper 002, the hit
+ratios of an LRU (prefix) cache, and exact small systems of servers with prefix caches.
 
 Plain NumPy/SciPy; nothing here depends on the simulation kernels. The names below are imported
 from their modules on first use, so that one of them (``hetlb meanfield``) does not pay for the
@@ -11,7 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hetlb.theory.bounds import SpeedLowerBound, speed_lower_bound, speed_lower_bound_arrays
+    from hetlb.theory.bounds import (
+        CacheCapacity,
+        SpeedLowerBound,
+        cache_capacity,
+        speed_lower_bound,
+        speed_lower_bound_arrays,
+    )
+    from hetlb.theory.cache_routing import EXACT_CACHE_POLICIES, cache_routing_probabilities
     from hetlb.theory.diffusion import (
         DIFFUSION_POLICIES,
         DiffusionLimit,
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
         solve_exact,
         solve_exact_arrays,
     )
+    from hetlb.theory.exact_cache import MAX_CACHE_STATES, ExactCacheSolution, solve_exact_cache
     from hetlb.theory.lru import LRU_METHODS, MAX_LRU_EXACT_STEPS, LruHitRatio, lru_hit_ratio, zipf_popularity
     from hetlb.theory.meanfield import (
         MEANFIELD_POLICIES,
@@ -72,7 +80,9 @@ if TYPE_CHECKING:
 
 EXPORTS = {
     "bounds": (
+        "CacheCapacity",
         "SpeedLowerBound",
+        "cache_capacity",
         "speed_lower_bound",
         "speed_lower_bound_arrays",
     ),
@@ -93,6 +103,10 @@ EXPORTS = {
         "stationary_diffusion",
         "stationary_mean_x1",
     ),
+    "cache_routing": (
+        "EXACT_CACHE_POLICIES",
+        "cache_routing_probabilities",
+    ),
     "dispatchers_exact": (
         "DispatcherSolution",
         "solve_dispatchers_exact",
@@ -104,6 +118,11 @@ EXPORTS = {
         "routing_probabilities",
         "solve_exact",
         "solve_exact_arrays",
+    ),
+    "exact_cache": (
+        "MAX_CACHE_STATES",
+        "ExactCacheSolution",
+        "solve_exact_cache",
     ),
     "lru": (
         "LRU_METHODS",
@@ -147,13 +166,16 @@ EXPORTS = {
 HOME = {name: module for module, names in EXPORTS.items() for name in names}
 
 __all__ = [
+    "CacheCapacity",
     "DIFFUSION_POLICIES",
     "DiffusionLimit",
     "DiffusionPaths",
     "DiffusionStationary",
+    "EXACT_CACHE_POLICIES",
     "EXACT_POLICIES",
     "LRU_METHODS",
     "LruHitRatio",
+    "MAX_CACHE_STATES",
     "MAX_LRU_EXACT_STEPS",
     "MAX_STATES",
     "MEANFIELD_POLICIES",
@@ -162,8 +184,10 @@ __all__ = [
     "ReflectedOUStationary",
     "SpeedLaw",
     "DispatcherSolution",
+    "ExactCacheSolution",
     "ExactSolution",
     "SpeedLowerBound",
+    "cache_capacity",
     "continuous_speeds",
     "default_step",
     "diffusion_paths",
@@ -175,6 +199,7 @@ __all__ = [
     "mean_field_trajectory",
     "mean_field_trajectory_arrays",
     "erlang_c",
+    "cache_routing_probabilities",
     "lru_hit_ratio",
     "mm1_mean_number_in_system",
     "mm1_mean_response_time",
@@ -198,6 +223,7 @@ __all__ = [
     "solve_dispatchers_exact",
     "solve_exact",
     "solve_exact_arrays",
+    "solve_exact_cache",
     "speed_lower_bound",
     "speed_lower_bound_arrays",
     "speed_pools",

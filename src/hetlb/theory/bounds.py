@@ -18,7 +18,7 @@ from hetlb.errors import InputError
 from hetlb.model.servers import RateCurve, capacity_factor, concurrency_array, rate_curve_tuple
 from hetlb.model.system import RATE_RULE, System, checked_system
 
-__all__ = ["SpeedLowerBound", "speed_lower_bound", "speed_lower_bound_arrays"]
+__all__ = ["CacheCapacity", "SpeedLowerBound", "cache_capacity", "speed_lower_bound", "speed_lower_bound_arrays"]
 
 MAX_SLOT_STEPS = 1 << 22
 """The most slots of one server the bound walks (an unlimited saturating curve near its capacity
@@ -249,4 +249,61 @@ def slot_lower_bound(speed, total_arrival_rate, concurrency, rate_curve) -> Spee
         arrival_rate_per_server=per_server,
         lower_bound=c_star / per_server,
         load=total_arrival_rate / capacity,
+    )
+
+
+@dataclass(frozen=True)
+class CacheCapacity:
+    """The most a fleet with prefix caches can carry (docs/background/prefix-caches.md).
+
+    A job of a prompt of L blocks that hits h of them brings 1 + W (L - h) of work; no policy can
+    make a job hit more than the blocks an earlier prompt can have left in a cache (its reusable
+    blocks), so no policy carries more than ``rate_all_hits``, the routable capacity over the least
+    mean work 1 + W (E[L] - E[reusable]); with every prefill a miss it carries ``rate_no_hits``.
+
+    Parameters
+    ----------
+    least_work
+        1 + W (E[L] - E[reusable]), a job's least mean work (units of the mean job size).
+    most_work
+        1 + W E[L], its mean work when every prefill is a miss.
+    rate_all_hits
+        The highest arrival rate any policy can carry (jobs per time unit).
+    rate_no_hits
+        The arrival rate it carries with no hit.
+    load_all_hits
+        ``rate_all_hits`` over the decode capacity (the scale of ``--load``).
+    load_no_hits
+        ``rate_no_hits`` over the decode capacity.
+    """
+
+    least_work: float
+    most_work: float
+    rate_all_hits: float
+    rate_no_hits: float
+    load_all_hits: float
+    load_no_hits: float
+
+
+def cache_capacity(system: System) -> CacheCapacity:
+    """The capacity bound of a system with prefix caches (:class:`CacheCapacity`).
+
+    Parameters
+    ----------
+    system
+        A hetlb.System with ``caches`` (System.from_speeds(..., cache_blocks=...)).
+
+    Returns
+    -------
+    CacheCapacity
+        The highest arrival rates with every reusable block a hit and with no hit.
+    """
+    system = checked_system("system", system)
+    if system.caches is None:
+        raise InputError("cache_blocks", "the capacity with caches needs the servers' caches (cache_blocks)")
+    routable = system.max_routable_scale() * system.total_arrival_rate  # jobs of unit work per time unit
+    least, most = system.least_work_per_job, system.caches.work_per_job(0.0)
+    capacity = system.capacity
+    return CacheCapacity(
+        least, most, routable / least, routable / most, routable / least / capacity, routable / most / capacity
     )

@@ -694,6 +694,10 @@ def solve_exact(system: System, policy="jsq", *, routing=None, max_states=MAX_ST
         raise InputError("buffer", "the exact solver needs a finite buffer on every server")
     if system.job_sizes.kind != "exponential":
         raise InputError("job_sizes", "the exact solver needs exponential job sizes")
+    if system.caches is not None:
+        raise InputError(
+            "cache_blocks", "the chain over queue lengths has no caches: use hetlb.theory.solve_exact_cache"
+        )
     return solve_exact_arrays(
         system.speed,
         system.arrival_rate,
