@@ -11,8 +11,8 @@ import hetlb
 from hetlb import signals
 from hetlb.errors import InputError
 from hetlb.gateway.config import ServeConfig, parse_signals
-from hetlb.kernels import dispatchers as kernel
 from hetlb.kernels import flights
+from hetlb.kernels import updates as kernel
 from hetlb.model.dispatchers import Updates
 from hetlb.policies import POLICIES
 from hetlb.scenario import Scenario

@@ -347,7 +347,7 @@ MESSAGE_KINDS = tuple(
     + [s.name for s in SIGNALS.values() if s.counted and not s.messages and CONTINUOUS in s.models]
 )
 """The update kinds the continuous kernel counts, in the order of its counts
-(hetlb.kernels.dispatchers): those that send messages first (each may be delayed), then the others."""
+(hetlb.kernels.updates): those that send messages first (each may be delayed), then the others."""
 
 LED_STRATEGIES = tuple(name for name, signal in SIGNALS.items() if signal.strategy)
 """The update strategies of 001 (the LED policies' ``update``); the first is the default."""

@@ -28,6 +28,11 @@ Cost per event: the O(log N) trees of the c = 1 loop (or the O(degree) scan of a
 plus O(log b) for the heap; a waiting job that enters service at a departure takes the departing
 job's place at the root (one sift down).
 
+A job enters service in :func:`start_slot_service` (an arrival at a free slot) or
+:func:`end_slot_service` (the first waiting job, at a departure) alone, in this loop and the
+many-dispatcher loop, and its work is fixed there by hetlb.kernels.server_state.work_at_start: the
+server-side state beyond the queue joins there, as for c = 1 (hetlb.kernels.server_state).
+
 Statistics: those of the c = 1 loop (a server is busy while it holds a job), and per server the
 time integral of b (``service_area``, in the form of hetlb.kernels.continuous.area_at), from which
 the results report the mean number of jobs in service and the utilisation E[b] / c. A job's
@@ -69,6 +74,7 @@ from hetlb.kernels.continuous import (
     take_first_waiting,
 )
 from hetlb.kernels.sampling import alias_draw
+from hetlb.kernels.server_state import work_at_start
 from hetlb.kernels.trees import move_time, prefetch_path, random_least_leaf, set_key, set_time_by_scan
 from hetlb.policies import registry, rules
 
@@ -275,10 +281,12 @@ def set_slot_rate(slot, inv_speed, curve_phi_table, curve_alpha, curve_tail, cur
 
 
 @njit(inline="always")
-def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_counters, speed, curves):
+def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_counters, speed, curves, extension):
     """A job of ``size`` arriving at ``now`` at server s (``server``, ``slot``: its records; ``speed``:
-    mu_s), which has a free slot, enters service; returns the server's next departure time.
-    ``curves``: the SlotModel's (curve_phi, curve_rate, curve_alpha, curve_tail, curve_job_time)."""
+    mu_s), which has a free slot, enters service, with the work hetlb.kernels.server_state.work_at_start
+    fixes; returns the server's next departure time. ``curves``: the SlotModel's (curve_phi,
+    curve_rate, curve_alpha, curve_tail, curve_job_time); ``extension``: the server's state beyond
+    the queue (hetlb.kernels.server_state)."""
     curve_phi_table, curve_rate_table, curve_alpha, curve_tail, curve_job_time = curves
     b = slot.in_service
     if b == 0:
@@ -290,7 +298,7 @@ def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_
     slot.clock_time = now
     c.busy += 1
     slot.service_area -= now
-    push_service(service, slot, slot.clock + size, now, 0.0, dispatcher)
+    push_service(service, slot, slot.clock + work_at_start(extension, s, now, size), now, 0.0, dispatcher)
     if slot.in_service == slot.heap_capacity and slot.in_service < slot.room:
         slot_counters.full_server = s
     set_slot_rate(slot, server.inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time)
@@ -298,11 +306,15 @@ def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_
 
 
 @njit(inline="always")
-def end_slot_service(c, server, slot, q, now, service, job_arrival, job_size, job_next, job_dispatcher, curves):
-    """The job with the least threshold has left server s at ``now`` (``leave_server`` has run; it
-    still holds ``q`` jobs): the first waiting job, if any, enters service in its place, else b
+def end_slot_service(
+    c, server, slot, s, q, now, service, job_arrival, job_size, job_next, job_dispatcher, curves, extension
+):
+    """The job with the least threshold has left server s at ``now`` (``server``, ``slot``: its
+    records; ``leave_server`` has run; it still holds ``q`` jobs): the first waiting job, if any,
+    enters service in its place, with the work hetlb.kernels.server_state.work_at_start fixes, else b
     falls by one; returns the server's next departure time. ``job_dispatcher``: the dispatcher of
-    each waiting job by job slot (empty: 0 for all); ``curves`` as in :func:`start_slot_service`."""
+    each waiting job by job slot (empty: 0 for all); ``curves`` and ``extension`` as in
+    :func:`start_slot_service`."""
     curve_phi_table, _, curve_alpha, curve_tail, curve_job_time = curves
     slot.clock = service[at(slot.heap_offset)].threshold  # what the clock reads now, without rounding
     slot.clock_time = now
@@ -310,7 +322,8 @@ def end_slot_service(c, server, slot, q, now, service, job_arrival, job_size, jo
         waiting = take_first_waiting(c, server, job_next)
         arrival = job_arrival[waiting]
         dispatcher = job_dispatcher[waiting] if len(job_dispatcher) > 0 else 0
-        replace_least_service(service, slot, slot.clock + job_size[waiting], arrival, now - arrival, dispatcher)
+        threshold = slot.clock + work_at_start(extension, s, now, job_size[waiting])
+        replace_least_service(service, slot, threshold, arrival, now - arrival, dispatcher)
         return next_departure_time(service, slot, now)
     pop_least_service(service, slot)
     c.busy -= 1
@@ -429,6 +442,7 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
     distributions = len(jobs_time) > 0
     levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
     window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
+    extension = state.extension  # per-server state beyond the queue (hetlb.kernels.server_state)
     next_arrival = c.next_arrival
     next_departure = departures[1].time
     mark = next_mark(c, warmup, horizon, batch_ends, batch_by_jobs)
@@ -513,12 +527,12 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 c.blocked_total += 1
                 c.blocked += c.tagging
                 continue
-            admit_job(c, server, q, now, q >= slot.concurrency)
+            admit_job(c, server, s, q, now, q >= slot.concurrency, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
             if q < slot.concurrency:
                 next_time = start_slot_service(
-                    c, server, slot, s, now, size, 0, service, slot_counters, speed[s], curves
+                    c, server, slot, s, now, size, 0, service, slot_counters, speed[s], curves, extension
                 )
                 next_departure = move_departure(departures, s, next_time, scanning, n_servers)
             else:
@@ -571,11 +585,11 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 response = now - arrival
                 record_response(c, response, leaving.waiting, histogram)
                 add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, leaving.waiting)
-            q = leave_server(c, server, now)
+            q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             next_time = end_slot_service(
-                c, server, slot, q, now, service, job_arrival, job_size, job_next, no_dispatchers, curves
+                c, server, slot, s, q, now, service, job_arrival, job_size, job_next, no_dispatchers, curves, extension
             )
             next_departure = move_departure(departures, s, next_time, scanning, n_servers)
             if scanned or keyed or bucketed:

@@ -29,6 +29,12 @@ Speed notes.
   measurement's rare events (:func:`pass_marks` at the times :func:`next_mark` gives,
   :func:`close_window`) live here; both loops take records, scalars and arrays in and call
   them the same way.
+* Where per-server state joins: a job joins a server in :func:`admit_job`, starts service in
+  :func:`start_service` or :func:`serve_next` (in hetlb.kernels.batch_servers'
+  ``start_slot_service`` or ``end_slot_service`` at a server of concurrency c > 1), and leaves in
+  :func:`leave_server`, in every loop; these call the three helpers of hetlb.kernels.server_state
+  with the run's ``extension`` (KernelState.extension), where state beyond the queue joins every
+  loop at once (none today: a job's work is its size).
 * Memory: all an event changes at one server is one cache line, its SERVER_DTYPE record; the
   job in service lives there too, and only waiting jobs take a job slot. In a large system
   the kernel also starts loading what the next departure will read (``prefetch``), so that
@@ -45,6 +51,7 @@ from hetlb.jit import at, njit, prefetch, records
 from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
+from hetlb.kernels.server_state import job_joins, job_leaves, work_at_start
 from hetlb.kernels.trees import (
     lower_time,
     lower_time_at_root,
@@ -176,6 +183,7 @@ class KernelState(
             "batch_close",
             "jobs_time",
             "waiting_time",
+            "extension",
         ],
     )
 ):
@@ -187,7 +195,8 @@ class KernelState(
     are small integers, the key buckets ``bucket_*`` (hetlb.kernels.buckets); the structure not in
     use is empty. The job slots
     (``job_*``) hold the waiting jobs; ``job_next`` links each server's waiting jobs into a ring
-    and the free slots into a list."""
+    and the free slots into a list. ``extension``: the per-server state beyond the queue
+    (hetlb.kernels.server_state.ServerExtension, no field today)."""
 
     __slots__ = ()
 
@@ -442,11 +451,13 @@ def record_trace(c, now, job_type, s, q, trace_time, trace_type, trace_server, t
 
 
 @njit(inline="always")
-def admit_job(c, server, q, now, waits):
-    """An arriving job joins ``server``, which holds ``q`` jobs, and ``waits`` (finds no free
-    slot: q > 0 for c = 1): the counts, the areas of the number in system and of the server's jobs
-    (a change of one is one subtraction of now; the busy area changes when a busy period starts,
-    :func:`start_service`) and its peak."""
+def admit_job(c, server, s, q, now, waits, extension):
+    """An arriving job joins ``server`` (server s), which holds ``q`` jobs, and ``waits`` (finds no
+    free slot: q > 0 for c = 1): the counts, the areas of the number in system and of the server's
+    jobs (a change of one is one subtraction of now; the busy area changes when a busy period
+    starts, :func:`start_service`), its peak, and its ``extension``
+    (hetlb.kernels.server_state.job_joins)."""
+    job_joins(extension, s, now)
     c.admitted_total += 1
     c.admitted += c.tagging
     c.tagged_in_system += c.tagging
@@ -460,14 +471,15 @@ def admit_job(c, server, q, now, waits):
 
 
 @njit(inline="always")
-def start_service(c, server, now, size):
-    """The job of ``size`` that arrived at the idle ``server`` at ``now`` enters service; returns
-    its departure time."""
+def start_service(c, server, s, now, size, extension):
+    """The job of ``size`` that arrived at the idle ``server`` (server s) at ``now`` enters service,
+    with the work hetlb.kernels.server_state.work_at_start fixes; returns its departure time."""
     c.busy += 1
     server.busy_area -= now
     server.service_arrival = now
-    server.service_size = size
-    return now + size * server.inv_speed
+    work = work_at_start(extension, s, now, size)
+    server.service_size = work
+    return now + work * server.inv_speed
 
 
 @njit
@@ -530,10 +542,12 @@ def add_to_batch(batches, b, response, waiting):
 
 
 @njit(inline="always")
-def leave_server(c, server, now):
-    """A job leaves ``server`` at ``now``: the counts and the areas of the number in system and of
-    the server's jobs (one addition of now; the busy area changes when the server idles,
-    :func:`idle`); returns the jobs the server still holds."""
+def leave_server(c, server, s, now, extension):
+    """A job leaves ``server`` (server s) at ``now``: the counts and the areas of the number in
+    system and of the server's jobs (one addition of now; the busy area changes when the server
+    idles, :func:`idle`), and the server's ``extension`` (hetlb.kernels.server_state.job_leaves);
+    returns the jobs the server still holds."""
+    job_leaves(extension, s, now)
     c.in_system -= 1
     c.job_area += now
     c.departures_total += 1
@@ -544,12 +558,13 @@ def leave_server(c, server, now):
 
 
 @njit
-def serve_next(c, server, now, job_arrival, job_size, job_next):
-    """After a departure at ``now`` from ``server``, which still holds jobs: its first waiting job
-    enters service and frees its slot; returns the slot."""
+def serve_next(c, server, s, now, job_arrival, job_size, job_next, extension):
+    """After a departure at ``now`` from ``server`` (server s), which still holds jobs: its first
+    waiting job enters service, with the work hetlb.kernels.server_state.work_at_start fixes, and
+    frees its slot; returns the slot."""
     slot = take_first_waiting(c, server, job_next)
     server.service_arrival = job_arrival[slot]
-    server.service_size = job_size[slot]
+    server.service_size = work_at_start(extension, s, now, job_size[slot])
     return slot
 
 
@@ -653,6 +668,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
     # what the measurement's rare events read, grouped (pass_marks, close_window)
     levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
     window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
+    extension = state.extension  # per-server state beyond the queue (hetlb.kernels.server_state)
     # the next arrival epoch in a register: the loop writes it to the counters too, but reads it
     # from here (a read of the record after its write would wait for the store on every event)
     next_arrival = c.next_arrival
@@ -747,7 +763,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 c.blocked_total += 1
                 c.blocked += c.tagging
                 continue
-            admit_job(c, server, q, now, q > 0)
+            admit_job(c, server, s, q, now, q > 0, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -773,7 +789,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 elif bucketed:
                     move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if q == 0:
-                next_time = start_service(c, server, now, size)
+                next_time = start_service(c, server, s, now, size, extension)
                 if scanning:
                     lower_time_at_root(departures, s, next_time)
                 else:
@@ -794,7 +810,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 add_to_batch(
                     batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
                 )
-            q = leave_server(c, server, now)
+            q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if scanned or keyed or bucketed:
@@ -808,7 +824,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 if bucketed:
                     move_key(bucket_order, bucket_position, bucket_key, bucket_start, s, int(key))
             if q > 0:
-                serve_next(c, server, now, job_arrival, job_size, job_next)
+                serve_next(c, server, s, now, job_arrival, job_size, job_next, extension)
                 next_time = now + server.service_size * server.inv_speed
             else:
                 idle(c, server, now)

@@ -2,33 +2,21 @@
 
 The queues, the job slots, the departures' tournament tree and every statistic of the single
 dispatcher are those of :mod:`hetlb.kernels.continuous` (its KernelModel and KernelState, and its
-helpers); this loop adds the dispatchers (docs/reference/dispatchers.md):
+helpers, the server's side of every event among them); on servers of concurrency c_s > 1 the
+server's side is that of :mod:`hetlb.kernels.batch_servers`. A server changes in those helpers
+alone, so per-server state beyond the queue (hetlb.kernels.server_state, passed down as
+``extension``) joins this loop where it joins the other two. This loop adds the dispatchers
+(docs/reference/dispatchers.md), in three modules:
 
-* Each arrival belongs to a source (dispatcher m, job type k), drawn by the alias table of the
-  rates lambda_{m,k}; dispatcher m decides on its *view*: its estimates ``estimate[m, s]`` of the
-  numbers in system, or, for exact knowledge and true probes, the one view of the truth.
-* A decision on a view is hetlb.policies.choice.choose_server over the job type's compatible
-  servers, O(degree); a ranking policy on a job type that may use every server reads the view's
-  least-key tree (hetlb.kernels.trees) instead, O(log N), the structure and draw of the single
-  kernel's tree path, so that with the truth as the one view the decisions are the same.
-* Updates are messages ``(target m * N + s, value, observed time)`` sent at an event: piggyback at a
-  departure (or a rejection) to the job's dispatcher, push after a decision, pull after a
-  departure, snapshots at the poll times. A message with no delay is applied at once. The others
-  wait in flight, each kind (signal) in its own segment of the ``flight_*`` arrays, O(1) per
-  message (docs/reference/dispatchers.md): with a constant delay the messages of a kind arrive in
-  the order they were sent, so the segment is a FIFO ring and the kind's next delivery is its
-  head's; with exponential delays of mean d the P messages of a kind in flight are memoryless,
-  so the kind's next delivery comes after an exponential time of rate P / d, drawn afresh
-  whenever P changes, and delivers one of them chosen uniformly (removed by moving the last into
-  its place). The next delivery of all is the earliest of the kinds'. A message applies only if
-  what it observed is at least as recent as what the estimate holds (``estimate_time``); older
-  ones are counted as stale and dropped.
-* A dispatcher that counts what it sends (``increment``) adds to a delayed message the jobs it sent
-  to the server after the message's observation: a message in flight carries the number observed
-  minus the dispatcher's sends to that server until then (``dispatched``), and its delivery adds
-  the sends counted since, at most the buffer. Its estimate is then the number observed plus its
-  own jobs sent since, what a proxy's count of its requests in flight gives when the answers
-  reach it late.
+* :mod:`hetlb.kernels.decisions`: each arrival belongs to a source (dispatcher m, job type k),
+  drawn by the alias table of the rates lambda_{m,k}; dispatcher m decides on its *view*, its
+  estimates of the numbers in system or, for exact knowledge and true probes, the one view of
+  the truth; and the herd its decisions make.
+* :mod:`hetlb.kernels.updates`: the estimates and the messages that update them (piggyback,
+  push, pull, snapshots, increments), applied at once or after a delay
+  (:mod:`hetlb.kernels.flights` holds the messages in flight).
+* here: the data of the dispatchers (:class:`DispatcherModel`, :class:`DispatcherState`) and the
+  loop, ``advance``, which runs arrivals, departures, deliveries and polls in time order.
 
 Statistics beyond the single kernel's, over the measured window: messages by kind, the
 estimates' error and age seen at the arrivals (a rotating server per arrival: by PASTA a
@@ -48,7 +36,6 @@ from hetlb.kernels.batch_servers import (
     close_service_window,
     end_slot_service,
     follow_marks,
-    slot_key,
     start_slot_service,
 )
 from hetlb.kernels.continuous import (
@@ -78,24 +65,28 @@ from hetlb.kernels.continuous import (
     snapshot_batch,
     start_service,
 )
-from hetlb.kernels.flights import (
-    DELAY_NONE,
-    put_in_flight,
-    take_from_flight,
-)
+from hetlb.kernels.decisions import decide, record_herd
+from hetlb.kernels.flights import take_from_flight
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.trees import lower_time, random_least_leaf, set_key, set_time
+from hetlb.kernels.trees import lower_time, set_time
+from hetlb.kernels.updates import (
+    INCREMENT,
+    PIGGYBACK,
+    PROBE,
+    PULL,
+    PUSH,
+    SNAPSHOT,
+    apply_message,
+    measure_estimate,
+    schedule_snapshot,
+    send,
+    set_estimate,
+)
 from hetlb.policies import rules
-from hetlb.policies.choice import choose_server
-from hetlb.signals import MESSAGE_KINDS
 
 NEEDS_MESSAGE_SLOTS = 3
 """advance() status: a kind's segment of messages in flight may not hold what the next event sends."""
 
-PIGGYBACK, PUSH, PULL, SNAPSHOT, PROBE, INCREMENT = range(len(MESSAGE_KINDS))
-"""Kinds of updates, the index of their counts (hetlb.signals.MESSAGE_KINDS names them); the first
-four are messages that may be delayed, ``probe`` counts a true probe's two messages per server
-asked, ``increment`` a dispatcher's own dispatches (local, no message on the wire)."""
 
 DispatcherModel = namedtuple(
     "DispatcherModel",
@@ -201,288 +192,6 @@ events beyond arrivals and departures, messages dropped as stale and applied, an
 sampled estimate errors (signed, absolute) and ages."""
 
 
-@njit(inline="always")
-def set_estimate(key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, slots, v, s, value, at):
-    """Set view v's estimate of server s to ``value`` at time ``at`` (its key in the view's tree too).
-    ``slots``: the multi-slot servers' (records, speeds, capacities, curve tables), empty records
-    for concurrency 1; on them ``idle_since`` is when the estimate last fell below c (a free slot),
-    and the keys are those of hetlb.policies.rules.slot_selection_key."""
-    if estimate[v, s] == value:
-        return
-    slot_servers, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slots
-    multi_slot = len(slot_servers) > 0
-    if not multi_slot and value == 0:
-        idle_since[v, s] = at
-    if multi_slot and value < slot_servers[s].concurrency <= estimate[v, s]:
-        idle_since[v, s] = at
-    estimate[v, s] = value
-    if len(key_trees) > 0:
-        if multi_slot:
-            key = slot_key(
-                key_code,
-                value,
-                slot_servers[s],
-                s,
-                speed,
-                capacity,
-                curve_phi_table,
-                curve_rate_table,
-                curve_alpha,
-                curve_tail,
-                idle_since[v, s],
-            )
-        else:
-            speed_class = servers[s].speed_class
-            key = rules.selection_key(
-                key_code, value, speed_class, n_classes, class_speed[speed_class], idle_since[v, s]
-            )
-        set_key(records(key_trees[v]), s, key)
-
-
-@njit(inline="always")
-def apply_message(
-    key_code,
-    estimate,
-    estimate_time,
-    idle_since,
-    key_trees,
-    dispatcher_counters,
-    servers,
-    n_classes,
-    class_speed,
-    slots,
-    target,
-    value,
-    observed,
-):
-    """Deliver a message to view target // N: applied unless the estimate holds a newer observation."""
-    n_servers = estimate.shape[1]
-    v = target // n_servers
-    s = target - v * n_servers
-    if observed < estimate_time[v, s]:
-        dispatcher_counters.stale += 1
-        return
-    dispatcher_counters.delivered += 1
-    estimate_time[v, s] = observed
-    set_estimate(
-        key_code, estimate, idle_since, key_trees, servers, n_classes, class_speed, slots, v, s, value, observed
-    )
-
-
-@njit(inline="always")
-def send(
-    key_code,
-    delay_law,
-    delay_mean,
-    estimate,
-    estimate_time,
-    idle_since,
-    key_trees,
-    flights,
-    flight_observed,
-    flight_target,
-    flight_value,
-    dispatched,
-    messages,
-    dispatcher_counters,
-    servers,
-    n_classes,
-    class_speed,
-    slots,
-    kind,
-    m,
-    s,
-    now,
-    tagging,
-    update_rng,
-):
-    """Dispatcher m learns server s's number in system at ``now`` by a message of ``kind`` (counted
-    while ``tagging``): at once, or after the kind's delay (its value less m's sends to s so far,
-    ``dispatched``, flat, given back at delivery)."""
-    messages[kind] += tagging
-    target = m * estimate.shape[1] + s
-    value = servers[s].queue_len
-    law = delay_law[kind]
-    if law == DELAY_NONE:
-        apply_message(
-            key_code,
-            estimate,
-            estimate_time,
-            idle_since,
-            key_trees,
-            dispatcher_counters,
-            servers,
-            n_classes,
-            class_speed,
-            slots,
-            target,
-            value,
-            now,
-        )
-        return
-    put_in_flight(
-        flights,
-        flight_observed,
-        flight_target,
-        flight_value,
-        dispatcher_counters,
-        law,
-        delay_mean[kind],
-        kind,
-        target,
-        value - dispatched[target],
-        now,
-        update_rng,
-    )
-
-
-@njit
-def schedule_snapshot(dispatcher_model, counters, update_rng):
-    """Move the next poll (in the one record of ``counters``) on from the one just made, or from
-    time 0 before the first: its time and which dispatcher it polls (-1: every one, the aligned
-    polls)."""
-    dispatcher_counters = records(counters)[0]
-    interval = dispatcher_model.snapshot_interval
-    n_dispatchers = dispatcher_model.n_dispatchers
-    if dispatcher_model.snapshot_aligned:
-        dispatcher_counters.snapshot_dispatcher = -1
-        dispatcher_counters.next_snapshot += (
-            interval * update_rng.exponential() if dispatcher_model.snapshot_poisson else interval
-        )
-    elif dispatcher_model.snapshot_poisson:  # M independent Poisson clocks: one of rate M / tau, a uniform dispatcher
-        dispatcher_counters.next_snapshot += interval / n_dispatchers * update_rng.exponential()
-        dispatcher_counters.snapshot_dispatcher = rules.uniform_index(update_rng, n_dispatchers)
-    else:
-        dispatcher_counters.snapshot_index += 1
-        if dispatcher_counters.snapshot_index == n_dispatchers:
-            dispatcher_counters.snapshot_index = 0
-            dispatcher_counters.snapshot_cycle += 1
-        m = dispatcher_model.snapshot_order[dispatcher_counters.snapshot_index]
-        dispatcher_counters.snapshot_dispatcher = m
-        dispatcher_counters.next_snapshot = (
-            dispatcher_model.snapshot_phase[m] + dispatcher_counters.snapshot_cycle * interval
-        )
-
-
-@njit(inline="always")
-def measure_estimate(estimate, estimate_time, dispatcher_counters, servers, m, now, sampled):
-    """Add dispatcher m's error and age for server ``sampled`` to the sums."""
-    error = estimate[m, sampled] - servers[sampled].queue_len
-    dispatcher_counters.error_samples += 1
-    dispatcher_counters.error_sum += error
-    dispatcher_counters.absolute_error_sum += abs(error)
-    dispatcher_counters.age_sum += now - estimate_time[m, sampled]
-
-
-@njit(inline="always")
-def record_herd(decisions, herd_same, herd_other, last_decision_time, last_decision_dispatcher, m, s, now, herd_window):
-    """Count dispatcher m's decision for s, herded when s was chosen less than herd_window ago."""
-    decisions[m] += 1
-    if now - last_decision_time[s] < herd_window:
-        if last_decision_dispatcher[s] == m:
-            herd_same[m] += 1
-        else:
-            herd_other[m] += 1
-
-
-@njit(inline="always")
-def decide(
-    decision_code,
-    key_code,
-    sample_size,
-    jba_rate_weighted,
-    jba_inclusive,
-    jba_fallback,
-    compat_indptr,
-    compat_indices,
-    server_class,
-    speed,
-    cumulative_speed,
-    type_uses_tree,
-    n_classes,
-    estimate,
-    idle_since,
-    key_trees,
-    keys,
-    ties,
-    sample,
-    servers,
-    slots,
-    slot_ranking,
-    job_type,
-    v,
-    policy_rng,
-):
-    """The server dispatcher view ``v`` sends a job of ``job_type`` to. On multi-slot servers
-    (``slots`` as in :func:`set_estimate`) a ranking policy (``slot_ranking``) takes the keys of
-    hetlb.policies.rules.slot_selection_key on the estimates; the others decide as for c = 1, on
-    the number of jobs, weighing servers by their capacities (``speed`` and ``cumulative_speed``
-    are then those of the capacities mu phi(c))."""
-    lo = compat_indptr[job_type]
-    hi = compat_indptr[job_type + 1]
-    if type_uses_tree[job_type]:
-        tree = records(key_trees[v])
-        s = random_least_leaf(tree, policy_rng, servers)
-        if len(slots[0]) > 0:
-            falls_back = rules.slot_falls_back_to_uniform(key_code, tree[1].key)
-        else:
-            falls_back = rules.falls_back_to_uniform(key_code, tree[1].key, n_classes)
-        if falls_back:
-            s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
-        return s
-    if slot_ranking:
-        return least_slot_key_server(
-            key_code, compat_indices, lo, hi, estimate[v], idle_since[v], slots, keys, ties, policy_rng
-        )
-    return choose_server(
-        decision_code,
-        compat_indices,
-        lo,
-        hi,
-        estimate[v],
-        server_class,
-        n_classes,
-        speed,
-        cumulative_speed,
-        idle_since[v],
-        sample_size,
-        jba_rate_weighted,
-        jba_inclusive,
-        jba_fallback,
-        keys,
-        ties,
-        sample,
-        policy_rng,
-    )
-
-
-@njit(inline="always")
-def least_slot_key_server(key_code, candidates, lo, hi, estimate, idle_since, slots, keys, ties, rng):
-    """A ranking policy's choice among ``candidates[lo:hi]`` on multi-slot servers, on the
-    estimates: a least key of hetlb.policies.rules.slot_selection_key, ties at random; jiq and jfiq
-    with no free slot among them fall back to a uniform candidate."""
-    slot_servers, speed, capacity, curve_phi_table, curve_rate_table, curve_alpha, curve_tail = slots
-    for i in range(lo, hi):
-        s = candidates[i]
-        keys[s] = slot_key(
-            key_code,
-            estimate[s],
-            slot_servers[s],
-            s,
-            speed,
-            capacity,
-            curve_phi_table,
-            curve_rate_table,
-            curve_alpha,
-            curve_tail,
-            idle_since[s],
-        )
-    s, least = rules.least_key_server(candidates, lo, hi, keys, ties, rng)
-    if rules.slot_falls_back_to_uniform(key_code, least):
-        return candidates[lo + rules.uniform_index(rng, hi - lo)]
-    return s
-
-
 @njit(_nrt=False)
 def advance(
     model,
@@ -542,6 +251,7 @@ def advance(
     # what the measurement's rare events read, grouped (pass_marks, close_window)
     levels, state_times = (level_count, level_area, batches, batch_close), (jobs_time, waiting_time)
     window_areas = (state.window_job_area, state.window_busy_area, state.window_level_area)
+    extension = state.extension  # per-server state beyond the queue (hetlb.kernels.server_state)
     truth_view = dispatcher_model.truth_view == 1
     herd_window = dispatcher_model.herd_window
     # the dispatchers' arrays, taken out of their namedtuple once (no reference counting in the loop)
@@ -831,7 +541,7 @@ def advance(
                     )
             else:
                 slot_count = slot_servers[s].concurrency if multi_slot else 1
-                admit_job(c, server, q, now, q >= slot_count)
+                admit_job(c, server, s, q, now, q >= slot_count, extension)
                 if q + 1 <= n_levels:
                     move_level(at(server.speed_class * level_width + q + 1), 1, now, flat_level_count, flat_level_area)
                 if truth_view:
@@ -851,12 +561,12 @@ def advance(
                     )
                 if multi_slot and q < slot_count:
                     next_time = start_slot_service(
-                        c, server, slot_servers[s], s, now, size, m, service, slot_counters, speed[s], curves
+                        c, server, slot_servers[s], s, now, size, m, service, slot_counters, speed[s], curves, extension
                     )
                     set_time(departures, s, next_time)
                 elif q == 0:
                     service_dispatcher[s] = m
-                    lower_time(departures, s, start_service(c, server, now, size))
+                    lower_time(departures, s, start_service(c, server, s, now, size, extension))
                 else:
                     slot = queue_job(c, server, q - slot_count, now, size, job_arrival, job_size, job_next)
                     job_dispatcher[slot] = m
@@ -913,7 +623,7 @@ def advance(
                 else:
                     response, waiting = measure_response(c, server, now, histogram)
                 add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, waiting)
-            q = leave_server(c, server, now)
+            q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
             if truth_view:
@@ -925,6 +635,7 @@ def advance(
                     c,
                     server,
                     slot_servers[s],
+                    s,
                     q,
                     now,
                     service,
@@ -933,9 +644,12 @@ def advance(
                     job_next,
                     job_dispatcher,
                     curves,
+                    extension,
                 )
             elif q > 0:
-                service_dispatcher[s] = job_dispatcher[serve_next(c, server, now, job_arrival, job_size, job_next)]
+                service_dispatcher[s] = job_dispatcher[
+                    serve_next(c, server, s, now, job_arrival, job_size, job_next, extension)
+                ]
                 next_time = now + server.service_size * server.inv_speed
             else:
                 idle(c, server, now)

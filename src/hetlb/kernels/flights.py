@@ -7,8 +7,8 @@ so the segment is a FIFO ring and the kind's next delivery is its head's; with e
 of mean d the P messages of a kind in flight are memoryless, so the kind's next delivery comes
 after an exponential time of rate P / d, drawn afresh whenever P changes, and delivers one of
 them chosen uniformly (the last takes its place). The next delivery of all is the earliest of the
-kinds' (docs/reference/dispatchers.md); hetlb.kernels.dispatchers sends and delivers through
-these helpers.
+kinds' (docs/reference/dispatchers.md); hetlb.kernels.updates sends through these helpers, and the
+loop of hetlb.kernels.dispatchers delivers through them.
 """
 
 import numpy as np

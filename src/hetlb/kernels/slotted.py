@@ -26,6 +26,15 @@ One slot t (all times in slots):
 Cost per slot: O(N) for the services, plus O(N) per decision for l-jsq, l-jba and jsq, O(d) for
 pod and l-pod, O(d) per push, O(N M) for the estimate error of an LED policy and
 O(N log N) per decision when the preference is measured. Memory: O(N) per dispatcher.
+
+Per-server state beyond the queue. A server changes in one place: step 2, where Q_n(t+1) is
+computed from Q_n(t), the jobs sent to it in the slot (``arrivals_to[n]``) and its offered services
+S_n(t); the decisions of step 1 only count the jobs they send. State that depends on those counts
+alone (a server's departures, its idle slots) would join there. The model cannot carry state that
+acts on a job, as the continuous loops' hetlb.kernels.server_state does (a cache of prompt blocks
+whose hit, decided when a job starts service, sets its work): a job here has no size and no
+identity, a queue is a number, and a service is a count of jobs that leave in a slot, with no
+moment at which a given job starts service. Such state needs the continuous model.
 """
 
 import math

@@ -17,6 +17,7 @@ from hetlb.kernels import continuous as kernel
 from hetlb.kernels.arrivals import start_arrivals
 from hetlb.kernels.buckets import grow_buckets, new_buckets
 from hetlb.kernels.sampling import alias_table as jit_alias_table
+from hetlb.kernels.server_state import ServerExtension
 from hetlb.kernels.trees import KEY_NODE_DTYPE, cache_aligned_zeros, new_key_tree, new_tournament, tree_width
 from hetlb.model.system import System
 from hetlb.policies import registry, rules
@@ -507,6 +508,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         batch_close=model.batch_ends.copy() if model.batch_by_jobs == 0 else np.full(len(model.batch_ends), np.inf),
         jobs_time=np.zeros(distribution_size),
         waiting_time=np.zeros(distribution_size),
+        extension=ServerExtension(),
     )
 
 

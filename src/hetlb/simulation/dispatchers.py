@@ -21,6 +21,7 @@ from hetlb.errors import InputError
 from hetlb.kernels import batch_servers as slot_kernel
 from hetlb.kernels import continuous as single_kernel
 from hetlb.kernels import dispatchers as kernel
+from hetlb.kernels import updates as update_kernel
 from hetlb.kernels.flights import DELAY_CONSTANT, DELAY_EXPONENTIAL, DELAY_NONE, DELAYED_KINDS, FLIGHT_DTYPE
 from hetlb.kernels.sampling import alias_table
 from hetlb.kernels.trees import KEY_NODE_DTYPE, new_key_tree, tree_width
@@ -230,7 +231,7 @@ def pack_dispatchers(system: System, policy: Policy, model, updates: Updates, ra
     delay_law = np.zeros(4, np.int64)
     delay_mean = np.zeros(4)
     laws = {"none": DELAY_NONE, "constant": DELAY_CONSTANT, "exponential": DELAY_EXPONENTIAL}
-    for kind, name in enumerate(kernel.MESSAGE_KINDS[:4]):
+    for kind, name in enumerate(update_kernel.MESSAGE_KINDS[:4]):
         if name in updates.delays:
             delay_law[kind] = laws[updates.delays[name].law]
             delay_mean[kind] = updates.delays[name].mean
@@ -305,7 +306,7 @@ def new_dispatcher_state(model, dispatcher_model, n_servers: int, job_slots: int
         service_dispatcher=np.zeros(n_servers, np.int64),
         job_dispatcher=np.zeros(job_slots, np.int64),
         **messages_in_flight(dispatcher_model, n_servers),
-        messages=np.zeros(len(kernel.MESSAGE_KINDS), np.int64),
+        messages=np.zeros(len(update_kernel.MESSAGE_KINDS), np.int64),
         decisions=np.zeros(dispatcher_model.n_dispatchers, np.int64),
         herd_other=np.zeros(dispatcher_model.n_dispatchers, np.int64),
         herd_same=np.zeros(dispatcher_model.n_dispatchers, np.int64),
@@ -327,7 +328,7 @@ def first_snapshot(dispatcher_model, counters, update_rng):
         counters[0]["snapshot_dispatcher"] = order[0]
         return dispatcher_model
     counters["next_snapshot"] = 0.0
-    kernel.schedule_snapshot(dispatcher_model, counters, update_rng)
+    update_kernel.schedule_snapshot(dispatcher_model, counters, update_rng)
     return dispatcher_model
 
 
@@ -335,9 +336,9 @@ def messages_in_flight(dispatcher_model, n_servers: int) -> dict:
     """The fields ``flights`` and ``flight_*`` of a dispatcher state with no message in flight: each
     delayed kind a segment of MIN_FLIGHT_CAPACITY entries, or twice what one event may send of it."""
     per_event = np.zeros(DELAYED_KINDS, np.int64)
-    per_event[[kernel.PIGGYBACK, kernel.PULL]] = 1
-    per_event[kernel.PUSH] = dispatcher_model.push_size
-    per_event[kernel.SNAPSHOT] = n_servers * (
+    per_event[[update_kernel.PIGGYBACK, update_kernel.PULL]] = 1
+    per_event[update_kernel.PUSH] = dispatcher_model.push_size
+    per_event[update_kernel.SNAPSHOT] = n_servers * (
         dispatcher_model.n_dispatchers if dispatcher_model.snapshot_aligned else 1
     )
     flights = np.zeros(DELAYED_KINDS, FLIGHT_DTYPE)
@@ -449,7 +450,7 @@ def dispatcher_run_result(run, dispatcher_model, dispatcher_state) -> Dispatcher
     """The single-dispatcher figures of ``run`` with those of the dispatchers."""
     c = dispatcher_state.counters[0]
     arrivals = run.arrivals
-    messages = {name: int(count) for name, count in zip(kernel.MESSAGE_KINDS, dispatcher_state.messages)}
+    messages = {name: int(count) for name, count in zip(update_kernel.MESSAGE_KINDS, dispatcher_state.messages)}
     per_job = {name: safe_ratio(count, arrivals) for name, count in messages.items()}
     per_job["total"] = safe_ratio(sum(count for name, count in messages.items() if name != "increment"), arrivals)
     decisions = dispatcher_state.decisions.astype(float)
