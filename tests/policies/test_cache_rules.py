@@ -89,7 +89,14 @@ def test_cache_aware_goes_to_the_emptiest_index_below_the_match_threshold():
 
 @pytest.mark.parametrize(
     "queue_len,imbalanced",
-    [([5, 0, 2], True), ([5, 1, 2], True), ([4, 2, 3], False), ([3, 1, 1], False), ([4, 1, 1], True), ([7, 5, 6], False)],
+    [
+        ([5, 0, 2], True),
+        ([5, 1, 2], True),
+        ([4, 2, 3], False),
+        ([3, 1, 1], False),
+        ([4, 1, 1], True),
+        ([7, 5, 6], False),
+    ],
 )
 def test_cache_aware_balances_only_beyond_both_thresholds(queue_len, imbalanced):
     # abs = 2, rel = 1.5: imbalanced iff max - min > 2 and max > 1.5 min

@@ -18,6 +18,8 @@ from hetlb.simulation import continuous
 from hetlb.simulation.bounding import check_sandwich_arrays, simulate_bounding_system_arrays
 
 SPEEDS = [2.0, 1.0, 1.0, 0.5, 0.25]
+SHARED = "shared:count=5,blocks=2,zipf=1,unique=1"
+"""Prompts of the runs with prefix caches."""
 
 
 @contextlib.contextmanager
@@ -62,6 +64,11 @@ def continuous_numbers(result) -> dict:
             numbers[name] = getattr(run, name)
     if run.trace is not None:
         numbers.update({"trace_" + name: np.asarray(values, dtype=float) for name, values in run.trace.items()})
+    if run.has_caches:
+        for name in ("mean_ttft", "ttft_histogram", "blocks_hit", "blocks_requested", "server_blocks_hit"):
+            numbers[name] = np.asarray(getattr(run, name), dtype=float)
+        if run.rank_jobs is not None:
+            numbers["rank_blocks_hit"] = np.asarray(run.rank_blocks_hit, dtype=float)
     return numbers
 
 
@@ -92,7 +99,19 @@ def slotted_numbers(result) -> dict:
 def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     system_options = {
         key: options.pop(key)
-        for key in ("buffer", "job_sizes", "graph", "arrival_rate", "arrivals", "concurrency", "rate_curve")
+        for key in (
+            "buffer",
+            "job_sizes",
+            "graph",
+            "arrival_rate",
+            "arrivals",
+            "concurrency",
+            "rate_curve",
+            "cache_blocks",
+            "prompts",
+            "prefill_work",
+            "prefill_law",
+        )
         if key in options
     }
     if "arrival_rate" not in system_options:
@@ -159,6 +178,30 @@ def scenarios() -> dict:
         "scan sed, mmpp arrivals, pareto sizes": lambda: continuous_run(
             "scan", "sed", buffer=5, arrivals="mmpp:ratio=4,on=5,off=10", job_sizes=hetlb.JobSizes("pareto", 0.5)
         ),
+        "caches eft, shared prompts, finite buffers": lambda: continuous_run(
+            "scan", "eft", buffer=4, cache_blocks=[6, 4, 4, 3, 2], prompts=SHARED, prefill_work=0.1
+        ),
+        "caches jsq buckets, exponential prefill": lambda: continuous_run(
+            "buckets", "jsq", buffer=6, cache_blocks=5, prompts=SHARED, prefill_work=0.2, prefill_law="exponential"
+        ),
+        "caches chash and cache-aware on a sparse graph": lambda: {
+            **continuous_run("scan", "chash", graph=sparse, arrival_rate=2.5, cache_blocks=4, prompts=SHARED),
+            **{
+                name + " cache-aware": value
+                for name, value in continuous_run(
+                    "scan", "cache-aware", graph=sparse, arrival_rate=2.5, cache_blocks=4, prompts=SHARED, abs=2
+                ).items()
+            },
+        },
+        "caches prefix-score and balanced-pandas": lambda: {
+            **continuous_run("scan", "prefix-score", cache_blocks=5, prompts=SHARED, prefill_work=0.1),
+            **{
+                name + " balanced-pandas": value
+                for name, value in continuous_run(
+                    "scan", "balanced-pandas", cache_blocks=5, prompts=SHARED, prefill_work=0.1
+                ).items()
+            },
+        },
         "multi-slot tree jfsq, saturating, finite buffers": lambda: continuous_run(
             "tree", "jfsq", buffer=5, concurrency=3, rate_curve="saturating:alpha=0.3"
         ),

@@ -298,7 +298,7 @@ def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_
     slot.clock_time = now
     c.busy += 1
     slot.service_area -= now
-    push_service(service, slot, slot.clock + work_at_start(extension, s, now, size), now, 0.0, dispatcher)
+    push_service(service, slot, slot.clock + work_at_start(extension, s, now, size, -1), now, 0.0, dispatcher)
     if slot.in_service == slot.heap_capacity and slot.in_service < slot.room:
         slot_counters.full_server = s
     set_slot_rate(slot, server.inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time)
@@ -322,7 +322,7 @@ def end_slot_service(
         waiting = take_first_waiting(c, server, job_next)
         arrival = job_arrival[waiting]
         dispatcher = job_dispatcher[waiting] if len(job_dispatcher) > 0 else 0
-        threshold = slot.clock + work_at_start(extension, s, now, job_size[waiting])
+        threshold = slot.clock + work_at_start(extension, s, now, job_size[waiting], waiting)
         replace_least_service(service, slot, threshold, arrival, now - arrival, dispatcher)
         return next_departure_time(service, slot, now)
     pop_least_service(service, slot)

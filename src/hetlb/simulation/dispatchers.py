@@ -77,6 +77,12 @@ def simulate_dispatchers(
     policy = resolve_policy(policy, policy_params)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
+    if system.caches is not None:
+        raise InputError(
+            "cache_blocks",
+            "the continuous simulator carries prefix caches with one dispatcher, not yet with several dispatchers; "
+            "leave out dispatchers= (--dispatchers) and the update options",
+        )
     check_policy(policy)
     if system.has_multi_slot_servers:
         batch_servers.check_multi_slot_policy(system, policy, ON_ESTIMATES)
