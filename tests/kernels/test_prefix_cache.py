@@ -174,3 +174,10 @@ def test_table_sizes_are_powers_of_two_at_least_twice_the_pool():
     for n in (0, 1, 2, 3, 8, 9, 1000):
         size = pc.table_size(n)
         assert size & (size - 1) == 0 and size >= 2 * n and size >= 2
+
+
+def test_both_cache_extensions_hold_the_common_fields_first():
+    from hetlb.kernels.server_state import CACHE_FIELDS, CacheExtension, SlotCacheExtension
+
+    assert CacheExtension._fields == (*CACHE_FIELDS, "serving")
+    assert SlotCacheExtension._fields[: len(CACHE_FIELDS)] == CACHE_FIELDS

@@ -36,12 +36,18 @@ NO_EFFECT = dict(cache_blocks=[3, 5, 2, 4], prompts="shared:count=1,blocks=3,zip
 
 @pytest.mark.parametrize("policy", ["jsq", "jfsq", "sed", "pod", "random", "jiq", "jsq-lisf", "weighted-random"])
 @pytest.mark.parametrize("graph", [None, [[0, 1, 2], [1, 2, 3]]])
-def test_caches_that_change_nothing_give_the_run_without_caches_bit_for_bit(policy, graph):
-    """The loop with caches (its own compiled copy) with caches that change no job's work and draw
-    no random number gives exactly the numbers of the loop without them: the cache code adds no
-    draw, no rounding and no event."""
+@pytest.mark.parametrize("servers", [{}, dict(concurrency=[1, 3, 2, 4], rate_curve="saturating:alpha=0.3")])
+def test_caches_that_change_nothing_give_the_run_without_caches_bit_for_bit(policy, graph, servers):
+    """The loops with caches (the copy of concurrency 1's without numba's runtime, and the multi-slot
+    loop following its heaps) with caches that change no job's work and draw no random number give
+    exactly the numbers of the loops without them: the cache code adds no draw, no rounding and no
+    event."""
     common = dict(
-        speeds=[2.0, 1.0, 1.0, 0.5], arrival_rate=[1.2, 1.4] if graph else 2.6, graph=graph, buffer=[4, 3, 5, 2]
+        speeds=[2.0, 1.0, 1.0, 0.5],
+        arrival_rate=[1.2, 1.4] if graph else 2.6,
+        graph=graph,
+        buffer=[4, 3, 5, 2],
+        **servers,
     )
     plain = hetlb.simulate(hetlb.System.from_speeds(**common), policy, jobs=4000, warmup=5.0, seed=7)
     cached = hetlb.simulate(hetlb.System.from_speeds(**common, **NO_EFFECT), policy, jobs=4000, warmup=5.0, seed=7)
@@ -154,6 +160,39 @@ def test_a_known_miss_per_job_gives_pollaczek_khinchine(law):
     assert ok, f"time to first token: {detail}"
 
 
+# --- servers of several slots: processor sharing ------------------------------------------------------
+
+
+@pytest.mark.parametrize("law", ["deterministic", "exponential"])
+def test_processor_sharing_with_a_known_miss_per_job_is_mg1_ps(law):
+    """One server sharing its speed among every job it holds (unlimited slots, shared curve): M/G/1-PS,
+    whose mean response time is E[S] / (1 - rho) whatever the law of S, and whose jobs receive their
+    first w units of work in w / (mu (1 - rho)) on average: the time to first token of a prefill of
+    W U (every job after the first hits its prefix of B blocks and misses its U own). The prefill
+    ends are thresholds of the server's attained-work clock, applied when the cache is next read."""
+    speed, blocks, unique, work, load = 1.5, 2, 3, 0.3, 0.6
+    prefill = work * unique
+    mean_s = (prefill + 1.0) / speed
+    arrival_rate = load / mean_s
+    system = hetlb.System.from_speeds(
+        [speed],
+        arrival_rate=arrival_rate,
+        concurrency="inf",
+        rate_curve="shared",
+        cache_blocks=64,
+        prompts=f"shared:count=1,blocks={blocks},zipf=1,unique={unique}",
+        prefill_work=work,
+        prefill_law=law,
+    )
+    result = hetlb.simulate(system, "jsq", jobs=30_000, warmup=50.0, replications=10, seed=12)
+    for run in result.runs:
+        assert run.cache_hit_ratio == pytest.approx(blocks / (blocks + unique), rel=1e-12)
+    ok, detail = within([run.mean_response_time for run in result.runs], mean_s / (1.0 - load), 2)
+    assert ok, f"response: {detail}"
+    ok, detail = within([run.mean_ttft for run in result.runs], prefill / speed / (1.0 - load), 2)
+    assert ok, f"time to first token: {detail}"
+
+
 # --- (e) random routing: each server an LRU under its own thinned stream ----------------------------
 
 
@@ -179,18 +218,20 @@ def test_random_routing_gives_each_server_the_lru_hit_ratio_of_its_size():
 
 @pytest.mark.parametrize("policy", ["eft", "jsq", "cache-aware", "prefix-score", "chash", "balanced-pandas"])
 @pytest.mark.parametrize("law", ["deterministic", "exponential"])
-def test_hits_prefill_and_first_tokens_are_conserved(policy, law):
+@pytest.mark.parametrize("servers", [{}, dict(concurrency=[4, 1, 2, 3], rate_curve="saturating:alpha=0.2")])
+def test_hits_prefill_and_first_tokens_are_conserved(policy, law, servers):
     prompts = hetlb.model.prompts.Prompts.parse("shared:count=6,blocks=3,zipf=1.2,unique=2")
     work = 0.2
     system = hetlb.System.from_speeds(
         [2.0, 1.0, 1.0, 0.5],
         arrival_rate=[1.0, 1.1],
         graph=[[0, 1, 2], [1, 2, 3]],
-        buffer=[5, 4, 4, 3],
+        buffer=[6, 4, 4, 3],
         cache_blocks=[8, 6, 5, 4],
         prompts=prompts,
         prefill_work=work,
         prefill_law=law,
+        **servers,
     )
     result = hetlb.simulate(system, policy, jobs=6000, warmup=10.0, seed=3, replications=2)
     for run in result.runs:
@@ -254,7 +295,6 @@ def test_the_same_seed_gives_every_policy_the_same_prompts():
         (dict(cache_blocks=4, prompts="sessions:turns=3,blocks=2,think=1"), {}, "prompts", "sessions"),
         (dict(prompts="shared:count=2,blocks=1,zipf=1,unique=0"), {}, "prompts", "cache_blocks"),
         (dict(cache_blocks=4), dict(dispatchers=2), "cache_blocks", "several dispatchers"),
-        (dict(cache_blocks=4, concurrency=4), {}, "cache_blocks", "concurrency"),
     ],
 )
 def test_what_the_simulator_does_not_carry_is_a_one_line_error(build, run, field, words):

@@ -202,6 +202,20 @@ def scenarios() -> dict:
                 ).items()
             },
         },
+        "caches multi-slot eft, saturating, exponential prefill": lambda: continuous_run(
+            "scan",
+            "eft",
+            buffer=6,
+            concurrency=[3, 1, 2, 4, 2],
+            rate_curve="saturating:alpha=0.3",
+            cache_blocks=[5, 4, 4, 6, 3],
+            prompts=SHARED,
+            prefill_work=0.15,
+            prefill_law="exponential",
+        ),
+        "caches multi-slot jsq buckets, unlimited shared": lambda: continuous_run(
+            "buckets", "jsq", concurrency="inf", rate_curve="shared", cache_blocks=4, prompts=SHARED, prefill_work=0.1
+        ),
         "multi-slot tree jfsq, saturating, finite buffers": lambda: continuous_run(
             "tree", "jfsq", buffer=5, concurrency=3, rate_curve="saturating:alpha=0.3"
         ),

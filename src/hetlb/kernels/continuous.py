@@ -492,7 +492,7 @@ def start_service(c, server, s, now, size, extension):
     c.busy += 1
     server.busy_area -= now
     server.service_arrival = now
-    work = work_at_start(extension, s, now, size, -1)
+    work = work_at_start(extension, s, now, size, -1, now)
     server.service_size = work
     return now + work * server.inv_speed
 
@@ -579,7 +579,7 @@ def serve_next(c, server, s, now, job_arrival, job_size, job_next, extension):
     frees its slot; returns the slot."""
     slot = take_first_waiting(c, server, job_next)
     server.service_arrival = job_arrival[slot]
-    server.service_size = work_at_start(extension, s, now, job_size[slot], slot)
+    server.service_size = work_at_start(extension, s, now, job_size[slot], slot, now)
     return slot
 
 

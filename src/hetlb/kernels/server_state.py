@@ -72,10 +72,55 @@ ServerExtension = namedtuple("ServerExtension", [])
 ServerExtension.__doc__ = """No per-server state beyond the queue: every helper of
 hetlb.kernels.server_state does nothing (module docstring)."""
 
+CACHE_FIELDS = (
+    # the prompts (hetlb.kernels.server_caches.new_cache_extension says what each holds)
+    "prompt_kind",
+    "prefix_blocks",
+    "unique_blocks",
+    "first_unique",
+    "prefix_keep",
+    "prefix_alias",
+    "listed",
+    "chain_indptr",
+    "prefill_work",
+    "exponential_prefill",
+    "speed",
+    "inv_speed",
+    # the policy's, when it reads the caches
+    "reads_cache",
+    "policy_params",
+    "ring_position",
+    "ring_server",
+    # the caches (hetlb.kernels.prefix_cache)
+    "lists",
+    "nodes",
+    "table",
+    # the jobs
+    "missing",
+    "jobs",
+    "incoming",
+    # a decision's scratch
+    "match",
+    "work",
+    "rate",
+    "key",
+    "ties",
+    "eligible",
+    # the statistics
+    "counters",
+    "ttft_histogram",
+    "ttft_batches",
+    "server_hits",
+    "server_requested",
+    "rank_jobs",
+    "rank_hits",
+    "rank_requested",
+)
+"""What the caches' state holds in every loop (hetlb.simulation.caches.new_cache_extension)."""
+
 CacheExtension = namedtuple(
     "CacheExtension",
     [
-        # the prompts (hetlb.kernels.server_caches.new_cache_extension says what each holds)
         "prompt_kind",
         "prefix_blocks",
         "unique_blocks",
@@ -88,28 +133,22 @@ CacheExtension = namedtuple(
         "exponential_prefill",
         "speed",
         "inv_speed",
-        # the policy's, when it reads the caches
         "reads_cache",
         "policy_params",
         "ring_position",
         "ring_server",
-        # the caches (hetlb.kernels.prefix_cache)
         "lists",
         "nodes",
         "table",
-        # the jobs
-        "serving",
         "missing",
         "jobs",
         "incoming",
-        # a decision's scratch
         "match",
         "work",
         "rate",
         "key",
         "ties",
         "eligible",
-        # the statistics
         "counters",
         "ttft_histogram",
         "ttft_batches",
@@ -118,10 +157,70 @@ CacheExtension = namedtuple(
         "rank_jobs",
         "rank_hits",
         "rank_requested",
+        "serving",
     ],
 )
 CacheExtension.__doc__ = """The servers' prefix caches and the prompts of the jobs, as per-server state
-of the loops (hetlb.kernels.server_caches)."""
+of the loop of servers of concurrency 1 (hetlb.kernels.server_caches); ``serving``: the job each
+server serves."""
+
+SlotCacheExtension = namedtuple(
+    "SlotCacheExtension",
+    [
+        "prompt_kind",
+        "prefix_blocks",
+        "unique_blocks",
+        "first_unique",
+        "prefix_keep",
+        "prefix_alias",
+        "listed",
+        "chain_indptr",
+        "prefill_work",
+        "exponential_prefill",
+        "speed",
+        "inv_speed",
+        "reads_cache",
+        "policy_params",
+        "ring_position",
+        "ring_server",
+        "lists",
+        "nodes",
+        "table",
+        "missing",
+        "jobs",
+        "incoming",
+        "match",
+        "work",
+        "rate",
+        "key",
+        "ties",
+        "eligible",
+        "counters",
+        "ttft_histogram",
+        "ttft_batches",
+        "server_hits",
+        "server_requested",
+        "rank_jobs",
+        "rank_hits",
+        "rank_requested",
+        "slot_servers",
+        "service_jobs",
+        "entering",
+        "next_prefill",
+        "starts",
+        "curve_phi",
+        "curve_alpha",
+        "curve_tail",
+    ],
+)
+SlotCacheExtension.__doc__ = """The servers' prefix caches on servers of several slots
+(hetlb.kernels.server_caches, its ``slot_`` functions): beside the fields of CacheExtension, the
+multi-slot servers' records, the caches' data of the jobs in service (``service_jobs``, entry i
+that of the job at entry i of hetlb.kernels.batch_servers' heaps, moved as it moves), the record of
+the job entering service, each server's least pending prefill threshold, a count of services
+started, and the rate curves' tables."""
+
+CACHE_TYPES = (CacheExtension, SlotCacheExtension)
 
 
 def on_extension(none_version):
@@ -130,21 +229,25 @@ def on_extension(none_version):
     loop is compiled or a plain call made, which keeps this module free of that one's imports)."""
     name = none_version.__name__
 
-    def cache_version():
+    def cache_version(kind):
         from hetlb.kernels import server_caches
 
+        if kind is SlotCacheExtension and hasattr(server_caches, "slot_" + name):
+            return getattr(server_caches, "slot_" + name)
         return getattr(server_caches, name)
 
     @functools.wraps(none_version)
     def plain(extension, *args):
-        if type(extension) is CacheExtension:
-            return cache_version()(extension, *args)
+        kind = type(extension)
+        if kind in CACHE_TYPES:
+            return cache_version(kind)(extension, *args)
         return none_version(extension, *args)
 
     @functools.wraps(none_version)
     def choose(extension, *args):
-        if getattr(extension, "instance_class", None) is CacheExtension:
-            version = cache_version()
+        kind = getattr(extension, "instance_class", None)
+        if kind in CACHE_TYPES:
+            version = cache_version(kind)
             return getattr(version, "py_func", version)  # numba compiles it into the caller
         return none_version
 
@@ -182,10 +285,23 @@ def job_waits(extension, slot):
 
 
 @on_extension
-def work_at_start(extension, s, now, size, slot):
+def work_at_start(extension, s, now, size, slot, clock):
     """A job of ``size`` starts service at server s at ``now`` (from job slot ``slot``, or -1 for
-    the arriving job): its work, fixed from now on (its size without caches)."""
+    the arriving job; ``clock``: the server's attained-work clock on a server of several slots, now
+    on one of concurrency 1): its work, fixed from now on (its size without caches)."""
     return size
+
+
+@on_extension
+def service_placed(extension, s, index):
+    """The job entering service at s takes entry ``index`` of the heap of jobs in service (servers
+    of several slots); nothing to do without caches."""
+
+
+@on_extension
+def service_moved(extension, source, target):
+    """The heap of jobs in service moves entry ``source`` to entry ``target`` (servers of several
+    slots); nothing to do without caches."""
 
 
 @on_extension

@@ -24,7 +24,7 @@ from hetlb.errors import InputError
 from hetlb.kernels import continuous as kernel
 from hetlb.kernels import prefix_cache, server_caches
 from hetlb.kernels.sampling import alias_table
-from hetlb.kernels.server_state import CacheExtension
+from hetlb.kernels.server_state import CACHE_TYPES, CacheExtension, SlotCacheExtension
 from hetlb.model.system import System
 from hetlb.policies import registry
 from hetlb.policies.cache_rules import chash_ring
@@ -45,15 +45,8 @@ def has_caches(system: System, policy: Policy) -> bool:
 
 def check_caches(system: System, policy: Policy, expected_arrivals: float) -> None:
     """Refuse, in one line naming the field, what the simulation of caches does not carry (yet):
-    session prompts, servers of several slots, ids beyond int64."""
+    session prompts, ids beyond int64."""
     caches = system.caches
-    if system.has_multi_slot_servers and (caches is not None or policy.spec.reads_cache):
-        field = "cache_blocks" if caches is not None else "policy"
-        raise InputError(
-            field,
-            "the continuous simulator carries prefix caches on servers of concurrency 1 only, not yet on servers "
-            "that serve many jobs at once (concurrency > 1)",
-        )
     if caches is None:
         return
     prompts = caches.prompts
@@ -100,9 +93,13 @@ def policy_parameters(policy: Policy) -> np.ndarray:
     return np.array(values or [0.0], dtype=np.float64)
 
 
-def new_cache_extension(system: System, policy: Policy, slots: int, n_batches: int) -> CacheExtension:
+def new_cache_extension(
+    system: System, policy: Policy, slots: int, n_batches: int, slot_model=None, slot_state=None
+) -> CacheExtension | SlotCacheExtension:
     """The kernels' caches of ``system`` under ``policy``, empty, with room for ``slots`` waiting
-    jobs and ``n_batches`` batches (caches of no block when the system has none)."""
+    jobs and ``n_batches`` batches (caches of no block when the system has none); on servers of
+    several slots (``slot_model`` and ``slot_state``, hetlb.simulation.batch_servers) a
+    SlotCacheExtension that reads their records and follows their heaps of jobs in service."""
     n = system.n_servers
     caches = system.caches
     capacity = caches.capacity if caches is not None else np.zeros(n, np.int64)
@@ -124,7 +121,7 @@ def new_cache_extension(system: System, policy: Policy, slots: int, n_batches: i
             prefix_blocks = TRACE_PREFIX
             listed, indptr = prompts.trace.chain_blocks, prompts.trace.chain_indptr
     ring_position, ring_server = chash_ring(n) if policy.code == registry.CHASH else (np.zeros(0, np.uint64),) * 2
-    return CacheExtension(
+    common: dict = dict(
         prompt_kind=int(kind),
         prefix_blocks=int(prefix_blocks),
         unique_blocks=int(unique_blocks),
@@ -144,7 +141,6 @@ def new_cache_extension(system: System, policy: Policy, slots: int, n_batches: i
         lists=lists,
         nodes=nodes,
         table=table,
-        serving=np.zeros(n, server_caches.SERVING_DTYPE),
         missing=np.zeros(n, np.int64),
         jobs=np.zeros(slots, server_caches.JOB_DTYPE),
         incoming=np.zeros(1, server_caches.JOB_DTYPE),
@@ -163,11 +159,45 @@ def new_cache_extension(system: System, policy: Policy, slots: int, n_batches: i
         rank_hits=np.zeros(server_caches.RANKS, np.int64),
         rank_requested=np.zeros(server_caches.RANKS, np.int64),
     )
+    if slot_state is None:
+        return CacheExtension(**common, serving=np.zeros(n, server_caches.SERVING_DTYPE))
+    return SlotCacheExtension(
+        **common,
+        slot_servers=slot_state.slot_servers,
+        service_jobs=new_service_jobs(len(slot_state.service)),
+        entering=new_service_jobs(1),
+        next_prefill=np.full(n, np.inf),
+        starts=np.zeros(1, np.int64),
+        curve_phi=slot_model.curve_phi,
+        curve_alpha=slot_model.curve_alpha,
+        curve_tail=slot_model.curve_tail,
+    )
+
+
+def new_service_jobs(n: int) -> np.ndarray:
+    """Records of ``n`` jobs in service on servers of several slots (nothing pending)."""
+    jobs = np.zeros(n, server_caches.SLOT_JOB_DTYPE)
+    jobs["prefill_end"] = np.nan
+    return jobs
+
+
+def follow_service_room(extension, old_slot_state, slot_state):
+    """After hetlb.simulation.batch_servers.grow_service_room laid the servers' regions of jobs in
+    service out again (``old_slot_state`` before, ``slot_state`` after): the extension reads the new
+    records, and its records of the jobs in service move as their heaps' entries did."""
+    if not isinstance(extension, SlotCacheExtension):
+        return extension
+    jobs = new_service_jobs(len(slot_state.service))
+    old_offset, new_offset = old_slot_state.slot_servers["heap_offset"], slot_state.slot_servers["heap_offset"]
+    for s in np.flatnonzero(slot_state.slot_servers["in_service"]):
+        held = int(slot_state.slot_servers["in_service"][s])
+        jobs[new_offset[s] : new_offset[s] + held] = extension.service_jobs[old_offset[s] : old_offset[s] + held]
+    return extension._replace(slot_servers=slot_state.slot_servers, service_jobs=jobs)
 
 
 def grow_jobs(extension, slots: int):
     """The extension with room for ``slots`` waiting jobs (the job pool doubled)."""
-    if not isinstance(extension, CacheExtension):
+    if not isinstance(extension, CACHE_TYPES):
         return extension
     jobs = np.zeros(slots, server_caches.JOB_DTYPE)
     jobs[: len(extension.jobs)] = extension.jobs
@@ -189,7 +219,7 @@ def cache_memory(system: System, policy: Policy) -> int:
 def cache_figures(system: System, extension, measured_time: float) -> dict:
     """The figures of the caches of one finished replication (RunResult's cache fields), or none
     without caches."""
-    if not isinstance(extension, CacheExtension):
+    if not isinstance(extension, CACHE_TYPES):
         return {}
     counters = extension.counters[0]
     measured = int(counters["measured"])

@@ -605,7 +605,7 @@ def run_replication(
     extension = None
     if cache_policy is not None:
         extension = lambda job_slots: caches.new_cache_extension(  # noqa: E731
-            system, cache_policy, job_slots, len(model.batch_ends)
+            system, cache_policy, job_slots, len(model.batch_ends), slot_model, slot_state
         )
     state = new_state(model, system.n_servers, options.trace, options.state_distribution, slots, extension)
     counters = state.counters[0]
@@ -624,7 +624,8 @@ def run_replication(
             state = grow_job_pool(model, state, 0 if slot_state is None else batch_servers.held_beyond_one(slot_state))
             counters = state.counters[0]
         if status == slot_kernel.NEEDS_SERVICE_ROOM and slot_state is not None:
-            slot_state = batch_servers.grow_service_room(slot_state)
+            old_slot_state, slot_state = slot_state, batch_servers.grow_service_room(slot_state)
+            state = state._replace(extension=caches.follow_service_room(state.extension, old_slot_state, slot_state))
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
