@@ -336,3 +336,107 @@ def test_the_command_line_prints_the_cache_figures(capsys):
     figures = json.loads(capsys.readouterr().out)
     assert 0.0 <= figures["cache_hit_ratio"] <= 1.0 and figures["metadata"]["load_all_misses"] > 0.5
     assert math.isfinite(figures["mean_ttft"])
+
+
+# --- trace prompts ----------------------------------------------------------------------------------------
+
+
+def write_trace(path, n, seed, repeated=0, zipf=1.0, blocks=(1, 5), gap_ms=100.0):
+    """A Mooncake-format trace of ``n`` requests at Poisson times (exponential gaps of mean ``gap_ms``),
+    answers of geometric lengths (mean about 200 tokens): each request's chain is new (between
+    ``blocks`` blocks, ids never seen before) or, with ``repeated`` = K, one block of K drawn with
+    Zipf popularity. Returns the requests' (blocks, output tokens)."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    times = np.cumsum(rng.exponential(gap_ms, n))
+    popularity = zipf_popularity(repeated, zipf) if repeated else None
+    next_id = 7_000_000
+    lengths, outputs = [], []
+    with open(path, "w") as handle:
+        for t in times:
+            if repeated:
+                ids = [int(rng.choice(repeated, p=popularity))]
+            else:
+                length = int(rng.integers(blocks[0], blocks[1] + 1))
+                ids = list(range(next_id, next_id + length))
+                next_id += length
+            out = int(rng.geometric(1 / 200))
+            lengths.append(len(ids))
+            outputs.append(out)
+            record = {"timestamp": float(t), "input_length": 512 * len(ids), "output_length": out, "hash_ids": ids}
+            handle.write(json.dumps(record) + "\n")
+    return np.array(lengths), np.array(outputs)
+
+
+@pytest.mark.parametrize("law", ["deterministic", "exponential"])
+def test_a_trace_of_new_chains_never_hits_and_is_mg1(tmp_path, law):
+    """Every request's blocks are new, so nothing hits: at one server each job's service is W L_j + X_j,
+    X_j its answer's length over the mean; the trace's times are Poisson, so the mean response time and
+    time to first token are Pollaczek-Khinchine's with the trace's own moments (one run: its batch means)."""
+    path = tmp_path / "new.jsonl"
+    lengths, outputs = write_trace(path, 60_000, seed=3)
+    work, speed, rate = 0.1, 1.0, 0.5
+    system = hetlb.System.from_speeds(
+        [speed], arrival_rate=rate, cache_blocks=16, prompts=f"trace:{path}", prefill_work=work, prefill_law=law
+    )
+    result = hetlb.simulate(system, "jsq", jobs=10**6, warmup=20.0, batches=30)
+    run = result.runs[0]
+    assert run.blocks_hit == 0 and run.counters["arrivals"] == len(lengths)
+    sizes = outputs / outputs.mean()
+    prefill = work * lengths
+    mean_s = (prefill.mean() + 1.0) / speed
+    second_prefill = np.mean(prefill**2) * (2.0 if law == "exponential" else 1.0)
+    second_s = (second_prefill + 2.0 * prefill.mean() * sizes.mean() + np.mean(sizes**2)) / speed**2
+    waiting = rate * second_s / (2.0 * (1.0 - rate * mean_s))
+    low, high = run.mean_response_time_ci
+    assert low <= waiting + mean_s <= high, (run.mean_response_time, waiting + mean_s)
+    low, high = run.mean_ttft_ci
+    assert low <= waiting + prefill.mean() / speed <= high, (run.mean_ttft, waiting + prefill.mean() / speed)
+
+
+def test_a_trace_of_repeated_blocks_hits_as_an_lru(tmp_path):
+    """Requests of one block drawn i.i.d. with Zipf popularity, no prefill work, one server: the
+    block hit ratio is the LRU's under independent requests (independent traces as replications)."""
+    count, zipf, capacity = 8, 1.0, 3
+    ratios = []
+    for seed in range(8):
+        path = tmp_path / f"repeated{seed}.jsonl"
+        write_trace(path, 12_000, seed=seed, repeated=count, zipf=zipf)
+        system = hetlb.System.from_speeds([1.0], load=0.6, cache_blocks=capacity, prompts=f"trace:{path}")
+        ratios.append(hetlb.simulate(system, "jsq", jobs=10**6, warmup=50.0).runs[0].cache_hit_ratio)
+    ok, detail = within(ratios, lru_hit_ratio(zipf_popularity(count, zipf), capacity).hit_ratio)
+    assert ok, detail
+
+
+def test_a_trace_ends_the_run_where_it_ends(tmp_path):
+    path = tmp_path / "short.jsonl"
+    lengths, _ = write_trace(path, 500, seed=1)
+    system = hetlb.System.from_speeds([1.0, 0.5], load=0.6, cache_blocks=8, prompts=f"trace:{path}", prefill_work=0.1)
+    epochs = system.caches.prompts.trace.rescaled_arrivals(system.total_arrival_rate)
+    for policy in ("jsq", "eft"):
+        run = hetlb.simulate(system, policy, jobs=10**6, seed=2).runs[0]  # more jobs than the trace has
+        assert run.counters["arrivals"] == run.completed_jobs == len(lengths)
+        assert run.measured_time == pytest.approx(epochs[-1])
+        assert run.blocks_requested == lengths.sum()
+    run = hetlb.simulate(system, "jsq", horizon=epochs[200], seed=2).runs[0]  # a horizon inside the trace
+    assert run.completed_jobs == 201
+    run = hetlb.simulate(system, "jsq", jobs=100, seed=2).runs[0]  # a target inside the trace
+    assert run.completed_jobs == 100
+
+
+def test_what_a_trace_refuses(tmp_path):
+    path = tmp_path / "t.jsonl"
+    write_trace(path, 50, seed=1)
+    with pytest.raises(InputError, match="arrivals: trace prompts arrive at the trace's own times"):
+        system = hetlb.System.from_speeds(
+            [1.0], load=0.5, cache_blocks=8, prompts=f"trace:{path}", arrivals="batch:mean=2"
+        )
+        hetlb.simulate(system, "jsq", jobs=20)
+    system = hetlb.System.from_speeds([1.0], load=0.5, cache_blocks=8, prompts=f"trace:{path}")
+    with pytest.raises(InputError, match="warmup: the trace's 50 requests end at time"):
+        hetlb.simulate(system, "jsq", jobs=20, warmup=1e6)
+    silent = tmp_path / "silent.jsonl"
+    silent.write_text('{"timestamp": 0, "input_length": 5, "output_length": 0, "hash_ids": [1]}\n' * 2)
+    with pytest.raises(InputError, match="no output tokens"):
+        hetlb.simulate(hetlb.System.from_speeds([1.0], load=0.5, cache_blocks=8, prompts=f"trace:{silent}"), "jsq")

@@ -122,6 +122,28 @@ def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     return continuous_numbers(result)
 
 
+def trace_file() -> str:
+    """A small Mooncake-format trace (the same every time): 300 requests whose chains share leading
+    blocks, in a temporary folder."""
+    import json
+    import os
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="hetlb-jit-off-"), "trace.jsonl")
+    rng = np.random.default_rng(17)
+    with open(path, "w") as handle:
+        time = 0.0
+        for _ in range(300):
+            time += float(rng.exponential(50.0))
+            root = int(rng.integers(4))
+            ids = [root, 10 + root * 3 + int(rng.integers(3))][: int(rng.integers(1, 3))] + [
+                1000 + int(rng.integers(50))
+            ]
+            record = {"timestamp": time, "input_length": 512 * len(ids), "output_length": int(rng.integers(1, 400))}
+            handle.write(json.dumps({**record, "hash_ids": ids}) + "\n")
+    return path
+
+
 def dispatcher_numbers(result) -> dict:
     """A continuous run's numbers with those of its dispatchers."""
     (run,) = result.runs
@@ -216,6 +238,21 @@ def scenarios() -> dict:
         "caches multi-slot jsq buckets, unlimited shared": lambda: continuous_run(
             "buckets", "jsq", concurrency="inf", rate_curve="shared", cache_blocks=4, prompts=SHARED, prefill_work=0.1
         ),
+        "caches trace, eft and multi-slot jsq": lambda: {
+            **continuous_run("scan", "eft", cache_blocks=4, prompts=f"trace:{trace_file()}", prefill_work=0.2),
+            **{
+                name + " multi-slot": value
+                for name, value in continuous_run(
+                    "buckets",
+                    "jsq",
+                    concurrency=[2, 1, 3, 2, 1],
+                    rate_curve="saturating:alpha=0.3",
+                    cache_blocks=4,
+                    prompts=f"trace:{trace_file()}",
+                    prefill_work=0.2,
+                ).items()
+            },
+        },
         "multi-slot tree jfsq, saturating, finite buffers": lambda: continuous_run(
             "tree", "jfsq", buffer=5, concurrency=3, rate_curve="saturating:alpha=0.3"
         ),

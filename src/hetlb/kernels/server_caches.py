@@ -55,8 +55,11 @@ from hetlb.policies.cache_rules import cache_keys, chash_server, ring_key
 from hetlb.policies.registry import CHASH
 from hetlb.policies.rules import least_key_server, uniform_index
 
-JOB_DTYPE = np.dtype([("start", "i8"), ("unique", "i8"), ("length", "i8"), ("missing", "i8"), ("factor", "f8")])
-"""A job's prompt (module docstring) and its prefill's factor (40 bytes)."""
+JOB_DTYPE = np.dtype(
+    [("start", "i8"), ("unique", "i8"), ("length", "i8"), ("missing", "i8"), ("factor", "f8"), ("decode", "f8")]
+)
+"""A job's prompt (module docstring), its prefill's factor and, for a trace's request, its decode
+size (-1 otherwise: its size is the one drawn at its arrival) (48 bytes)."""
 
 SERVING_DTYPE = np.dtype(
     [
@@ -120,6 +123,7 @@ def job_arrives(extension, arrival_index, rng):
         extension.prefix_keep,
         extension.prefix_alias,
         extension.chain_indptr,
+        extension.decode_sizes,
         extension.exponential_prefill,
         arrival_index,
         rng,
@@ -128,11 +132,24 @@ def job_arrives(extension, arrival_index, rng):
 
 @njit
 def draw_prompt(
-    incoming, kind, prefix_blocks, unique_blocks, first_unique, keep, alias, indptr, exponential, arrival_index, rng
+    incoming,
+    kind,
+    prefix_blocks,
+    unique_blocks,
+    first_unique,
+    keep,
+    alias,
+    indptr,
+    decode_sizes,
+    exponential,
+    arrival_index,
+    rng,
 ):
-    """:func:`job_arrives` on its arrays: the prefix by the alias table (no draw with one), then the
-    prefill's unit exponential under an exponential law."""
+    """:func:`job_arrives` on its arrays: the prefix by the alias table (no draw with one), or the
+    trace's request ``arrival_index`` (its chain and decode size), then the prefill's unit
+    exponential under an exponential law."""
     job = records(incoming)[0]
+    job.decode = -1.0
     if kind == PROMPTS_SHARED:
         k = 0
         if len(keep) > 1:
@@ -144,6 +161,7 @@ def draw_prompt(
         job.start = indptr[arrival_index]
         job.length = indptr[arrival_index + 1] - job.start
         job.unique = 0
+        job.decode = decode_sizes[arrival_index]
     else:
         job.start = 0
         job.length = 0
@@ -238,6 +256,7 @@ def copy_job(source, i, target, j):
     to.length = of.length
     to.missing = of.missing
     to.factor = of.factor
+    to.decode = of.decode
 
 
 @njit
@@ -395,7 +414,7 @@ def start_job(incoming, jobs, serving, lists, nodes, table, listed, inv_speed, p
     served.pending = 1 if job.length > 0 else 0
     prefill = work * (job.length - hit) * job.factor
     served.prefill_end = now + prefill * inv_speed[s]
-    return prefill + size
+    return prefill + (job.decode if job.decode >= 0.0 else size)
 
 
 def service_placed(extension, s, index):
@@ -587,7 +606,7 @@ def slot_start_job(
     job = records(incoming)[0] if slot < 0 else records(jobs)[slot]
     hit = hold_hit(lists, nodes, table, s, listed, job.start, min(job.length, prefix_blocks), job.unique, job.length)
     prefill = work * (job.length - hit) * job.factor
-    total = prefill + size
+    total = prefill + (job.decode if job.decode >= 0.0 else size)
     entering = records(entering_job)[0]
     entering.start = job.start
     entering.unique = job.unique

@@ -43,9 +43,10 @@ def has_caches(system: System, policy: Policy) -> bool:
     return system.caches is not None or policy.spec.reads_cache
 
 
-def check_caches(system: System, policy: Policy, expected_arrivals: float) -> None:
+def check_caches(system: System, policy: Policy, expected_arrivals: float, options=None) -> None:
     """Refuse, in one line naming the field, what the simulation of caches does not carry (yet):
-    session prompts, ids beyond int64."""
+    session prompts, ids beyond int64; a trace's arrivals with another arrival process, without
+    answers, or that end before the warm-up (``options``: the run's, hetlb.simulation.options.RunOptions)."""
     caches = system.caches
     if caches is None:
         return
@@ -57,7 +58,7 @@ def check_caches(system: System, policy: Policy, expected_arrivals: float) -> No
             "use shared or trace prompts",
         )
     if prompts.kind == "trace":
-        raise InputError("prompts", "the continuous simulator does not replay traces yet; use shared prompts")
+        check_trace(system, options)
     if int(caches.capacity.sum()) > prefix_cache.MAX_NODES:
         raise InputError(
             "cache_blocks", f"the caches may hold at most {prefix_cache.MAX_NODES:,} blocks in all (2^31 - 1)"
@@ -70,6 +71,59 @@ def check_caches(system: System, policy: Policy, expected_arrivals: float) -> No
                 f"{prompts.unique} blocks of its own a request over about {expected_arrivals:.3g} arrivals take "
                 "block ids beyond 2^62; take fewer, or a shorter run",
             )
+
+
+def check_trace(system: System, options) -> None:
+    """A trace's requests arrive at its own times (rescaled to the system's arrival rate), with its
+    answers' lengths as decode sizes: refuse another arrival process, a trace whose answers are all
+    empty, and a warm-up that outlasts it."""
+    trace = system.caches.prompts.trace if system.caches is not None else None
+    assert trace is not None
+    if not system.arrivals.is_poisson:
+        raise InputError(
+            "arrivals",
+            f"trace prompts arrive at the trace's own times (rescaled to the arrival rate), not as {system.arrivals.text}; "
+            "leave the arrival process out",
+        )
+    if not trace.output_tokens.any():
+        raise InputError(
+            "prompts",
+            f"the trace {trace.path} has no output tokens: its decode sizes (output / mean output) are undefined",
+        )
+    epochs = trace_epochs(system)
+    assert epochs is not None
+    if options is not None:
+        measured = int(np.sum(epochs >= options.warmup))
+        if measured < options.batches:
+            raise InputError(
+                "warmup",
+                f"the trace's {trace.n_requests:,} requests end at time {epochs[-1]:.6g} (rescaled to the arrival rate "
+                f"{system.total_arrival_rate:.6g}): {measured:,} arrive after the warm-up, fewer than the "
+                f"{options.batches} batches; shorten the warm-up",
+            )
+
+
+def trace_epochs(system: System) -> np.ndarray | None:
+    """The arrival epochs of a trace's requests, rescaled to the system's arrival rate (None
+    without trace prompts)."""
+    caches = system.caches
+    if caches is None or caches.prompts.kind != "trace":
+        return None
+    trace = caches.prompts.trace
+    assert trace is not None
+    return trace.rescaled_arrivals(system.total_arrival_rate)
+
+
+def decode_sizes(system: System) -> np.ndarray:
+    """A trace's decode sizes, X_j = output tokens of request j over their mean (mean 1); empty
+    without trace prompts."""
+    caches = system.caches
+    if caches is None or caches.prompts.kind != "trace":
+        return np.zeros(0)
+    trace = caches.prompts.trace
+    assert trace is not None
+    tokens = trace.output_tokens.astype(np.float64)
+    return tokens / tokens.mean()
 
 
 def offered_load_all_misses(system: System) -> float:
@@ -130,6 +184,7 @@ def new_cache_extension(
         prefix_alias=np.asarray(alias, dtype=np.int64),
         listed=np.asarray(listed, dtype=np.int64),
         chain_indptr=np.asarray(indptr, dtype=np.int64),
+        decode_sizes=decode_sizes(system),
         prefill_work=work,
         exponential_prefill=bool(exponential),
         speed=np.asarray(system.speed, dtype=np.float64),

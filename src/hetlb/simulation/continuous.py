@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb import validation
-from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
+from hetlb.constants import ARRIVALS_POISSON, ARRIVALS_TRACE, INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import batch_servers as slot_kernel
 from hetlb.kernels import continuous as kernel
@@ -100,7 +100,7 @@ def simulate_one_dispatcher(
     else:
         check_kernel_branch(policy.spec)
     events = check_run(system, policy, options)
-    caches.check_caches(system, policy, events / (2 * options.replications))
+    caches.check_caches(system, policy, events / (2 * options.replications), options)
     cache_policy = policy if caches.has_caches(system, policy) else None
     with kernels_for(events):
         model = pack_model(system, policy, options)
@@ -390,6 +390,14 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         if len(finite_buffer) == system.n_servers
         else options.occupancy_levels
     )
+    size_code, arrival_code, arrival_params = system.job_sizes.code, system.arrivals.code, arrival_parameters(system)
+    epochs = caches.trace_epochs(system)
+    if epochs is not None:  # a trace's requests: its arrival times and sizes (hetlb.simulation.caches)
+        arrival_code, arrival_params = ARRIVALS_TRACE, np.append(epochs, np.inf)
+        size_code = kernel.SIZE_DETERMINISTIC  # nothing drawn: the caches give each job its decode size
+        horizon = min(horizon, float(epochs[-1]))  # the trace's end closes the window
+        if jobs is not None:
+            jobs = min(jobs, int(np.sum(epochs >= warmup)))
     if jobs is None:
         batch_ends = warmup + (horizon - warmup) * np.arange(1, batches + 1) / batches
         batch_ends[-1] = horizon
@@ -411,10 +419,10 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         compat_cumulative_speed=compat_cumulative_speed,
         compat_first_slow=compat_first_slow,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
-        size_code=system.job_sizes.code,
+        size_code=size_code,
         size_params=system.job_sizes.kernel_parameters(),
-        arrival_code=system.arrivals.code,
-        arrival_params=arrival_parameters(system),
+        arrival_code=arrival_code,
+        arrival_params=arrival_params,
         policy_code=policy.code,
         sample_sizes=np.array(sample_sizes or [1], np.int64),
         route_probabilities=np.array([policy.params.get("p_fast", 0.0), policy.params.get("p_slow", 0.0)]),
