@@ -294,13 +294,16 @@ def test_the_same_seed_gives_every_policy_the_same_prompts():
         (dict(cache_blocks=4, prompts="lru:count=3"), {}, "prompts", "shared"),
         (dict(cache_blocks=4, prompts="sessions:turns=3,blocks=2,think=1"), {}, "prompts", "sessions"),
         (dict(prompts="shared:count=2,blocks=1,zipf=1,unique=0"), {}, "prompts", "cache_blocks"),
-        (dict(cache_blocks=4), dict(dispatchers=2), "cache_blocks", "several dispatchers"),
+        (dict(cache_blocks=4), dict(dispatchers=2, policy="eft"), "cache_blocks", "several dispatchers"),
+        (dict(cache_blocks=4), dict(dispatchers=2, policy="chash"), "cache_blocks", "approximate index"),
     ],
 )
 def test_what_the_simulator_does_not_carry_is_a_one_line_error(build, run, field, words):
+    run = dict(run)
+    policy = run.pop("policy", "jsq")
     with pytest.raises(InputError) as caught:
         system = hetlb.System.from_speeds([1.0, 1.0], load=0.5, **build)
-        hetlb.simulate(system, "jsq", jobs=500, **run)
+        hetlb.simulate(system, policy, jobs=500, **run)
     assert caught.value.field == field and words in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -440,3 +443,37 @@ def test_what_a_trace_refuses(tmp_path):
     silent.write_text('{"timestamp": 0, "input_length": 5, "output_length": 0, "hash_ids": [1]}\n' * 2)
     with pytest.raises(InputError, match="no output tokens"):
         hetlb.simulate(hetlb.System.from_speeds([1.0], load=0.5, cache_blocks=8, prompts=f"trace:{silent}"), "jsq")
+
+
+# --- several dispatchers: the caches under the policies on estimates -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "policy, update", [("l-jsq", "push:p_hat=0.5:d=2"), ("jsq", "probe"), ("sed", "piggyback:delay=0.2")]
+)
+@pytest.mark.parametrize("servers", [{}, dict(concurrency=[1, 3, 2, 4], rate_curve="saturating:alpha=0.3")])
+def test_caches_that_change_nothing_leave_several_dispatchers_bit_for_bit(policy, update, servers):
+    common = dict(speeds=[2.0, 1.0, 1.0, 0.5], arrival_rate=2.6, buffer=[4, 3, 5, 2], **servers)
+    run = dict(jobs=4000, warmup=5.0, seed=7, dispatchers=3, update=update)
+    plain = hetlb.simulate(hetlb.System.from_speeds(**common), policy, **run).runs[0].to_dict()
+    cached = hetlb.simulate(hetlb.System.from_speeds(**common, **NO_EFFECT), policy, **run).runs[0].to_dict()
+    for name in ("events", "wall_seconds", "events_per_second"):
+        plain.pop(name), cached.pop(name)
+    assert cached.pop("caches")["blocks_hit"] > 0
+    assert {name: value for name, value in cached.items() if name in plain} == plain
+
+
+@pytest.mark.parametrize("servers", [{}, dict(concurrency=[3, 1, 2, 2], rate_curve="shared")])
+def test_several_dispatchers_conserve_hits_and_first_tokens(servers):
+    prompts = "shared:count=5,blocks=2,zipf=1,unique=1"
+    system = hetlb.System.from_speeds(
+        [2.0, 1.0, 1.0, 0.5], load=0.6, buffer=5, cache_blocks=6, prompts=prompts, prefill_work=0.2, **servers
+    )
+    result = hetlb.simulate(system, "l-jsq", jobs=5000, warmup=5.0, seed=4, dispatchers=3, update="push:p_hat=0.3:d=2")
+    run = result.runs[0]
+    assert run.counters["admitted"] == run.counters["departed"] + run.counters["in_system"]
+    assert run.blocks_requested == 3 * run.completed_jobs and 0 < run.blocks_hit <= 2 * run.completed_jobs
+    assert run.ttft_histogram.sum() == run.completed_jobs
+    assert np.all(np.cumsum(run.ttft_histogram) >= np.cumsum(run.histogram))
+    assert result.metadata["load_all_misses"] == pytest.approx(0.6 * (1 + 0.2 * 3))
+    assert result.has_caches and "mean_ttft" in result.summary

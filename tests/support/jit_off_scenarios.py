@@ -157,7 +157,17 @@ def dispatcher_numbers(result) -> dict:
 def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
     system_options = {
         key: options.pop(key)
-        for key in ("buffer", "job_sizes", "arrivals", "concurrency", "rate_curve")
+        for key in (
+            "buffer",
+            "job_sizes",
+            "arrivals",
+            "concurrency",
+            "rate_curve",
+            "cache_blocks",
+            "prompts",
+            "prefill_work",
+            "prefill_law",
+        )
         if key in options
     }
     system = hetlb.System.from_speeds(SPEEDS, load=0.8, **system_options)
@@ -334,6 +344,23 @@ def scenarios() -> dict:
                 f"l-jsq {name}": value
                 for name, value in dispatchers_run(
                     "tree", "l-jsq", "push:p_hat=0.5:d=2", concurrency="inf", rate_curve="shared"
+                ).items()
+            },
+        },
+        "dispatchers with caches, scan sed probe and multi-slot tree l-jsq push": lambda: {
+            **dispatchers_run("scan", "sed", "probe", buffer=5, cache_blocks=4, prompts=SHARED, prefill_work=0.1),
+            **{
+                f"l-jsq {name}": value
+                for name, value in dispatchers_run(
+                    "tree",
+                    "l-jsq",
+                    "push:p_hat=0.5:d=2",
+                    concurrency=[2, 1, 3, 2, 1],
+                    rate_curve="saturating:alpha=0.2",
+                    cache_blocks=4,
+                    prompts=SHARED,
+                    prefill_work=0.1,
+                    prefill_law="exponential",
                 ).items()
             },
         },

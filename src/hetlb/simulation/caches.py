@@ -142,7 +142,9 @@ def cache_metadata(system: System) -> dict:
 
 def policy_parameters(policy: Policy) -> np.ndarray:
     """The parameters of a policy that reads the caches, in its registry entry's order (one 0 when
-    it has none: the kernels take an array)."""
+    it has none, or when the policy does not read the caches: the kernels take an array)."""
+    if not policy.spec.reads_cache:
+        return np.zeros(1)
     values = [float(policy.params[name]) for name in policy.spec.parameters]
     return np.array(values or [0.0], dtype=np.float64)
 
