@@ -21,7 +21,11 @@ Paths (each floor kernel is a file of this folder, written from the model, not f
   N = 100, l-jsq with push updates without delay (p_hat = 1, d = 2) (floor_dispatchers.py);
 * ``batch-100``, ``batch-10000``: servers that serve many jobs at once, the canonical speeds at
   N = 100 and 10,000, c = 8, saturating alpha = 0.2, load 0.9 of the capacity, jsq
-  (floor_batch.py; hetlb's multi-slot loop, hetlb.kernels.batch_servers).
+  (floor_batch.py; hetlb's multi-slot loop, hetlb.kernels.batch_servers);
+* ``cache-10``, ``cache-1000``: prefix caches (docs/background/prefix-caches.md) on the canonical
+  speeds at N = 10 and 1000, load 0.7, 64 blocks a server, shared prompts of 100 prefixes of 4
+  blocks (Zipf 1) and 2 blocks of their own, prefill work 0.05 a block, jsq (floor_cache.py;
+  hetlb's loop with caches, hetlb.kernels.continuous.advance_with_caches).
 
     python benchmarks/floor_ratio.py --rounds 9
     python benchmarks/floor_ratio.py --rounds 5 --paths complete-10,sparse --scale 0.5
@@ -43,6 +47,7 @@ sys.path.insert(0, str(HERE))
 from dispatchers import time_dispatchers  # noqa: E402
 from floor_batch import ALPHA, CONCURRENCY, run_floor_batch  # noqa: E402
 from floor_bounding import run_floor_bounding  # noqa: E402
+from floor_cache import run_floor_cache  # noqa: E402
 from floor_dispatchers import run_floor_dispatchers  # noqa: E402
 from floor_slotted import run_floor_slotted  # noqa: E402
 from floor_sparse import run_floor_sparse  # noqa: E402
@@ -57,7 +62,7 @@ from hetlb.kernels import continuous as continuous_kernel  # noqa: E402
 from hetlb.kernels import slotted as slotted_kernel  # noqa: E402
 from hetlb.policies.registry import resolve_policy  # noqa: E402
 from hetlb.progress import working  # noqa: E402
-from hetlb.simulation import batch_servers, continuous, slotted  # noqa: E402
+from hetlb.simulation import batch_servers, caches, continuous, slotted  # noqa: E402
 from hetlb.simulation.bounding import served_rate  # noqa: E402
 from hetlb.simulation.options import RunOptions  # noqa: E402
 
@@ -83,6 +88,31 @@ def hetlb_continuous(system, policy_id, jobs, seed):
     while True:
         t0 = CLOCK()
         status = continuous_kernel.advance(model, state, arrival_rng, policy_rng, 1 << 40)
+        seconds += CLOCK() - t0
+        if status == continuous_kernel.FINISHED:
+            return int(state.counters[0]["events"]), seconds
+        state = continuous.grow_job_pool(model, state)
+
+
+def hetlb_caches(system, policy_id, jobs, seed):
+    """Events and CPU seconds of hetlb's loop with prefix caches measuring ``jobs`` jobs from empty."""
+    policy = resolve_policy(policy_id, {})
+    model = continuous.pack_model(system, policy, RunOptions(jobs=jobs))
+    arrival_stream, policy_stream = np.random.SeedSequence(seed).spawn(2)
+    arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
+    policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
+    state = continuous.new_state(
+        model,
+        system.n_servers,
+        0,
+        extension=lambda slots: caches.new_cache_extension(system, policy, slots, len(model.batch_ends)),
+    )
+    state.counters[0]["window_end"] = np.inf
+    state.counters[0]["next_arrival"] = arrival_rng.exponential() / model.total_arrival_rate
+    seconds = 0.0
+    while True:
+        t0 = CLOCK()
+        status = continuous_kernel.advance_with_caches(model, state, arrival_rng, policy_rng, 1 << 40)
         seconds += CLOCK() - t0
         if status == continuous_kernel.FINISHED:
             return int(state.counters[0]["events"]), seconds
@@ -237,6 +267,34 @@ def batch_path(n, jobs):
     return floor, simulator, "M events/s", 1e6
 
 
+CACHE_LOAD = 0.7
+CACHE_PROMPTS = dict(count=100, blocks=4, unique=2, zipf=1.0, capacity=64, work=0.05)
+"""The cache paths' system: with every prefill a miss its load is 0.7 (1 + 0.05 x 6) = 0.91."""
+
+
+def cache_path(n, jobs):
+    speeds = canonical_speeds(n)
+    p = CACHE_PROMPTS
+    system = hetlb.System.from_speeds(
+        list(speeds),
+        load=CACHE_LOAD,
+        cache_blocks=p["capacity"],
+        prompts=f"shared:count={p['count']},blocks={p['blocks']},zipf={p['zipf']:g},unique={p['unique']}",
+        prefill_work=p["work"],
+    )
+    rate = CACHE_LOAD * speeds.sum()
+
+    def floor():
+        _, _, events, seconds = run_floor_cache(speeds, rate, jobs, SEED, CLOCK, **CACHE_PROMPTS)
+        return events / seconds
+
+    def simulator():
+        events, seconds = hetlb_caches(system, "jsq", jobs, SEED)
+        return events / seconds
+
+    return floor, simulator, "M events/s", 1e6
+
+
 def paths(scale):
     jobs = int(1_000_000 * scale)
     return {
@@ -251,6 +309,8 @@ def paths(scale):
         "dispatchers-l-jsq-push": lambda: dispatchers_path(jobs),
         "batch-100": lambda: batch_path(100, jobs),
         "batch-10000": lambda: batch_path(10_000, jobs),
+        "cache-10": lambda: cache_path(10, jobs),
+        "cache-1000": lambda: cache_path(1000, jobs),
     }
 
 

@@ -22,6 +22,9 @@ ARRIVALS_BATCH = 1
 ARRIVALS_MMPP = 2
 ARRIVAL_KINDS = {"poisson": ARRIVALS_POISSON, "batch": ARRIVALS_BATCH, "mmpp": ARRIVALS_MMPP}
 """Arrival processes of the continuous-time model (hetlb.model.arrivals)."""
+ARRIVALS_TRACE = 3
+"""The kernels' code of the arrival times of a trace (the prompts ``trace:FILE``, rescaled to the
+system's arrival rate; hetlb.kernels.arrivals), which no arrival process of a system names."""
 
 PROMPTS_NONE = 0
 PROMPTS_SHARED = 1

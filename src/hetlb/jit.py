@@ -143,6 +143,33 @@ def njit(function: Callable | None = None, **options) -> Any:
     return decorate if function is None else decorate(function)
 
 
+def by_types(plain: Callable, choose: Callable) -> Any:
+    """A function that compiled code calls like an @njit function, whose implementation numba
+    picks by the types of its arguments when it compiles the caller: ``choose(*types)`` returns a
+    plain Python function of the same parameters, which numba compiles inlined into the caller
+    (numba's ``overload`` with ``inline="always"``). Outside compiled code, in :func:`plain_python`
+    and with the JIT disabled, ``plain(*args)`` runs, choosing by the values. So one loop compiles
+    to different code for arguments of different types (hetlb.kernels.server_state: a run without
+    caches gets the loop it had, a run with caches the same loop with them); ``choose`` should be
+    ``functools.wraps`` of an implementation, so that numba sees their common parameters."""
+    if DISABLED:
+        return plain
+
+    def make():
+        from numba.extending import overload
+
+        overload(plain, inline="always")(choose)
+        return plain
+
+    if _numba_loaded:
+        return make()
+    lazy = LazyFunction(None, make, plain)
+    lazy.__name__ = lazy.__qualname__ = plain.__name__
+    lazy.__module__, lazy.__doc__ = plain.__module__, plain.__doc__
+    _waiting.append(lazy)
+    return lazy
+
+
 def make_dispatcher(py_func: Callable, options: dict):
     import numba
 

@@ -18,6 +18,8 @@ from hetlb.simulation import continuous
 from hetlb.simulation.bounding import check_sandwich_arrays, simulate_bounding_system_arrays
 
 SPEEDS = [2.0, 1.0, 1.0, 0.5, 0.25]
+SHARED = "shared:count=5,blocks=2,zipf=1,unique=1"
+"""Prompts of the runs with prefix caches."""
 
 
 @contextlib.contextmanager
@@ -62,6 +64,11 @@ def continuous_numbers(result) -> dict:
             numbers[name] = getattr(run, name)
     if run.trace is not None:
         numbers.update({"trace_" + name: np.asarray(values, dtype=float) for name, values in run.trace.items()})
+    if run.has_caches:
+        for name in ("mean_ttft", "ttft_histogram", "blocks_hit", "blocks_requested", "server_blocks_hit"):
+            numbers[name] = np.asarray(getattr(run, name), dtype=float)
+        if run.rank_jobs is not None:
+            numbers["rank_blocks_hit"] = np.asarray(run.rank_blocks_hit, dtype=float)
     return numbers
 
 
@@ -92,7 +99,19 @@ def slotted_numbers(result) -> dict:
 def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     system_options = {
         key: options.pop(key)
-        for key in ("buffer", "job_sizes", "graph", "arrival_rate", "arrivals", "concurrency", "rate_curve")
+        for key in (
+            "buffer",
+            "job_sizes",
+            "graph",
+            "arrival_rate",
+            "arrivals",
+            "concurrency",
+            "rate_curve",
+            "cache_blocks",
+            "prompts",
+            "prefill_work",
+            "prefill_law",
+        )
         if key in options
     }
     if "arrival_rate" not in system_options:
@@ -101,6 +120,28 @@ def continuous_run(path: str, policy: str, jobs: int = 1500, **options) -> dict:
     with routing_path(path):
         result = hetlb.simulate(system, policy, jobs=jobs, warmup=5.0, batches=5, seed=7, trace=20, **options)
     return continuous_numbers(result)
+
+
+def trace_file() -> str:
+    """A small Mooncake-format trace (the same every time): 300 requests whose chains share leading
+    blocks, in a temporary folder."""
+    import json
+    import os
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="hetlb-jit-off-"), "trace.jsonl")
+    rng = np.random.default_rng(17)
+    with open(path, "w") as handle:
+        time = 0.0
+        for _ in range(300):
+            time += float(rng.exponential(50.0))
+            root = int(rng.integers(4))
+            ids = [root, 10 + root * 3 + int(rng.integers(3))][: int(rng.integers(1, 3))] + [
+                1000 + int(rng.integers(50))
+            ]
+            record = {"timestamp": time, "input_length": 512 * len(ids), "output_length": int(rng.integers(1, 400))}
+            handle.write(json.dumps({**record, "hash_ids": ids}) + "\n")
+    return path
 
 
 def dispatcher_numbers(result) -> dict:
@@ -116,7 +157,17 @@ def dispatcher_numbers(result) -> dict:
 def dispatchers_run(path: str, policy: str, update: str, **options) -> dict:
     system_options = {
         key: options.pop(key)
-        for key in ("buffer", "job_sizes", "arrivals", "concurrency", "rate_curve")
+        for key in (
+            "buffer",
+            "job_sizes",
+            "arrivals",
+            "concurrency",
+            "rate_curve",
+            "cache_blocks",
+            "prompts",
+            "prefill_work",
+            "prefill_law",
+        )
         if key in options
     }
     system = hetlb.System.from_speeds(SPEEDS, load=0.8, **system_options)
@@ -159,6 +210,59 @@ def scenarios() -> dict:
         "scan sed, mmpp arrivals, pareto sizes": lambda: continuous_run(
             "scan", "sed", buffer=5, arrivals="mmpp:ratio=4,on=5,off=10", job_sizes=hetlb.JobSizes("pareto", 0.5)
         ),
+        "caches eft, shared prompts, finite buffers": lambda: continuous_run(
+            "scan", "eft", buffer=4, cache_blocks=[6, 4, 4, 3, 2], prompts=SHARED, prefill_work=0.1
+        ),
+        "caches jsq buckets, exponential prefill": lambda: continuous_run(
+            "buckets", "jsq", buffer=6, cache_blocks=5, prompts=SHARED, prefill_work=0.2, prefill_law="exponential"
+        ),
+        "caches chash and cache-aware on a sparse graph": lambda: {
+            **continuous_run("scan", "chash", graph=sparse, arrival_rate=2.5, cache_blocks=4, prompts=SHARED),
+            **{
+                name + " cache-aware": value
+                for name, value in continuous_run(
+                    "scan", "cache-aware", graph=sparse, arrival_rate=2.5, cache_blocks=4, prompts=SHARED, abs=2
+                ).items()
+            },
+        },
+        "caches prefix-score and balanced-pandas": lambda: {
+            **continuous_run("scan", "prefix-score", cache_blocks=5, prompts=SHARED, prefill_work=0.1),
+            **{
+                name + " balanced-pandas": value
+                for name, value in continuous_run(
+                    "scan", "balanced-pandas", cache_blocks=5, prompts=SHARED, prefill_work=0.1
+                ).items()
+            },
+        },
+        "caches multi-slot eft, saturating, exponential prefill": lambda: continuous_run(
+            "scan",
+            "eft",
+            buffer=6,
+            concurrency=[3, 1, 2, 4, 2],
+            rate_curve="saturating:alpha=0.3",
+            cache_blocks=[5, 4, 4, 6, 3],
+            prompts=SHARED,
+            prefill_work=0.15,
+            prefill_law="exponential",
+        ),
+        "caches multi-slot jsq buckets, unlimited shared": lambda: continuous_run(
+            "buckets", "jsq", concurrency="inf", rate_curve="shared", cache_blocks=4, prompts=SHARED, prefill_work=0.1
+        ),
+        "caches trace, eft and multi-slot jsq": lambda: {
+            **continuous_run("scan", "eft", cache_blocks=4, prompts=f"trace:{trace_file()}", prefill_work=0.2),
+            **{
+                name + " multi-slot": value
+                for name, value in continuous_run(
+                    "buckets",
+                    "jsq",
+                    concurrency=[2, 1, 3, 2, 1],
+                    rate_curve="saturating:alpha=0.3",
+                    cache_blocks=4,
+                    prompts=f"trace:{trace_file()}",
+                    prefill_work=0.2,
+                ).items()
+            },
+        },
         "multi-slot tree jfsq, saturating, finite buffers": lambda: continuous_run(
             "tree", "jfsq", buffer=5, concurrency=3, rate_curve="saturating:alpha=0.3"
         ),
@@ -240,6 +344,23 @@ def scenarios() -> dict:
                 f"l-jsq {name}": value
                 for name, value in dispatchers_run(
                     "tree", "l-jsq", "push:p_hat=0.5:d=2", concurrency="inf", rate_curve="shared"
+                ).items()
+            },
+        },
+        "dispatchers with caches, scan sed probe and multi-slot tree l-jsq push": lambda: {
+            **dispatchers_run("scan", "sed", "probe", buffer=5, cache_blocks=4, prompts=SHARED, prefill_work=0.1),
+            **{
+                f"l-jsq {name}": value
+                for name, value in dispatchers_run(
+                    "tree",
+                    "l-jsq",
+                    "push:p_hat=0.5:d=2",
+                    concurrency=[2, 1, 3, 2, 1],
+                    rate_curve="saturating:alpha=0.2",
+                    cache_blocks=4,
+                    prompts=SHARED,
+                    prefill_work=0.1,
+                    prefill_law="exponential",
                 ).items()
             },
         },

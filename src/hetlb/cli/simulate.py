@@ -20,7 +20,7 @@ from hetlb.cli.text import format_result, format_slotted_result, result_line
 
 def add_flags(parser) -> None:
     """The flags of ``hetlb simulate``."""
-    add_scenario_flags(parser)
+    add_scenario_flags(parser, caches=True)
     add_policy_flags(parser)
     run_group = parser.add_argument_group("run")
     stop = run_group.add_mutually_exclusive_group()

@@ -72,6 +72,17 @@ def interval_text(summary: dict, key: str) -> str:
     return f"  95% CI [{ci[0]:.5g}, {ci[1]:.5g}]" if ci is not None and np.all(np.isfinite(ci)) else ""
 
 
+def caches_text(caches: dict, load_all_misses) -> str:
+    """The prefix caches of a system's metadata: blocks a server, prompts, prefill work and law, and
+    the offered load with every prefill a miss."""
+    blocks = fmt(caches["cache_blocks"])
+    text = (
+        f"caches {blocks} blocks a server, prompts {caches['prompts']}, prefill work {fmt(caches['prefill_work'])} "
+        f"a block ({caches['prefill_law']})"
+    )
+    return text if load_all_misses is None else f"{text}, load with every prefill a miss {load_all_misses:.4f}"
+
+
 def servers_text(groups: list) -> str:
     """The multi-slot servers of a system's metadata: count x (speed, concurrency, curve)."""
     return "slots " + ", ".join(
@@ -96,6 +107,7 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         f"sizes {fmt(system['job_sizes'])}",
         *([servers_text(system["servers"])] if "servers" in system else []),
         *([f"arrivals {system['arrivals']}"] if "arrivals" in system else []),
+        *([caches_text(system["caches"], meta.get("load_all_misses"))] if "caches" in system else []),
         f"{result.replications} replication(s), {stop} after warm-up {stopping['warmup']:g}, seed {fmt(meta['seed'])}",
         "",
     ]
@@ -110,6 +122,16 @@ def format_result(result, speeds=None, per_server: bool = False) -> str:
         ("response time p99", "response_time_p99"),
     ):
         lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
+    if "mean_ttft" in summary:
+        for label, key in (
+            ("mean time to first token", "mean_ttft"),
+            ("time to first token p50", "ttft_p50"),
+            ("time to first token p90", "ttft_p90"),
+            ("time to first token p99", "ttft_p99"),
+            ("cache hit ratio (blocks)", "cache_hit_ratio"),
+            ("prefill saved per job", "mean_prefill_saved"),
+        ):
+            lines.append(f"  {label:<26}{summary[key]:>12.6g}{interval_text(summary, key)}")
     if "dispatchers" in meta:
         lines += ["", *dispatcher_lines(meta["dispatchers"], summary)]
     classes = summary["occupancy_by_class"]

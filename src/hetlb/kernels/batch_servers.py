@@ -48,6 +48,7 @@ from hetlb.jit import at, njit, prefetch, records
 from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.continuous import (
+    CACHE_CODES,
     FINISHED,
     NEEDS_JOB_SLOTS,
     RUNNING,
@@ -74,14 +75,31 @@ from hetlb.kernels.continuous import (
     take_first_waiting,
 )
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.server_state import work_at_start
+from hetlb.kernels.server_state import (
+    job_arrives,
+    job_measured,
+    job_waits,
+    reads_cache,
+    route_by_cache,
+    service_moved,
+    service_placed,
+    work_at_start,
+)
 from hetlb.kernels.trees import move_time, prefetch_path, random_least_leaf, set_key, set_time_by_scan
 from hetlb.policies import registry, rules
 
-CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, *rules.KEYED_CODES, registry.JLU, registry.LEW)
+CODES = (
+    registry.RANDOM,
+    registry.WEIGHTED_RANDOM,
+    registry.POD,
+    *rules.KEYED_CODES,
+    registry.JLU,
+    registry.LEW,
+    *CACHE_CODES,
+)
 """The policy codes the multi-slot loop has a rule for: random, weighted-random (weights: the
-capacities mu phi(c)), pod (by the number of jobs n) and every key of
-hetlb.policies.rules.slot_selection_key."""
+capacities mu phi(c)), pod (by the number of jobs n), every key of
+hetlb.policies.rules.slot_selection_key and the policies that read the prefix caches."""
 
 BUCKETED_CODES = (registry.JSQ, registry.JIQ)
 """The codes whose slot keys are small integers (jsq: n; jiq: 0 with a free slot, else 1), which
@@ -199,8 +217,9 @@ def needs_rates(policy_code):
 
 
 @njit(inline="always")
-def push_service(service, slot, threshold, arrival, waiting, dispatcher):
-    """Add a job in service to the server's heap (``slot``: its record; the region has room)."""
+def push_service(service, slot, s, threshold, arrival, waiting, dispatcher, extension):
+    """Add a job in service to server s's heap (``slot``: its record; the region has room); the
+    ``extension`` (hetlb.kernels.server_state) follows every entry that moves and the one placed."""
     base = slot.heap_offset
     i = slot.in_service
     while i > 0:
@@ -213,19 +232,22 @@ def push_service(service, slot, threshold, arrival, waiting, dispatcher):
         below.arrival = above.arrival
         below.waiting = above.waiting
         below.dispatcher = above.dispatcher
+        service_moved(extension, base + parent, base + i)
         i = parent
     entry = service[at(base + i)]
     entry.threshold = threshold
     entry.arrival = arrival
     entry.waiting = waiting
     entry.dispatcher = dispatcher
+    service_placed(extension, s, base + i)
     slot.in_service += 1
 
 
 @njit(inline="always")
-def replace_least_service(service, slot, threshold, arrival, waiting, dispatcher):
-    """Put a job in service in the place of the one with the least threshold (the heap's root), and
-    sift it down to where it belongs."""
+def replace_least_service(service, slot, s, threshold, arrival, waiting, dispatcher, extension):
+    """Put a job in service in the place of the one with the least threshold (the heap's root) of
+    server s, and sift it down to where it belongs; the ``extension`` follows the entries that move.
+    Returns the entry where the job is put (the caller tells the extension what it is)."""
     base = slot.heap_offset
     n = slot.in_service
     i = 0
@@ -244,22 +266,27 @@ def replace_least_service(service, slot, threshold, arrival, waiting, dispatcher
         above.arrival = below.arrival
         above.waiting = below.waiting
         above.dispatcher = below.dispatcher
+        service_moved(extension, base + child, base + i)
         i = child
     entry = service[at(base + i)]
     entry.threshold = threshold
     entry.arrival = arrival
     entry.waiting = waiting
     entry.dispatcher = dispatcher
+    return base + i
 
 
 @njit(inline="always")
-def pop_least_service(service, slot):
-    """Remove the job with the least threshold from the server's heap."""
+def pop_least_service(service, slot, s, extension):
+    """Remove the job with the least threshold from server s's heap (the ``extension`` follows)."""
     n = slot.in_service - 1
     slot.in_service = n
     if n > 0:
         last = service[at(slot.heap_offset + n)]
-        replace_least_service(service, slot, last.threshold, last.arrival, last.waiting, last.dispatcher)
+        placed = replace_least_service(
+            service, slot, s, last.threshold, last.arrival, last.waiting, last.dispatcher, extension
+        )
+        service_moved(extension, slot.heap_offset + n, placed)
 
 
 @njit(inline="always")
@@ -298,7 +325,8 @@ def start_slot_service(c, server, slot, s, now, size, dispatcher, service, slot_
     slot.clock_time = now
     c.busy += 1
     slot.service_area -= now
-    push_service(service, slot, slot.clock + work_at_start(extension, s, now, size), now, 0.0, dispatcher)
+    threshold = slot.clock + work_at_start(extension, s, now, size, -1, slot.clock)
+    push_service(service, slot, s, threshold, now, 0.0, dispatcher, extension)
     if slot.in_service == slot.heap_capacity and slot.in_service < slot.room:
         slot_counters.full_server = s
     set_slot_rate(slot, server.inv_speed, curve_phi_table, curve_alpha, curve_tail, curve_job_time)
@@ -322,10 +350,11 @@ def end_slot_service(
         waiting = take_first_waiting(c, server, job_next)
         arrival = job_arrival[waiting]
         dispatcher = job_dispatcher[waiting] if len(job_dispatcher) > 0 else 0
-        threshold = slot.clock + work_at_start(extension, s, now, job_size[waiting])
-        replace_least_service(service, slot, threshold, arrival, now - arrival, dispatcher)
+        threshold = slot.clock + work_at_start(extension, s, now, job_size[waiting], waiting, slot.clock)
+        placed = replace_least_service(service, slot, s, threshold, arrival, now - arrival, dispatcher, extension)
+        service_placed(extension, s, placed)
         return next_departure_time(service, slot, now)
-    pop_least_service(service, slot)
+    pop_least_service(service, slot, s, extension)
     c.busy -= 1
     slot.service_area += now
     if q == slot.concurrency - 1:
@@ -480,10 +509,13 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             # an arrival: its type, size and the next epoch from the arrival stream (every arrival
             # process of hetlb.kernels.arrivals), as for c = 1
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
+            job_arrives(extension, c.arrivals_total, arrival_rng)  # what else it brings (its prompt)
             drawn_at, least_bucket, least_count = -1, 0, 0  # where a draw from the key buckets found s
             lo = compat_indptr[job_type]
             hi = compat_indptr[job_type + 1]
-            if policy_code == registry.RANDOM:
+            if reads_cache(extension, policy_code):
+                s = route_by_cache(extension, policy_code, compat_indices, lo, hi, queue_len, now, policy_rng)
+            elif policy_code == registry.RANDOM:
                 s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
             elif policy_code == registry.WEIGHTED_RANDOM:
                 s = rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_capacity, policy_rng)
@@ -536,7 +568,9 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 )
                 next_departure = move_departure(departures, s, next_time, scanning, n_servers)
             else:
-                queue_job(c, server, q - slot.concurrency, now, size, job_arrival, job_size, job_next)
+                job_waits(
+                    extension, queue_job(c, server, q - slot.concurrency, now, size, job_arrival, job_size, job_next)
+                )
             if scanned or keyed or bucketed:
                 key = slot_key(
                     policy_code,
@@ -585,6 +619,7 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
                 response = now - arrival
                 record_response(c, response, leaving.waiting, histogram)
                 add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, leaving.waiting)
+                job_measured(extension, s, now, arrival, c, batch_close, n_batches)
             q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)

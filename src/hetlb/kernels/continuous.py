@@ -42,6 +42,7 @@ Speed notes.
 """
 
 import math
+import types
 from collections import namedtuple
 
 import numpy as np
@@ -51,7 +52,16 @@ from hetlb.jit import at, njit, prefetch, records
 from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.server_state import job_joins, job_leaves, work_at_start
+from hetlb.kernels.server_state import (
+    job_arrives,
+    job_joins,
+    job_leaves,
+    job_measured,
+    job_waits,
+    reads_cache,
+    route_by_cache,
+    work_at_start,
+)
 from hetlb.kernels.trees import (
     lower_time,
     lower_time_at_root,
@@ -63,10 +73,15 @@ from hetlb.kernels.trees import (
 )
 from hetlb.policies import registry, rules
 
-CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, registry.JSQ_DF_DS, *rules.KEYED_CODES)
-"""The policy codes advance() has a rule for: its own branches (``# the server it is sent to``) and
-every code of hetlb.policies.rules.selection_key; hetlb.simulate refuses any other before it runs
-(a policy registered with its own key runs in a copy of advance, hetlb.kernels.specialise)."""
+CACHE_CODES = (registry.CACHE_AWARE, registry.PREFIX_SCORE, registry.CHASH, registry.BALANCED_PANDAS, registry.EFT)
+"""The codes of the policies that read the prefix caches, which advance runs with a CacheExtension
+(hetlb.kernels.server_state.route_by_cache; caches of no block when the system has none)."""
+
+CODES = (registry.RANDOM, registry.WEIGHTED_RANDOM, registry.POD, registry.JSQ_DF_DS, *rules.KEYED_CODES, *CACHE_CODES)
+"""The policy codes advance() has a rule for: its own branches (``# the server it is sent to``),
+every code of hetlb.policies.rules.selection_key and the policies that read the caches;
+hetlb.simulate refuses any other before it runs (a policy registered with its own key runs in a
+copy of advance, hetlb.kernels.specialise)."""
 
 # advance() return status
 RUNNING = 0
@@ -477,7 +492,7 @@ def start_service(c, server, s, now, size, extension):
     c.busy += 1
     server.busy_area -= now
     server.service_arrival = now
-    work = work_at_start(extension, s, now, size)
+    work = work_at_start(extension, s, now, size, -1, now)
     server.service_size = work
     return now + work * server.inv_speed
 
@@ -564,7 +579,7 @@ def serve_next(c, server, s, now, job_arrival, job_size, job_next, extension):
     frees its slot; returns the slot."""
     slot = take_first_waiting(c, server, job_next)
     server.service_arrival = job_arrival[slot]
-    server.service_size = work_at_start(extension, s, now, job_size[slot])
+    server.service_size = work_at_start(extension, s, now, job_size[slot], slot, now)
     return slot
 
 
@@ -703,12 +718,15 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
             # an arrival: its type, size and the next arrival epoch come from the arrival stream, in
             # that order, its server from the policy stream
             job_type = 0 if n_types == 1 else alias_draw(type_keep, type_alias, arrival_rng.random())
+            job_arrives(extension, c.arrivals_total, arrival_rng)  # what else it brings (its prompt)
             drawn_at, least_bucket, least_count = -1, 0, 0  # where a draw from the key buckets found s
 
             # the server it is sent to (whether or not its buffer has room)
             lo = compat_indptr[job_type]
             hi = compat_indptr[job_type + 1]
-            if policy_code == registry.RANDOM:
+            if reads_cache(extension, policy_code):
+                s = route_by_cache(extension, policy_code, compat_indices, lo, hi, queue_len, now, policy_rng)
+            elif policy_code == registry.RANDOM:
                 s = compat_indices[lo + rules.uniform_index(policy_rng, hi - lo)]
             elif policy_code == registry.WEIGHTED_RANDOM:
                 s = rules.speed_weighted_server(compat_indices, lo, hi, compat_cumulative_speed, policy_rng)
@@ -796,7 +814,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                     lower_time(departures, s, next_time)
                 next_departure = min(next_departure, next_time)  # the root's time, as the tree has it
             else:
-                queue_job(c, server, q - 1, now, size, job_arrival, job_size, job_next)
+                job_waits(extension, queue_job(c, server, q - 1, now, size, job_arrival, job_size, job_next))
             if batch_by_jobs == 1 and c.tagging == 1 and c.admitted >= batch_ends[c.batch_index]:
                 snapshot_batch(c, batches, batch_close, now)
             if c.tagging == 1 and c.admitted >= target_jobs:
@@ -810,6 +828,7 @@ def advance(model, state, arrival_rng, policy_rng, max_events):
                 add_to_batch(
                     batches, arrival_batch(c, server.service_arrival, batch_close, n_batches), response, waiting
                 )
+                job_measured(extension, s, now, server.service_arrival, c, batch_close, n_batches)
             q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)
@@ -843,3 +862,22 @@ def finish(c, at, batches, batch_close):
     while c.batch_index < len(batches):
         snapshot_batch(c, batches, batch_close, at)
     c.end_time = at
+
+
+def renamed(function, name: str):
+    """The plain Python function of ``function`` under another name (so that numba caches its
+    compiled code apart)."""
+    plain = getattr(function, "py_func", function)
+    copy = types.FunctionType(plain.__code__, plain.__globals__, name, plain.__defaults__, plain.__closure__)
+    copy.__qualname__ = name
+    copy.__module__ = plain.__module__
+    copy.__doc__ = plain.__doc__
+    return copy
+
+
+advance_with_caches = njit(_nrt=False)(renamed(advance, "advance_with_caches"))
+""":func:`advance` for a run whose KernelState.extension is a CacheExtension (the servers' prefix
+caches, hetlb.kernels.server_state): the same loop, compiled without numba's runtime so that the
+caches' arrays, which the inlined helpers of hetlb.kernels.server_caches take out of the extension
+on every event, are not reference-counted (the loop allocates nothing, as
+hetlb.kernels.batch_servers.advance does not)."""

@@ -68,6 +68,7 @@ from hetlb.kernels.continuous import (
 from hetlb.kernels.decisions import decide, record_herd
 from hetlb.kernels.flights import take_from_flight
 from hetlb.kernels.sampling import alias_draw
+from hetlb.kernels.server_state import job_arrives, job_measured, job_waits
 from hetlb.kernels.trees import lower_time, set_time
 from hetlb.kernels.updates import (
     INCREMENT,
@@ -430,6 +431,7 @@ def advance(
             source = 0 if n_sources == 1 else alias_draw(source_keep, source_alias, arrival_rng.random())
             m = source // n_types
             job_type = source - m * n_types
+            job_arrives(extension, c.arrivals_total, arrival_rng)  # what else it brings (its prompt)
             v = 0 if truth_view else m
             if tagging == 1 and not truth_view:
                 measure_estimate(
@@ -570,6 +572,7 @@ def advance(
                 else:
                     slot = queue_job(c, server, q - slot_count, now, size, job_arrival, job_size, job_next)
                     job_dispatcher[slot] = m
+                    job_waits(extension, slot)
             if dispatcher_model.push_probability > 0.0 and update_rng.random() < dispatcher_model.push_probability:
                 taken = rules.sample_without_replacement(
                     n_servers, dispatcher_model.push_size, probe_sample, update_rng
@@ -623,6 +626,7 @@ def advance(
                 else:
                     response, waiting = measure_response(c, server, now, histogram)
                 add_to_batch(batches, arrival_batch(c, arrival, batch_close, n_batches), response, waiting)
+                job_measured(extension, s, now, arrival, c, batch_close, n_batches)
             q = leave_server(c, server, s, now, extension)
             if q + 1 <= n_levels:
                 move_level(at(server.speed_class * level_width + q + 1), -1, now, flat_level_count, flat_level_area)

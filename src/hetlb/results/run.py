@@ -23,6 +23,15 @@ PERCENTILE_NAMES = tuple(f"response_time_p{p}" for p in PERCENTILES)
 HEADLINE = ("mean_response_time", "mean_waiting_time", "p_wait", "blocking_probability", "mean_number_in_system")
 """Figures of a SimulationResult given with their 95% interval (``name + "_ci"``), as are the
 percentiles when there are several replications."""
+TTFT_PERCENTILES = (50, 90, 99)
+CACHE_FIGURES = (
+    "mean_ttft",
+    *(f"ttft_p{p}" for p in TTFT_PERCENTILES),
+    "cache_hit_ratio",
+    "mean_prefill_saved",
+)
+"""The figures of a run with prefix caches (docs/background/prefix-caches.md), in its summary after
+the response time's, each with its interval where there is one; absent without caches."""
 
 
 def mean_over_runs(runs, name: str):
@@ -37,6 +46,21 @@ def mean_over_runs(runs, name: str):
 def mean_property(name: str, doc: str) -> property:
     """An attribute: ``name`` of the runs, averaged over the replications."""
     return property(lambda self: mean_over_runs(self.runs, name)[0], doc=doc)
+
+
+def cache_property(name: str, doc: str) -> property:
+    """An attribute of runs with prefix caches: ``name`` of the runs averaged over the replications,
+    or None without caches."""
+    return property(lambda self: mean_over_runs(self.runs, name)[0] if self.has_caches else None, doc=doc)
+
+
+def cache_interval_property(name: str) -> property:
+    """The 95% interval of a figure of the caches (:func:`interval_property`), or None without them."""
+    return property(
+        lambda self: mean_over_runs(self.runs, name)[1] if self.has_caches else None,
+        doc=f"95% interval of {name} (runs with caches): over the replications, or the batch means of a single "
+        "run (None if the run keeps none)",
+    )
 
 
 def interval_property(name: str) -> property:
@@ -128,6 +152,34 @@ class RunResult(ReplicationResult):
         Per server, the time-average jobs in service E[b] (servers of several slots).
     slot_utilisation
         Per server, E[b] / c_s (nan for unlimited c; servers of several slots).
+    mean_ttft
+        The mean time to first token of the measured jobs, from arrival to the end of the prefill
+        (time units; runs with prefix caches, as are the fields below).
+    mean_ttft_ci
+        Its 95% interval [low, high] (batch means of this run).
+    ttft_std
+        The standard deviation of their times to first token.
+    ttft_histogram
+        Time-to-first-token counts in the bins of ``histogram`` (ttft_p50, ttft_p90, ttft_p99).
+    cache_hit_ratio
+        Blocks hit over blocks requested by the measured jobs (the share of prefill saved).
+    blocks_hit
+        Blocks the measured jobs hit at the start of their service.
+    blocks_requested
+        Blocks of their prompts.
+    mean_prefill_saved
+        The prefill work a measured job saves, W times its blocks hit, on average.
+    server_blocks_hit
+        Per server, the blocks hit by the measured jobs it served.
+    server_blocks_requested
+        Per server, the blocks of their prompts.
+    rank_jobs
+        Shared prompts: per prefix of popularity rank k = 1, 2, ... (the first 64), its measured
+        jobs.
+    rank_blocks_hit
+        Their blocks hit.
+    rank_blocks_requested
+        The blocks of their prompts.
     """
 
     seed_entropy: int | list[int]
@@ -165,6 +217,72 @@ class RunResult(ReplicationResult):
     speed_profile: dict | None = None  # eta and xi_2 of 002 by speed bin (speed_bins)
     mean_in_service: np.ndarray | None = None  # per server, time-average jobs in service E[b] (multi-slot servers)
     slot_utilisation: np.ndarray | None = None  # per server, E[b] / c_s (nan for unlimited c; multi-slot servers)
+    mean_ttft: float | None = None  # time to first token (runs with prefix caches, as are the fields below)
+    mean_ttft_ci: list | None = None
+    ttft_std: float | None = None
+    ttft_histogram: np.ndarray | None = None
+    cache_hit_ratio: float | None = None  # blocks hit / blocks requested by the measured jobs
+    blocks_hit: int | None = None
+    blocks_requested: int | None = None
+    mean_prefill_saved: float | None = None  # W x blocks hit, per measured job
+    server_blocks_hit: np.ndarray | None = None
+    server_blocks_requested: np.ndarray | None = None
+    rank_jobs: np.ndarray | None = None  # shared prompts, per popularity rank (the first 64)
+    rank_blocks_hit: np.ndarray | None = None
+    rank_blocks_requested: np.ndarray | None = None
+
+    @property
+    def has_caches(self) -> bool:
+        """Whether the run carried prefix caches (and has their figures)."""
+        return self.mean_ttft is not None
+
+    def ttft_quantile(self, q: float) -> float | None:
+        """The q-quantile of the time to first token (from its histogram, relative error < 0.4%);
+        None without caches.
+
+        Parameters
+        ----------
+        q
+            The probability, in [0, 1].
+        """
+        return None if self.ttft_histogram is None else response_time_quantile(self.ttft_histogram, q)
+
+    @property
+    def ttft_p50(self) -> float | None:
+        """Median time to first token (None without caches)."""
+        return self.ttft_quantile(0.50)
+
+    @property
+    def ttft_p90(self) -> float | None:
+        """90th percentile of the time to first token (None without caches)."""
+        return self.ttft_quantile(0.90)
+
+    @property
+    def ttft_p99(self) -> float | None:
+        """99th percentile of the time to first token (None without caches)."""
+        return self.ttft_quantile(0.99)
+
+    @property
+    def server_cache_hit_ratio(self) -> np.ndarray | None:
+        """Per server, blocks hit over blocks requested by the measured jobs it served (nan where
+        none was requested; None without caches)."""
+        if self.server_blocks_hit is None or self.server_blocks_requested is None:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.server_blocks_hit / self.server_blocks_requested
+
+    def cache_details(self) -> dict:
+        """The caches' figures beyond the summary: blocks hit and requested in all, per server and,
+        for shared prompts, per popularity rank."""
+        out: dict = {"blocks_hit": self.blocks_hit, "blocks_requested": self.blocks_requested}
+        out["ttft_std"] = self.ttft_std
+        out["server_blocks_hit"] = self.server_blocks_hit
+        out["server_blocks_requested"] = self.server_blocks_requested
+        if self.rank_jobs is not None:
+            out["rank_jobs"] = self.rank_jobs
+            out["rank_blocks_hit"] = self.rank_blocks_hit
+            out["rank_blocks_requested"] = self.rank_blocks_requested
+        return out
 
     @property
     def events_per_second(self) -> float:
@@ -175,7 +293,7 @@ class RunResult(ReplicationResult):
     def summary(self) -> dict:
         """The run's headline figures (the first entries of ``to_dict`` after its seed); each key is
         also an attribute."""
-        out = self.figures(HEADLINE + PERCENTILE_NAMES)
+        out = self.figures(HEADLINE + PERCENTILE_NAMES + (CACHE_FIGURES if self.has_caches else ()))
         for name in ("littles_law_gap", "number_in_system_growth", "completed_jobs", "events", "wall_seconds"):
             out[name] = getattr(self, name)
         out["events_per_second"] = self.events_per_second
@@ -232,6 +350,7 @@ class RunResult(ReplicationResult):
             "mean_number_in_system_ci": self.mean_number_in_system_ci,
             "number_in_system_growth": self.number_in_system_growth,
             **{name: getattr(self, name) for name in PERCENTILE_NAMES},
+            **(self.figures(CACHE_FIGURES) if self.has_caches else {}),
             "littles_law_gap": self.littles_law_gap,
             "occupancy_by_class": occupancy_table(self.class_speed, self.class_count, self.occupancy, self.class_jobs),
             "measured_time": self.measured_time,
@@ -244,6 +363,13 @@ class RunResult(ReplicationResult):
             "events_per_second": self.events_per_second,
         }
         out["halfin_whitt"] = scaled_measures(self, len(self.utilisation))
+        if self.has_caches:
+            details = self.cache_details()
+            if not per_server:
+                details = {name: value for name, value in details.items() if not name.startswith("server_")}
+            out["caches"] = {
+                name: value.tolist() if isinstance(value, np.ndarray) else value for name, value in details.items()
+            }
         if self.speed_profile is not None:
             out["speed_profile"] = self.speed_profile
         if per_server:
@@ -409,6 +535,40 @@ class SimulationResult(ReplicatedResult):
     response_time_p99_ci = interval_property("response_time_p99")
 
     @property
+    def has_caches(self) -> bool:
+        """Whether the runs carried prefix caches (and have their figures)."""
+        return self.runs[0].has_caches
+
+    mean_ttft = cache_property("mean_ttft", "mean time to first token (time units; runs with caches)")
+    mean_ttft_ci = cache_interval_property("mean_ttft")
+    ttft_p50 = cache_property("ttft_p50", "median time to first token, averaged over the replications")
+    ttft_p50_ci = cache_interval_property("ttft_p50")
+    ttft_p90 = cache_property("ttft_p90", "90th percentile of the time to first token, averaged over the replications")
+    ttft_p90_ci = cache_interval_property("ttft_p90")
+    ttft_p99 = cache_property("ttft_p99", "99th percentile of the time to first token, averaged over the replications")
+    ttft_p99_ci = cache_interval_property("ttft_p99")
+    cache_hit_ratio = cache_property(
+        "cache_hit_ratio", "blocks hit over blocks requested, averaged over the replications"
+    )
+    cache_hit_ratio_ci = cache_interval_property("cache_hit_ratio")
+    mean_prefill_saved = cache_property("mean_prefill_saved", "prefill work saved per job (W x blocks hit)")
+    mean_prefill_saved_ci = cache_interval_property("mean_prefill_saved")
+
+    @property
+    def ttft_histogram(self) -> np.ndarray | None:
+        """The time-to-first-token counts summed over the replications (None without caches)."""
+        if not self.has_caches:
+            return None
+        return np.sum([run.ttft_histogram for run in self.runs], axis=0)
+
+    def details(self) -> dict:
+        """With caches, their figures pooled over the replications (``caches``): blocks hit and
+        requested, the hit ratio per server and, for shared prompts, per popularity rank."""
+        if not self.has_caches:
+            return {}
+        return {"caches": pooled_cache_details(self.runs, self.metadata)}
+
+    @property
     def halfin_whitt(self) -> dict:
         """The scaled measures of 002 (hetlb.stats.halfin_whitt), averaged over the replications."""
         scaled = [scaled_measures(run, len(run.utilisation)) for run in self.runs]
@@ -455,7 +615,7 @@ class SimulationResult(ReplicatedResult):
     def summary(self) -> dict:
         """The flat dictionary of headline figures (the keys of ``hetlb simulate --json``); each key
         is also an attribute of the result."""
-        out = self.figures(HEADLINE + PERCENTILE_NAMES)
+        out = self.figures(HEADLINE + PERCENTILE_NAMES + (CACHE_FIGURES if self.has_caches else ()))
         out["littles_law_gap"] = self.littles_law_gap
         out["number_in_system_growth"] = self.number_in_system_growth
         out["warnings"] = self.warnings
@@ -523,6 +683,32 @@ def simulation_warnings(result) -> list:
             f"its interval: the system had not settled; {more} or {warm_up}"
         )
     return warnings
+
+
+def pooled_cache_details(runs, metadata: dict) -> dict:
+    """The caches' counts summed over ``runs``: blocks hit and requested, their ratio per server,
+    per popularity rank for shared prompts, and the offered load with every prefill a miss."""
+    hit = int(sum(run.blocks_hit for run in runs))
+    requested = int(sum(run.blocks_requested for run in runs))
+    server_hit = np.sum([run.server_blocks_hit for run in runs], axis=0)
+    server_requested = np.sum([run.server_blocks_requested for run in runs], axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: dict = {
+            "blocks_hit": hit,
+            "blocks_requested": requested,
+            "load_all_misses": metadata.get("load_all_misses"),
+        }
+        if len(server_hit) <= 1000:  # per-server lists up to 1000 servers, as to_dict's default
+            out["server_hit_ratio"] = (server_hit / server_requested).tolist()
+        if runs[0].rank_jobs is not None:
+            jobs = np.sum([run.rank_jobs for run in runs], axis=0)
+            rank_hit = np.sum([run.rank_blocks_hit for run in runs], axis=0)
+            rank_requested = np.sum([run.rank_blocks_requested for run in runs], axis=0)
+            out["by_rank"] = [
+                {"rank": k + 1, "jobs": int(jobs[k]), "hit_ratio": float(rank_hit[k] / rank_requested[k])}
+                for k in range(len(jobs))
+            ]
+    return out
 
 
 def occupancy_table(class_speed, class_count, occupancy, class_jobs) -> list:

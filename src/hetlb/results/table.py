@@ -26,9 +26,15 @@ METRICS = (
     "response_time_p99",
     "littles_law_gap",
     "number_in_system_growth",
+    "mean_ttft",
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "cache_hit_ratio",
+    "mean_prefill_saved",
 ) + MEASURES
 """Per-run figures of the continuous model that a point's row gives with 95% intervals (with the
-X measures of 002, hetlb.stats.halfin_whitt)."""
+X measures of 002, hetlb.stats.halfin_whitt); those of the prefix caches only for runs with caches."""
 SLOTTED_METRICS = (
     "mean_number_in_system",
     "mean_delay",
@@ -55,6 +61,7 @@ INTERVAL_COLUMNS = (
     "mean_number_in_system",
     "mean_delay",
     "messages_per_arrival",
+    "mean_ttft",
 )
 """Metrics whose batch-means interval is kept for a point with a single replication."""
 MAX_CLASS_COLUMNS = 16

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetlb import validation
-from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
+from hetlb.constants import ARRIVALS_POISSON, ARRIVALS_TRACE, INFINITE_BUFFER
 from hetlb.errors import InputError
 from hetlb.kernels import batch_servers as slot_kernel
 from hetlb.kernels import continuous as kernel
@@ -24,7 +24,7 @@ from hetlb.policies import registry, rules
 from hetlb.policies.registry import BY_CODE, Policy, PolicySpec, resolve_policy
 from hetlb.results.base import versions
 from hetlb.results.run import RunResult, SimulationResult
-from hetlb.simulation import batch_servers
+from hetlb.simulation import batch_servers, caches
 from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import (
@@ -57,6 +57,7 @@ servers have at most this many speed classes (a jfsq key moves by the number of 
 event, one bucket per step); the tests run both paths."""
 
 advance = kernel.advance
+advance_with_caches = kernel.advance_with_caches
 advance_slots = slot_kernel.advance
 alias_table = jit_alias_table
 selection_keys = rules.selection_keys
@@ -99,6 +100,8 @@ def simulate_one_dispatcher(
     else:
         check_kernel_branch(policy.spec)
     events = check_run(system, policy, options)
+    caches.check_caches(system, policy, events / (2 * options.replications), options)
+    cache_policy = policy if caches.has_caches(system, policy) else None
     with kernels_for(events):
         model = pack_model(system, policy, options)
         slot_model = batch_servers.pack_slots(system) if system.has_multi_slot_servers else None
@@ -107,9 +110,11 @@ def simulate_one_dispatcher(
             options.replications,
             f"{policy.id} ",
             options.progress,
-            lambda seed_sequence, report: run_replication(system, model, seed_sequence, options, report, slot_model),
+            lambda seed_sequence, report: run_replication(
+                system, model, seed_sequence, options, report, slot_model, cache_policy
+            ),
         )
-    metadata = run_metadata(system, policy.describe(), policy, options)
+    metadata = run_metadata(system, policy.describe(), policy, options, **caches.cache_metadata(system))
     return SimulationResult(runs, metadata)
 
 
@@ -278,6 +283,8 @@ def run_memory(system: System, policy: Policy, options: RunOptions) -> dict:
             + 600 * n_classes  # the metadata's speed classes (Python objects)
             + kept
             + (slot_bytes_per_server * n if system.has_multi_slot_servers else 0)
+            + caches.cache_memory(system, policy)
+            + (caches.server_caches.JOB_DTYPE.itemsize * slots if caches.has_caches(system, policy) else 0)
         ),
         "replications": (replications - 1) * kept,
         "batches": 128 * batches + 160 * batches * replications,
@@ -310,13 +317,14 @@ def check_kernel_branch(spec: PolicySpec) -> None:
         )
 
 
-def policy_functions(code: int):
-    """(advance, selection_keys) for the policy of kernel code ``code``: the cached kernel and keys,
-    or, for a policy registered with its own selection key (hetlb.register_policy), copies compiled
-    with that key once per process (hetlb.kernels.specialise)."""
+def policy_functions(code: int, with_caches: bool = False):
+    """(advance, selection_keys) for the policy of kernel code ``code``: the cached kernel and keys
+    (with ``with_caches``, the kernel's copy for a run with prefix caches), or, for a policy
+    registered with its own selection key (hetlb.register_policy), copies compiled with that key
+    once per process (hetlb.kernels.specialise)."""
     key = BY_CODE[code].selection_key
     if key is None:
-        return advance, selection_keys
+        return (advance_with_caches if with_caches else advance), selection_keys
     from hetlb.kernels import specialise  # only for a policy of a plugin
 
     return specialise.with_key(kernel.advance, key), specialise.with_key(rules.selection_keys, key)
@@ -382,6 +390,14 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         if len(finite_buffer) == system.n_servers
         else options.occupancy_levels
     )
+    size_code, arrival_code, arrival_params = system.job_sizes.code, system.arrivals.code, arrival_parameters(system)
+    epochs = caches.trace_epochs(system)
+    if epochs is not None:  # a trace's requests: its arrival times and sizes (hetlb.simulation.caches)
+        arrival_code, arrival_params = ARRIVALS_TRACE, np.append(epochs, np.inf)
+        size_code = kernel.SIZE_DETERMINISTIC  # nothing drawn: the caches give each job its decode size
+        horizon = min(horizon, float(epochs[-1]))  # the trace's end closes the window
+        if jobs is not None:
+            jobs = min(jobs, int(np.sum(epochs >= warmup)))
     if jobs is None:
         batch_ends = warmup + (horizon - warmup) * np.arange(1, batches + 1) / batches
         batch_ends[-1] = horizon
@@ -403,10 +419,10 @@ def pack_model(system: System, policy: Policy, options: RunOptions):
         compat_cumulative_speed=compat_cumulative_speed,
         compat_first_slow=compat_first_slow,
         type_uses_tree=(graph.complete_types() & uses_tree).astype(np.uint8),
-        size_code=system.job_sizes.code,
+        size_code=size_code,
         size_params=system.job_sizes.kernel_parameters(),
-        arrival_code=system.arrivals.code,
-        arrival_params=arrival_parameters(system),
+        arrival_code=arrival_code,
+        arrival_params=arrival_params,
         policy_code=policy.code,
         sample_sizes=np.array(sample_sizes or [1], np.int64),
         route_probabilities=np.array([policy.params.get("p_fast", 0.0), policy.params.get("p_slow", 0.0)]),
@@ -450,9 +466,13 @@ def fast_servers_first(graph, fast: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return graph.indices[order], graph.indptr[:-1] + fast_count
 
 
-def new_state(model, n_servers: int, trace: int, state_distribution: bool = False, slots=None) -> kernel.KernelState:
+def new_state(
+    model, n_servers: int, trace: int, state_distribution: bool = False, slots=None, extension=None
+) -> kernel.KernelState:
     """An empty system at time 0; ``slots``: the (SlotModel, SlotState) of multi-slot servers,
-    whose keys come from hetlb.policies.rules.slot_selection_key and take no key buckets."""
+    whose keys come from hetlb.policies.rules.slot_selection_key and take no key buckets;
+    ``extension``: a function of the number of job slots giving the per-server state beyond the
+    queue (hetlb.kernels.server_state; None: none)."""
     n_classes = model.n_classes
     servers = cache_aligned_zeros(n_servers, kernel.SERVER_DTYPE)
     servers["last_waiting"] = -1
@@ -508,7 +528,7 @@ def new_state(model, n_servers: int, trace: int, state_distribution: bool = Fals
         batch_close=model.batch_ends.copy() if model.batch_by_jobs == 0 else np.full(len(model.batch_ends), np.inf),
         jobs_time=np.zeros(distribution_size),
         waiting_time=np.zeros(distribution_size),
-        extension=ServerExtension(),
+        extension=ServerExtension() if extension is None else extension(len(job_next)),
     )
 
 
@@ -566,28 +586,40 @@ def grow_job_pool(model, state: kernel.KernelState, held: int = 0) -> kernel.Ker
     size[:used] = state.job_size
     next_slot[:used] = state.job_next
     state.counters[0]["free_slot"] = used
+    extension = caches.grow_jobs(state.extension, 2 * used)
     bucket_start = (
         grow_buckets(state.bucket_start, bucket_keys(model, 2 * used + held))
         if len(state.bucket_start)
         else state.bucket_start
     )
-    return state._replace(job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start)
+    return state._replace(
+        job_arrival=arrival, job_size=size, job_next=next_slot, bucket_start=bucket_start, extension=extension
+    )
 
 
-def run_replication(system: System, model, seed_sequence, options: RunOptions, report, slot_model=None) -> RunResult:
+def run_replication(
+    system: System, model, seed_sequence, options: RunOptions, report, slot_model=None, cache_policy=None
+) -> RunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress.
     ``slot_model``: the multi-slot servers' data (hetlb.simulation.batch_servers.pack_slots), which
-    runs hetlb.kernels.batch_servers.advance; None for concurrency 1."""
+    runs hetlb.kernels.batch_servers.advance; None for concurrency 1. ``cache_policy``: the policy,
+    when the run carries prefix caches (hetlb.simulation.caches), which then run in
+    hetlb.kernels.continuous.advance_with_caches."""
     arrival_stream, policy_stream = seed_sequence.spawn(2)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     slot_state = None if slot_model is None else batch_servers.new_slot_state(system)
     slots = None if slot_model is None else (slot_model, slot_state)
-    state = new_state(model, system.n_servers, options.trace, options.state_distribution, slots)
+    extension = None
+    if cache_policy is not None:
+        extension = lambda job_slots: caches.new_cache_extension(  # noqa: E731
+            system, cache_policy, job_slots, len(model.batch_ends), slot_model, slot_state
+        )
+    state = new_state(model, system.n_servers, options.trace, options.state_distribution, slots, extension)
     counters = state.counters[0]
     counters["window_end"] = np.inf
     start_arrival_process(model, state.counters, arrival_rng)
-    run_kernel = policy_functions(model.policy_code)[0]
+    run_kernel = policy_functions(model.policy_code, cache_policy is not None)[0]
     started = time.perf_counter()
     while True:
         if slot_state is None:
@@ -600,7 +632,8 @@ def run_replication(system: System, model, seed_sequence, options: RunOptions, r
             state = grow_job_pool(model, state, 0 if slot_state is None else batch_servers.held_beyond_one(slot_state))
             counters = state.counters[0]
         if status == slot_kernel.NEEDS_SERVICE_ROOM and slot_state is not None:
-            slot_state = batch_servers.grow_service_room(slot_state)
+            old_slot_state, slot_state = slot_state, batch_servers.grow_service_room(slot_state)
+            state = state._replace(extension=caches.follow_service_room(state.extension, old_slot_state, slot_state))
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
@@ -615,6 +648,8 @@ def run_result(
     """The figures of one finished replication (with the speed profile in ``speed_bins`` bins, and
     those of the multi-slot servers when ``slot_state`` is given)."""
     run = figures(system, model, state, seed_sequence, wall_seconds)
+    for name, value in caches.cache_figures(system, state.extension, run.measured_time).items():
+        setattr(run, name, value)
     if speed_bins is not None:
         run.speed_profile = speed_profile(run, system.speed, speed_bins)
     if slot_state is not None:

@@ -31,7 +31,7 @@ from hetlb.policies import registry, rules
 from hetlb.policies.choice import BRANCHES, KEY_CODE, ON_ESTIMATES, decides, jba_options
 from hetlb.policies.registry import LED_UPDATE_PARAMETERS, Policy, resolve_policy
 from hetlb.results.dispatchers import DispatcherRunResult, DispatchersResult
-from hetlb.simulation import batch_servers, continuous
+from hetlb.simulation import batch_servers, caches, continuous
 from hetlb.simulation.fast_start import kernels_for
 from hetlb.simulation.options import RunOptions
 from hetlb.simulation.replications import DEFAULT_JOBS, run_replications, safe_ratio
@@ -77,6 +77,12 @@ def simulate_dispatchers(
     policy = resolve_policy(policy, policy_params)
     if not isinstance(system, System):
         raise InputError("system", "must be a hetlb.System (build one with System.from_speeds)")
+    if system.caches is not None and policy.spec.reads_cache:
+        raise InputError(
+            "cache_blocks",
+            f"{policy.id} reads the caches, which several dispatchers do not see yet (each would keep an approximate "
+            "index of its own); with several dispatchers the caches run under the policies on estimates",
+        )
     check_policy(policy)
     if system.has_multi_slot_servers:
         batch_servers.check_multi_slot_policy(system, policy, ON_ESTIMATES)
@@ -87,6 +93,8 @@ def simulate_dispatchers(
     rates = source_rates(system, n_dispatchers, options.dispatcher_share)
     window = default_herd_window(system) if options.herd_window is None else options.herd_window
     events = continuous.check_run(system, policy, options)
+    caches.check_caches(system, policy, events / (2 * options.replications), options)
+    cache_policy = policy if caches.has_caches(system, policy) else None
 
     with kernels_for(events):
         model = continuous.pack_model(system, policy, options)
@@ -98,7 +106,7 @@ def simulate_dispatchers(
             f"{policy.id} x{n_dispatchers} ",
             options.progress,
             lambda seed_sequence, report: run_replication(
-                system, model, dispatcher_model, seed_sequence, options, report, slot_model
+                system, model, dispatcher_model, seed_sequence, options, report, slot_model, cache_policy
             ),
         )
     dispatchers = {
@@ -109,7 +117,9 @@ def simulate_dispatchers(
         "herd_window": window,
     }
     policy_description = {name: value for name, value in policy.describe().items() if name not in LED_UPDATE_PARAMETERS}
-    metadata = continuous.run_metadata(system, policy_description, policy, options, dispatchers=dispatchers)
+    metadata = continuous.run_metadata(
+        system, policy_description, policy, options, dispatchers=dispatchers, **caches.cache_metadata(system)
+    )
     metadata["system"]["dispatchers"] = n_dispatchers
     return DispatchersResult(runs, metadata)
 
@@ -393,18 +403,31 @@ def grow_messages(dispatcher_state: kernel.DispatcherState) -> kernel.Dispatcher
 
 
 def run_replication(
-    system: System, model, dispatcher_model, seed_sequence, options: RunOptions, report, slot_model=None
+    system: System,
+    model,
+    dispatcher_model,
+    seed_sequence,
+    options: RunOptions,
+    report,
+    slot_model=None,
+    cache_policy=None,
 ) -> DispatcherRunResult:
     """One replication from an empty system; ``report(fraction_done, events)`` sees progress.
     ``slot_model``: the multi-slot servers' data (hetlb.simulation.batch_servers.pack_slots), None
-    for concurrency 1."""
+    for concurrency 1; ``cache_policy``: the policy, when the servers have prefix caches
+    (hetlb.simulation.caches)."""
     arrival_stream, policy_stream, update_stream = seed_sequence.spawn(3)
     arrival_rng = np.random.Generator(np.random.PCG64(arrival_stream))
     policy_rng = np.random.Generator(np.random.PCG64(policy_stream))
     update_rng = np.random.Generator(np.random.PCG64(update_stream))
     slots = None if slot_model is None else (slot_model, batch_servers.new_slot_state(system))
     kernel_slots = batch_servers.no_slots() if slots is None else slots
-    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution, slots)
+    extension = None
+    if cache_policy is not None:
+        extension = lambda job_slots: caches.new_cache_extension(  # noqa: E731
+            system, cache_policy, job_slots, len(model.batch_ends), *(slots or (None, None))
+        )
+    state = continuous.new_state(model, system.n_servers, options.trace, options.state_distribution, slots, extension)
     dispatcher_state = new_dispatcher_state(model, dispatcher_model, system.n_servers, len(state.job_next), slots)
     dispatcher_model = first_snapshot(dispatcher_model, dispatcher_state.counters, update_rng)
     counters = state.counters[0]
@@ -434,7 +457,11 @@ def run_replication(
         if status == kernel.NEEDS_MESSAGE_SLOTS:
             dispatcher_state = grow_messages(dispatcher_state)
         if status == slot_kernel.NEEDS_SERVICE_ROOM:
-            kernel_slots = (kernel_slots[0], batch_servers.grow_service_room(kernel_slots[1]))
+            old_slot_state = kernel_slots[1]
+            kernel_slots = (kernel_slots[0], batch_servers.grow_service_room(old_slot_state))
+            state = state._replace(
+                extension=caches.follow_service_room(state.extension, old_slot_state, kernel_slots[1])
+            )
         done = (
             counters["now"] / model.horizon if model.batch_by_jobs == 0 else counters["completed"] / model.target_jobs
         )
