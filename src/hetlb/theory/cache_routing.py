@@ -207,8 +207,8 @@ def eft_rule(view: CacheView, params: dict) -> np.ndarray:
 
 
 def cache_rule(policy_id: str) -> Callable[[CacheView, dict], np.ndarray]:
-    """The rule of this module that the registry names for ``policy_id``."""
-    return globals()[POLICIES[policy_id].exact_cache_rule]
+    """The rule of this module that the registry names for ``policy_id`` (one of EXACT_CACHE_POLICIES)."""
+    return globals()[str(POLICIES[policy_id].exact_cache_rule)]
 
 
 def reads_expected_work(policy_id: str) -> bool:
