@@ -96,6 +96,12 @@ def numba_loaded() -> bool:
     return _numba_loaded
 
 
+def running_plain() -> bool:
+    """Whether hetlb's kernels run as plain Python here and now: with the JIT disabled, or inside
+    :func:`plain_python` before numba is imported."""
+    return DISABLED or (_plain and not _numba_loaded)
+
+
 @contextmanager
 def plain_python(enabled: bool = True):
     """With ``enabled``, the stand-ins call their plain functions while inside (until numba is

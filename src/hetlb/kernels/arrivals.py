@@ -10,11 +10,12 @@ counters (``batch_left``, ``phase``, ``phase_end``) and their parameters in one 
   at the same instant (the next epoch is now while ``batch_left`` > 0);
 * mmpp: (1 / lambda_on, 1 / lambda_off, T1, T2, T1 / (T1 + T2)): ``phase`` 1 is on; within a
   phase, exponential gaps at its rate until ``phase_end``, where the phase flips (the gaps are
-  memoryless, so a gap that would cross the end is drawn afresh from it);
-* trace (the prompts of a trace, hetlb.model.prompts.Trace): its n arrival epochs, rescaled to the
-  system's arrival rate, then +inf: arrival r (from 0) is at epoch r, and after the last none.
+  memoryless, so a gap that would cross the end is drawn afresh from it).
 
-Every draw comes from the arrival stream (a trace draws nothing).
+Every draw comes from the arrival stream. A trace's requests (the prompts ``trace:FILE``) arrive at
+its epochs, rescaled to the system's arrival rate (code ARRIVALS_TRACE, :func:`next_or_trace_epoch`,
+which the loops with prefix caches call in the place of :func:`next_arrival_epoch`): they draw
+nothing.
 """
 
 import math
@@ -32,8 +33,6 @@ def geometric_batch(log_keep, rng):
 @njit
 def next_arrival_epoch(c, now, arrival_code, arrival_params, rng):
     """The epoch of the arrival after the one at ``now`` (``c``: the run's counters record)."""
-    if arrival_code == ARRIVALS_TRACE:
-        return arrival_params[min(c.arrivals_total + 1, len(arrival_params) - 1)]
     first, second, third, fourth = arrival_params[0], arrival_params[1], arrival_params[2], arrival_params[3]
     if arrival_code == ARRIVALS_BATCH:
         if c.batch_left > 0:
@@ -57,10 +56,16 @@ def start_arrivals(counters, arrival_code, arrival_params, rng):
     first epoch; an MMPP in its stationary phase, on with probability T1 / (T1 + T2))."""
     c = records(counters)[0]
     c.batch_left = 0
-    if arrival_code == ARRIVALS_TRACE:
-        c.next_arrival = arrival_params[0]
-        return
     if arrival_code != ARRIVALS_BATCH:
         c.phase = 1 if rng.random() < arrival_params[4] else 0
         c.phase_end = rng.exponential() * (arrival_params[2] if c.phase == 1 else arrival_params[3])
     c.next_arrival = next_arrival_epoch(c, 0.0, arrival_code, arrival_params, rng)
+
+
+@njit
+def next_or_trace_epoch(c, now, arrival_code, arrival_params, rng):
+    """:func:`next_arrival_epoch`, or for a trace (``arrival_params``: its n epochs, then +inf) the
+    epoch of arrival r + 1 after arrival r (``c.arrivals_total`` = r when it is drawn)."""
+    if arrival_code == ARRIVALS_TRACE:
+        return arrival_params[min(c.arrivals_total + 1, len(arrival_params) - 1)]
+    return next_arrival_epoch(c, now, arrival_code, arrival_params, rng)

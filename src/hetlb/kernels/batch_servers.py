@@ -45,7 +45,6 @@ import numpy as np
 
 from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, prefetch, records
-from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.continuous import (
     CACHE_CODES,
@@ -79,6 +78,7 @@ from hetlb.kernels.server_state import (
     job_arrives,
     job_measured,
     job_waits,
+    next_epoch,
     reads_cache,
     route_by_cache,
     service_moved,
@@ -546,7 +546,7 @@ def advance(model, state, slot_model, slot_state, arrival_rng, policy_rng, max_e
             if poisson:
                 next_arrival = now + arrival_rng.exponential() * mean_interarrival
             else:
-                next_arrival = next_arrival_epoch(c, now, arrival_code, arrival_params, arrival_rng)
+                next_arrival = next_epoch(extension, c, now, arrival_code, arrival_params, arrival_rng)
             c.next_arrival = next_arrival
             server = servers[s]
             slot = slot_servers[s]

@@ -47,9 +47,10 @@ from collections import namedtuple
 
 import numpy as np
 
+from hetlb import jit
 from hetlb.constants import ARRIVALS_POISSON, INFINITE_BUFFER
 from hetlb.jit import at, njit, prefetch, records
-from hetlb.kernels.arrivals import next_arrival_epoch
+from hetlb.kernels.arrivals import next_arrival_epoch, next_or_trace_epoch
 from hetlb.kernels.buckets import move_drawn_key, move_key, random_least_drawn
 from hetlb.kernels.sampling import alias_draw
 from hetlb.kernels.server_state import (
@@ -864,20 +865,38 @@ def finish(c, at, batches, batch_close):
     c.end_time = at
 
 
-def renamed(function, name: str):
+def renamed(function, name: str, names: dict | None = None):
     """The plain Python function of ``function`` under another name (so that numba caches its
-    compiled code apart)."""
+    compiled code apart), its global names looked up in ``names`` first."""
     plain = getattr(function, "py_func", function)
-    copy = types.FunctionType(plain.__code__, plain.__globals__, name, plain.__defaults__, plain.__closure__)
+    scope = plain.__globals__ if names is None else {**plain.__globals__, **names}
+    copy = types.FunctionType(plain.__code__, scope, name, plain.__defaults__, plain.__closure__)
     copy.__qualname__ = name
     copy.__module__ = plain.__module__
     copy.__doc__ = plain.__doc__
     return copy
 
 
-advance_with_caches = njit(_nrt=False)(renamed(advance, "advance_with_caches"))
-""":func:`advance` for a run whose KernelState.extension is a CacheExtension (the servers' prefix
-caches, hetlb.kernels.server_state): the same loop, compiled without numba's runtime so that the
-caches' arrays, which the inlined helpers of hetlb.kernels.server_caches take out of the extension
-on every event, are not reference-counted (the loop allocates nothing, as
-hetlb.kernels.batch_servers.advance does not)."""
+_with_caches: dict = {}
+
+
+def advance_with_caches(model, state, arrival_rng, policy_rng, max_events):
+    """:func:`advance` for a run whose KernelState.extension is a CacheExtension (the servers'
+    prefix caches, hetlb.kernels.server_state): the same loop, compiled without numba's runtime so
+    that the caches' arrays, which the inlined helpers of hetlb.kernels.server_caches take out of
+    the extension on every event, are not reference-counted (the loop allocates nothing, as
+    hetlb.kernels.batch_servers.advance does not), and with a trace's arrival epochs
+    (hetlb.kernels.arrivals.next_or_trace_epoch in the place of next_arrival_epoch). The copy is made
+    when first called, from the module's functions as they are then (numba's, or the plain ones in
+    a plain-Python run), and kept."""
+    mode = "plain" if jit.running_plain() else "compiled"
+    if mode not in _with_caches:
+        if mode == "compiled":
+            jit.compile_everything()  # the module's names are numba's functions from here on
+        copy = renamed(advance, "advance_with_caches", {"next_arrival_epoch": next_or_trace_epoch})
+        if mode == "compiled":
+            import numba
+
+            copy = numba.njit(cache=True, _nrt=False)(copy)
+        _with_caches[mode] = copy
+    return _with_caches[mode](model, state, arrival_rng, policy_rng, max_events)

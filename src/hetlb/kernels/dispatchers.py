@@ -30,7 +30,6 @@ import numpy as np
 
 from hetlb.constants import ARRIVALS_POISSON
 from hetlb.jit import at, njit, records
-from hetlb.kernels.arrivals import next_arrival_epoch
 from hetlb.kernels.batch_servers import (
     NEEDS_SERVICE_ROOM,
     close_service_window,
@@ -68,7 +67,7 @@ from hetlb.kernels.continuous import (
 from hetlb.kernels.decisions import decide, record_herd
 from hetlb.kernels.flights import take_from_flight
 from hetlb.kernels.sampling import alias_draw
-from hetlb.kernels.server_state import job_arrives, job_measured, job_waits
+from hetlb.kernels.server_state import job_arrives, job_measured, job_waits, next_epoch
 from hetlb.kernels.trees import lower_time, set_time
 from hetlb.kernels.updates import (
     INCREMENT,
@@ -487,7 +486,7 @@ def advance(
             if poisson:
                 c.next_arrival = now + arrival_rng.exponential() * mean_interarrival
             else:
-                c.next_arrival = next_arrival_epoch(c, now, arrival_code, arrival_params, arrival_rng)
+                c.next_arrival = next_epoch(extension, c, now, arrival_code, arrival_params, arrival_rng)
             server = servers[s]
             q = server.queue_len
             if c.trace_n < len(trace_time):

@@ -47,6 +47,7 @@ import numpy as np
 
 from hetlb.constants import PROMPTS_SHARED, PROMPTS_TRACE
 from hetlb.jit import njit, records
+from hetlb.kernels.arrivals import next_or_trace_epoch
 from hetlb.kernels.batch_servers import curve_phi
 from hetlb.kernels.continuous import arrival_batch, histogram_bin
 from hetlb.kernels.prefix_cache import chain_block, hold_hit, insert_chain, leading_match, release_chain
@@ -170,6 +171,12 @@ def draw_prompt(
     job.factor = 1.0
     if exponential:
         job.factor = rng.exponential()
+
+
+def next_epoch(extension, c, now, arrival_code, arrival_params, rng):
+    """The next arrival epoch of a process other than Poisson, a trace's included
+    (hetlb.kernels.arrivals.next_or_trace_epoch)."""
+    return next_or_trace_epoch(c, now, arrival_code, arrival_params, rng)
 
 
 def reads_cache(extension, policy_code):

@@ -67,6 +67,7 @@ import functools
 from collections import namedtuple
 
 from hetlb.jit import by_types
+from hetlb.kernels.arrivals import next_arrival_epoch
 
 ServerExtension = namedtuple("ServerExtension", [])
 ServerExtension.__doc__ = """No per-server state beyond the queue: every helper of
@@ -261,6 +262,15 @@ def on_extension(none_version):
 def job_arrives(extension, arrival_index, rng):
     """A job arrives (the ``arrival_index``-th, from 0), its type drawn: what else it brings is
     drawn from the arrival stream ``rng`` (its prompt); nothing without caches."""
+
+
+@on_extension
+def next_epoch(extension, c, now, arrival_code, arrival_params, rng):
+    """The epoch of the arrival after the one at ``now`` of a process other than Poisson
+    (hetlb.kernels.arrivals.next_arrival_epoch; with caches, a trace's too), in the loops compiled
+    without numba's runtime (the loop of concurrency 1 for caches gets a trace's epochs from its
+    copy's names instead: hetlb.kernels.continuous.advance_with_caches)."""
+    return next_arrival_epoch(c, now, arrival_code, arrival_params, rng)
 
 
 @on_extension

@@ -450,9 +450,12 @@ def arrival_parameters(system: System) -> np.ndarray:
 
 def start_arrival_process(model, counters_array, arrival_rng) -> None:
     """The first arrival epoch from time 0: an exponential of rate lambda for Poisson arrivals (as
-    always), the process's own start otherwise (hetlb.kernels.arrivals.start_arrivals)."""
+    always), a trace's first epoch (0) for its requests, the process's own start otherwise
+    (hetlb.kernels.arrivals.start_arrivals)."""
     if model.arrival_code == ARRIVALS_POISSON:
         counters_array[0]["next_arrival"] = arrival_rng.exponential() * (1.0 / model.total_arrival_rate)
+    elif model.arrival_code == ARRIVALS_TRACE:  # a trace's first request (its epochs start at 0)
+        counters_array[0]["next_arrival"] = model.arrival_params[0]
     else:
         start_arrivals(counters_array, model.arrival_code, model.arrival_params, arrival_rng)
 
