@@ -44,6 +44,7 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -422,3 +423,15 @@ def at(index):
     N = 10). Only the index is converted: the arithmetic stays on signed integers, since numba makes
     a float of a signed and an unsigned one."""
     return np.uint64(index)
+
+
+def renamed(function, name: str, names: dict | None = None):
+    """The plain Python function of ``function`` under another name (so that numba caches its
+    compiled code apart), its global names looked up in ``names`` first."""
+    plain = getattr(function, "py_func", function)
+    scope = plain.__globals__ if names is None else {**plain.__globals__, **names}
+    copy = types.FunctionType(plain.__code__, scope, name, plain.__defaults__, plain.__closure__)
+    copy.__qualname__ = name
+    copy.__module__ = plain.__module__
+    copy.__doc__ = plain.__doc__
+    return copy

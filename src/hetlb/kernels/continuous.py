@@ -42,7 +42,6 @@ Speed notes.
 """
 
 import math
-import types
 from collections import namedtuple
 
 import numpy as np
@@ -865,18 +864,6 @@ def finish(c, at, batches, batch_close):
     c.end_time = at
 
 
-def renamed(function, name: str, names: dict | None = None):
-    """The plain Python function of ``function`` under another name (so that numba caches its
-    compiled code apart), its global names looked up in ``names`` first."""
-    plain = getattr(function, "py_func", function)
-    scope = plain.__globals__ if names is None else {**plain.__globals__, **names}
-    copy = types.FunctionType(plain.__code__, scope, name, plain.__defaults__, plain.__closure__)
-    copy.__qualname__ = name
-    copy.__module__ = plain.__module__
-    copy.__doc__ = plain.__doc__
-    return copy
-
-
 _with_caches: dict = {}
 
 
@@ -893,7 +880,7 @@ def advance_with_caches(model, state, arrival_rng, policy_rng, max_events):
     if mode not in _with_caches:
         if mode == "compiled":
             jit.compile_everything()  # the module's names are numba's functions from here on
-        copy = renamed(advance, "advance_with_caches", {"next_arrival_epoch": next_or_trace_epoch})
+        copy = jit.renamed(advance, "advance_with_caches", {"next_arrival_epoch": next_or_trace_epoch})
         if mode == "compiled":
             import numba
 
